@@ -1,0 +1,55 @@
+"""bcjax: keeping embeddings useful while the models that produce them, and the data they see, keep changing.
+
+The public API is re-exported flat here; the sub-packages (``bcjax.alignment``, ``bcjax.versioning``) export the
+same names grouped by area.
+"""
+
+from bcjax import alignment
+from bcjax import versioning
+from bcjax.alignment import BackwardLinear
+from bcjax.alignment import PosthocFit
+from bcjax.alignment import alignment_error
+from bcjax.alignment import apply_backward
+from bcjax.alignment import apply_chain
+from bcjax.alignment import compose
+from bcjax.alignment import compositions
+from bcjax.alignment import fit_posthoc
+from bcjax.alignment import init_backward
+from bcjax.alignment import least_squares_backward
+from bcjax.alignment import multi_step_loss
+from bcjax.alignment import notrans
+from bcjax.alignment import single_step_loss
+from bcjax.versioning import CorruptRegistryError
+from bcjax.versioning import InconsistentRegistryError
+from bcjax.versioning import Registry
+from bcjax.versioning import RegistryError
+from bcjax.versioning import VersionExistsError
+from bcjax.versioning import VersionInfo
+from bcjax.versioning import VersionNotFoundError
+
+__version__ = "0.1.0"
+
+__all__ = (
+    "BackwardLinear",
+    "CorruptRegistryError",
+    "InconsistentRegistryError",
+    "PosthocFit",
+    "Registry",
+    "RegistryError",
+    "VersionExistsError",
+    "VersionInfo",
+    "VersionNotFoundError",
+    "alignment",
+    "alignment_error",
+    "apply_backward",
+    "apply_chain",
+    "compose",
+    "compositions",
+    "fit_posthoc",
+    "init_backward",
+    "least_squares_backward",
+    "multi_step_loss",
+    "notrans",
+    "single_step_loss",
+    "versioning",
+)

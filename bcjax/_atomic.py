@@ -1,0 +1,58 @@
+"""Crash-safe file writes: a file is either absent or complete, and an existing file is never replaced by accident.
+
+The data goes to a temporary file in the destination's directory, is flushed and fsync-ed, and is then published
+under its final name. Publishing without ``overwrite`` uses ``os.link``, which fails atomically when the name is
+taken, so of two concurrent writers of the same name exactly one succeeds. With ``overwrite`` it uses
+``os.replace``. Either way the directory is fsync-ed so the new name survives a power loss. A crash at any point
+leaves at most a stray ``.*.tmp`` file, never a partial file under the final name.
+"""
+
+import os
+import secrets
+from pathlib import Path
+
+TMP_SUFFIX = ".tmp"
+
+
+def _fsync_dir(directory: Path) -> None:
+  fd = os.open(directory, os.O_RDONLY)
+  try:
+    os.fsync(fd)
+  finally:
+    os.close(fd)
+
+
+def _publish(tmp: Path, path: Path, overwrite: bool) -> None:
+  """Gives the complete temporary file its final name (a separate function so tests can interrupt it)."""
+  if overwrite:
+    os.replace(tmp, path)
+  else:
+    os.link(tmp, path)  # raises FileExistsError, atomically, when `path` exists
+
+
+def write_atomic(path: str | os.PathLike, data: bytes, *, overwrite: bool = False) -> Path:
+  """Writes ``data`` to ``path`` atomically.
+
+  Args:
+    path: destination file; its directory must exist.
+    data: the complete contents.
+    overwrite: replace an existing file. When False an existing ``path`` raises FileExistsError and is untouched.
+
+  Returns:
+    ``path`` as a Path.
+  """
+  path = Path(path)
+  if not overwrite and path.exists():
+    raise FileExistsError(f"refusing to overwrite existing file {path}")
+  tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TMP_SUFFIX}")
+  try:
+    with open(tmp, "xb") as f:
+      f.write(data)
+      f.flush()
+      os.fsync(f.fileno())
+    _publish(tmp, path, overwrite)
+  finally:
+    # After a link the temporary name is a second name of the published file; after a failure it is debris.
+    tmp.unlink(missing_ok=True)
+  _fsync_dir(path.parent)
+  return path

@@ -1,0 +1,171 @@
+r"""Fitting a linear backward transformation :math:`W_k` on fixed embeddings (post-hoc alignment, section 3.2.3).
+
+Post-hoc alignment keeps :math:`M_k` and :math:`M_{k-1}` fixed and only learns :math:`W_k`. Both alignment losses
+are then quadratic in :math:`W_k`. The multi-step loss is :math:`\mathbb E[\delta^\top A \delta]` with
+:math:`A = \frac1k\sum_j (W^j_{k-1})^\top W^j_{k-1} \succeq I/k`, which is invertible, so its minimisers are exactly
+those of the single-step loss: **at convergence post-hoc MLoss and SLoss give the same** :math:`W_k`, namely the
+least-squares solution. The two differ only through the optimisation path (finite steps, early stopping), which is
+why the paper's multi-step loss pays off in *joint* training, where it also shapes :math:`z_k`.
+"""
+
+import functools
+from collections.abc import Sequence
+from typing import Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax.typing import ArrayLike
+
+from bcjax import _checks
+from bcjax.alignment._losses import multi_step_loss, single_step_loss
+
+
+class PosthocFit(NamedTuple):
+  """Result of :func:`fit_posthoc`."""
+  w: jax.Array  # [d_(k-1), d_k], the fitted W_k
+  losses: jax.Array  # [steps], the training loss at every step
+
+
+def init_backward(key: jax.Array, d_prev: int, d_new: int, dtype=jnp.float32) -> jax.Array:
+  r"""Initial :math:`W_k \sim U(\pm 1/\sqrt{D_k})` of shape [d_prev, d_new] (PyTorch's ``Linear`` default, which the
+  reference code uses for :math:`B_k`).
+
+  Examples:
+    >>> import jax
+    >>> from bcjax.alignment import init_backward
+    >>> init_backward(jax.random.key(0), 2, 3).shape
+    (2, 3)
+  """
+  d_prev = _checks.check_positive_int("init_backward", "d_prev", d_prev)
+  d_new = _checks.check_positive_int("init_backward", "d_new", d_new)
+  bound = 1.0 / jnp.sqrt(d_new)
+  return jax.random.uniform(key, (d_prev, d_new), dtype, -bound, bound)
+
+
+def least_squares_backward(z_new: ArrayLike, z_prev: ArrayLike, *, ridge: float = 0.0) -> jax.Array:
+  r"""Closed-form minimiser of the single-step loss, optionally with a ridge penalty.
+
+  .. math::
+    W_k = \arg\min_W \frac1n \sum_x \lVert W z_k(x) - z_{k-1}(x) \rVert^2 + \rho \lVert W \rVert_F^2
+        = Z_{k-1}^\top Z_k (Z_k^\top Z_k + n\rho I)^{-1}.
+
+  With :math:`\rho = 0` the minimum-norm least-squares solution is returned (valid for rank-deficient
+  :math:`Z_k`). It also minimises the multi-step loss (see the module docstring).
+
+  Args:
+    z_new: :math:`z_k`, [n, d_k].
+    z_prev: :math:`z_{k-1}`, [n, d_{k-1}].
+    ridge: :math:`\rho \ge 0`.
+
+  Returns:
+    :math:`W_k`, [d_{k-1}, d_k].
+
+  Examples:
+    >>> import jax.numpy as jnp
+    >>> from bcjax.alignment import least_squares_backward
+    >>> z = jnp.eye(3)
+    >>> least_squares_backward(z, 2.0 * z[:, :2]).round(3).tolist()
+    [[2.0, 0.0, 0.0], [0.0, 2.0, 0.0]]
+  """
+  fn = "least_squares_backward"
+  z_new = _checks.as_float_array(fn, "z_new", z_new, ndim=2)
+  z_prev = _checks.as_float_array(fn, "z_prev", z_prev, ndim=2)
+  if z_new.shape[0] != z_prev.shape[0]:
+    raise ValueError(f"{fn}: `z_new` has shape {tuple(z_new.shape)} and `z_prev` has shape {tuple(z_prev.shape)}; "
+                     "both must hold the same rows")
+  if not (ridge >= 0.0):  # also rejects NaN
+    raise ValueError(f"{fn}: `ridge` must be >= 0, got {ridge!r}")
+  if ridge == 0.0:
+    solution, *_ = jnp.linalg.lstsq(z_new, z_prev)
+    return solution.T
+  n, d = z_new.shape
+  gram = z_new.T @ z_new + n * ridge * jnp.eye(d, dtype=z_new.dtype)
+  return jnp.linalg.solve(gram, z_new.T @ z_prev).T
+
+
+@functools.lru_cache(maxsize=32)
+def _adam(learning_rate: float) -> optax.GradientTransformation:
+  # One optax.adam per learning rate, so repeated fits reuse the compiled loop (the optimiser is a static argument).
+  return optax.adam(learning_rate)
+
+
+@functools.partial(jax.jit, static_argnames=("loss", "steps", "batch_size", "per_dim", "optimizer"))
+def _fit(z_new, z_prev, history, w0, key, *, loss, steps, batch_size, per_dim, optimizer):
+  n = z_new.shape[0]
+
+  def objective(w, rows):
+    zn, zp = z_new[rows], z_prev[rows]
+    if loss == "single":
+      return single_step_loss(zn, zp, w, per_dim=per_dim)
+    return multi_step_loss(zn, zp, w, history, per_dim=per_dim)
+
+  def step(carry, step_key):
+    w, opt_state = carry
+    rows = jnp.arange(n) if batch_size is None else jax.random.randint(step_key, (batch_size,), 0, n)
+    value, grad = jax.value_and_grad(objective)(w, rows)
+    updates, opt_state = optimizer.update(grad, opt_state, w)
+    return (optax.apply_updates(w, updates), opt_state), value
+
+  (w, _), losses = jax.lax.scan(step, (w0, optimizer.init(w0)), jax.random.split(key, steps))
+  return PosthocFit(w, losses)
+
+
+def fit_posthoc(
+    z_new: ArrayLike,
+    z_prev: ArrayLike,
+    history: Sequence[ArrayLike] = (),
+    *,
+    key: jax.Array,
+    loss: Literal["single", "multi"] = "multi",
+    steps: int = 2000,
+    learning_rate: float = 1e-2,
+    batch_size: int | None = None,
+    per_dim: bool = False,
+    optimizer: optax.GradientTransformation | None = None,
+) -> PosthocFit:
+  r"""Fits :math:`W_k` by gradient descent on the single- or multi-step loss with :math:`z_k, z_{k-1}` fixed.
+
+  This is the reference code's post-hoc procedure (Post-Lin-SLoss / Post-Lin-MLoss): :math:`W_k` starts from
+  :func:`init_backward` and is trained with Adam on mini-batches of rows (drawn uniformly with replacement) or on
+  the full batch. The whole loop is one jitted ``lax.scan``.
+
+  Args:
+    z_new: :math:`z_k`, [n, d_k], fixed.
+    z_prev: :math:`z_{k-1}` on the same rows, [n, d_{k-1}], fixed.
+    history: frozen ``[W_1, ..., W_{k-1}]`` (used by ``loss="multi"``).
+    key: PRNG key for the initial :math:`W_k` and the mini-batches.
+    loss: ``"single"`` (eq. 7) or ``"multi"`` (eq. 10).
+    steps: number of optimiser steps.
+    learning_rate: Adam's learning rate (ignored when ``optimizer`` is given).
+    batch_size: rows per step, or ``None`` for the full batch.
+    per_dim: the reference code's per-dimension scaling.
+    optimizer: any optax transformation; defaults to ``optax.adam(learning_rate)``.
+
+  Returns:
+    :class:`PosthocFit` with ``w`` [d_{k-1}, d_k] and ``losses`` [steps].
+  """
+  fn = "fit_posthoc"
+  if loss not in ("single", "multi"):
+    raise ValueError(f"{fn}: `loss` must be 'single' or 'multi', got {loss!r}")
+  steps = _checks.check_positive_int(fn, "steps", steps)
+  if batch_size is not None:
+    batch_size = _checks.check_positive_int(fn, "batch_size", batch_size)
+  z_new = _checks.as_float_array(fn, "z_new", z_new, ndim=2)
+  z_prev = _checks.as_float_array(fn, "z_prev", z_prev, ndim=2)
+  if z_new.shape[0] == 0:
+    raise ValueError(f"{fn}: `z_new` has no rows (shape {tuple(z_new.shape)}); nothing to fit on")
+  chain = tuple(_checks.as_weight_chain(fn, "history", history))
+  if optimizer is None:
+    if not learning_rate > 0:
+      raise ValueError(f"{fn}: `learning_rate` must be > 0, got {learning_rate!r}")
+    optimizer = _adam(float(learning_rate))
+  init_key, data_key = jax.random.split(key)
+  w0 = init_backward(init_key, z_prev.shape[1], z_new.shape[1], jnp.result_type(z_new, z_prev))
+  # Shape checks of the pair and the history run eagerly here, with clear messages, before tracing.
+  if loss == "single":
+    single_step_loss(z_new[:1], z_prev[:1], w0, per_dim=per_dim)
+  else:
+    multi_step_loss(z_new[:1], z_prev[:1], w0, chain, per_dim=per_dim)
+  return _fit(z_new, z_prev, chain, w0, data_key, loss=loss, steps=steps, batch_size=batch_size,
+              per_dim=per_dim, optimizer=optimizer)

@@ -1,0 +1,283 @@
+r"""Keep-latest registry of backward transformations (BC-Aligner, section 3.2 "Keep-Latest").
+
+A team keeps only its latest embeddings :math:`z_k` plus the registry of linear backward transformations
+:math:`W_1, \dots, W_k`; any historical version j is produced on the fly as
+:math:`\tilde z_j = W^j_k z_k` (eq. 6), also for embeddings of data points never seen in training (inductive use).
+
+On disk a registry is a directory with one file per version, ``version-000000.bcv`` (the base version 0: its
+dimension and metadata, no weight), ``version-000001.bcv`` (:math:`W_1`), and so on. Every file is written
+atomically, is never overwritten, and carries a SHA-256 checksum verified on every load.
+"""
+
+import datetime
+import os
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from bcjax import _atomic
+from bcjax.versioning._format import CorruptVersionError, decode, encode
+
+_NAME = re.compile(r"^version-(\d{6,})\.bcv$")
+
+
+class RegistryError(Exception):
+  """Base class of registry errors."""
+
+
+class VersionExistsError(RegistryError, FileExistsError):
+  """The version being written already exists; nothing was overwritten."""
+
+
+class VersionNotFoundError(RegistryError, LookupError):
+  """A requested or required version is not in the registry."""
+
+
+class InconsistentRegistryError(RegistryError, ValueError):
+  """Stored versions disagree with each other (dimensions, numbering) or with the data given."""
+
+
+class CorruptRegistryError(RegistryError, CorruptVersionError):
+  """A version file failed its checksum or could not be parsed."""
+
+
+class VersionInfo(NamedTuple):
+  """Metadata of one stored version."""
+  version: int  # k
+  dim: int  # D_k, the embedding dimension of version k
+  prev_dim: int | None  # D_(k-1); None for the base version 0
+  created: str  # ISO-8601 UTC time of the append
+  notes: str  # free-form text given by the writer
+  sha256: str  # checksum of the file body
+  path: str  # the version's file
+
+
+def _filename(version: int) -> str:
+  return f"version-{version:06d}.bcv"
+
+
+def _as_weight(w, expected_rows: int, version: int) -> np.ndarray:
+  arr = np.asarray(w)
+  if arr.ndim != 2:
+    raise ValueError(f"Registry.append: `w` must be a 2-D matrix W_k of shape [d_(k-1), d_k], got shape {arr.shape}")
+  if not np.issubdtype(arr.dtype, np.floating):
+    raise TypeError(f"Registry.append: `w` must have a real floating dtype, got {arr.dtype}")
+  if not np.all(np.isfinite(arr)):
+    raise ValueError(f"Registry.append: `w` contains NaN or inf (shape {arr.shape})")
+  if arr.shape[0] != expected_rows:
+    raise InconsistentRegistryError(
+        f"Registry.append: `w` has shape {arr.shape} but version {version - 1} has dimension {expected_rows}; W_k "
+        f"must be [d_(k-1), d_k] = [{expected_rows}, d_k]")
+  return arr
+
+
+class Registry:
+  """An on-disk keep-latest registry. Open an existing one with ``Registry(path)``; make one with
+  :meth:`Registry.create`.
+
+  Examples:
+    >>> import tempfile, numpy as np
+    >>> from bcjax.versioning import Registry
+    >>> reg = Registry.create(tempfile.mkdtemp() + "/reg", dim=2, notes="M_0")
+    >>> _ = reg.append(np.array([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]]), notes="M_1 is 3-d")
+    >>> reg.latest
+    1
+    >>> reg.transform(np.array([[1.0, 1.0, 1.0]]), to=0).tolist()
+    [[1.0, 2.0]]
+  """
+
+  def __init__(self, path: str | os.PathLike):
+    self.path = Path(path)
+    if not (self.path / _filename(0)).is_file():
+      raise VersionNotFoundError(f"no bcjax registry at {self.path} (missing {_filename(0)}); create one with "
+                                 f"Registry.create(path, dim=D_0) or `bcjax init --registry {self.path} --dim D_0`")
+
+  @classmethod
+  def create(cls, path: str | os.PathLike, dim: int, *, notes: str = "") -> "Registry":
+    """Creates a registry whose base version 0 has embedding dimension ``dim``.
+
+    Raises:
+      VersionExistsError: when ``path`` already holds a registry (it is left untouched).
+    """
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim <= 0:
+      raise ValueError(f"Registry.create: `dim` must be a positive integer, got {dim!r}")
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    cls._write(path, 0, {"version": 0, "dim": int(dim), "prev_dim": None, "notes": str(notes)}, None)
+    return cls(path)
+
+  @staticmethod
+  def _write(path: Path, version: int, header: dict, w: np.ndarray | None) -> None:
+    header = dict(header, format=1, created=datetime.datetime.now(datetime.timezone.utc).isoformat())
+    if w is not None:
+      header.update(dtype=str(w.dtype), shape=list(w.shape))
+    try:
+      _atomic.write_atomic(path / _filename(version), encode(header, w))
+    except FileExistsError as e:
+      raise VersionExistsError(
+          f"version {version} already exists in registry {path}; nothing was overwritten (another writer may have "
+          f"appended it concurrently: reload the registry and append on top of the latest version)") from e
+
+  # Reading -----------------------------------------------------------------------------------------------------
+
+  def _load(self, version: int) -> tuple[VersionInfo, np.ndarray | None]:
+    file = self.path / _filename(version)
+    try:
+      data = file.read_bytes()
+    except FileNotFoundError as e:
+      raise VersionNotFoundError(f"version {version} is not in registry {self.path} (no file {file.name}); "
+                                 f"stored versions: {self._stored_numbers()}") from e
+    try:
+      header, w, sha = decode(data, str(file))
+    except CorruptVersionError as e:
+      raise CorruptRegistryError(str(e)) from e
+    try:
+      info = VersionInfo(int(header["version"]), int(header["dim"]),
+                         None if header["prev_dim"] is None else int(header["prev_dim"]), str(header["created"]),
+                         str(header["notes"]), sha, str(file))
+    except (KeyError, TypeError, ValueError) as e:
+      raise CorruptRegistryError(f"{file}: header lacks or mangles a field ({e!r})") from e
+    if info.version != version:
+      raise CorruptRegistryError(f"{file}: the file says it is version {info.version}, its name says {version}")
+    expected = None if version == 0 else (info.prev_dim, info.dim)
+    if (None if w is None else w.shape) != expected:
+      raise CorruptRegistryError(f"{file}: weight shape {None if w is None else w.shape} does not match the header's "
+                                 f"dimensions {expected}")
+    return info, w
+
+  def _stored_numbers(self) -> list[int]:
+    numbers = []
+    for entry in os.listdir(self.path):
+      match = _NAME.match(entry)
+      if match:
+        numbers.append(int(match.group(1)))
+    return sorted(numbers)
+
+  def _load_all(self, upto: int | None = None) -> list[tuple[VersionInfo, np.ndarray | None]]:
+    """Loads and verifies versions 0..upto (default: all), checking numbering and dimension consistency."""
+    numbers = self._stored_numbers()
+    missing = sorted(set(range(numbers[-1] + 1)) - set(numbers)) if numbers else [0]
+    if missing:
+      raise VersionNotFoundError(f"registry {self.path} is missing version(s) {missing}; stored: {numbers}")
+    loaded = [self._load(k) for k in numbers[: None if upto is None else upto + 1]]
+    for (prev, _), (cur, _) in zip(loaded, loaded[1:]):
+      if cur.prev_dim != prev.dim:
+        raise InconsistentRegistryError(
+            f"registry {self.path}: version {cur.version} maps from D_{cur.version}={cur.dim} to "
+            f"{cur.prev_dim} dimensions, but version {prev.version} has D_{prev.version}={prev.dim}")
+    return loaded
+
+  def versions(self) -> list[VersionInfo]:
+    """Loads, verifies and returns every stored version, 0 to latest.
+
+    Raises:
+      VersionNotFoundError: when a version between 0 and the latest is missing.
+      InconsistentRegistryError: when :math:`W_k`'s rows do not match :math:`D_{k-1}`.
+      CorruptRegistryError: when a file fails its checksum.
+    """
+    return [info for info, _ in self._load_all()]
+
+  @property
+  def latest(self) -> int:
+    """The newest version number k."""
+    return self._stored_numbers()[-1]
+
+  def info(self, version: int) -> VersionInfo:
+    """Metadata of one version (verified)."""
+    return self._load(self._check_number("info", "version", version))[0]
+
+  def backward(self, version: int) -> np.ndarray:
+    """:math:`W_k` for version k >= 1, [D_(k-1), D_k] (verified)."""
+    k = self._check_number("backward", "version", version)
+    if k == 0:
+      raise ValueError("Registry.backward: `version`=0 is the base version and has no backward transformation")
+    return self._load(k)[1]
+
+  def _check_number(self, fn: str, name: str, version) -> int:
+    if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 0:
+      raise ValueError(f"Registry.{fn}: `{name}` must be a version number >= 0, got {version!r}")
+    latest = self.latest
+    if version > latest:
+      raise VersionNotFoundError(f"Registry.{fn}: `{name}`={version} is not in registry {self.path}; "
+                                 f"the latest version is {latest}")
+    return int(version)
+
+  # Composing ---------------------------------------------------------------------------------------------------
+
+  def compose(self, to: int, *, source: int | None = None) -> np.ndarray:
+    r"""The composed weight :math:`W^j_k = W_{j+1} \cdots W_k` (eq. 6), [D_j, D_k], in float64.
+
+    Args:
+      to: the historical version j.
+      source: the version k of the embeddings; defaults to the latest.
+    """
+    k = self.latest if source is None else self._check_number("compose", "source", source)
+    j = self._check_number("compose", "to", to)
+    if j > k:
+      raise ValueError(f"Registry.compose: `to`={j} is newer than `source`={k}; backward transformations only map "
+                       "to older versions")
+    loaded = self._load_all(upto=k)
+    product = np.eye(loaded[k][0].dim)
+    for _, w in reversed(loaded[j + 1:]):  # W_{j+1} ... W_k, accumulated from the right
+      product = w.astype(np.float64) @ product
+    return product
+
+  def transform(self, z, to: int, *, source: int | None = None) -> np.ndarray:
+    r"""Maps version-k embeddings to version-j compatible ones, :math:`\tilde z_j = z_k (W^j_k)^\top`.
+
+    Works for any embeddings of version k, including data points never seen when the weights were learned.
+
+    Args:
+      z: version-k embeddings, [n, D_k].
+      to: the historical version j.
+      source: the version k of ``z``; defaults to the latest.
+
+    Returns:
+      [n, D_j] in ``z``'s floating dtype (computed in float64).
+    """
+    z = np.asarray(z)
+    if z.ndim != 2:
+      raise ValueError(f"Registry.transform: `z` must be [n, D_k] embeddings, got shape {z.shape}")
+    if not np.issubdtype(z.dtype, np.floating):
+      raise TypeError(f"Registry.transform: `z` must have a real floating dtype, got {z.dtype}")
+    if not np.all(np.isfinite(z)):
+      raise ValueError(f"Registry.transform: `z` contains {int(np.sum(~np.isfinite(z)))} NaN or inf value(s)")
+    w = self.compose(to, source=source)
+    if z.shape[1] != w.shape[1]:
+      k = self.latest if source is None else source
+      raise InconsistentRegistryError(f"Registry.transform: `z` has shape {z.shape} but version {k} embeddings have "
+                                      f"dimension D_{k}={w.shape[1]}")
+    return (z.astype(np.float64) @ w.T).astype(z.dtype)
+
+  # Writing -----------------------------------------------------------------------------------------------------
+
+  def append(self, w, *, notes: str = "", version: int | None = None) -> VersionInfo:
+    """Appends version k = latest + 1 with its backward weight :math:`W_k`, [D_(k-1), D_k].
+
+    Args:
+      w: :math:`W_k`; its rows must equal the latest version's dimension.
+      notes: free-form metadata stored with the version.
+      version: the number the caller expects to write; when given it must be latest + 1 (use it to detect that
+        another writer got there first).
+
+    Raises:
+      VersionExistsError: when ``version`` (or latest + 1, if a concurrent writer won) already exists.
+    """
+    latest = self.latest
+    if version is not None:
+      if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 1:
+        raise ValueError(f"Registry.append: `version` must be an integer >= 1, got {version!r}")
+      if version <= latest:
+        raise VersionExistsError(f"Registry.append: `version`={version} already exists in registry {self.path} "
+                                 f"(latest is {latest}); stored versions are never overwritten")
+      if version > latest + 1:
+        raise VersionNotFoundError(f"Registry.append: `version`={version} would leave a gap; the next version of "
+                                   f"registry {self.path} is {latest + 1}")
+    k = latest + 1
+    prev = self._load(latest)[0]
+    arr = _as_weight(w, prev.dim, k)
+    self._write(self.path, k, {"version": k, "dim": int(arr.shape[1]), "prev_dim": int(arr.shape[0]),
+                               "notes": str(notes)}, arr)
+    return self._load(k)[0]
