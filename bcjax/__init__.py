@@ -26,6 +26,7 @@ from bcjax.versioning import RegistryError
 from bcjax.versioning import VersionExistsError
 from bcjax.versioning import VersionInfo
 from bcjax.versioning import VersionNotFoundError
+from bcjax._atomic import write_atomic
 
 __version__ = "0.1.0"
 
@@ -52,4 +53,5 @@ __all__ = (
     "notrans",
     "single_step_loss",
     "versioning",
+    "write_atomic",
 )

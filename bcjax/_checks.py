@@ -36,9 +36,13 @@ def as_float_array(fn: str, name: str, x, ndim: int | None = None) -> jax.Array:
 
 def check_finite(fn: str, name: str, x) -> None:
   """Raises ValueError when a concrete ``x`` holds NaN or inf; a traced ``x`` is not inspected."""
-  if is_concrete(x) and not bool(jnp.all(jnp.isfinite(x))):
-    bad = int(np.size(x) - np.count_nonzero(np.isfinite(np.asarray(x))))
-    raise ValueError(f"{fn}: `{name}` contains {bad} NaN or inf value(s) (shape {tuple(np.shape(x))})")
+  if not is_concrete(x):
+    return
+  # NumPy, not jnp: inside a jit trace even ops on concrete arrays would be staged out as tracers.
+  finite = np.isfinite(np.asarray(x))
+  if not finite.all():
+    raise ValueError(f"{fn}: `{name}` contains {int(finite.size - finite.sum())} NaN or inf value(s) "
+                     f"(shape {tuple(np.shape(x))})")
 
 
 def as_weight_chain(fn: str, name: str, weights: Sequence) -> list[jax.Array]:

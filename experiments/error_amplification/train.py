@@ -1,0 +1,234 @@
+r"""Training and evaluation of the error-amplification experiment.
+
+Versions k = 0..K share the same data points; the intended task drifts (``data.make_chain``). M_0 is trained once
+and shared. For k >= 1 each method trains M_k (and B_k) on the intended loss plus 0.01 * L2 on the output
+embeddings, with the alignment term of eq. (3) for the joint methods; post-hoc methods fit B_k on the Non-BC
+models. Evaluation is inductive, on held-out points: the version-0 compatible embedding
+:math:`\tilde z_0 = B_1 \circ \dots \circ B_k(z_k)` is read back from a keep-latest registry and compared with
+the true :math:`z_0 = M_0(x)` (metric 3 of section 4).
+"""
+
+import dataclasses
+import functools
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from tqdm.auto import tqdm
+
+from bcjax.alignment import BackwardLinear, alignment_error, fit_posthoc, multi_step_loss, notrans
+from bcjax.alignment import single_step_loss
+from bcjax import write_atomic
+from bcjax.versioning import Registry
+from experiments import common
+from experiments.error_amplification.configs import METHODS, Config
+from experiments.error_amplification.data import ChainData, make_chain
+from experiments.error_amplification.model import Encoder, VersionModel
+
+JOINT = ("joint-notrans", "joint-lin-sloss", "bc-aligner")
+POSTHOC = {"post-lin-sloss": "single", "post-lin-mloss": "multi"}
+LINEAR = ("post-lin-sloss", "post-lin-mloss", "joint-lin-sloss", "bc-aligner")
+
+
+class TrainState(NamedTuple):
+  params: nnx.State  # encoder (and B_k) parameters
+  opt_state: optax.OptState
+  step: jax.Array  # shape=(), dtype=int32
+
+
+def _objective(model: VersionModel, batch: dict, method: str, history: tuple, lam: float, l2: float):
+  """Eq. (3): intended loss + L2 on embeddings + lambda * alignment (the last only for joint methods)."""
+  z, y_hat = model.encoder(batch["x"])
+  task = jnp.mean(jnp.sum((y_hat - batch["y"]) ** 2, axis=-1))
+  loss = task + l2 * jnp.mean(jnp.sum(z * z, axis=-1))
+  align = jnp.zeros(())
+  if method == "joint-notrans":
+    d_prev = batch["z_prev"].shape[1]
+    align = single_step_loss(z, batch["z_prev"], jnp.eye(d_prev, z.shape[1]))  # [I 0] keeps the first D_(k-1) dims
+  elif method == "joint-lin-sloss":
+    align = single_step_loss(z, batch["z_prev"], model.backward.w[...])
+  elif method == "bc-aligner":
+    align = multi_step_loss(z, batch["z_prev"], model.backward.w[...], history)
+  return loss + lam * align, {"task": task, "align": align}
+
+
+def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation, method: str,
+                    history: tuple, lam: float, l2: float) -> Callable:
+  """Returns the jitted ``train_step(state, batch, rng) -> (state, metrics)`` with the state donated."""
+
+  def loss_fn(params, batch):
+    return _objective(nnx.merge(graphdef, params), batch, method, history, lam, l2)
+
+  @functools.partial(jax.jit, donate_argnums=(0,))
+  def train_step(state: TrainState, batch: dict, rng: jax.Array):
+    del rng  # deterministic model; the batches are drawn by the caller
+    (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    return TrainState(params, opt_state, state.step + 1), {"loss": loss, **aux}
+
+  return train_step
+
+
+def _batches(key: jax.Array, n: int, batch_size: int):
+  """Endless shuffled mini-batches of row indices; a fresh permutation every epoch, the last batch partial."""
+  epoch = 0
+  while True:
+    perm = jax.random.permutation(jax.random.fold_in(key, epoch), n)
+    for start in range(0, n, batch_size):
+      yield perm[start:start + batch_size]
+    epoch += 1
+
+
+def train_version(cfg: Config, method: str, k: int, data: ChainData, z_prev: jax.Array | None, history: tuple,
+                  writer: common.MetricWriter, bar) -> VersionModel:
+  """Trains M_k (and B_k for linear joint methods) for ``cfg.steps`` steps."""
+  # Every method gets the same initialisation and batch order at version k (common random numbers).
+  key = jax.random.fold_in(jax.random.key(cfg.seed), k)
+  init_key, batch_key, step_key = jax.random.split(key, 3)
+  rngs = nnx.Rngs(params=init_key)
+  encoder = Encoder(cfg.in_dim, cfg.dims[k], cfg.out_dim, cfg.layers[k], rngs=rngs)
+  backward = BackwardLinear(cfg.dims[k], cfg.dims[k - 1], rngs=rngs) if method in LINEAR and k else None
+  graphdef, params = nnx.split(VersionModel(encoder, backward))
+  optimizer = optax.adam(cfg.learning_rate)
+  state = TrainState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
+  step_fn = make_train_step(graphdef, optimizer, method if k else "non-bc", history, cfg.lam, cfg.l2)
+  rows = _batches(batch_key, cfg.n_train, cfg.batch_size)
+  for step in range(cfg.steps):
+    idx = next(rows)
+    batch = {"x": data.x_train[idx], "y": data.y_train[k][idx]}
+    if z_prev is not None:
+      batch["z_prev"] = z_prev[idx]
+    state, metrics = step_fn(state, batch, jax.random.fold_in(step_key, step))
+    bar.update(1)
+    if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
+      writer.write(method=method, version=k, step=step + 1, **{m: float(v) for m, v in metrics.items()})
+  return nnx.merge(graphdef, state.params)
+
+
+def _evaluate(model: VersionModel, x: jax.Array, y: jax.Array) -> tuple[jax.Array, float]:
+  z, y_hat = model.encoder(x)
+  return z, float(jnp.mean(jnp.sum((y_hat - y) ** 2, axis=-1)))
+
+
+def train_and_evaluate(cfg: Config, workdir: str | Path, *, progress: bool = True) -> dict:
+  """Runs every method of ``cfg.methods`` over all versions and writes results into ``workdir``.
+
+  Returns the results dictionary also written to ``workdir/results.json``.
+  """
+  unknown = sorted(set(cfg.methods) - set(METHODS))
+  if unknown:
+    raise ValueError(f"unknown methods {unknown}; choose from {list(METHODS)}")
+  if len(cfg.layers) != len(cfg.dims) or len(cfg.dims) < 2:
+    raise ValueError(f"`dims` {cfg.dims} and `layers` {cfg.layers} must have the same length >= 2")
+  workdir = common.prepare_out_dir(workdir)
+  common.write_json(workdir / "config.json", dataclasses.asdict(cfg))
+  num_versions = len(cfg.dims)
+  data = make_chain(jax.random.fold_in(jax.random.key(cfg.seed), 10_000), num_versions=num_versions,
+                    n_train=cfg.n_train, n_test=cfg.n_test, in_dim=cfg.in_dim, out_dim=cfg.out_dim, drift=cfg.drift)
+  need_nonbc = any(m in POSTHOC or m == "non-bc" for m in cfg.methods)
+  trained = [m for m in cfg.methods if m in JOINT] + (["non-bc"] if need_nonbc else [])
+  total = cfg.steps * (1 + (num_versions - 1) * len(trained))
+  results: dict = {}
+  with common.MetricWriter(workdir / "metrics.jsonl") as writer, \
+      tqdm(total=total, desc="training", disable=not progress, unit="step", mininterval=1.0) as bar:
+    m0 = train_version(cfg, "non-bc", 0, data, None, (), writer, bar)
+    z0_train, _ = _evaluate(m0, data.x_train, data.y_train[0])
+    z0_test, mse0 = _evaluate(m0, data.x_test, data.y_test[0])
+    models = {m: [m0] for m in trained}
+    for method in trained:
+      for k in range(1, num_versions):
+        bar.set_description(f"{method} v{k}")
+        prev = models[method][k - 1]
+        z_prev, _ = _evaluate(prev, data.x_train, data.y_train[k])
+        history = tuple(m.backward.w[...] for m in models[method][1:]) if method in LINEAR else ()
+        models[method].append(train_version(cfg, method, k, data, z_prev, history, writer, bar))
+    posthoc_weights = {}
+    for method, loss in POSTHOC.items():
+      if method not in cfg.methods:
+        continue
+      ws: list[jax.Array] = []
+      for k in range(1, num_versions):
+        z_new, _ = _evaluate(models["non-bc"][k], data.x_train, data.y_train[k])
+        z_old = z0_train if k == 1 else _evaluate(models["non-bc"][k - 1], data.x_train, data.y_train[k])[0]
+        fit = fit_posthoc(z_new, z_old, ws, key=jax.random.fold_in(jax.random.key(cfg.seed), 100 + k), loss=loss,
+                          steps=cfg.posthoc_steps, batch_size=cfg.batch_size, learning_rate=cfg.posthoc_learning_rate)
+        writer.write(method=method, version=k, step=cfg.posthoc_steps, loss=float(fit.losses[-1]))
+        ws.append(fit.w)
+      posthoc_weights[method] = ws
+
+    for method in cfg.methods:
+      source = "non-bc" if method in POSTHOC else method
+      registry = None
+      if method in LINEAR:
+        registry = Registry.create(workdir / "registries" / method, cfg.dims[0], notes=f"{method}: M_0")
+        weights = posthoc_weights[method] if method in POSTHOC else [m.backward.w[...] for m in models[method][1:]]
+        for k, w in enumerate(weights, start=1):
+          registry.append(np.asarray(w), notes=f"{method}: B_{k}")
+      per_version = {"alignment_error_to_v0": [], "single_step_error": [], "intended_mse": [], "composed_gain": []}
+      z_prev_test = z0_test
+      for k in range(1, num_versions):
+        z_k, mse = _evaluate(models[source][k], data.x_test, data.y_test[k])
+        if registry is None:  # Non-BC and Joint-NoTrans publish the first D_0 coordinates
+          z0_tilde = notrans(z_k, cfg.dims[0])
+          one_step = notrans(z_k, cfg.dims[k - 1])
+          gain = 1.0
+        else:  # keep-latest: only z_k and the registry are needed to reproduce version 0
+          z0_tilde = jnp.asarray(registry.transform(np.asarray(z_k), to=0, source=k))
+          one_step = jnp.asarray(registry.transform(np.asarray(z_k), to=k - 1, source=k))
+          gain = float(np.linalg.norm(registry.compose(0, source=k), ord=2))
+        z_prev_test = z_prev_test if k == 1 else _evaluate(models[source][k - 1], data.x_test, data.y_test[k])[0]
+        per_version["alignment_error_to_v0"].append(float(alignment_error(z0_tilde, z0_test)))
+        per_version["single_step_error"].append(float(alignment_error(one_step, z_prev_test)))
+        per_version["intended_mse"].append(mse)
+        per_version["composed_gain"].append(gain)
+      results[method] = per_version
+  return _report(cfg, workdir, results, mse0)
+
+
+def _report(cfg: Config, workdir: Path, results: dict, mse0: float) -> dict:
+  """Writes results.json, table.md and alignment_error.png; returns the results dictionary."""
+  versions = list(range(1, len(cfg.dims)))
+  if "non-bc" in results:
+    base = results["non-bc"]["intended_mse"]
+    for res in results.values():
+      res["intended_degradation_pct"] = [100.0 * (m - b) / b for m, b in zip(res["intended_mse"], base)]
+  out = {"dataset": "synthetic-chain", "preset_config": dataclasses.asdict(cfg), "seed": cfg.seed,
+         "versions": versions, "v0_intended_mse": mse0, "methods": results}
+  common.write_json(workdir / "results.json", common.jsonable(out))
+  header = ["method"] + [f"err→v0 @v{k}" for k in versions] + [f"1-step err @v{versions[-1]}",
+                                                                f"‖W^0_{versions[-1]}‖₂", "intended MSE (mean)"]
+  rows = [[m] + r["alignment_error_to_v0"] + [r["single_step_error"][-1], r["composed_gain"][-1],
+                                               float(np.mean(r["intended_mse"]))] for m, r in results.items()]
+  table = common.markdown_table(header, rows)
+  common.write_text(workdir / "table.md", table)
+  _plot(workdir / "alignment_error.png", versions, results)
+  out["table"] = table
+  return out
+
+
+def _plot(path: Path, versions: list[int], results: dict) -> None:
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+  for method, res in results.items():
+    axes[0].plot(versions, res["alignment_error_to_v0"], marker="o", label=method)
+    axes[1].plot(versions, res["single_step_error"], marker="o", label=method)
+  axes[0].set(title="Alignment error of z̃₀ vs z₀ (held-out)", xlabel="version k", ylabel="mean L2 distance")
+  axes[1].set(title="Single-step error of B_k(z_k) vs z_(k-1)", xlabel="version k", ylabel="mean L2 distance")
+  for ax in axes:
+    ax.set_xticks(versions)
+    ax.grid(alpha=0.3)
+  axes[0].legend(fontsize=8)
+  fig.tight_layout()
+  buf = io.BytesIO()
+  fig.savefig(buf, format="png", dpi=120)
+  plt.close(fig)
+  write_atomic(path, buf.getvalue())
