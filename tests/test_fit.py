@@ -1,0 +1,71 @@
+"""Tests of post-hoc fitting: closed form vs NumPy, the post-hoc identity (the least-squares W_k also minimises the
+multi-step loss), gradient fitting converging to it, and the BackwardLinear module."""
+
+import jax
+import numpy as np
+from absl.testing import absltest, parameterized
+from flax import nnx
+
+from bcjax.alignment import (BackwardLinear, apply_backward, fit_posthoc, init_backward, least_squares_backward,
+                             multi_step_loss, single_step_loss)
+from tests._chains import random_chain
+
+
+class PosthocTest(parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    zs, ws = random_chain(np.random.default_rng(0), [3, 4, 6], n=200)
+    self.z_new, self.z_prev, self.history = zs[2], zs[1], ws[:1]
+
+  def test_least_squares_matches_numpy(self):
+    expected = np.linalg.lstsq(self.z_new, self.z_prev, rcond=None)[0].T
+    np.testing.assert_allclose(least_squares_backward(self.z_new, self.z_prev), expected, rtol=1e-9, atol=1e-10)
+
+  def test_ridge_matches_normal_equations(self):
+    n, d = self.z_new.shape
+    rho = 0.3
+    expected = np.linalg.solve(self.z_new.T @ self.z_new + n * rho * np.eye(d), self.z_new.T @ self.z_prev).T
+    np.testing.assert_allclose(least_squares_backward(self.z_new, self.z_prev, ridge=rho), expected, rtol=1e-10)
+    # and it is a stationary point of the penalised objective
+    grad = jax.grad(lambda w: single_step_loss(self.z_new, self.z_prev, w) + rho * (w ** 2).sum())(expected)
+    np.testing.assert_allclose(grad, 0.0, atol=1e-10)
+
+  def test_least_squares_solution_is_stationary_for_both_losses(self):
+    w = least_squares_backward(self.z_new, self.z_prev)
+    for loss in (lambda w: single_step_loss(self.z_new, self.z_prev, w),
+                 lambda w: multi_step_loss(self.z_new, self.z_prev, w, self.history)):
+      np.testing.assert_allclose(jax.grad(loss)(w), 0.0, atol=1e-9)
+
+  @parameterized.parameters("single", "multi")
+  def test_gradient_fit_converges_to_least_squares(self, loss):
+    fit = fit_posthoc(self.z_new, self.z_prev, self.history, key=jax.random.key(0), loss=loss, steps=4000,
+                      learning_rate=2e-2)
+    w_star = least_squares_backward(self.z_new, self.z_prev)
+    np.testing.assert_allclose(fit.w, w_star, atol=2e-3)
+    self.assertEqual(fit.losses.shape, (4000,))
+    self.assertLess(float(fit.losses[-1]), float(fit.losses[0]))
+
+  def test_mini_batch_fit_is_deterministic_and_decreases_loss(self):
+    kwargs = dict(key=jax.random.key(3), loss="multi", steps=300, batch_size=32)
+    a = fit_posthoc(self.z_new, self.z_prev, self.history, **kwargs)
+    b = fit_posthoc(self.z_new, self.z_prev, self.history, **kwargs)
+    np.testing.assert_array_equal(a.w, b.w)
+    full = lambda w: float(multi_step_loss(self.z_new, self.z_prev, w, self.history))
+    w0 = init_backward(jax.random.split(jax.random.key(3))[0], 4, 6, np.float64)
+    self.assertLess(full(a.w), 0.5 * full(w0))
+
+  def test_init_backward_is_torch_default_uniform(self):
+    w = np.asarray(init_backward(jax.random.key(1), 50, 16))
+    self.assertEqual(w.shape, (50, 16))
+    self.assertLessEqual(np.abs(w).max(), 1 / 4)
+    self.assertGreater(np.abs(w).max(), 0.9 / 4)  # spread over the whole interval
+
+  def test_backward_linear_module_applies_its_weight(self):
+    module = BackwardLinear(d_new=6, d_prev=4, rngs=nnx.Rngs(0))
+    np.testing.assert_allclose(module(self.z_new), apply_backward(self.z_new, module.w[...]), rtol=1e-6)
+    self.assertEqual(module.w[...].shape, (4, 6))
+
+
+if __name__ == "__main__":
+  absltest.main()
