@@ -1,0 +1,95 @@
+"""End-to-end test of the demo experiment on its tiny ``test`` preset: outputs, registries, determinism, CLI."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from absl.testing import absltest
+
+from bcjax.versioning import Registry
+from experiments.error_amplification.configs import PRESETS
+from experiments.error_amplification.train import train_and_evaluate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class ErrorAmplificationTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.cfg = PRESETS["test"]
+    cls.tmp = Path(absltest.get_default_test_tmpdir()) / "error_amplification"
+    cls.out = cls.tmp / "run1"
+    cls.results = train_and_evaluate(cls.cfg, cls.out, progress=False)
+
+  def test_writes_every_output(self):
+    for name in ("config.json", "metrics.jsonl", "results.json", "table.md", "alignment_error.png"):
+      self.assertTrue((self.out / name).is_file(), name)
+    self.assertEqual((self.out / "alignment_error.png").read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
+    results = json.loads((self.out / "results.json").read_text())
+    self.assertEqual(set(results["methods"]), set(self.cfg.methods))
+    for method, res in results["methods"].items():
+      for key in ("alignment_error_to_v0", "single_step_error", "intended_mse", "composed_gain",
+                  "intended_degradation_pct"):
+        self.assertLen(res[key], len(self.cfg.dims) - 1, f"{method}/{key}")
+        self.assertTrue(np.all(np.isfinite(res[key])), f"{method}/{key}")
+    self.assertEqual(results["methods"]["non-bc"]["intended_degradation_pct"], [0.0, 0.0])
+    table = (self.out / "table.md").read_text()
+    self.assertIn("| bc-aligner |", table)
+
+  def test_metrics_are_logged_and_loss_decreases(self):
+    records = [json.loads(line) for line in (self.out / "metrics.jsonl").read_text().splitlines()]
+    v0 = [r for r in records if r["method"] == "non-bc" and r["version"] == 0]
+    self.assertGreaterEqual(len(v0), 2)
+    self.assertLess(v0[-1]["loss"], v0[0]["loss"])
+
+  def test_registries_reproduce_the_reported_alignment_error(self):
+    for method in ("post-lin-sloss", "post-lin-mloss", "joint-lin-sloss", "bc-aligner"):
+      reg = Registry(self.out / "registries" / method)
+      infos = reg.versions()
+      self.assertEqual([i.dim for i in infos], list(self.cfg.dims))
+      gain = np.linalg.norm(reg.compose(0), ord=2)
+      self.assertAlmostEqual(gain, self.results["methods"][method]["composed_gain"][-1], places=5)
+
+  def test_notrans_methods_have_unit_gain_and_post_hoc_shares_non_bc_models(self):
+    methods = self.results["methods"]
+    self.assertEqual(methods["joint-notrans"]["composed_gain"], [1.0, 1.0])
+    self.assertEqual(methods["post-lin-sloss"]["intended_mse"], methods["non-bc"]["intended_mse"])
+
+  def test_same_seed_gives_same_numbers_and_other_seed_differs(self):
+    again = train_and_evaluate(self.cfg, self.tmp / "run2", progress=False)
+    self.assertEqual(again["methods"], self.results["methods"])
+    other = train_and_evaluate(dataclasses.replace(self.cfg, seed=1, methods=("bc-aligner",)), self.tmp / "run3",
+                               progress=False)
+    self.assertNotEqual(other["methods"]["bc-aligner"], self.results["methods"]["bc-aligner"])
+
+  def test_refuses_a_non_empty_output_directory(self):
+    before = (self.out / "results.json").read_bytes()
+    with self.assertRaisesRegex(FileExistsError, "not empty"):
+      train_and_evaluate(self.cfg, self.out, progress=False)
+    self.assertEqual((self.out / "results.json").read_bytes(), before)
+
+  def test_unknown_method_is_rejected(self):
+    with self.assertRaisesRegex(ValueError, "unknown methods \\['nope'\\]"):
+      train_and_evaluate(dataclasses.replace(self.cfg, methods=("nope",)), self.tmp / "run4", progress=False)
+
+  def test_command_line_help_and_run(self):
+    proc = subprocess.run([sys.executable, "-m", "experiments.error_amplification", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    self.assertEqual(proc.returncode, 0, proc.stderr)
+    self.assertIn("--preset", proc.stdout)
+    out = self.tmp / "cli"
+    proc = subprocess.run([sys.executable, "-m", "experiments.error_amplification", "--preset", "test", "--out",
+                           str(out), "--no-progress", "--methods", "joint-lin-sloss,bc-aligner"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    self.assertEqual(proc.returncode, 0, proc.stderr)
+    self.assertIn("| bc-aligner |", proc.stdout)
+    self.assertTrue((out / "results.json").is_file())
+
+
+if __name__ == "__main__":
+  absltest.main()
