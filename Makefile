@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.bcjax-installed
-OUT ?= runs/demo
+OUT ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: demo test install clean
 
