@@ -20,7 +20,7 @@ demo: $(STAMP)
 	$(PY) -m experiments.error_amplification --preset quick --out $(OUT)
 
 test: $(STAMP)
-	$(PY) -m pytest -n 2 -q
+	$(PY) -m pytest -n 2 --dist loadscope -q
 
 clean:
 	rm -rf $(VENV) runs

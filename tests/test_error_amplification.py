@@ -2,8 +2,10 @@
 
 import dataclasses
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +24,14 @@ class ErrorAmplificationTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.cfg = PRESETS["test"]
-    cls.tmp = Path(absltest.get_default_test_tmpdir()) / "error_amplification"
+    cls.tmp = Path(tempfile.mkdtemp(prefix="bcjax-error-amplification-"))
     cls.out = cls.tmp / "run1"
     cls.results = train_and_evaluate(cls.cfg, cls.out, progress=False)
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.tmp, ignore_errors=True)
+    super().tearDownClass()
 
   def test_writes_every_output(self):
     for name in ("config.json", "metrics.jsonl", "results.json", "table.md", "alignment_error.png"):

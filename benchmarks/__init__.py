@@ -1,0 +1,1 @@
+"""bcjax microbenchmarks: JSON output, compile time reported separately, medians of timed repeats."""
