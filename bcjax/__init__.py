@@ -30,28 +30,4 @@ from bcjax._atomic import write_atomic
 
 __version__ = "0.1.0"
 
-__all__ = (
-    "BackwardLinear",
-    "CorruptRegistryError",
-    "InconsistentRegistryError",
-    "PosthocFit",
-    "Registry",
-    "RegistryError",
-    "VersionExistsError",
-    "VersionInfo",
-    "VersionNotFoundError",
-    "alignment",
-    "alignment_error",
-    "apply_backward",
-    "apply_chain",
-    "compose",
-    "compositions",
-    "fit_posthoc",
-    "init_backward",
-    "least_squares_backward",
-    "multi_step_loss",
-    "notrans",
-    "single_step_loss",
-    "versioning",
-    "write_atomic",
-)
+__all__ = ("alignment", "versioning", "write_atomic") + alignment.__all__ + versioning.__all__

@@ -17,8 +17,11 @@ def is_concrete(x) -> bool:
   return not isinstance(x, jax.core.Tracer)
 
 
-def as_float_array(fn: str, name: str, x, ndim: int | None = None) -> jax.Array:
-  """Converts ``x`` to a floating jax array, checking its rank and that it holds no NaN or inf."""
+def as_float_array(fn: str, name: str, x, ndim: int | None = None, *, numpy: bool = False):
+  """Converts ``x`` to a floating array, checking its rank and that it holds no NaN or inf.
+
+  Returns a jax.Array, or with ``numpy=True`` a NumPy array in ``x``'s own precision (no float64 -> float32 cast).
+  """
   if x is None:
     raise TypeError(f"{fn}: `{name}` is None; expected a floating array")
   try:
@@ -27,7 +30,7 @@ def as_float_array(fn: str, name: str, x, ndim: int | None = None) -> jax.Array:
     raise TypeError(f"{fn}: `{name}` is not an array (got {type(x).__name__})") from e
   if not jnp.issubdtype(dtype, jnp.floating):
     raise TypeError(f"{fn}: `{name}` must have a real floating dtype, got {dtype}")
-  arr = jnp.asarray(x)
+  arr = np.asarray(x) if numpy else jnp.asarray(x)
   if ndim is not None and arr.ndim != ndim:
     raise ValueError(f"{fn}: `{name}` must have rank {ndim}, got shape {tuple(arr.shape)}")
   check_finite(fn, name, arr)

@@ -86,9 +86,9 @@ class RegistryTest(absltest.TestCase):
       self.reg.append(np.ones((6, 2)))
 
   def test_append_rejects_nan_and_non_matrix(self):
-    with self.assertRaisesRegex(ValueError, "`w` contains NaN"):
+    with self.assertRaisesRegex(ValueError, "`w` contains 14 NaN"):
       self.reg.append(np.full((7, 2), np.nan))
-    with self.assertRaisesRegex(ValueError, "`w` must be a 2-D"):
+    with self.assertRaisesRegex(ValueError, "`w` must have rank 2"):
       self.reg.append(np.ones(7))
     with self.assertRaisesRegex(TypeError, "`w` must have a real floating dtype"):
       self.reg.append(np.ones((7, 2), int))
@@ -108,7 +108,7 @@ class RegistryTest(absltest.TestCase):
       self.reg.transform(np.ones((2, 6)), to=0)
     with self.assertRaisesRegex(ValueError, "`z` contains 1 NaN"):
       self.reg.transform(np.array([[np.nan] + [0.0] * 6]), to=0)
-    with self.assertRaisesRegex(ValueError, "`z` must be"):
+    with self.assertRaisesRegex(ValueError, "`z` must have rank 2"):
       self.reg.transform(np.ones(7), to=0)
 
   def test_opening_a_directory_without_registry_fails_clearly(self):

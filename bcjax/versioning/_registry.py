@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bcjax import _atomic
+from bcjax import _atomic, _checks
 from bcjax.versioning._format import CorruptVersionError, decode, encode
 
 _NAME = re.compile(r"^version-(\d{6,})\.bcv$")
@@ -59,13 +59,7 @@ def _filename(version: int) -> str:
 
 
 def _as_weight(w, expected_rows: int, version: int) -> np.ndarray:
-  arr = np.asarray(w)
-  if arr.ndim != 2:
-    raise ValueError(f"Registry.append: `w` must be a 2-D matrix W_k of shape [d_(k-1), d_k], got shape {arr.shape}")
-  if not np.issubdtype(arr.dtype, np.floating):
-    raise TypeError(f"Registry.append: `w` must have a real floating dtype, got {arr.dtype}")
-  if not np.all(np.isfinite(arr)):
-    raise ValueError(f"Registry.append: `w` contains NaN or inf (shape {arr.shape})")
+  arr = _checks.as_float_array("Registry.append", "w", w, ndim=2, numpy=True)
   if arr.shape[0] != expected_rows:
     raise InconsistentRegistryError(
         f"Registry.append: `w` has shape {arr.shape} but version {version - 1} has dimension {expected_rows}; W_k "
@@ -237,13 +231,7 @@ class Registry:
     Returns:
       [n, D_j] in ``z``'s floating dtype (computed in float64).
     """
-    z = np.asarray(z)
-    if z.ndim != 2:
-      raise ValueError(f"Registry.transform: `z` must be [n, D_k] embeddings, got shape {z.shape}")
-    if not np.issubdtype(z.dtype, np.floating):
-      raise TypeError(f"Registry.transform: `z` must have a real floating dtype, got {z.dtype}")
-    if not np.all(np.isfinite(z)):
-      raise ValueError(f"Registry.transform: `z` contains {int(np.sum(~np.isfinite(z)))} NaN or inf value(s)")
+    z = _checks.as_float_array("Registry.transform", "z", z, ndim=2, numpy=True)
     w = self.compose(to, source=source)
     if z.shape[1] != w.shape[1]:
       k = self.latest if source is None else source
