@@ -1,10 +1,11 @@
 """bcjax: keeping embeddings useful while the models that produce them, and the data they see, keep changing.
 
-The public API is re-exported flat here; the sub-packages (``bcjax.alignment``, ``bcjax.versioning``) export the
-same names grouped by area.
+The public API is re-exported flat here; the sub-packages (``bcjax.alignment``, ``bcjax.versioning``,
+``bcjax.conceptors``) export the same names grouped by area.
 """
 
 from bcjax import alignment
+from bcjax import conceptors
 from bcjax import versioning
 from bcjax.alignment import BackwardLinear
 from bcjax.alignment import PosthocFit
@@ -19,6 +20,14 @@ from bcjax.alignment import least_squares_backward
 from bcjax.alignment import multi_step_loss
 from bcjax.alignment import notrans
 from bcjax.alignment import single_step_loss
+from bcjax.conceptors import aperture_adaptation
+from bcjax.conceptors import conceptor
+from bcjax.conceptors import conceptor_from_correlation
+from bcjax.conceptors import conjunction
+from bcjax.conceptors import correlation
+from bcjax.conceptors import disjunction
+from bcjax.conceptors import negation
+from bcjax.conceptors import quota
 from bcjax.versioning import CorruptRegistryError
 from bcjax.versioning import InconsistentRegistryError
 from bcjax.versioning import Registry
@@ -30,4 +39,5 @@ from bcjax._atomic import write_atomic
 
 __version__ = "0.1.0"
 
-__all__ = ("alignment", "versioning", "write_atomic") + alignment.__all__ + versioning.__all__
+__all__ = (("alignment", "conceptors", "versioning", "write_atomic") + alignment.__all__ + versioning.__all__
+           + tuple(name for name in conceptors.__all__ if name != "default_tol"))

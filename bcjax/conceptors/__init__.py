@@ -1,0 +1,23 @@
+"""Conceptor matrices and their Boolean algebra (Jaeger 2014; JMLR 2017): pure, jittable, batched functions."""
+
+from bcjax.conceptors._algebra import aperture_adaptation
+from bcjax.conceptors._algebra import conceptor
+from bcjax.conceptors._algebra import conceptor_from_correlation
+from bcjax.conceptors._algebra import conjunction
+from bcjax.conceptors._algebra import correlation
+from bcjax.conceptors._algebra import default_tol
+from bcjax.conceptors._algebra import disjunction
+from bcjax.conceptors._algebra import negation
+from bcjax.conceptors._algebra import quota
+
+__all__ = (
+    "aperture_adaptation",
+    "conceptor",
+    "conceptor_from_correlation",
+    "conjunction",
+    "correlation",
+    "default_tol",
+    "disjunction",
+    "negation",
+    "quota",
+)
