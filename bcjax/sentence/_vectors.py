@@ -1,0 +1,124 @@
+"""Loaders for word vectors in GloVe text format and for SIF word-frequency files."""
+
+import gzip
+import io
+import os
+import zipfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+
+class WordVectors(NamedTuple):
+  """A vocabulary and its vectors."""
+  words: tuple[str, ...]  # [V]
+  vectors: np.ndarray  # [V, d], float64
+  index: dict  # word -> row
+
+
+def _open_text(path: Path, member: str | None):
+  """Text stream of a .txt, .gz or .zip (its only .txt member, or ``member``)."""
+  if not path.is_file():
+    raise FileNotFoundError(f"word-vector file {path} does not exist")
+  if path.suffix == ".gz":
+    return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+  if path.suffix == ".zip":
+    archive = zipfile.ZipFile(path)
+    names = [n for n in archive.namelist() if not n.endswith("/")]
+    if member is None:
+      candidates = [n for n in names if n.endswith(".txt")]
+      if len(candidates) != 1:
+        raise ValueError(f"{path}: pass `member`; the archive holds {len(candidates)} .txt files: {candidates[:5]}")
+      member = candidates[0]
+    if member not in names:
+      raise ValueError(f"{path}: no member {member!r}; members: {names[:5]}")
+    return io.TextIOWrapper(archive.open(member), encoding="utf-8")
+  return open(path, encoding="utf-8")
+
+
+def load_word_vectors(path: str | os.PathLike, *, vocabulary: Iterable[str] | None = None,
+                      member: str | None = None, skip_malformed: bool = False) -> WordVectors:
+  """Reads GloVe text format: ``word v_1 ... v_d`` per line, plain, ``.gz`` or ``.zip``.
+
+  A first line of two integers (word2vec's ``count dim`` header) is skipped. A word may contain spaces, as some
+  GloVe 840B entries do: the last d fields are the vector and the rest is the word. The first occurrence of a
+  duplicated word wins, as in GloVe's own readers.
+
+  Args:
+    path: the file.
+    vocabulary: keep only these words (saves memory for large files).
+    member: the member to read from a ``.zip``.
+    skip_malformed: skip lines with a wrong number of fields or non-numeric values instead of raising; the number
+      skipped is not silent: it is reported in the ``ValueError`` raised when no line is usable.
+
+  Returns:
+    :class:`WordVectors` in file order.
+
+  Raises:
+    ValueError: naming the file and line of the first malformed line (unless ``skip_malformed``).
+  """
+  path = Path(path)
+  keep = None if vocabulary is None else set(vocabulary)
+  words, rows, index = [], [], {}
+  dim = None
+  skipped = 0
+  with _open_text(path, member) as f:
+    for lineno, line in enumerate(f, start=1):
+      fields = line.rstrip("\n").rstrip(" ").split(" ")
+      if lineno == 1 and len(fields) == 2 and all(x.isdigit() for x in fields):
+        continue  # word2vec header
+      if not line.strip():
+        continue
+      try:
+        if dim is None:
+          dim = len(fields) - 1
+          if dim < 1:
+            raise ValueError("no vector values")
+        if len(fields) < dim + 1:
+          raise ValueError(f"expected a word and {dim} values, got {len(fields)} fields")
+        word = " ".join(fields[:len(fields) - dim])
+        if keep is not None and word not in keep:
+          continue
+        vector = np.asarray(fields[len(fields) - dim:], dtype=np.float64)
+        if not np.all(np.isfinite(vector)):
+          raise ValueError("non-finite value")
+      except ValueError as e:
+        if not skip_malformed:
+          raise ValueError(f"{path}, line {lineno}: malformed word-vector line ({e})") from e
+        skipped += 1
+        continue
+      if word in index:
+        continue
+      index[word] = len(words)
+      words.append(word)
+      rows.append(vector)
+  if not rows:
+    raise ValueError(f"{path}: no usable word vectors (skipped {skipped} malformed line(s))")
+  return WordVectors(tuple(words), np.stack(rows), index)
+
+
+def load_word_frequencies(path: str | os.PathLike) -> dict[str, int]:
+  """Reads a ``word count`` file (SIF's ``enwiki_vocab_min200.txt`` format).
+
+  Raises:
+    ValueError: naming the file and line of a malformed line (not two fields, or a count that is not a
+      non-negative integer).
+  """
+  path = Path(path)
+  if not path.is_file():
+    raise FileNotFoundError(f"word-frequency file {path} does not exist")
+  counts: dict[str, int] = {}
+  opener = gzip.open if path.suffix == ".gz" else open
+  with opener(path, "rt", encoding="utf-8") as f:
+    for lineno, line in enumerate(f, start=1):
+      if not line.strip():
+        continue
+      fields = line.split()
+      if len(fields) != 2 or not fields[1].isdigit():
+        raise ValueError(f"{path}, line {lineno}: expected 'word count', got {line.strip()[:60]!r}")
+      counts.setdefault(fields[0], int(fields[1]))
+  if not counts:
+    raise ValueError(f"{path}: no word counts")
+  return counts
