@@ -1,0 +1,92 @@
+"""End-to-end test of the conceptor STS experiment on its embedded synthetic corpus, and of the loaders on the
+development data when it is present (BCJAX_DATA_DIR, or ../shared/data next to the repository)."""
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from absl.testing import absltest
+
+from bcjax.sentence import load_sts_genres
+from experiments.conceptors_sts.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("BCJAX_DATA_DIR", ROOT.parent / "shared" / "data"))
+
+
+class ConceptorsStsTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = Path(tempfile.mkdtemp(prefix="bcjax-conceptors-sts-"))
+    cls.out = cls.tmp / "run"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+      cls.code = main(["--out", str(cls.out), "--no-progress"])
+    cls.stdout = buf.getvalue()
+    cls.results = json.loads((cls.out / "results.json").read_text())
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.tmp, ignore_errors=True)
+    super().tearDownClass()
+
+  def test_writes_outputs_in_the_paper_layouts(self):
+    self.assertEqual(self.code, 0)
+    for name in ("config.json", "metrics.jsonl", "results.json", "table.md", "figure2.png"):
+      self.assertTrue((self.out / name).is_file(), name)
+    self.assertEqual(self.results["genres"], ["news", "captions", "WordNet", "forums", "tweets"])
+    for method in ("sif", "zero-shot-ca", "ca"):
+      steps = np.asarray(self.results["methods"][method]["pcc_by_step"])
+      self.assertEqual(steps.shape, (5, 5))
+      self.assertTrue(np.all(np.isfinite(steps)) and np.all(np.abs(steps) <= 100))
+      avg = self.results["methods"][method]["time_course_average"]
+      np.testing.assert_allclose([avg[g] for g in self.results["genres"]], steps.mean(axis=0), rtol=1e-12)
+    zero_shot = np.asarray(self.results["methods"]["zero-shot-ca"]["pcc_by_step"])
+    np.testing.assert_array_equal(zero_shot, np.broadcast_to(zero_shot[0], zero_shot.shape))
+    table = (self.out / "table.md").read_text().splitlines()
+    self.assertEqual(table[0], "| method | news | captions | WordNet | forums | tweets | mean |")
+    self.assertLen(table, 5)
+    self.assertIn("CA beats train-from-scratch SIF on", self.stdout)
+    records = [json.loads(line) for line in (self.out / "metrics.jsonl").read_text().splitlines()]
+    self.assertLen(records, 10)
+
+  def test_ca_beats_sif_on_planted_common_directions(self):
+    ca = self.results["methods"]["ca"]["time_course_average"]
+    sif = self.results["methods"]["sif"]["time_course_average"]
+    self.assertGreaterEqual(sum(ca[g] > sif[g] for g in ca), 4)
+    # Accumulating corpora helps CA: its last step is at least as good as zero-shot on average.
+    last = np.mean(self.results["methods"]["ca"]["pcc_by_step"][-1])
+    self.assertGreater(last, np.mean(self.results["methods"]["zero-shot-ca"]["pcc_by_step"][0]))
+
+  def test_same_seed_same_numbers(self):
+    out = self.tmp / "again"
+    with contextlib.redirect_stdout(io.StringIO()):
+      self.assertEqual(main(["--out", str(out), "--no-progress"]), 0)
+    again = json.loads((out / "results.json").read_text())
+    self.assertEqual(again["methods"], self.results["methods"])
+
+  def test_paths_go_together_and_existing_output_is_kept(self):
+    with contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit) as ctx:
+      main(["--vectors", "v.txt", "--out", str(self.tmp / "x")])
+    self.assertEqual(ctx.exception.code, 2)
+    before = (self.out / "results.json").read_bytes()
+    with contextlib.redirect_stderr(io.StringIO()):
+      self.assertEqual(main(["--out", str(self.out), "--no-progress"]), 2)
+    self.assertEqual((self.out / "results.json").read_bytes(), before)
+
+  @absltest.skipUnless((DATA / "sts" / "STSBenchmark").is_dir(), "development STS data not present")
+  def test_real_sts_genres_have_the_reference_counts(self):
+    genres = load_sts_genres(DATA / "sts")
+    self.assertEqual({g: len(p.scores) for g, p in genres.items()},
+                     {"news": 4299, "captions": 3250, "WordNet": 2061, "forums": 1079, "tweets": 750})
+
+
+if __name__ == "__main__":
+  absltest.main()
