@@ -15,11 +15,12 @@ class ReadmeTest(absltest.TestCase):
   def test_python_examples_run(self):
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
     self.assertNotEmpty(blocks)
+    out = io.StringIO()
     for block in blocks:
-      out = io.StringIO()
       with contextlib.redirect_stdout(out):
         exec(compile(block, "README.md", "exec"), {})  # pylint: disable=exec-used
-      self.assertIn("multi-step", out.getvalue())
+    self.assertIn("multi-step", out.getvalue())
+    self.assertIn("de Morgan holds", out.getvalue())
 
   def test_two_commands_are_make_targets_and_ci_runs_the_test_command(self):
     readme = (ROOT / "README.md").read_text()
