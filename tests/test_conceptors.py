@@ -145,6 +145,16 @@ class LawsTest(parameterized.TestCase):
 
 class DataIdentitiesTest(parameterized.TestCase):
 
+  @given(st.integers(0, 2**31 - 1), st.integers(2, 6), st.floats(0.3, 3.0))
+  def test_or_adds_and_and_harmonically_averages_correlations(self, seed, n, alpha):
+    rng = np.random.default_rng(seed)
+    x, y = rng.normal(size=(n + 3, n)), rng.normal(size=(n + 5, n))
+    r, q = x.T @ x / (n + 3), y.T @ y / (n + 5)
+    c, b = conceptor_from_correlation(r, alpha), conceptor_from_correlation(q, alpha)
+    np.testing.assert_allclose(disjunction(c, b), conceptor_from_correlation(r + q, alpha), atol=1e-8)
+    harmonic = np.linalg.inv(np.linalg.inv(r) + np.linalg.inv(q))
+    np.testing.assert_allclose(conjunction(c, b), conceptor_from_correlation(harmonic, alpha), atol=1e-8)
+
   def setUp(self):
     super().setUp()
     rng = np.random.default_rng(10)
