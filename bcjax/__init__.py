@@ -1,11 +1,13 @@
 """bcjax: keeping embeddings useful while the models that produce them, and the data they see, keep changing.
 
 The public API is re-exported flat here; the sub-packages (``bcjax.alignment``, ``bcjax.versioning``,
-``bcjax.conceptors``) export the same names grouped by area.
+``bcjax.conceptors``) export the same names grouped by area. Gramian estimation lives in ``bcjax.gramian`` (its
+function ``gramian`` shares the sub-package's name, so that area is not flattened).
 """
 
 from bcjax import alignment
 from bcjax import conceptors
+from bcjax import gramian
 from bcjax import versioning
 from bcjax.alignment import BackwardLinear
 from bcjax.alignment import PosthocFit
@@ -39,5 +41,5 @@ from bcjax._atomic import write_atomic
 
 __version__ = "0.1.0"
 
-__all__ = (("alignment", "conceptors", "versioning", "write_atomic") + alignment.__all__ + versioning.__all__
+__all__ = (("alignment", "conceptors", "gramian", "versioning", "write_atomic") + alignment.__all__ + versioning.__all__
            + tuple(name for name in conceptors.__all__ if name != "default_tol"))

@@ -1,0 +1,311 @@
+r"""Gramian estimators as optax-style ``(init, update)`` pairs: SOGram (eq. 10), SAGram (eq. 8, Alg. 1) and the
+candidate-sampling baselines in Gramian form (eq. 14), each with the low-rank-prior (Alg. 3-4) and weighted (App. C)
+variants.
+
+The estimate must include the current batch before the gradient is taken (Alg. 1 line 8, Alg. 2 line 6). So
+``update`` is called *inside* the loss, on the embeddings under ``stop_gradient``, and returns
+``(estimate, new_state)``; the state travels out of the loss as auxiliary output::
+
+  def loss_fn(params, est_state, batch):
+    u, v = model(params, batch)
+    est_u, state_u = estimator.update(est_state.u, jax.lax.stop_gradient(u), indices=batch["i"])
+    est_v, state_v = estimator.update(est_state.v, jax.lax.stop_gradient(v), indices=batch["i"])
+    loss = fit(u, v, batch) + lam * penalty_surrogate(u, v, est_u.gramian, est_v.gramian)
+    return loss, (state_u, state_v)
+
+  (loss, (state_u, state_v)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, est_state, batch)
+
+One estimator instance tracks one side (left or right embeddings); use two states for :math:`\hat G_u, \hat G_v`.
+SAGram refreshes its cache with the embeddings passed to ``update`` (those of the current parameters, before the
+step), where Algorithm 1 line 11 recomputes them after the step; this saves a forward pass and keeps Prop. 3
+(unbiasedness holds for caches from any earlier parameters).
+"""
+
+from collections.abc import Callable
+from typing import Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bcjax import _checks
+from bcjax.gramian._penalty import cross_gramian, gramian
+
+
+class GramianEstimate(NamedTuple):
+  """What ``update`` returns: the Gramian estimate and, with a low-rank prior, the cross-Gramian estimate."""
+  gramian: jax.Array  # [k, k]
+  cross: jax.Array  # [k, k_P]; [k, 0] without a prior
+
+
+class GramianEstimator(NamedTuple):
+  """An estimator: ``init(embeddings, **kw) -> state`` and ``update(state, x, **kw) -> (estimate, state)``."""
+  init: Callable
+  update: Callable
+
+
+class SOGramState(NamedTuple):
+  gramian: jax.Array  # [k, k], running estimate of G
+  cross: jax.Array  # [k, k_P], running estimate of H
+  count: jax.Array  # shape=(), dtype=int32, number of updates
+
+
+class SAGramState(NamedTuple):
+  cache: jax.Array  # [n, k], last seen embedding of every example
+  gramian_sum: jax.Array  # [k, k], S = (1/n) sum_j a_j cache_j cache_j^T
+  cross_sum: jax.Array  # [k, k_P], T = (1/n) sum_j cache_j q_j^T
+  count: jax.Array  # shape=(), dtype=int32
+
+
+class BatchGramianState(NamedTuple):
+  count: jax.Array  # shape=(), dtype=int32
+
+
+def _shape_of(fn: str, embeddings) -> tuple[int, ...]:
+  shape = tuple(getattr(embeddings, "shape", np.shape(embeddings)))
+  if len(shape) < 1:
+    raise ValueError(f"{fn}: `embeddings` must have a trailing embedding dimension k, got shape {shape}")
+  return shape
+
+
+def _dtype_of(embeddings):
+  return getattr(embeddings, "dtype", None) or jnp.result_type(embeddings)
+
+
+def _check_batch(fn: str, x, k: int, prior, prior_dim: int):
+  x = _checks.as_float_array(fn, "x", x, ndim=2)
+  if x.shape[1] != k:
+    raise ValueError(f"{fn}: `x` has shape {tuple(x.shape)} but the estimator tracks k={k} dimensions")
+  if prior_dim and prior is None:
+    raise ValueError(f"{fn}: this estimator has a low-rank prior (prior_dim={prior_dim}); pass `prior` [B, {prior_dim}]")
+  if prior is not None:
+    prior = _checks.as_float_array(fn, "prior", prior, ndim=2)
+    if prior.shape != (x.shape[0], prior_dim):
+      raise ValueError(f"{fn}: `prior` has shape {tuple(prior.shape)}; expected ({x.shape[0]}, {prior_dim})")
+  return x, prior
+
+
+def _gather(axis_name, *arrays):
+  """All devices' batches, concatenated, so replicated states receive identical updates."""
+  if axis_name is None:
+    return arrays
+  return tuple(None if a is None else jax.lax.all_gather(a, axis_name, tiled=True) for a in arrays)
+
+
+def sogram(alpha: float, *, prior_dim: int = 0, axis_name: str | None = None) -> GramianEstimator:
+  r"""Stochastic Online Gramian (eq. 10, Alg. 2; Alg. 4 with a prior):
+
+  .. math::
+    \hat G^{(t)} = (1 - \alpha)\hat G^{(t-1)} + \frac{\alpha}{|B|}\sum_{i \in B} a_i\, u_i \otimes u_i
+    = \sum_{\tau \le t} \alpha (1-\alpha)^{t-\tau} \hat G_B^{(\tau)}.
+
+  A convex combination of PSD matrices, so the estimate stays PSD without projection. Memory :math:`O(k^2)`.
+  Prop. 5: variance :math:`\le \sigma^2 \alpha / (2 - \alpha)`; bias decays as :math:`(1-\alpha)^t`.
+
+  Args:
+    alpha: :math:`\alpha \in (0, 1]`.
+    prior_dim: :math:`k_P` of a low-rank prior; 0 for none.
+    axis_name: mapped axis over which the batch is sharded (the batch Gramian is summed over devices).
+
+  Returns:
+    ``init(embeddings)`` (any array or ``jax.ShapeDtypeStruct`` whose last axis is k) and
+    ``update(state, x, *, weights=None, prior=None, where=None) -> (GramianEstimate, SOGramState)``.
+
+  Examples:
+    >>> import jax.numpy as jnp
+    >>> from bcjax.gramian import sogram
+    >>> est = sogram(alpha=0.5)
+    >>> state = est.init(jnp.zeros((4, 2)))
+    >>> g, state = est.update(state, jnp.array([[2.0, 0.0]]))
+    >>> g.gramian.tolist()
+    [[2.0, 0.0], [0.0, 0.0]]
+  """
+  if not (isinstance(alpha, (int, float)) and 0.0 < alpha <= 1.0):
+    raise ValueError(f"sogram: `alpha` must lie in (0, 1], got {alpha!r}")
+  prior_dim = int(prior_dim)
+  if prior_dim < 0:
+    raise ValueError(f"sogram: `prior_dim` must be >= 0, got {prior_dim}")
+
+  def init(embeddings) -> SOGramState:
+    k = _shape_of("sogram.init", embeddings)[-1]
+    dtype = _dtype_of(embeddings)
+    return SOGramState(jnp.zeros((k, k), dtype), jnp.zeros((k, prior_dim), dtype), jnp.zeros((), jnp.int32))
+
+  def update(state: SOGramState, x, *, weights=None, prior=None, where=None):
+    x, prior = _check_batch("sogram.update", x, state.gramian.shape[0], prior, prior_dim)
+    batch = gramian(x, weights, where=where, axis_name=axis_name).astype(state.gramian.dtype)
+    g = (1 - alpha) * state.gramian + alpha * batch
+    h = state.cross
+    if prior_dim:
+      batch_h = cross_gramian(x, prior, weights, where=where, axis_name=axis_name).astype(h.dtype)
+      h = (1 - alpha) * h + alpha * batch_h
+    return GramianEstimate(g, h), SOGramState(g, h, state.count + 1)
+
+  return GramianEstimator(init, update)
+
+
+def project_psd(g: jax.Array) -> jax.Array:
+  """Euclidean projection of a symmetric matrix onto the PSD cone (negative eigenvalues set to 0)."""
+  s, u = jnp.linalg.eigh((g + g.T) / 2)
+  return (u * jnp.maximum(s, 0.0)) @ u.T
+
+
+def sagram(n: int, beta: Literal["sag", "saga"] = "saga", *, project: bool = False, prior_dim: int = 0,
+           axis_name: str | None = None) -> GramianEstimator:
+  r"""Stochastic Average Gramian (eq. 8, Alg. 1; Alg. 3 with a prior), for a batch B of example indices:
+
+  .. math::
+    \hat G = \hat S + c \sum_{i \in B} a_i\,(u_i \otimes u_i - \hat u_i \otimes \hat u_i), \qquad
+    \hat S \leftarrow \hat S + \frac1n \sum_{i \in B} a_i\,(u_i \otimes u_i - \hat u_i \otimes \hat u_i),
+    \quad \hat u_i \leftarrow u_i,
+
+  with :math:`c = 1/n` for ``beta="sag"`` (:math:`\beta = 1/n`: the estimate is the Gramian of the refreshed
+  cache, PSD by Prop. 2) and :math:`c = 1/|B|` for ``beta="saga"`` (:math:`\beta = 1`: unbiased by Prop. 3, not
+  necessarily PSD; ``project=True`` projects it onto the PSD cone). Memory :math:`O(nk)` for the cache.
+
+  Duplicate indices in a batch: the cache and :math:`\hat S` take each example once (its last occurrence), and so
+  does the SAG estimate; the SAGA estimate averages over all entries (batches drawn with replacement stay unbiased).
+
+  Args:
+    n: number of examples (cache rows).
+    beta: ``"sag"`` or ``"saga"``.
+    project: project the SAGA estimate onto the PSD cone.
+    prior_dim: :math:`k_P` of a low-rank prior; 0 for none.
+    axis_name: mapped axis over which the batch is sharded; every device gathers all devices' batches so the
+      replicated caches stay identical.
+
+  Returns:
+    ``init(embeddings [n, k], *, weights=None [n], prior=None [n, k_P])`` (the initial cache, Alg. 1 line 4) and
+    ``update(state, x [B, k], *, indices [B], weights=None [B], prior=None [B, k_P]) -> (GramianEstimate, state)``.
+  """
+  if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
+    raise ValueError(f"sagram: `n` must be a positive integer, got {n!r}")
+  if beta not in ("sag", "saga"):
+    raise ValueError(f"sagram: `beta` must be 'sag' (beta = 1/n) or 'saga' (beta = 1), got {beta!r}")
+  prior_dim = int(prior_dim)
+  if prior_dim < 0:
+    raise ValueError(f"sagram: `prior_dim` must be >= 0, got {prior_dim}")
+
+  def init(embeddings, *, weights=None, prior=None) -> SAGramState:
+    cache = _checks.as_float_array("sagram.init", "embeddings", embeddings, ndim=2)
+    if cache.shape[0] != n:
+      raise ValueError(f"sagram.init: `embeddings` has {cache.shape[0]} rows but the estimator was built for n={n}")
+    if prior_dim and prior is None:
+      raise ValueError(f"sagram.init: pass the full `prior` [n, {prior_dim}] to initialise the cross sum")
+    k = cache.shape[1]
+    cross = jnp.zeros((k, prior_dim), cache.dtype)
+    if prior_dim:
+      prior = _checks.as_float_array("sagram.init", "prior", prior, ndim=2)
+      if prior.shape != (n, prior_dim):
+        raise ValueError(f"sagram.init: `prior` has shape {tuple(prior.shape)}; expected ({n}, {prior_dim})")
+      cross = cross_gramian(cache, prior)
+    return SAGramState(cache, gramian(cache, weights), cross, jnp.zeros((), jnp.int32))
+
+  def update(state: SAGramState, x, *, indices, weights=None, prior=None):
+    k = state.cache.shape[1]
+    x, prior = _check_batch("sagram.update", x, k, prior, prior_dim)
+    indices = jnp.asarray(indices)
+    if indices.shape != (x.shape[0],) or not jnp.issubdtype(indices.dtype, jnp.integer):
+      raise ValueError(f"sagram.update: `indices` must be integer example ids of shape ({x.shape[0]},), got "
+                       f"{tuple(indices.shape)} {indices.dtype}")
+    if _checks.is_concrete(indices) and indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n):
+      raise ValueError(f"sagram.update: `indices` must lie in [0, {n}), got range [{int(indices.min())}, "
+                       f"{int(indices.max())}]")
+    a = jnp.ones((x.shape[0],), x.dtype) if weights is None else jnp.asarray(weights, x.dtype)
+    if weights is not None and _checks.is_concrete(a) and np.any(np.asarray(a) < 0):
+      raise ValueError("sagram.update: `weights` must be non-negative")
+    x, indices, a, prior = _gather(axis_name, x, indices, a, prior)
+    x = x.astype(state.cache.dtype)
+    old = state.cache[indices]
+    b = x.shape[0]
+    # The last occurrence of each index wins; others are masked out of the cache and S updates.
+    position = jnp.arange(b)
+    winner = jnp.full((n,), -1, position.dtype).at[indices].max(position)
+    first = (winner[indices] == position).astype(x.dtype)
+    delta = (x * (a * first)[:, None]).T @ x - (old * (a * first)[:, None]).T @ old
+    gramian_sum = state.gramian_sum + delta / n
+    if beta == "sag":
+      estimate = gramian_sum
+    else:
+      estimate = state.gramian_sum + ((x * a[:, None]).T @ x - (old * a[:, None]).T @ old) / b
+      if project:
+        estimate = project_psd(estimate)
+    cross_sum, cross = state.cross_sum, state.cross_sum
+    if prior_dim:
+      cross_delta = ((x - old) * first[:, None]).T @ prior
+      cross_sum = state.cross_sum + cross_delta / n
+      cross = cross_sum if beta == "sag" else state.cross_sum + (x - old).T @ prior / b
+    # Non-winning duplicates write out of bounds and are dropped.
+    cache = state.cache.at[jnp.where(first > 0, indices, n)].set(x, mode="drop")
+    return GramianEstimate(estimate, cross), SAGramState(cache, gramian_sum, cross_sum, state.count + 1)
+
+  return GramianEstimator(init, update)
+
+
+def sampling_probabilities(counts, kind: Literal["uniform", "linear", "sqrt"]) -> np.ndarray:
+  r"""Candidate-sampling distribution over n items: uniform, proportional to item frequency ("linear") or to its
+  square root ("sqrt"), as in the paper's baselines. Returns p [n] summing to 1."""
+  counts = np.asarray(counts, dtype=np.float64)
+  if counts.ndim != 1 or counts.size == 0:
+    raise ValueError(f"sampling_probabilities: `counts` must be a non-empty vector, got shape {counts.shape}")
+  if np.any(counts < 0) or not np.all(np.isfinite(counts)):
+    raise ValueError("sampling_probabilities: `counts` must be finite and non-negative")
+  if kind == "uniform":
+    p = np.ones_like(counts)
+  elif kind == "linear":
+    p = counts.copy()
+  elif kind == "sqrt":
+    p = np.sqrt(counts)
+  else:
+    raise ValueError(f"sampling_probabilities: `kind` must be 'uniform', 'linear' or 'sqrt', got {kind!r}")
+  if p.sum() <= 0:
+    raise ValueError("sampling_probabilities: all counts are zero")
+  return p / p.sum()
+
+
+def batch_gramian(sampling: Literal["uniform", "linear", "sqrt"] = "uniform", *, counts=None,
+                  prior_dim: int = 0, axis_name: str | None = None) -> GramianEstimator:
+  r"""Candidate-sampling baseline in Gramian form (eq. 14): a stateless estimate from the current batch,
+
+  .. math::
+    \hat G = \frac{1}{|B|} \sum_{i \in B} \mu_i\, a_i\, u_i \otimes u_i, \qquad \mu_i = \frac{1}{n\, p_i},
+
+  with inverse-probability weights for batches drawn from :math:`p` (unbiased: :math:`\mathbb E \hat G = G^a`).
+
+  Args:
+    sampling: the distribution the batch was drawn from; "linear" and "sqrt" need ``counts``.
+    counts: item frequencies [n] that define p.
+    prior_dim: :math:`k_P` of a low-rank prior.
+    axis_name: mapped axis over which the batch is sharded.
+
+  Returns:
+    ``init(embeddings)`` and ``update(state, x, *, indices=None, weights=None, prior=None, where=None)``;
+    ``indices`` are needed for non-uniform sampling.
+  """
+  if sampling not in ("uniform", "linear", "sqrt"):
+    raise ValueError(f"batch_gramian: `sampling` must be 'uniform', 'linear' or 'sqrt', got {sampling!r}")
+  if sampling != "uniform" and counts is None:
+    raise ValueError(f"batch_gramian: sampling={sampling!r} needs the item `counts`")
+  mu = None if counts is None else jnp.asarray(1.0 / (len(counts) * sampling_probabilities(counts, sampling)))
+
+  def init(embeddings) -> BatchGramianState:
+    _shape_of("batch_gramian.init", embeddings)
+    return BatchGramianState(jnp.zeros((), jnp.int32))
+
+  def update(state: BatchGramianState, x, *, indices=None, weights=None, prior=None, where=None):
+    x = _checks.as_float_array("batch_gramian.update", "x", x, ndim=2)
+    w = None if weights is None else jnp.asarray(weights, x.dtype)
+    if mu is not None and sampling != "uniform":
+      if indices is None:
+        raise ValueError(f"batch_gramian.update: sampling={sampling!r} needs the sampled `indices`")
+      mu_b = mu[jnp.asarray(indices)].astype(x.dtype)
+      w = mu_b if w is None else w * mu_b
+    g = gramian(x, w, where=where, axis_name=axis_name)
+    h = jnp.zeros((x.shape[1], prior_dim), x.dtype)
+    if prior_dim:
+      if prior is None:
+        raise ValueError(f"batch_gramian.update: pass `prior` [B, {prior_dim}]")
+      h = cross_gramian(x, prior, w, where=where, axis_name=axis_name)
+    return GramianEstimate(g, h), BatchGramianState(state.count + 1)
+
+  return GramianEstimator(init, update)

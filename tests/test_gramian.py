@@ -1,0 +1,283 @@
+"""Tests of bcjax.gramian: Gramian-form identities against float64 double sums, Monte-Carlo unbiasedness (Prop. 1, 3),
+PSD preservation (Prop. 2, SOGram), SOGram's closed form and variance bound (Prop. 5), the low-rank prior, the logQ
+sign, estimator-state stability and bad inputs."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl.testing import absltest, parameterized
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bcjax.gramian import (batch_gramian, cross_gramian, double_sum_penalty, global_orthogonal_penalty, gramian,
+                           gramian_form_penalty, gramian_penalty, low_rank_prior_penalty, penalty_surrogate,
+                           sagram, sampled_softmax_loss, sampling_probabilities, sogram)
+
+
+def np_double_sum(u, v, mu=None, nu=None):
+  mu = np.ones(len(u)) if mu is None else mu
+  nu = np.ones(len(v)) if nu is None else nu
+  total = 0.0
+  for i in range(len(u)):
+    for j in range(len(v)):
+      total += mu[i] * nu[j] * float(u[i] @ v[j]) ** 2
+  return total / (len(u) * len(v))
+
+
+class PenaltyTest(parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    rng = np.random.default_rng(0)
+    self.u, self.v = rng.normal(size=(13, 4)), rng.normal(size=(9, 4))
+    self.counts = rng.integers(1, 100, size=50).astype(float)
+
+  def test_gramian_matches_numpy_with_weights_and_mask(self):
+    a = np.random.default_rng(1).uniform(0, 2, size=13)
+    np.testing.assert_allclose(gramian(self.u), self.u.T @ self.u / 13, rtol=1e-13)
+    np.testing.assert_allclose(gramian(self.u, a), (self.u * a[:, None]).T @ self.u / 13, rtol=1e-13)
+    where = np.arange(13) < 10
+    np.testing.assert_allclose(gramian(self.u, where=where), self.u[:10].T @ self.u[:10] / 10, rtol=1e-13)
+
+  def test_all_pairs_penalty_equals_gramian_inner_product(self):
+    u, v = self.u[:9], self.v
+    np.testing.assert_allclose(gramian_penalty(gramian(u), gramian(v)), np_double_sum(u, v), rtol=1e-12)
+
+  @parameterized.parameters("uniform", "linear", "sqrt")
+  def test_double_sum_equals_gramian_form_for_every_sampling_scheme(self, kind):
+    p = sampling_probabilities(self.counts, kind)
+    rng = np.random.default_rng(2)
+    i, j = rng.choice(50, 13, p=p), rng.choice(50, 9, p=p)
+    mu, nu = 1 / (50 * p[i]), 1 / (50 * p[j])
+    expected = np_double_sum(self.u, self.v, mu, nu)
+    np.testing.assert_allclose(double_sum_penalty(self.u, self.v, mu, nu), expected, rtol=1e-12)
+    np.testing.assert_allclose(gramian_form_penalty(self.u, self.v, mu, nu), expected, rtol=1e-12)
+
+  def test_low_rank_prior_penalty_equals_double_sum(self):
+    rng = np.random.default_rng(3)
+    u, v, q, r = rng.normal(size=(7, 4)), rng.normal(size=(7, 4)), rng.normal(size=(7, 2)), rng.normal(size=(7, 2))
+    expected = np.mean((u @ v.T - q @ r.T) ** 2)
+    np.testing.assert_allclose(low_rank_prior_penalty(u, v, q, r), expected, rtol=1e-12)
+
+  def test_global_orthogonal_penalty(self):
+    gu = gramian(self.u)
+    expected = max(np.sum(np.asarray(gu) ** 2), 0.25) + 0.25
+    np.testing.assert_allclose(global_orthogonal_penalty(gu, np.zeros((4, 4))), expected, rtol=1e-12)
+
+  def test_surrogate_gradient_equals_penalty_gradient_with_exact_gramians(self):
+    u, v = self.u[:9], self.v
+    g = lambda u, v: gramian_penalty(gramian(u), gramian(v))
+    s = lambda u, v: penalty_surrogate(u, v, gramian(u), gramian(v))
+    for a, b in zip(jax.grad(g, argnums=(0, 1))(u, v), jax.grad(s, argnums=(0, 1))(u, v)):
+      np.testing.assert_allclose(b, a, rtol=1e-12)  # both carry (2/n) G_v u_i
+    np.testing.assert_allclose(s(u, v), 2 * g(u, v), rtol=1e-12)  # its value estimates 2g
+
+  def test_surrogate_gradient_is_unbiased_monte_carlo(self):
+    # Prop. 1: batches drawn uniformly, exact Gramians held fixed -> E[grad of surrogate] = grad g.
+    u, v = jnp.asarray(self.u[:9]), jnp.asarray(self.v)
+    n, size = 9, 3
+    gu, gv = gramian(u), gramian(v)
+    full = jax.grad(lambda u: gramian_penalty(gramian(u), gv))(u)
+
+    def batch_grad(key):
+      idx = jax.random.randint(key, (size,), 0, n)
+      return jax.grad(lambda uu: penalty_surrogate(uu[idx], v[idx], gu, gv))(u)
+
+    grads = jax.vmap(batch_grad)(jax.random.split(jax.random.key(0), 40000))
+    np.testing.assert_allclose(np.mean(grads, axis=0), full, rtol=0.03, atol=2e-3)
+
+  def test_prior_surrogate_gradient_matches_prior_penalty(self):
+    rng = np.random.default_rng(4)
+    u, v, q, r = rng.normal(size=(6, 3)), rng.normal(size=(6, 3)), rng.normal(size=(6, 2)), rng.normal(size=(6, 2))
+    exact = jax.grad(lambda u: low_rank_prior_penalty(u, v, q, r))(u)
+    sur = jax.grad(lambda uu: penalty_surrogate(uu, v, gramian(u), gramian(v), q=q, r=r, hu_hat=cross_gramian(u, q),
+                                                hv_hat=cross_gramian(v, r)))(u)
+    np.testing.assert_allclose(sur, exact, rtol=1e-12)
+
+  def test_logq_correction_recovers_the_full_partition_function(self):
+    rng = np.random.default_rng(5)
+    n, k, m = 40, 4, 200000
+    items, x = rng.normal(size=(n, k)), rng.normal(size=(1, k))
+    q = sampling_probabilities(rng.integers(1, 50, n), "linear")
+    sample = rng.choice(n, m, p=q)
+    scores = (x @ items.T)[0]
+    full = np.log(np.sum(np.exp(scores)))
+    for sign, expect_close in ((1.0, True), (-1.0, False)):
+      loss = float(sampled_softmax_loss(x, items[sample], np.array([0]), log_q=sign * np.log(q[sample])))
+      estimate = loss + (scores[sample[0]] - sign * np.log(q[sample[0]])) - np.log(m)
+      self.assertEqual(abs(estimate - full) < 0.05, expect_close, (sign, estimate, full))
+
+
+def random_trajectory(seed, n=12, k=3):
+  rng = np.random.default_rng(seed)
+  return rng.normal(size=(n, k)), rng.normal(size=(n, k))  # old cache, current embeddings
+
+
+class EstimatorTest(parameterized.TestCase):
+
+  def test_saga_estimate_is_unbiased_monte_carlo(self):
+    cache, current = map(jnp.asarray, random_trajectory(0))
+    a = jnp.asarray(np.random.default_rng(1).uniform(0.5, 2, size=12))
+    est = sagram(12, "saga")
+    state = est.init(cache, weights=a)
+
+    def one(key):
+      idx = jax.random.randint(key, (4,), 0, 12)  # uniform, with replacement
+      return est.update(state, current[idx], indices=idx, weights=a[idx])[0].gramian
+
+    mean = np.mean(jax.vmap(one)(jax.random.split(jax.random.key(0), 30000)), axis=0)
+    np.testing.assert_allclose(mean, gramian(current, a), rtol=0.03, atol=0.02)
+
+  @given(st.integers(0, 2**31 - 1), st.lists(st.integers(0, 11), min_size=1, max_size=8))
+  def test_sag_estimate_is_psd_gramian_of_refreshed_cache(self, seed, idx):
+    cache, current = random_trajectory(seed)
+    idx = np.asarray(idx)
+    est = sagram(12, "sag")
+    estimate, state = est.update(est.init(cache), current[idx], indices=idx)
+    refreshed = cache.copy()
+    refreshed[idx] = current[idx]  # duplicates carry equal rows here
+    np.testing.assert_allclose(estimate.gramian, gramian(refreshed), atol=1e-12)
+    np.testing.assert_allclose(state.gramian_sum, gramian(refreshed), atol=1e-12)
+    np.testing.assert_array_equal(state.cache, refreshed)
+    self.assertGreaterEqual(np.linalg.eigvalsh(np.asarray(estimate.gramian)).min(), -1e-12)
+
+  @given(st.integers(0, 2**31 - 1), st.floats(0.01, 1.0), st.integers(1, 6))
+  def test_sogram_stays_psd(self, seed, alpha, steps):
+    rng = np.random.default_rng(seed)
+    est = sogram(alpha)
+    state = est.init(jax.ShapeDtypeStruct((3,), jnp.float64))
+    for _ in range(steps):
+      g, state = est.update(state, rng.normal(size=(2, 3)), weights=rng.uniform(0, 3, size=2))
+    self.assertGreaterEqual(np.linalg.eigvalsh(np.asarray(g.gramian)).min(), -1e-12)
+
+  def test_saga_projection_gives_psd(self):
+    cache, current = random_trajectory(3)
+    est = sagram(12, "saga", project=True)
+    g, _ = est.update(est.init(cache * 3), current[:1] * 0.1, indices=np.array([0]))
+    self.assertGreaterEqual(np.linalg.eigvalsh(np.asarray(g.gramian)).min(), -1e-12)
+
+  def test_sogram_equals_closed_form_weighted_sum(self):
+    rng = np.random.default_rng(4)
+    alpha = 0.3
+    batches = [rng.normal(size=(5, 3)) for _ in range(6)]
+    est = sogram(alpha)
+    state = est.init(batches[0])
+    for x in batches:
+      g, state = est.update(state, x)
+    t = len(batches)
+    closed = sum(alpha * (1 - alpha) ** (t - tau) * x.T @ x / 5 for tau, x in enumerate(batches, start=1))
+    np.testing.assert_allclose(g.gramian, closed, rtol=1e-12)
+    self.assertEqual(int(state.count), 6)
+
+  def test_sogram_variance_bound_of_prop5(self):
+    # Fixed embeddings: G-bar^(t) = (1 - (1-alpha)^t) G, and E||G-hat - G-bar||^2 <= sigma^2 alpha / (2 - alpha),
+    # with sigma^2 the variance of a one-batch estimate.
+    _, u = random_trajectory(5, n=30, k=3)
+    u = jnp.asarray(u)
+    g_true = gramian(u)
+    size, alpha, t = 2, 0.2, 60
+    est = sogram(alpha)
+
+    def run(key):
+      def step(state, k):
+        idx = jax.random.randint(k, (size,), 0, 30)
+        return est.update(state, u[idx])[1], None
+      state, _ = jax.lax.scan(step, est.init(u), jax.random.split(key, t))
+      return state.gramian
+
+    keys = jax.random.split(jax.random.key(1), 4000)
+    finals = jax.vmap(run)(keys)
+    g_bar = (1 - (1 - alpha) ** t) * g_true
+    variance = float(np.mean(np.sum((np.asarray(finals) - np.asarray(g_bar)) ** 2, axis=(1, 2))))
+    one = jax.vmap(lambda k: gramian(u[jax.random.randint(k, (size,), 0, 30)]))(keys)
+    sigma2 = float(np.mean(np.sum((np.asarray(one) - np.asarray(g_true)) ** 2, axis=(1, 2))))
+    self.assertLessEqual(variance, sigma2 * alpha / (2 - alpha) * 1.05)
+    self.assertGreater(variance, 0.5 * sigma2 * alpha / (2 - alpha))  # the bound is tight at fixed parameters
+
+  @parameterized.parameters("linear", "sqrt")
+  def test_batch_gramian_with_inverse_probability_weights_is_unbiased(self, kind):
+    rng = np.random.default_rng(6)
+    counts = rng.integers(1, 100, 20)
+    u = jnp.asarray(rng.normal(size=(20, 3)))
+    p = jnp.asarray(sampling_probabilities(counts, kind))
+    est = batch_gramian(kind, counts=counts)
+    state = est.init(u)
+
+    def one(key):
+      idx = jax.random.choice(key, 20, (5,), p=p)
+      return est.update(state, u[idx], indices=idx)[0].gramian
+
+    mean = np.mean(jax.vmap(one)(jax.random.split(jax.random.key(2), 40000)), axis=0)
+    np.testing.assert_allclose(mean, gramian(u), rtol=0.05, atol=0.03)
+
+  def test_prior_variants_track_cross_gramians(self):
+    rng = np.random.default_rng(7)
+    cache, current = random_trajectory(8)
+    q = rng.normal(size=(12, 2))
+    est = sagram(12, "sag", prior_dim=2)
+    estimate, _ = est.update(est.init(cache, prior=q), current, indices=np.arange(12), prior=q)
+    np.testing.assert_allclose(estimate.cross, cross_gramian(current, q), atol=1e-12)
+    so = sogram(1.0, prior_dim=2)
+    g, _ = so.update(so.init(current), current, prior=q)
+    np.testing.assert_allclose(g.cross, cross_gramian(current, q), atol=1e-12)
+
+  @parameterized.named_parameters(
+      ("sogram", lambda: sogram(0.1), {}),
+      ("sagram", lambda: sagram(12, "saga"), {"indices": np.array([1, 2])}),
+      ("batch", lambda: batch_gramian("uniform"), {}),
+  )
+  def test_state_is_stable_under_lax_cond_and_keeps_float32(self, make, kwargs):
+    est = make()
+    cache = np.random.default_rng(9).normal(size=(12, 3)).astype(np.float32)
+    state = est.init(cache)
+    x = cache[:2]
+
+    @jax.jit
+    def maybe(state, flag):
+      return jax.lax.cond(flag, lambda s: est.update(s, x, **kwargs)[1], lambda s: s, state)
+
+    new = maybe(state, True)
+    same = maybe(state, False)
+    for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(state)):
+      self.assertEqual((a.shape, a.dtype), (b.shape, b.dtype))
+    for leaf in jax.tree.leaves(new):
+      if jnp.issubdtype(leaf.dtype, jnp.floating):
+        self.assertEqual(leaf.dtype, jnp.float32)
+    self.assertEqual(int(same.count), 0)
+    self.assertEqual(int(new.count), 1)
+
+
+BAD = [
+    ("alpha_zero", lambda: sogram(0.0), ValueError, ["`alpha`"]),
+    ("alpha_above_one", lambda: sogram(1.5), ValueError, ["`alpha`", "1.5"]),
+    ("beta_unknown", lambda: sagram(10, "sgd"), ValueError, ["`beta`", "sgd"]),
+    ("n_zero", lambda: sagram(0), ValueError, ["`n`"]),
+    ("init_rows_mismatch", lambda: sagram(5).init(np.ones((4, 3))), ValueError, ["`embeddings`", "n=5"]),
+    ("k_mismatch", lambda: sogram(0.1).update(sogram(0.1).init(np.ones((2, 3))), np.ones((2, 4))), ValueError,
+     ["`x`", "k=3"]),
+    ("negative_weights", lambda: gramian(np.ones((2, 2)), np.array([1.0, -1.0])), ValueError,
+     ["`weights`", "non-negative"]),
+    ("index_out_of_range", lambda: sagram(3).update(sagram(3).init(np.ones((3, 2))), np.ones((1, 2)),
+                                                    indices=np.array([3])), ValueError, ["`indices`", "[0, 3)"]),
+    ("penalty_shape_mismatch", lambda: gramian_penalty(np.eye(2), np.eye(3)), ValueError, ["`gu`", "`gv`"]),
+    ("sampling_needs_counts", lambda: batch_gramian("sqrt"), ValueError, ["`counts`"]),
+    ("unknown_sampling", lambda: sampling_probabilities([1, 2], "zipf"), ValueError, ["`kind`", "zipf"]),
+    ("surrogate_k_mismatch", lambda: penalty_surrogate(np.ones((2, 3)), np.ones((2, 3)), np.eye(2), np.eye(2)),
+     ValueError, ["`gu_hat`", "k=3"]),
+    ("prior_missing", lambda: sogram(0.5, prior_dim=2).update(sogram(0.5, prior_dim=2).init(np.ones((1, 3))),
+                                                              np.ones((1, 3))), ValueError, ["`prior`"]),
+]
+
+
+class BadInputTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(BAD)
+  def test_error_names_the_argument(self, call, exc_type, fragments):
+    with self.assertRaises(exc_type) as ctx:
+      call()
+    for fragment in fragments:
+      self.assertIn(fragment, str(ctx.exception))
+
+
+if __name__ == "__main__":
+  absltest.main()
