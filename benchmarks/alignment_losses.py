@@ -8,16 +8,13 @@ versus applying the chain, writing JSON:
 """
 
 import argparse
-import json
-import platform
 import sys
 
 import jax
 import jax.numpy as jnp
 
-from bcjax import write_atomic
 from bcjax.alignment import multi_step_loss, single_step_loss
-from benchmarks.timing import time_jitted
+from benchmarks.timing import time_jitted, write_report
 
 
 def run(batch_sizes, chain_lengths, dim: int, repeats: int) -> list[dict]:
@@ -51,11 +48,7 @@ def main(argv=None) -> int:
     rows = run([256, 2048], [1, 4], dim=64, repeats=5)
   else:
     rows = run([2048, 16384], [1, 2, 4, 8], dim=args.dim, repeats=30)
-  report = {"benchmark": "alignment_losses", "backend": jax.default_backend(),
-            "devices": [str(d) for d in jax.devices()], "jax": jax.__version__, "python": platform.python_version(),
-            "results": rows}
-  write_atomic(args.out, (json.dumps(report, indent=2) + "\n").encode())
-  print(f"wrote {args.out}")
+  write_report(args.out, "alignment_losses", results=rows)
   return 0
 
 

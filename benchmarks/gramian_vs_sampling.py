@@ -13,17 +13,13 @@ uniform-sampling batch Gramian with |B| = 1024 (the paper reports comparable qua
 """
 
 import argparse
-import json
-import platform
 import sys
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from bcjax import write_atomic
 from bcjax.gramian import batch_gramian, double_sum_penalty, gramian, gramian_form_penalty, sogram
-from benchmarks.timing import time_jitted
+from benchmarks.timing import time_jitted, write_report
 
 
 def cost_table(batches, dims, repeats: int) -> list[dict]:
@@ -98,12 +94,8 @@ def main(argv=None) -> int:
   else:
     cost = cost_table([256, 1024, 4096, 8192], [32, 64, 128], repeats=20)
     eq = equal_cost(n=50000, k=32, steps=2000, alphas=(0.01, 0.03, 0.1, 0.3))
-  report = {"benchmark": "gramian_vs_sampling", "backend": jax.default_backend(),
-            "devices": [str(d) for d in jax.devices()], "jax": jax.__version__, "python": platform.python_version(),
-            "cost": cost, "equal_cost": eq,
-            "target_met": all(r["ratio"] >= 0.8 * r["flop_ratio"] for r in cost if r["batch"] >= 4096) or None}
-  write_atomic(args.out, (json.dumps(report, indent=2) + "\n").encode())
-  print(f"wrote {args.out}")
+  write_report(args.out, "gramian_vs_sampling", cost=cost, equal_cost=eq,
+               target_met=all(r["ratio"] >= 0.8 * r["flop_ratio"] for r in cost if r["batch"] >= 4096) or None)
   return 0
 
 

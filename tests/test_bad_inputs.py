@@ -5,6 +5,8 @@ import jax
 import numpy as np
 from absl.testing import absltest, parameterized
 
+from tests._bad_inputs import bad_input_test_case
+
 from bcjax.alignment import (alignment_error, apply_backward, apply_chain, compose, compositions, fit_posthoc,
                              least_squares_backward, multi_step_loss, notrans, single_step_loss)
 
@@ -60,18 +62,13 @@ CASES = [
 ]
 
 
-class BadInputTest(parameterized.TestCase):
+BadInputTest = bad_input_test_case(CASES)
+
+
+class CaseCountTest(absltest.TestCase):
 
   def test_there_are_at_least_fifteen_cases(self):
     self.assertGreaterEqual(len(CASES), 15)
-
-  @parameterized.named_parameters(CASES)
-  def test_error_names_the_argument(self, call, exc_type, fragments):
-    with self.assertRaises(exc_type) as ctx:
-      call()
-    message = str(ctx.exception)
-    for fragment in fragments:
-      self.assertIn(fragment, message)
 
 
 if __name__ == "__main__":
