@@ -202,7 +202,8 @@ def negation(c: ArrayLike) -> jax.Array:
   return _eye_like(c) - c
 
 
-def _conjunction_primal(c: jax.Array, b: jax.Array, tol: float) -> jax.Array:
+def _conjunction_parts(c: jax.Array, b: jax.Array, tol: float):
+  """Returns (C ^ B, C^+, B^+) from one eigendecomposition of each operand."""
   # Jaeger's general AND: C ^ B = (P (C^+ + B^+ - I) P)^+ with P the projector onto range(C) ∩ range(B).
   s_c, u_c = jnp.linalg.eigh(_sym(c))
   s_b, u_b = jnp.linalg.eigh(_sym(b))
@@ -212,16 +213,18 @@ def _conjunction_primal(c: jax.Array, b: jax.Array, tol: float) -> jax.Array:
   s_m, u_m = jnp.linalg.eigh(null_c + null_b)
   p = _from_spectrum(u_m, (s_m <= tol).astype(c.dtype))
   eye = _eye_like(c)
-  a = p @ (_from_spectrum(u_c, _pinv_spectral(s_c, tol)) + _from_spectrum(u_b, _pinv_spectral(s_b, tol)) - eye) @ p
+  pinv_c = _from_spectrum(u_c, _pinv_spectral(s_c, tol))
+  pinv_b = _from_spectrum(u_b, _pinv_spectral(s_b, tol))
+  a = p @ (pinv_c + pinv_b - eye) @ p
   # A is invertible on range(P) and zero off it; padding with I - P gives an invertible matrix whose inverse, less
   # I - P, is A's pseudo-inverse. With an empty intersection this returns exactly 0.
   q = eye - p
-  return _sym(jnp.linalg.inv(a + q) - q)
+  return _sym(jnp.linalg.inv(a + q) - q), pinv_c, pinv_b
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
 def _conjunction(c, b, tol):
-  return _conjunction_primal(c, b, tol)
+  return _conjunction_parts(c, b, tol)[0]
 
 
 @_conjunction.defjvp
@@ -229,11 +232,7 @@ def _conjunction_jvp(tol, primals, tangents):
   # d (C^-1 + B^-1 - I)^-1 = Z (C^-1 dC C^-1 + B^-1 dB B^-1) Z, with pseudo-inverses in the singular case.
   c, b = primals
   dc, db = tangents
-  z = _conjunction_primal(c, b, tol)
-  s_c, u_c = jnp.linalg.eigh(_sym(c))
-  s_b, u_b = jnp.linalg.eigh(_sym(b))
-  pc = _from_spectrum(u_c, _pinv_spectral(s_c, tol))
-  pb = _from_spectrum(u_b, _pinv_spectral(s_b, tol))
+  z, pc, pb = _conjunction_parts(c, b, tol)
   return z, z @ (pc @ _sym(dc) @ pc + pb @ _sym(db) @ pb) @ z
 
 
