@@ -26,8 +26,9 @@ def run(batch_sizes, chain_lengths, dim: int, repeats: int) -> list[dict]:
       z_prev = jax.random.normal(keys[1], (n, dim))
       w = jax.random.normal(keys[2], (dim, dim)) / jnp.sqrt(dim)
       history = [jax.random.normal(kk, (dim, dim)) / jnp.sqrt(dim) for kk in keys[3:3 + k - 1]]
-      single = jax.value_and_grad(lambda z, w: single_step_loss(z, z_prev, w), argnums=(0, 1))
-      multi = jax.value_and_grad(lambda z, w: multi_step_loss(z, z_prev, w, history), argnums=(0, 1))
+      single = jax.value_and_grad(lambda z, w, z_prev=z_prev: single_step_loss(z, z_prev, w), argnums=(0, 1))
+      multi = jax.value_and_grad(lambda z, w, z_prev=z_prev, history=history: multi_step_loss(z, z_prev, w, history),
+                                 argnums=(0, 1))
       t_single = time_jitted(single, z_new, w, repeats=repeats)
       t_multi = time_jitted(multi, z_new, w, repeats=repeats)
       rows.append({"batch": n, "k": k, "dim": dim, "single": t_single, "multi": t_multi,

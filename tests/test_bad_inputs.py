@@ -3,7 +3,7 @@ argument (and, where useful, the shapes or values)."""
 
 import jax
 import numpy as np
-from absl.testing import absltest, parameterized
+from absl.testing import absltest
 
 from tests._bad_inputs import bad_input_test_case
 
