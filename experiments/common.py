@@ -1,6 +1,7 @@
 """Output plumbing shared by the experiments: run directories, JSONL metrics, JSON results, markdown tables."""
 
 import datetime
+import io
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -66,3 +67,12 @@ def jsonable(tree):
   if hasattr(tree, "tolist"):
     return tree.tolist()
   return tree
+
+
+def save_figure(fig, path: Path, dpi: int = 110) -> None:
+  """Writes a matplotlib figure as PNG, atomically and never over an existing file, and closes it."""
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  buf = io.BytesIO()
+  fig.savefig(buf, format="png", dpi=dpi)
+  plt.close(fig)
+  write_atomic(path, buf.getvalue())

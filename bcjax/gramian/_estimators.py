@@ -109,7 +109,8 @@ def sogram(alpha: float, *, prior_dim: int = 0, axis_name: str | None = None) ->
 
   Returns:
     ``init(embeddings)`` (any array or ``jax.ShapeDtypeStruct`` whose last axis is k) and
-    ``update(state, x, *, weights=None, prior=None, where=None) -> (GramianEstimate, SOGramState)``.
+    ``update(state, x, *, indices=None, weights=None, prior=None, where=None) -> (GramianEstimate, SOGramState)``
+    (``indices`` is ignored; it keeps the signature the same as :func:`sagram`'s and :func:`batch_gramian`'s).
 
   Examples:
     >>> import jax.numpy as jnp
@@ -131,7 +132,8 @@ def sogram(alpha: float, *, prior_dim: int = 0, axis_name: str | None = None) ->
     dtype = _dtype_of(embeddings)
     return SOGramState(jnp.zeros((k, k), dtype), jnp.zeros((k, prior_dim), dtype), jnp.zeros((), jnp.int32))
 
-  def update(state: SOGramState, x, *, weights=None, prior=None, where=None):
+  def update(state: SOGramState, x, *, indices=None, weights=None, prior=None, where=None):
+    del indices  # accepted so every estimator's update takes the same arguments
     x, prior = _check_batch("sogram.update", x, state.gramian.shape[0], prior, prior_dim)
     batch = gramian(x, weights, where=where, axis_name=axis_name).astype(state.gramian.dtype)
     g = (1 - alpha) * state.gramian + alpha * batch

@@ -6,13 +6,11 @@ Real data: ``python -m experiments.conceptors_sts --vectors glove.840B.300d.txt 
 
 import argparse
 import datetime
-import io
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from bcjax import write_atomic
 from bcjax.sentence import load_sts_genres, load_word_frequencies, load_word_vectors
 from experiments import common
 from experiments.conceptors_sts.pipeline import run_time_course
@@ -49,10 +47,7 @@ def figure_2(path: Path, results: dict) -> None:
     ax.grid(alpha=0.3)
   np.atleast_1d(axes)[0].legend(fontsize=7)
   fig.tight_layout()
-  buf = io.BytesIO()
-  fig.savefig(buf, format="png", dpi=110)
-  plt.close(fig)
-  write_atomic(path, buf.getvalue())
+  common.save_figure(fig, path)
 
 
 def main(argv=None) -> int:

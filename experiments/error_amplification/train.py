@@ -10,7 +10,6 @@ the true :math:`z_0 = M_0(x)` (metric 3 of section 4).
 
 import dataclasses
 import functools
-import io
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -24,7 +23,6 @@ from tqdm.auto import tqdm
 
 from bcjax.alignment import BackwardLinear, alignment_error, fit_posthoc, multi_step_loss, notrans
 from bcjax.alignment import single_step_loss
-from bcjax import write_atomic
 from bcjax.versioning import Registry
 from experiments import common
 from experiments.error_amplification.configs import METHODS, Config
@@ -228,7 +226,4 @@ def _plot(path: Path, versions: list[int], results: dict) -> None:
     ax.grid(alpha=0.3)
   axes[0].legend(fontsize=8)
   fig.tight_layout()
-  buf = io.BytesIO()
-  fig.savefig(buf, format="png", dpi=120)
-  plt.close(fig)
-  write_atomic(path, buf.getvalue())
+  common.save_figure(fig, path, dpi=120)

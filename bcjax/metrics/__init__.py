@@ -1,0 +1,8 @@
+"""Evaluation metrics: top-K ranking (Recall@K, AP@K/MAP@K) and chunked retrieval evaluation."""
+
+from bcjax.metrics._ranking import average_precision_at_k
+from bcjax.metrics._ranking import mean_over_queries
+from bcjax.metrics._ranking import recall_at_k
+from bcjax.metrics._retrieval import evaluate_retrieval
+
+__all__ = ("average_precision_at_k", "evaluate_retrieval", "mean_over_queries", "recall_at_k")

@@ -1,0 +1,1 @@
+"""Gramian estimation error on a common parameter trajectory (Figure 2a, 2b of the Gramian paper)."""

@@ -1,0 +1,142 @@
+r"""Tracks every estimator along one common trajectory :math:`(\theta^{(t)})`.
+
+The trajectory comes from training the two-tower model with the uniform candidate-sampling baseline; at every step
+each estimator draws its own batch, embeds it at :math:`\theta^{(t)}` and updates its estimate; every
+``error_every`` steps the exact Gramians :math:`G_u(\theta^{(t)}), G_v(\theta^{(t)})` are computed on all entities
+and each estimate's normalised Frobenius error :math:`\lVert \hat G - G \rVert_F / \lVert G \rVert_F` recorded.
+The estimators never influence the trajectory, so their errors are directly comparable.
+"""
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from tqdm import tqdm
+
+from bcjax.data import PairCorpus, counts
+from bcjax.gramian import GramianEstimator, batch_gramian, gramian, sagram, sogram
+from bcjax.models import TwoTower
+from experiments.two_tower.data import Sampler, gather, make_sampler, sample, train_data
+from experiments.two_tower.train import init_state, make_embedder, make_optimizer, make_train_step
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  input_dim: int = 50
+  sizes: tuple[int, ...] = (256, 64)
+  lam: float = 10.0
+  optimizer: str = "adam"
+  learning_rate: float = 1e-3
+  train_batch_size: int = 1024  # the trajectory's own batches
+  steps: int = 600
+  error_every: int = 10
+  batch_sizes: tuple[int, ...] = (128, 1024)  # |B| of the estimators (Figure 2a)
+  alpha: float = 0.1  # SOGram in Figure 2a
+  alphas: tuple[float, ...] = (0.001, 0.01, 0.1, 0.5)  # Figure 2b, at the smallest |B|
+  smoothing: float = 1.0
+  num_pages: int = 10_000
+  num_links: int = 100_000
+  seed: int = 0
+
+
+PRESETS = {
+    "quick": Config(),
+    "paper": Config(steps=5000, error_every=25, num_pages=85_000, num_links=1_500_000),
+    "test": Config(input_dim=8, sizes=(16, 8), steps=12, error_every=4, batch_sizes=(16, 32), alphas=(0.1, 0.5),
+                   train_batch_size=64, num_pages=300, num_links=2000),
+}
+
+
+class Spec(NamedTuple):
+  name: str  # e.g. "sogram|B|=128"
+  method: str  # sagram-sag, sagram-saga, sogram, sampling-uniform, ...
+  batch: int
+  alpha: float | None
+
+
+def specs(cfg: Config) -> list[Spec]:
+  out = []
+  for b in cfg.batch_sizes:
+    out += [Spec(f"sagram-sag B={b}", "sagram-sag", b, None), Spec(f"sagram-saga B={b}", "sagram-saga", b, None),
+            Spec(f"sogram(a={cfg.alpha}) B={b}", "sogram", b, cfg.alpha)]
+    out += [Spec(f"sampling-{s} B={b}", f"sampling-{s}", b, None) for s in ("uniform", "linear", "sqrt")]
+  b = min(cfg.batch_sizes)
+  out += [Spec(f"sogram(a={a}) B={b}", "sogram", b, a) for a in cfg.alphas if a != cfg.alpha]
+  return out
+
+
+def _make(spec: Spec, n: int, entity_counts, smoothing: float) -> tuple[GramianEstimator, Sampler]:
+  kind = spec.method.split("-")[-1] if spec.method.startswith("sampling") else "uniform"
+  sampler = make_sampler(entity_counts, kind, smoothing)
+  if spec.method.startswith("sagram"):
+    return sagram(n, spec.method.split("-")[1]), sampler
+  if spec.method == "sogram":
+    return sogram(spec.alpha), sampler
+  return batch_gramian("uniform"), sampler  # weights 1/(np) come with the batch
+
+
+def _relative_error(estimate, truth):
+  return jnp.linalg.norm(estimate - truth) / jnp.linalg.norm(truth)
+
+
+def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None) -> dict:
+  key = jax.random.key(cfg.seed)
+  model = TwoTower(corpus.vocab_size, cfg.input_dim, len(corpus.left.groups), len(corpus.right.groups), cfg.sizes,
+                   rngs=nnx.Rngs(params=jax.random.fold_in(key, 0)))
+  graphdef, params = nnx.split(model)
+  optimizer = make_optimizer(cfg.optimizer, cfg.learning_rate)
+  driver = batch_gramian("uniform")
+  state = init_state(graphdef, params, optimizer, driver, cfg.sizes[-1])
+  train_step = make_train_step(graphdef, optimizer, driver, lam=cfg.lam, batch_size=cfg.train_batch_size,
+                               penalty_batch_size=cfg.train_batch_size)
+  data = train_data(corpus, "uniform", cfg.smoothing)
+  embed = make_embedder(graphdef)
+  sides = {"left": (corpus.left, counts(corpus.train.left, corpus.left.num_entities), data.left_groups),
+           "right": (corpus.right, counts(corpus.train.right, corpus.right.num_entities), data.right_groups)}
+  all_specs = specs(cfg)
+  estimators, estimator_states = {}, {}
+  for side, (bags, entity_counts, groups) in sides.items():
+    full = embed(state.params, groups, side)
+    for spec in all_specs:
+      est, sampler = _make(spec, bags.num_entities, entity_counts, cfg.smoothing)
+      estimators[side, spec.name] = (est, sampler)
+      estimator_states[side, spec.name] = est.init(full) if spec.method.startswith("sagram") else est.init(full[:1])
+
+  @jax.jit
+  def update_all(params, est_states, rng):
+    model = nnx.merge(graphdef, params)
+    new_states, estimates = {}, {}
+    for i, ((side, name), (est, sampler)) in enumerate(sorted(estimators.items())):
+      spec = next(s for s in all_specs if s.name == name)
+      idx, mu = sample(sampler, jax.random.fold_in(rng, i), spec.batch)
+      groups = gather(sides[side][2], idx)
+      x = model.embed_left(groups) if side == "left" else model.embed_right(groups)
+      weights = mu if spec.method.startswith("sampling") else None
+      g, new_states[side, name] = est.update(est_states[side, name], x, indices=idx, weights=weights)
+      estimates[side, name] = g.gramian
+    return new_states, estimates
+
+  @jax.jit
+  def errors(estimates, exact):
+    return {k: _relative_error(v, exact[k[0]]) for k, v in estimates.items()}
+
+  rng = jax.random.fold_in(key, 1)
+  steps, curves = [], {side: {s.name: [] for s in all_specs} for side in sides}
+  for t in tqdm(range(cfg.steps), desc="trajectory", disable=not progress):
+    estimator_states, estimates = update_all(state.params, estimator_states, jax.random.fold_in(rng, 2 * t))
+    if t % cfg.error_every == 0 or t == cfg.steps - 1:
+      exact = {side: gramian(embed(state.params, sides[side][2], side)) for side in sides}
+      errs = jax.device_get(errors(estimates, exact))
+      steps.append(t)
+      for (side, name), e in errs.items():
+        curves[side][name].append(float(e))
+      if log is not None:
+        log(step=t, **{f"{side}/{name}": float(e) for (side, name), e in errs.items()})
+    state, _ = train_step(state, data, jax.random.fold_in(rng, 2 * t + 1))
+  half = len(steps) // 2
+  summary = {side: {name: float(np.mean(v[half:])) for name, v in c.items()} for side, c in curves.items()}
+  return {"steps": steps, "errors": curves, "mean_error_second_half": summary,
+          "specs": [s._asdict() for s in all_specs]}

@@ -1,0 +1,91 @@
+"""Trains one two-tower model per method on a common corpus and records validation MAP@10 over training time."""
+
+import time
+
+import jax
+import numpy as np
+from flax import nnx
+from tqdm import tqdm
+
+from bcjax.data import PairCorpus
+from bcjax.gramian import batch_gramian, sogram
+from bcjax.metrics import evaluate_retrieval
+from bcjax.models import TwoTower
+from experiments.gramian_training.configs import Config
+from experiments.two_tower.data import train_data
+from experiments.two_tower.train import init_state, make_embedder, make_optimizer, make_train_step
+
+
+def _estimator(method: str, cfg: Config):
+  kind, _, sampling = method.partition("-")
+  if kind == "sogram":
+    return sogram(cfg.alpha), sampling
+  if kind == "sampling":
+    return batch_gramian("uniform"), sampling  # the 1/(np) weights come with the batch
+  raise ValueError(f"unknown method {method!r}")
+
+
+def evaluate(embed, params, corpus: PairCorpus, candidates: np.ndarray, *, exact: bool = False) -> dict:
+  """MAP@10 / Recall@10 against the candidate set, or exact full-corpus metrics."""
+  queries = np.unique(corpus.val.left)
+  row = np.full(corpus.left.num_entities, -1)
+  row[queries] = np.arange(len(queries))
+  u = embed(params, corpus.left.groups, "left", queries)
+  v = embed(params, corpus.right.groups, "right")
+  train_rows = row[corpus.train.left] >= 0
+  exclude = (row[corpus.train.left[train_rows]], corpus.train.right[train_rows])
+  ks = (10, 50) if exact else (10,)
+  return evaluate_retrieval(u, v, (row[corpus.val.left], corpus.val.right), exclude=exclude, ks=ks,
+                            candidates=None if exact else candidates)
+
+
+def train_method(method: str, corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None) -> dict:
+  estimator, sampling = _estimator(method, cfg)
+  data = train_data(corpus, sampling, cfg.smoothing)
+  key = jax.random.key(cfg.seed)  # same initial model and batches for every method
+  model = TwoTower(corpus.vocab_size, cfg.input_dim, len(corpus.left.groups), len(corpus.right.groups), cfg.sizes,
+                   rngs=nnx.Rngs(params=jax.random.fold_in(key, 0)))
+  graphdef, params = nnx.split(model)
+  optimizer = make_optimizer(cfg.optimizer, cfg.learning_rate)
+  state = init_state(graphdef, params, optimizer, estimator, cfg.sizes[-1])
+  step_fn = make_train_step(graphdef, optimizer, estimator, lam=cfg.lam, batch_size=cfg.batch_size,
+                            penalty_batch_size=cfg.penalty_batch_size)
+  rng = jax.random.fold_in(key, 1)
+  start = time.perf_counter()
+  compiled = step_fn.lower(state, data, rng).compile()
+  compile_seconds = time.perf_counter() - start
+  embed = make_embedder(graphdef)
+  candidates = np.random.default_rng(cfg.seed).choice(corpus.right.num_entities,
+                                                      min(cfg.num_candidates, corpus.right.num_entities),
+                                                      replace=False)
+  curve, train_seconds = [], 0.0
+  first = evaluate(embed, state.params, corpus, candidates)
+  curve.append({"step": 0, "train_seconds": 0.0, "map@10": first["map@10"]})
+  bar = tqdm(range(1, cfg.steps + 1), desc=method, disable=not progress, leave=False)
+  for step in bar:
+    tic = time.perf_counter()
+    state, metrics = compiled(state, data, jax.random.fold_in(rng, step))
+    if step % cfg.eval_every == 0 or step == cfg.steps:
+      jax.block_until_ready(state.params)
+      train_seconds += time.perf_counter() - tic
+      metrics = {k: float(v) for k, v in metrics.items()}
+      if not np.isfinite(metrics["loss"]):
+        raise FloatingPointError(f"{method}: non-finite loss {metrics['loss']} at step {step}")
+      ev = evaluate(embed, state.params, corpus, candidates)
+      curve.append({"step": step, "train_seconds": train_seconds, "map@10": ev["map@10"]})
+      bar.set_postfix(map10=f"{ev['map@10']:.4f}", loss=f"{metrics['loss']:.3f}")
+      if log is not None:
+        log(method=method, step=step, train_seconds=train_seconds, **metrics, **{"val_map@10": ev["map@10"]})
+    else:
+      train_seconds += time.perf_counter() - tic
+  final = evaluate(embed, state.params, corpus, candidates, exact=True)
+  return {"curve": curve, "final_map@10": curve[-1]["map@10"], "best_map@10": max(c["map@10"] for c in curve),
+          "exact": final, "train_seconds": train_seconds, "compile_seconds": compile_seconds, "steps": cfg.steps}
+
+
+def time_to_reach(curve: list[dict], target: float) -> float | None:
+  """Training seconds at which a curve first reaches ``target`` (None if never)."""
+  for point in curve:
+    if point["map@10"] >= target:
+      return point["train_seconds"]
+  return None

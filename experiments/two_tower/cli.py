@@ -1,0 +1,36 @@
+"""Command-line plumbing shared by the Gramian experiments."""
+
+import argparse
+import dataclasses
+import datetime
+import sys
+from pathlib import Path
+
+from bcjax.data import PairCorpus
+from experiments import common
+from experiments.two_tower.data import load_corpus
+
+
+def add_data_arguments(parser: argparse.ArgumentParser, presets, name: str) -> None:
+  parser.add_argument("--dataset", default="synthetic",
+                      help="synthetic (embedded default), movielens-{100k,1m,10m,20m,latest-small}, or wikipedia")
+  parser.add_argument("--data-dir", help="extracted dataset folder (MovieLens, or pages.tsv + links.tsv)")
+  parser.add_argument("--preset", choices=sorted(presets), default="quick")
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--out", help=f"new or empty output directory (default: runs/{name}-<time>)")
+  parser.add_argument("--no-progress", action="store_true")
+
+
+def open_run(args, cfg, name: str) -> tuple[Path, PairCorpus] | None:
+  """Creates the run directory, loads the corpus and writes config.json; prints the error and returns None when the
+  directory is taken or the data cannot be read."""
+  try:
+    out = common.prepare_out_dir(args.out or f"runs/{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+    corpus = load_corpus(args.dataset, args.data_dir, num_pages=cfg.num_pages, num_links=cfg.num_links,
+                         seed=cfg.seed)
+  except (FileNotFoundError, FileExistsError, ValueError, ConnectionError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return None
+  common.write_json(out / "config.json", {"dataset": args.dataset, "preset": args.preset,
+                                          **common.jsonable(dataclasses.asdict(cfg))})
+  return out, corpus

@@ -1,0 +1,74 @@
+"""Corpora of the Gramian experiments on device: features, training pairs and the entity-sampling distributions."""
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bcjax.data import PairCorpus, counts, load_movielens, movielens_corpus, movielens_dir, synthetic_link_corpus
+from bcjax.gramian import sampling_probabilities
+
+
+class Sampler(NamedTuple):
+  """Draws entities from p (inverse CDF) and weights them by mu = 1 / (n p), so weighted batch Gramians estimate the
+  uniform Gramian over all n entities without bias."""
+  cdf: jax.Array  # [n], float32
+  mu: jax.Array  # [n]
+
+
+class TrainData(NamedTuple):
+  """Everything a train step reads, as device arrays (passed as an argument, never closed over)."""
+  left_groups: tuple[jax.Array, ...]
+  right_groups: tuple[jax.Array, ...]
+  pair_left: jax.Array  # [E] training pairs
+  pair_right: jax.Array
+  pair_target: jax.Array
+  left_sampler: Sampler
+  right_sampler: Sampler
+
+
+def make_sampler(entity_counts: np.ndarray, kind: str, smoothing: float = 1.0) -> Sampler:
+  """A sampler over entities from their training counts (``uniform``, ``linear`` or ``sqrt``); ``smoothing`` is
+  added to the counts so entities unseen in training keep a positive probability."""
+  p = sampling_probabilities(np.asarray(entity_counts, np.float64) + smoothing, kind)
+  cdf = np.cumsum(p)
+  cdf /= cdf[-1]
+  return Sampler(jnp.asarray(cdf, jnp.float32), jnp.asarray(1.0 / (len(p) * p), jnp.float32))
+
+
+def sample(sampler: Sampler, key: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
+  """``size`` entity indices drawn i.i.d. from the sampler's p, and their weights mu."""
+  u = jax.random.uniform(key, (size,), sampler.cdf.dtype)
+  idx = jnp.minimum(jnp.searchsorted(sampler.cdf, u, side="right"), sampler.cdf.shape[0] - 1)
+  return idx, sampler.mu[idx]
+
+
+def train_data(corpus: PairCorpus, sampling: str, smoothing: float = 1.0) -> TrainData:
+  n_left, n_right = corpus.left.num_entities, corpus.right.num_entities
+  return TrainData(
+      left_groups=tuple(jnp.asarray(g) for g in corpus.left.groups),
+      right_groups=tuple(jnp.asarray(g) for g in corpus.right.groups),
+      pair_left=jnp.asarray(corpus.train.left), pair_right=jnp.asarray(corpus.train.right),
+      pair_target=jnp.asarray(corpus.train.target),
+      left_sampler=make_sampler(counts(corpus.train.left, n_left), sampling, smoothing),
+      right_sampler=make_sampler(counts(corpus.train.right, n_right), sampling, smoothing))
+
+
+def gather(groups: tuple[jax.Array, ...], idx: jax.Array) -> tuple[jax.Array, ...]:
+  return tuple(g[idx] for g in groups)
+
+
+def load_corpus(dataset: str, data_dir: str | None, *, num_pages: int, num_links: int, seed: int) -> PairCorpus:
+  """``synthetic`` (embedded default), ``movielens-<variant>`` (from ``data_dir``) or ``wikipedia`` (a folder in the
+  Wikipedia-links format)."""
+  if dataset == "synthetic":
+    return synthetic_link_corpus(num_pages, num_links, seed=seed)
+  if dataset.startswith("movielens-"):
+    return movielens_corpus(load_movielens(movielens_dir(dataset.removeprefix("movielens-"), data_dir)), seed=seed)
+  if dataset == "wikipedia":
+    if data_dir is None:
+      raise FileNotFoundError("--dataset wikipedia needs --data-dir (a folder with pages.tsv and links.tsv)")
+    from bcjax.data import load_wikipedia_links  # pylint: disable=import-outside-toplevel
+    return load_wikipedia_links(data_dir, seed=seed)
+  raise ValueError(f"unknown dataset {dataset!r}; use synthetic, movielens-<variant> or wikipedia")

@@ -1,0 +1,113 @@
+"""Ranking metrics against float64 NumPy references written here, and the chunked retrieval evaluation against a
+brute-force loop (full corpus and candidate sets)."""
+
+import jax
+import numpy as np
+from absl.testing import absltest, parameterized
+
+from bcjax.metrics import average_precision_at_k, evaluate_retrieval, mean_over_queries, recall_at_k
+
+
+def np_metrics(scores, relevant, k, where=None):
+  """Per-query Recall@K and AP@K by explicit sorting."""
+  where = np.ones_like(relevant) if where is None else where
+  recalls, aps = [], []
+  for s, r, w in zip(scores, relevant, where):
+    r = r & w
+    order = [i for i in np.argsort(-s, kind="stable") if w[i]][:k]
+    hits = [bool(r[i]) for i in order]
+    n_rel = r.sum()
+    recalls.append(sum(hits) / n_rel if n_rel else 0.0)
+    ap, seen = 0.0, 0
+    for j, h in enumerate(hits, start=1):
+      if h:
+        seen += 1
+        ap += seen / j
+    aps.append(ap / min(n_rel, k) if n_rel else 0.0)
+  return np.array(recalls), np.array(aps)
+
+
+class RankingTest(parameterized.TestCase):
+
+  @parameterized.parameters(1, 3, 10)
+  def test_against_numpy(self, k):
+    rng = np.random.default_rng(k)
+    scores = rng.normal(size=(20, 15))
+    relevant = rng.random((20, 15)) < 0.2
+    where = rng.random((20, 15)) < 0.8
+    for w in (None, where):
+      want_r, want_ap = np_metrics(scores, relevant, k, w)
+      np.testing.assert_allclose(recall_at_k(scores, relevant, k, where=w), want_r, atol=1e-12)
+      np.testing.assert_allclose(average_precision_at_k(scores, relevant, k, where=w), want_ap, atol=1e-12)
+
+  def test_closed_forms(self):
+    scores = np.array([[4.0, 3.0, 2.0, 1.0]])
+    relevant = np.array([[True, False, True, False]])
+    # ranks 1 and 3 relevant: AP@3 = (1/1 + 2/3) / 2
+    np.testing.assert_allclose(average_precision_at_k(scores, relevant, 3), [(1 + 2 / 3) / 2])
+    np.testing.assert_allclose(recall_at_k(scores, relevant, 2), [0.5])
+    # excluding the top item moves the second relevant item to rank 2
+    where = np.array([[False, True, True, True]])
+    np.testing.assert_allclose(average_precision_at_k(scores, relevant, 3, where=where), [0.5])
+
+  def test_jit_matches_eager_and_mean(self):
+    rng = np.random.default_rng(0)
+    scores, relevant = rng.normal(size=(6, 9)), rng.random((6, 9)) < 0.3
+    relevant[0] = False
+    eager = average_precision_at_k(scores, relevant, 4)
+    jitted = jax.jit(average_precision_at_k, static_argnums=2)(scores, relevant, 4)
+    np.testing.assert_allclose(eager, jitted)
+    np.testing.assert_allclose(mean_over_queries(eager, relevant), np.asarray(eager)[relevant.any(1)].mean())
+    with self.assertRaisesRegex(ValueError, "no query has a relevant item"):
+      mean_over_queries(eager, np.zeros_like(relevant))
+
+  def test_bad_inputs(self):
+    with self.assertRaisesRegex(ValueError, r"`k` must be an integer in \[1, 3\]"):
+      recall_at_k(np.zeros((2, 3)), np.zeros((2, 3), bool), 4)
+    with self.assertRaisesRegex(ValueError, "`relevant` must be a boolean mask"):
+      recall_at_k(np.zeros((2, 3)), np.zeros((2, 3)), 1)
+    with self.assertRaisesRegex(ValueError, "NaN|nan|finite"):
+      average_precision_at_k(np.full((2, 3), np.nan), np.zeros((2, 3), bool), 1)
+
+
+class RetrievalTest(parameterized.TestCase):
+
+  def brute_force(self, u, v, rel, exc, k, candidates=None):
+    recalls, aps = [], []
+    for q in sorted(set(rel[0])):
+      relevant = np.zeros(len(v), bool)
+      relevant[rel[1][rel[0] == q]] = True
+      where = np.ones(len(v), bool) if candidates is None else np.isin(np.arange(len(v)), candidates)
+      where[exc[1][exc[0] == q]] = False
+      where |= relevant
+      r, ap = np_metrics((u[q] @ v.T)[None], relevant[None], k, where[None])
+      recalls.append(r[0])
+      aps.append(ap[0])
+    return np.mean(recalls), np.mean(aps)
+
+  @parameterized.parameters(None, "candidates")
+  def test_matches_brute_force_across_chunks(self, use_candidates):
+    rng = np.random.default_rng(1)
+    u, v = rng.normal(size=(30, 4)), rng.normal(size=(50, 4))
+    rel = (rng.integers(0, 30, 60), rng.integers(0, 50, 60))
+    exc = (rng.integers(0, 30, 200), rng.integers(0, 50, 200))
+    candidates = rng.choice(50, 20, replace=False) if use_candidates else None
+    got = evaluate_retrieval(u, v, rel, exclude=exc, ks=(5, 10), candidates=candidates, chunk_size=7)
+    for k in (5, 10):
+      want_r, want_ap = self.brute_force(u, v, rel, exc, k, candidates)
+      self.assertAlmostEqual(got[f"recall@{k}"], want_r, places=10)
+      self.assertAlmostEqual(got[f"map@{k}"], want_ap, places=10)
+    self.assertEqual(got["queries"], len(set(rel[0])))
+
+  def test_bad_inputs(self):
+    u, v = np.zeros((3, 2)), np.zeros((4, 2))
+    with self.assertRaisesRegex(ValueError, r"`relevant` indexes outside \[0, 3\) x \[0, 4\)"):
+      evaluate_retrieval(u, v, ([0], [4]))
+    with self.assertRaisesRegex(ValueError, "no relevant pairs"):
+      evaluate_retrieval(u, v, ([], []))
+    with self.assertRaisesRegex(ValueError, r"embeddings must be \[Q, k\] and \[N, k\]"):
+      evaluate_retrieval(u, np.zeros((4, 3)), ([0], [1]))
+
+
+if __name__ == "__main__":
+  absltest.main()
