@@ -21,6 +21,7 @@ class ReadmeTest(absltest.TestCase):
         exec(compile(block, "README.md", "exec"), {})  # pylint: disable=exec-used
     self.assertIn("multi-step", out.getvalue())
     self.assertIn("de Morgan holds", out.getvalue())
+    self.assertIn("SOGram-trained all-pairs penalty", out.getvalue())
 
   def test_two_commands_are_make_targets_and_ci_runs_the_test_command(self):
     readme = (ROOT / "README.md").read_text()
