@@ -69,6 +69,8 @@ def main(argv=None) -> int:
   add_data_arguments(parser, PRESETS, "gramian_estimation")
   args = parser.parse_args(argv)
   cfg = dataclasses.replace(PRESETS[args.preset], seed=args.seed)
+  if args.dataset.startswith("movielens") and args.preset != "test":
+    cfg = dataclasses.replace(cfg, input_dim=32, sizes=(64, 35), lam=1.0)  # App. F's model: k = 35, lambda = 1
   if args.steps:
     cfg = dataclasses.replace(cfg, steps=args.steps)
   opened = open_run(args, cfg, "gramian_estimation")
