@@ -5,7 +5,11 @@ import jax
 import numpy as np
 from absl.testing import absltest, parameterized
 
-from bcjax.metrics import average_precision_at_k, evaluate_retrieval, mean_over_queries, recall_at_k
+from hypothesis import given
+from hypothesis import strategies as st
+from sklearn.metrics import roc_auc_score
+
+from bcjax.metrics import average_precision_at_k, evaluate_retrieval, mean_over_queries, recall_at_k, roc_auc
 
 
 def np_metrics(scores, relevant, k, where=None):
@@ -68,6 +72,29 @@ class RankingTest(parameterized.TestCase):
       recall_at_k(np.zeros((2, 3)), np.zeros((2, 3)), 1)
     with self.assertRaisesRegex(ValueError, "NaN|nan|finite"):
       average_precision_at_k(np.full((2, 3), np.nan), np.zeros((2, 3), bool), 1)
+
+
+class RocAucTest(absltest.TestCase):
+
+  @given(st.lists(st.tuples(st.integers(0, 5), st.booleans()), min_size=2, max_size=40))
+  def test_matches_sklearn_with_ties(self, rows):
+    scores = np.array([float(s) for s, _ in rows])  # few distinct values: many ties
+    labels = np.array([y for _, y in rows])
+    if labels.all() or not labels.any():
+      return
+    self.assertAlmostEqual(float(roc_auc(scores, labels)), roc_auc_score(labels, scores), places=12)
+
+  def test_mask_jit_and_errors(self):
+    rng = np.random.default_rng(0)
+    scores, labels = rng.normal(size=50), rng.random(50) < 0.4
+    where = rng.random(50) < 0.7
+    want = roc_auc_score(labels[where], scores[where])
+    self.assertAlmostEqual(float(roc_auc(scores, labels, where=where)), want, places=12)
+    self.assertAlmostEqual(float(jax.jit(roc_auc)(scores, labels, where=where)), want, places=12)
+    with self.assertRaisesRegex(ValueError, "needs both classes, got 0 positive"):
+      roc_auc(scores, np.zeros(50, bool))
+    with self.assertRaisesRegex(ValueError, "`labels` must be binary"):
+      roc_auc(scores, np.full(50, 2))
 
 
 class RetrievalTest(parameterized.TestCase):
