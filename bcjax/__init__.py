@@ -2,12 +2,16 @@
 
 The public API is re-exported flat here; the sub-packages (``bcjax.alignment``, ``bcjax.versioning``,
 ``bcjax.conceptors``) export the same names grouped by area. Gramian estimation lives in ``bcjax.gramian`` (its
-function ``gramian`` shares the sub-package's name, so that area is not flattened).
+function ``gramian`` shares the sub-package's name, so that area is not flattened) and the dataset loaders in
+``bcjax.data`` (generic names such as ``counts`` and ``fetch`` read best qualified).
 """
 
 from bcjax import alignment
 from bcjax import conceptors
+from bcjax import data
 from bcjax import gramian
+from bcjax import metrics
+from bcjax import models
 from bcjax import versioning
 from bcjax.alignment import BackwardLinear
 from bcjax.alignment import PosthocFit
@@ -37,9 +41,21 @@ from bcjax.versioning import RegistryError
 from bcjax.versioning import VersionExistsError
 from bcjax.versioning import VersionInfo
 from bcjax.versioning import VersionNotFoundError
+from bcjax.metrics import average_precision_at_k
+from bcjax.metrics import evaluate_retrieval
+from bcjax.metrics import mean_over_queries
+from bcjax.metrics import recall_at_k
+from bcjax.metrics import roc_auc
+from bcjax.models import GraphSAGE
+from bcjax.models import SAGEConv
+from bcjax.models import Tower
+from bcjax.models import TwoTower
+from bcjax.models import bag_mean
+from bcjax.models import mean_aggregate
 from bcjax._atomic import write_atomic
 
 __version__ = "0.1.0"
 
-__all__ = (("alignment", "conceptors", "gramian", "versioning", "write_atomic") + alignment.__all__ + versioning.__all__
-           + tuple(name for name in conceptors.__all__ if name != "default_tol"))
+__all__ = (("alignment", "conceptors", "data", "gramian", "metrics", "models", "versioning", "write_atomic")
+           + alignment.__all__ + versioning.__all__ + tuple(name for name in conceptors.__all__ if name != "default_tol")
+           + metrics.__all__ + models.__all__)

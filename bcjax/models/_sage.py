@@ -18,10 +18,6 @@ import jraph
 from flax import nnx
 
 
-def _total_nodes(graph: jraph.GraphsTuple) -> int:
-  return jax.tree.leaves(graph.nodes)[0].shape[0] if graph.nodes is not None else int(jnp.sum(graph.n_node))
-
-
 def mean_aggregate(graph: jraph.GraphsTuple, h: jax.Array) -> jax.Array:
   """Mean of the senders' features over each receiver's incoming edges (multi-edges counted), [N, d]; 0 where a
   node has no incoming edge. Padded edges must point at a padding node (jraph's convention)."""

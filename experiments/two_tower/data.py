@@ -6,7 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bcjax.data import PairCorpus, counts, load_movielens, movielens_corpus, movielens_dir, synthetic_link_corpus
+from bcjax.data import (PairCorpus, counts, load_movielens, load_wikipedia_links, movielens_corpus, movielens_dir,
+                        synthetic_link_corpus)
 from bcjax.gramian import sampling_probabilities
 
 
@@ -69,6 +70,5 @@ def load_corpus(dataset: str, data_dir: str | None, *, num_pages: int, num_links
   if dataset == "wikipedia":
     if data_dir is None:
       raise FileNotFoundError("--dataset wikipedia needs --data-dir (a folder with pages.tsv and links.tsv)")
-    from bcjax.data import load_wikipedia_links  # pylint: disable=import-outside-toplevel
     return load_wikipedia_links(data_dir, seed=seed)
   raise ValueError(f"unknown dataset {dataset!r}; use synthetic, movielens-<variant> or wikipedia")
