@@ -46,11 +46,14 @@ from bcjax.metrics import evaluate_retrieval
 from bcjax.metrics import mean_over_queries
 from bcjax.metrics import recall_at_k
 from bcjax.metrics import roc_auc
+from bcjax.models import BipartiteInputs
+from bcjax.models import BipartiteSAGE
 from bcjax.models import GraphSAGE
 from bcjax.models import SAGEConv
 from bcjax.models import Tower
 from bcjax.models import TwoTower
 from bcjax.models import bag_mean
+from bcjax.models import bipartite_inputs
 from bcjax.models import mean_aggregate
 from bcjax._atomic import write_atomic
 

@@ -29,7 +29,8 @@ def _scores(queries, items):
 
 
 def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=None, ks: Sequence[int] = (10,),
-                       candidates=None, chunk_size: int = 1024) -> dict[str, float]:
+                       candidates=None, chunk_size: int = 1024,
+                       rank_excluded_relevant: bool = True) -> dict[str, float]:
   """Recall@K and MAP@K averaged over the queries that have a relevant item.
 
   Args:
@@ -37,11 +38,14 @@ def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=N
     item_embeddings: [N, k].
     relevant: (query index [R], item index [R]) of the held-out pairs.
     exclude: (query index, item index) pairs never ranked (the training pairs); a pair that is also relevant
-      stays eligible.
+      stays eligible unless ``rank_excluded_relevant`` is False.
     ks: cut-offs.
     candidates: item indices to rank against (the paper's MAP@10 uses 50K random candidates); each query's
       relevant items are always added. None ranks the full corpus (exact metrics).
     chunk_size: queries scored at a time.
+    rank_excluded_relevant: False follows BC-Aligner's reference evaluation: a relevant item that is also excluded
+      (a re-interaction with a training item) is not ranked but still counts in the Recall@K denominator, so
+      Recall@K = |top K ∩ R| / |R| over all distinct relevant items R.
 
   Returns:
     ``{"recall@K": ..., "map@K": ..., "queries": number evaluated}``.
@@ -84,10 +88,14 @@ def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=N
       eligible = np.ones_like(rel)
     sel = (row[exc_q] >= 0) & (column[exc_i] >= 0)
     eligible[row[exc_q[sel]], column[exc_i[sel]]] = False
-    eligible |= rel
+    if rank_excluded_relevant:
+      eligible |= rel
+      undercount = 1.0
+    else:  # recall_at_k divides by the eligible relevant items; rescale to all relevant items
+      undercount = jnp.asarray((rel & eligible).sum(1) / np.maximum(rel.sum(1), 1), jnp.float32)
     scores = _scores(queries[jnp.asarray(chunk)], items_u)
     for k in ks:
-      totals[f"recall@{k}"] += float(jnp.sum(recall_at_k(scores, rel, k, where=eligible)))
+      totals[f"recall@{k}"] += float(jnp.sum(recall_at_k(scores, rel, k, where=eligible) * undercount))
       totals[f"map@{k}"] += float(jnp.sum(average_precision_at_k(scores, rel, k, where=eligible)))
   out = {name: total / len(eval_queries) for name, total in totals.items()}
   out["queries"] = int(len(eval_queries))

@@ -1,5 +1,8 @@
 """Embedding models (flax NNX)."""
 
+from bcjax.models._bipartite import BipartiteInputs
+from bcjax.models._bipartite import BipartiteSAGE
+from bcjax.models._bipartite import bipartite_inputs
 from bcjax.models._sage import GraphSAGE
 from bcjax.models._sage import SAGEConv
 from bcjax.models._sage import mean_aggregate
@@ -7,4 +10,14 @@ from bcjax.models._two_tower import Tower
 from bcjax.models._two_tower import TwoTower
 from bcjax.models._two_tower import bag_mean
 
-__all__ = ("GraphSAGE", "SAGEConv", "Tower", "TwoTower", "bag_mean", "mean_aggregate")
+__all__ = (
+    "BipartiteInputs",
+    "BipartiteSAGE",
+    "GraphSAGE",
+    "SAGEConv",
+    "Tower",
+    "TwoTower",
+    "bag_mean",
+    "bipartite_inputs",
+    "mean_aggregate",
+)

@@ -1,0 +1,91 @@
+"""Labels of BC-Aligner's five unintended (consumer) tasks, computed from a version's train/val split.
+
+Each task is a binary classification on version-0-space embeddings (the reference's ``split_dynrecdataset`` side
+statistics and ``recsys/utils.py`` datasets):
+
+===========================  ========================  ===================================================
+task                          input                     label
+===========================  ========================  ===================================================
+``binary-edge-rating``        concat(z_user, z_item)    rating >= 4 (train edges to fit, val edges to score)
+``user-activity``             z_user                    the user has >= 1 val edge in the window
+``user-positive-activity``    z_user                    the max rating over the user's val edges is >= 4
+``binary-item-rating-avg``    z_item                    mean rating >= tau (tau: median of step-0 train means)
+``binary-item-rating-std``    z_item                    unbiased std of the ratings >= 1
+===========================  ========================  ===================================================
+
+Item tasks use items with >= 10 edges (duplicates counted): train edges when fitting, train plus val edges when
+scoring. User tasks cover every user up to :math:`t_{k+1}`.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from bcjax.data._evolving import VersionSplit
+
+TASKS = ("binary-edge-rating", "user-activity", "user-positive-activity", "binary-item-rating-avg",
+         "binary-item-rating-std")
+MIN_ITEM_EDGES = 10
+STD_THRESHOLD = 1.0
+
+
+class TaskExamples(NamedTuple):
+  """Examples of one task: user ids and/or item ids (None when the task does not use that side) and 0/1 labels."""
+  user: np.ndarray | None
+  item: np.ndarray | None
+  label: np.ndarray  # int32
+
+
+def item_rating_stats(item: np.ndarray, rating: np.ndarray, num_items: int,
+                      min_edges: int = MIN_ITEM_EDGES) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(items with >= ``min_edges`` edges, their mean rating, their unbiased (N-1) rating std)."""
+  count = np.bincount(item, minlength=num_items).astype(np.float64)
+  total = np.bincount(item, weights=rating, minlength=num_items)
+  mean = total / np.maximum(count, 1)
+  sq = np.bincount(item, weights=(rating - mean[item]) ** 2, minlength=num_items)
+  std = np.sqrt(sq / np.maximum(count - 1, 1))
+  keep = np.flatnonzero(count >= min_edges)
+  return keep.astype(np.int32), mean[keep], std[keep]
+
+
+def item_rating_threshold(split0: VersionSplit) -> float:
+  """tau: the median of the mean train ratings of the items with >= 10 train edges at step 0."""
+  keep, mean, _ = item_rating_stats(split0.train_item, split0.train_rating, split0.num_items)
+  if keep.size == 0:
+    raise ValueError("item_rating_threshold: no item has 10 train edges at step 0")
+  return float(np.median(mean))
+
+
+def task_examples(task: str, split: VersionSplit, *, fit: bool = False, tau: float | None = None) -> TaskExamples:
+  """The examples of ``task`` at one step: ``fit=True`` gives the consumer's training set (train edges / train-only
+  item statistics), ``fit=False`` the evaluation set (val edges / train-plus-val statistics). User tasks are the
+  same either way. ``tau`` is required by ``binary-item-rating-avg``."""
+  if task == "binary-edge-rating":
+    user, item, rating = ((split.train_user, split.train_item, split.train_rating) if fit else
+                          (split.val_user, split.val_item, split.val_rating))
+    return TaskExamples(user.astype(np.int32), item.astype(np.int32), (rating >= 4).astype(np.int32))
+  if task in ("user-activity", "user-positive-activity"):
+    users = np.arange(split.num_users, dtype=np.int32)
+    if task == "user-activity":
+      label = np.bincount(split.val_user, minlength=split.num_users) > 0
+    else:
+      best = np.zeros(split.num_users, np.float32)  # no val edge gives max 0, as in the reference's scatter-max
+      np.maximum.at(best, split.val_user, split.val_rating)
+      label = best >= 4
+    return TaskExamples(users, None, label.astype(np.int32))
+  if task in ("binary-item-rating-avg", "binary-item-rating-std"):
+    if fit:
+      item, rating = split.train_item, split.train_rating
+    else:
+      item = np.concatenate([split.train_item, split.val_item])
+      rating = np.concatenate([split.train_rating, split.val_rating])
+    keep, mean, std = item_rating_stats(item, rating.astype(np.float64), split.num_items)
+    if task == "binary-item-rating-avg":
+      if tau is None:
+        raise ValueError("task_examples: `tau` (item_rating_threshold of step 0) is required for "
+                         "binary-item-rating-avg")
+      label = mean >= tau
+    else:
+      label = std >= STD_THRESHOLD
+    return TaskExamples(None, keep, label.astype(np.int32))
+  raise ValueError(f"task_examples: unknown `task` {task!r}; choose from {', '.join(TASKS)}")

@@ -1,0 +1,199 @@
+r"""Evolving bipartite user–item graphs, their snapshots, and the per-version train/val split of BC-Aligner.
+
+One schema serves every dataset: time-ordered edges (user, item, rating, time) with users and items numbered by
+first appearance, plus attribute bags per item (brand, categories, genres) and optionally per user. Snapshots are
+edge-count quantiles: edge i of E has time ratio :math:`r_i = i / (E-1)` and the snapshot at t keeps the edges with
+:math:`r_i \le t`. Version k trains on snapshot :math:`t_k` (plus the early window edges of new users) and validates
+on the window :math:`(t_k, t_{k+1}]`.
+
+Reference: Hu et al., "Learning Backward Compatible Embeddings", KDD 2022, section 5.1 and the reference code
+snap-stanford/bc-emb (``recsys/dataset.py``, ``recsys/utils.py``), whose split rules are followed here.
+"""
+
+from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+SNAPSHOT_TIMES = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # t_0 .. t_5: versions k = 0..4 train at t_k, validate on (t_k, t_k+1]
+
+
+class Bags(NamedTuple):
+  """Attribute bags of one group: ``(owner [P], value [P])`` pairs sorted by owner; ``vocab[value]`` is the name."""
+  owner: np.ndarray  # int32
+  value: np.ndarray  # int32
+  vocab: tuple[str, ...]
+
+
+class EvolvingGraph(NamedTuple):
+  """Time-ordered user–item interactions.
+
+  ``user``, ``item``, ``rating``, ``time`` are aligned [E] arrays sorted by time (stably: ties keep input order);
+  users and items are numbered by first appearance, so the first m edges touch exactly ``user[:m].max() + 1`` users.
+  ``item_attributes`` / ``user_attributes`` map a group name ("category", "brand", "genre", ...) to its
+  :class:`Bags`; vocabularies are global (built over all items, future ones included).
+  """
+  user: np.ndarray  # [E] int32
+  item: np.ndarray  # [E] int32
+  rating: np.ndarray  # [E] float32
+  time: np.ndarray  # [E] int64
+  item_attributes: dict[str, Bags]
+  user_attributes: dict[str, Bags]
+  name: str
+
+  @property
+  def num_edges(self) -> int:
+    return len(self.user)
+
+  @property
+  def num_users(self) -> int:
+    return int(self.user.max()) + 1 if len(self.user) else 0
+
+  @property
+  def num_items(self) -> int:
+    return int(self.item.max()) + 1 if len(self.item) else 0
+
+
+def _first_appearance(keys: np.ndarray) -> np.ndarray:
+  """Dense ids numbered by first occurrence in ``keys``."""
+  _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+  rank = np.empty(len(first), np.int64)
+  rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+  return rank[inverse.reshape(-1)].astype(np.int32)
+
+
+def _bags(fn: str, group: str, values: Mapping[Hashable, Sequence[str]], owner_keys: Sequence[Hashable],
+          min_count: int) -> Bags:
+  """Bags of the owners (in id order); values occurring fewer than ``min_count`` times are dropped and the kept
+  vocabulary is ordered by frequency (ties by first occurrence)."""
+  per_owner = []
+  for key in owner_keys:
+    bag = values.get(key, ())
+    if isinstance(bag, str):
+      raise ValueError(f"{fn}: attribute group {group!r} must map each key to a sequence of strings, got the string "
+                       f"{bag!r} for key {key!r} (wrap a single value in a list)")
+    per_owner.append([str(v) for v in bag])
+  counts = Counter(v for bag in per_owner for v in bag)
+  vocab = tuple(v for v, c in counts.most_common() if c >= min_count)
+  index = {v: i for i, v in enumerate(vocab)}
+  owner, value = [], []
+  for i, bag in enumerate(per_owner):
+    for v in bag:
+      if v in index:
+        owner.append(i)
+        value.append(index[v])
+  return Bags(np.asarray(owner, np.int32), np.asarray(value, np.int32), vocab)
+
+
+def evolving_graph(users: Sequence[Hashable], items: Sequence[Hashable], ratings: Sequence[float],
+                   times: Sequence[int], *, item_attributes: Mapping[str, Mapping] | None = None,
+                   user_attributes: Mapping[str, Mapping] | None = None, min_count: int = 5,
+                   name: str = "graph") -> EvolvingGraph:
+  """Builds the schema from raw interactions.
+
+  Edges are sorted stably by time, then users and items are re-numbered by first appearance (the reference's
+  ``process.py``; its unstable sort is replaced by a stable one so ties keep file order). Duplicate (user, item)
+  interactions are kept as multi-edges.
+
+  Args:
+    users, items: raw keys per interaction, [E].
+    ratings: [E]; times: [E] integers (any resolution: days, seconds).
+    item_attributes: group -> {raw item key: sequence of attribute strings}; a missing key is an empty bag.
+    user_attributes: the same for users (optional; the reference model ignores them).
+    min_count: a value is kept when it occurs at least this often over all bags of its group (the reference: 5).
+    name: dataset name.
+  """
+  fn = "evolving_graph"
+  users, items = np.asarray(users), np.asarray(items)
+  ratings = np.asarray(ratings, np.float32)
+  times = np.asarray(times)
+  n = len(users)
+  for arg, arr in (("items", items), ("ratings", ratings), ("times", times)):
+    if arr.shape != (n,):
+      raise ValueError(f"{fn}: `{arg}` has shape {arr.shape}; it must match `users`, shape ({n},)")
+  if n < 2:
+    raise ValueError(f"{fn}: need at least 2 interactions, got {n}")
+  if not np.issubdtype(times.dtype, np.integer):
+    raise ValueError(f"{fn}: `times` must be integers (e.g. days or unix seconds), got dtype {times.dtype}")
+  if not np.all(np.isfinite(ratings)):
+    raise ValueError(f"{fn}: `ratings` holds {int(np.sum(~np.isfinite(ratings)))} non-finite value(s)")
+  if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
+    raise ValueError(f"{fn}: `min_count` must be a positive integer, got {min_count!r}")
+  order = np.argsort(times, kind="stable")
+  users, items, ratings, times = users[order], items[order], ratings[order], times[order].astype(np.int64)
+  user, item = _first_appearance(users), _first_appearance(items)
+
+  def keys_in_id_order(ids, keys):
+    out = np.empty(int(ids.max()) + 1, dtype=object)
+    out[ids] = list(keys)  # every id's key (equal keys share an id, so any occurrence will do)
+    return out
+
+  item_keys, user_keys = keys_in_id_order(item, items), keys_in_id_order(user, users)
+  item_bags = {g: _bags(fn, g, v, item_keys, min_count) for g, v in (item_attributes or {}).items()}
+  user_bags = {g: _bags(fn, g, v, user_keys, min_count) for g, v in (user_attributes or {}).items()}
+  return EvolvingGraph(user, item, ratings, times, item_bags, user_bags, name)
+
+
+def num_edges_at(num_edges: int, t: float) -> int:
+  """Edges in the snapshot at time ratio t: those with ``linspace(0, 1, E)[i] <= t`` (computed exactly so)."""
+  if not 0.0 <= t <= 1.0:
+    raise ValueError(f"num_edges_at: `t` must lie in [0, 1], got {t}")
+  return int(np.count_nonzero(np.linspace(0.0, 1.0, num_edges) <= t))
+
+
+class VersionSplit(NamedTuple):
+  """Train/val edges of one version (``split_version``). Node sets are all users/items up to :math:`t_{k+1}`:
+  ``num_users``, ``num_items``; ``num_old_users`` users were seen by :math:`t_k`."""
+  train_user: np.ndarray
+  train_item: np.ndarray
+  train_rating: np.ndarray
+  val_user: np.ndarray
+  val_item: np.ndarray
+  val_rating: np.ndarray
+  num_users: int
+  num_items: int
+  num_old_users: int
+
+
+def split_version(graph: EvolvingGraph, t_train: float, t_val: float) -> VersionSplit:
+  r"""The reference's split of version k with :math:`t_k` = ``t_train`` and :math:`t_{k+1}` = ``t_val``.
+
+  * train = every edge with :math:`r \le t_k`, plus the window edges of *new* users (id >= users seen by
+    :math:`t_k`) except the last window edge of a new user who has more than one;
+  * val = every window edge of an old user, plus the last window edge of each new user with more than one;
+  * the node sets are all users and items up to :math:`t_{k+1}` (items first seen in val are isolated in training).
+  """
+  if not 0.0 <= t_train < t_val <= 1.0:
+    raise ValueError(f"split_version: need 0 <= `t_train` < `t_val` <= 1, got {t_train}, {t_val}")
+  e_train, e_val = num_edges_at(graph.num_edges, t_train), num_edges_at(graph.num_edges, t_val)
+  if e_train == 0 or e_val == e_train:
+    raise ValueError(f"split_version: the graph's {graph.num_edges} edges leave an empty snapshot or window at "
+                     f"t = {t_train}, {t_val}")
+  old_users = int(graph.user[:e_train].max()) + 1
+  window = np.arange(e_train, e_val)
+  w_user = graph.user[window]
+  new = w_user >= old_users
+  # The last window edge of each new user: scanning the window backwards, the first occurrence of each user.
+  rev_users = w_user[::-1]
+  _, first_rev = np.unique(rev_users, return_index=True)
+  last = np.zeros(len(window), bool)
+  last[len(window) - 1 - first_rev] = True
+  count = np.bincount(w_user, minlength=int(graph.user[:e_val].max()) + 1)[w_user]
+  to_val = ~new | (last & (count > 1))
+  train = np.concatenate([np.arange(e_train), window[~to_val]])
+  val = window[to_val]
+  return VersionSplit(graph.user[train], graph.item[train], graph.rating[train], graph.user[val], graph.item[val],
+                      graph.rating[val], int(graph.user[:e_val].max()) + 1, int(graph.item[:e_val].max()) + 1,
+                      old_users)
+
+
+def split_versions(graph: EvolvingGraph, times: Sequence[float] = SNAPSHOT_TIMES) -> list[VersionSplit]:
+  """``split_version(graph, times[k], times[k+1])`` for every version k."""
+  return [split_version(graph, a, b) for a, b in zip(times[:-1], times[1:])]
+
+
+def bags_upto(bags: Bags, num_owners: int) -> Bags:
+  """The bags of the first ``num_owners`` owners (the nodes present in a snapshot)."""
+  keep = bags.owner < num_owners
+  return Bags(bags.owner[keep], bags.value[keep], bags.vocab)

@@ -1,0 +1,91 @@
+r"""The embedding model M_k of BC-Aligner's recommender experiments: GraphSAGE over a user–item graph whose items
+are encoded from their attribute bags and whose users share one learnable input vector.
+
+Node layout: users first, then items: node ``u`` is user u and node ``U + i`` is item i. Inputs:
+
+.. math::
+  x_{U+i} = \sum_{g} \frac{1}{|A_g(i)|} \sum_{a \in A_g(i)} E_g[a], \qquad x_u = e_{\rm user},
+
+with one table :math:`E_g` per attribute group (categories, brand; genres), N(0, 1) initialised, an empty bag
+contributing 0, and the shared user vector initialised N(0, 0.1^2). Edges are the train interactions in both
+directions (multi-edges kept).
+
+Reference: Hu et al., "Learning Backward Compatible Embeddings", KDD 2022, section 5.1; reference code
+snap-stanford/bc-emb ``recsys/models/pinsage.py``.
+"""
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import jraph
+import numpy as np
+from flax import nnx
+
+from bcjax.models._sage import GraphSAGE
+
+
+class BipartiteInputs(NamedTuple):
+  """Everything the model reads for one graph (arrays only, so it can be a jit argument).
+
+  ``graph``: the undirected interaction graph over N = U + I nodes; ``is_user`` [N] bool; ``bags``: per attribute
+  group a pair (owner node [P], attribute id [P]).
+  """
+  graph: jraph.GraphsTuple
+  is_user: jax.Array
+  bags: tuple[tuple[jax.Array, jax.Array], ...]
+
+
+def bipartite_inputs(user: np.ndarray, item: np.ndarray, num_users: int, num_items: int,
+                     item_bags: Sequence[tuple[np.ndarray, np.ndarray]]) -> BipartiteInputs:
+  """Builds :class:`BipartiteInputs` from interactions ([E] user and item ids) and item bags ((item [P], attribute
+  [P]) per group; items >= ``num_items`` are dropped)."""
+  user, item = np.asarray(user, np.int64), np.asarray(item, np.int64)
+  if user.shape != item.shape or user.ndim != 1:
+    raise ValueError(f"bipartite_inputs: `user` {user.shape} and `item` {item.shape} must be equal-length vectors")
+  if user.size and (user.min() < 0 or user.max() >= num_users or item.min() < 0 or item.max() >= num_items):
+    raise ValueError(f"bipartite_inputs: interactions index outside {num_users} users x {num_items} items")
+  n = num_users + num_items
+  senders = np.concatenate([user, num_users + item]).astype(np.int32)
+  receivers = np.concatenate([num_users + item, user]).astype(np.int32)
+  graph = jraph.GraphsTuple(nodes=None, edges=None, senders=jnp.asarray(senders), receivers=jnp.asarray(receivers),
+                            globals=None, n_node=jnp.asarray([n]), n_edge=jnp.asarray([len(senders)]))
+  bags = []
+  for owner, value in item_bags:
+    owner, value = np.asarray(owner, np.int64), np.asarray(value, np.int64)
+    keep = owner < num_items
+    bags.append((jnp.asarray(num_users + owner[keep], jnp.int32), jnp.asarray(value[keep], jnp.int32)))
+  is_user = jnp.asarray(np.arange(n) < num_users)
+  return BipartiteInputs(graph, is_user, tuple(bags))
+
+
+class BipartiteSAGE(nnx.Module):
+  """Attribute-bag item encoder + shared user vector + :class:`GraphSAGE` (``layers`` x ``dim``).
+
+  ``__call__(inputs) -> [N, dim]``: node embeddings (users first). BatchNorm uses batch statistics over all nodes in
+  training mode and running statistics after ``model.eval()``.
+  """
+
+  def __init__(self, attribute_sizes: Sequence[int], dim: int, layers: int, *, rngs: nnx.Rngs):
+    init = jax.nn.initializers.normal(1.0)
+    self.tables = nnx.List([nnx.Embed(max(int(n), 1), dim, embedding_init=init, rngs=rngs)
+                            for n in attribute_sizes])
+    self.user_vector = nnx.Param(0.1 * jax.random.normal(rngs.params(), (1, dim)))
+    self.sage = GraphSAGE(dim, layers, rngs=rngs)
+
+  def encode(self, inputs: BipartiteInputs) -> jax.Array:
+    """Input features x [N, dim]."""
+    if len(inputs.bags) != len(self.tables):
+      raise ValueError(f"BipartiteSAGE: the model has {len(self.tables)} attribute tables but the inputs carry "
+                       f"{len(inputs.bags)} bag groups")
+    n = inputs.is_user.shape[0]
+    x = jnp.zeros((n, self.user_vector.shape[1]), self.user_vector.dtype)
+    for table, (owner, value) in zip(self.tables, inputs.bags):
+      total = jax.ops.segment_sum(table(value), owner, num_segments=n)
+      count = jax.ops.segment_sum(jnp.ones_like(owner, x.dtype), owner, num_segments=n)
+      x = x + total / jnp.maximum(count, 1.0)[:, None]
+    return jnp.where(inputs.is_user[:, None], self.user_vector[...], x)
+
+  def __call__(self, inputs: BipartiteInputs) -> jax.Array:
+    return self.sage(inputs.graph, self.encode(inputs))

@@ -1,0 +1,133 @@
+"""Command line of the BC-Aligner experiment (Table 3, Fig. 3 and, with --lambda-sweep, Fig. 5).
+
+  python -m experiments.bc_aligner --preset quick                                    # synthetic default
+  python -m experiments.bc_aligner --dataset movielens-100k --data-dir ml-100k/ --preset paper --epochs 100
+  python -m experiments.bc_aligner --dataset amazon-Musical_Instruments --download --preset paper
+"""
+
+import argparse
+import dataclasses
+import datetime
+import sys
+import time
+
+import jax
+from tqdm.auto import tqdm
+
+from bcjax.data import GRAPH_DATASETS, item_rating_threshold, load_graph_dataset
+from experiments import common
+from experiments.bc_aligner import report
+from experiments.bc_aligner.configs import JOINT, METHODS, PRESETS, preset
+from experiments.bc_aligner.consumers import unintended_aucs
+from experiments.bc_aligner.data import attribute_sizes, version_data
+from experiments.bc_aligner.methods import MethodRunner
+
+BASELINES = ("fix-m0", "non-bc")  # the degradations are relative to these; they always run
+
+
+def parse_args(argv):
+  parser = argparse.ArgumentParser(
+      prog="python -m experiments.bc_aligner",
+      description="Backward-compatible embeddings on an evolving user-item graph: nine methods (Keep-All, Fix-M0, "
+                  "Finetune-M0, Non-BC, post-hoc and joint alignment, BC-Aligner) over five versions of a GraphSAGE "
+                  "recommender; intended task = link prediction (val Recall@50), unintended = five version-0 "
+                  "consumer tasks (ROC-AUC). Writes config.json, metrics.jsonl, results.json, table.md, figure3.png "
+                  "(figure5.png with --lambda-sweep) and the linear methods' registries.")
+  parser.add_argument("--dataset", default="synthetic", help=f"one of {', '.join(GRAPH_DATASETS)}")
+  parser.add_argument("--data-dir", help="folder with the dataset's files (MovieLens folder, Amazon 2018 .json.gz)")
+  parser.add_argument("--download", action="store_true", help="download missing public files into the cache")
+  parser.add_argument("--preset", choices=sorted(PRESETS), default="quick",
+                      help="quick: minutes on CPU; paper: the reference's protocol; test: seconds")
+  parser.add_argument("--out", help="new or empty output directory (default: runs/bc_aligner-<time>)")
+  parser.add_argument("--lambda", dest="lam", type=float, help="alignment weight λ (default 16)")
+  parser.add_argument("--methods", help=f"comma-separated subset of {','.join(METHODS)} (fix-m0 and non-bc always "
+                                        f"run: the degradations are relative to them)")
+  parser.add_argument("--seed", type=int, help="PRNG seed of models, sampling and the synthetic data (default 42)")
+  parser.add_argument("--epochs", type=int, help="override the preset's epochs per version (finetune gets half)")
+  parser.add_argument("--lambda-sweep", help="comma-separated λ values for BC-Aligner (Fig. 5), e.g. 1,2,4,8,16,32")
+  parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+  args = parser.parse_args(argv)
+  cfg = preset(args.preset, args.dataset)
+  if args.seed is not None:
+    cfg = dataclasses.replace(cfg, seed=args.seed)
+  if args.lam is not None:
+    cfg = dataclasses.replace(cfg, lam=args.lam)
+  if args.epochs is not None:
+    if args.epochs < 1:
+      parser.error(f"--epochs must be >= 1, got {args.epochs}")
+    cfg = dataclasses.replace(cfg, epochs=args.epochs, finetune_epochs=max(args.epochs // 2, 1))
+  methods = METHODS
+  if args.methods:
+    methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+      parser.error(f"unknown method(s) {unknown}; choose from {','.join(METHODS)}")
+    methods = tuple(m for m in METHODS if m in set(methods) | set(BASELINES))
+  sweep = []
+  if args.lambda_sweep:
+    try:
+      sweep = [float(x) for x in args.lambda_sweep.split(",") if x.strip()]
+    except ValueError:
+      parser.error(f"--lambda-sweep must be comma-separated numbers, got {args.lambda_sweep!r}")
+    if not sweep or any(x <= 0 for x in sweep):
+      parser.error(f"--lambda-sweep needs positive λ values, got {args.lambda_sweep!r}")
+  return args, cfg, methods, sweep
+
+
+def main(argv=None) -> int:
+  args, cfg, methods, sweep = parse_args(argv)
+  started = time.perf_counter()
+  try:
+    out = common.prepare_out_dir(args.out or f"runs/bc_aligner-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+    graph = load_graph_dataset(args.dataset, args.data_dir, download=args.download, seed=cfg.seed,
+                               **dict(cfg.synthetic))
+    versions = version_data(graph)
+  except (FileNotFoundError, FileExistsError, ValueError, ConnectionError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  common.write_json(out / "config.json", {"dataset": args.dataset, "preset": args.preset, "methods": methods,
+                                          "lambda_sweep": sweep, **common.jsonable(dataclasses.asdict(cfg))})
+  splits = [v.split for v in versions]
+  key = jax.random.key(cfg.seed)
+  with common.MetricWriter(out / "metrics.jsonl") as writer:
+    runner = MethodRunner(versions, attribute_sizes(graph), cfg, key, out / "registries", writer.write)
+    sweep_runners = {lam: runner.with_lambda(lam) for lam in sweep if lam != cfg.lam}
+    total = runner.epochs_needed(methods) + sum(r.epochs_needed(("bc-aligner",)) - cfg.epochs
+                                                for r in sweep_runners.values())
+    with tqdm(total=total, desc="embedding models (epochs)", disable=args.no_progress) as bar:
+      runner.progress = bar
+      runs = {m: runner.run(m) for m in methods}
+      for lam, r in sweep_runners.items():
+        r.progress = bar
+        runs[f"bc-aligner@{lam:g}"] = r.run("bc-aligner")
+    if sweep and cfg.lam in sweep and "bc-aligner" not in runs:
+      runs["bc-aligner"] = runner.run("bc-aligner")
+    published = {m: r.published for m, r in runs.items()}
+    n_consumers = 5 * (len(cfg.consumer_hidden) * len(cfg.consumer_dropout) + cfg.consumer_seeds)
+    with tqdm(total=n_consumers, desc="consumer models", disable=args.no_progress) as bar:
+      consumers = unintended_aucs(splits, runs["fix-m0"].published, published, item_rating_threshold(splits[0]),
+                                  cfg, writer.write, bar)
+  summary = report.summarise({m: r.recall_by_version for m, r in runs.items()}, published, consumers)
+  results = {"dataset": args.dataset, "preset": args.preset, "seed": cfg.seed, "config": {"lam": cfg.lam},
+             "graph": {"users": graph.num_users, "items": graph.num_items, "edges": graph.num_edges,
+                       "versions": [{"users": s.num_users, "items": s.num_items, "train_edges": len(s.train_user),
+                                     "val_edges": len(s.val_user)} for s in splits]},
+             "methods": {m: summary[m] for m in methods},
+             "consumers": {t: {k: c[k] for k in ("config", "steps", "stop_auc")} for t, c in consumers.items()}}
+  if sweep:
+    results["lambda_sweep"] = {f"{lam:g}": summary["bc-aligner" if lam == cfg.lam else f"bc-aligner@{lam:g}"]
+                               for lam in sweep}
+  results["seconds"] = time.perf_counter() - started
+  common.write_json(out / "results.json", results)
+  table = report.table_3(results)
+  common.write_text(out / "table.md", table)
+  report.figure_3(out / "figure3.png", results)
+  if sweep:
+    report.figure_5(out / "figure5.png", results["lambda_sweep"])
+  print(table)
+  print(f"results in {out} ({results['seconds']:.0f} s)")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

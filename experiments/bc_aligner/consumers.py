@@ -1,0 +1,181 @@
+"""Version-0 consumer models C_0 of the five unintended tasks, trained once on Fix-M0's embeddings and scored on
+every method's published version-0-space embeddings (the reference's ``train_model.py`` / ``eval_model.py``).
+
+Consumer MLP (the reference's ``recsys/models/mlp.py``, quirk kept: no ReLU after the second BatchNorm):
+Linear(in, h) → BN → ReLU → Dropout → Linear(h, h) → BN → Dropout → Linear(h, 1), a logit trained with
+binary cross-entropy, Adam 1e-3, batch 2048; the early-stop set's ROC-AUC is computed every epoch and the state with
+the strictly highest AUC kept. Protocol: grid over hidden × dropout with seed 0, then the best configuration
+retrained with seeds 0..S-1. Edge and item tasks fit on step 0 and early-stop on step 0's evaluation set (reported
+on steps 1-4); the activity tasks early-stop on step 1 (reported on steps 2-4).
+"""
+
+import functools
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from bcjax.data import TASKS, TaskExamples, VersionSplit, task_examples
+from bcjax.metrics import roc_auc
+from experiments.bc_aligner.configs import Config
+
+FIT_STEP = {t: 0 for t in TASKS}
+STOP_STEP = {**{t: 0 for t in TASKS}, "user-activity": 1, "user-positive-activity": 1}
+
+
+def reported_steps(task: str, num_versions: int) -> list[int]:
+  return list(range(STOP_STEP[task] + 1, num_versions))
+
+
+def _torch_init(fan_in: int):
+  bound = fan_in ** -0.5
+  return lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -bound, bound)
+
+
+class ConsumerMLP(nnx.Module):
+  """The reference's 2-layer consumer; ``__call__(x, mask, key)`` applies dropout when ``key`` is given."""
+
+  def __init__(self, in_dim: int, hidden: int, dropout: float, *, rngs: nnx.Rngs):
+    def linear(a, b):
+      return nnx.Linear(a, b, kernel_init=_torch_init(a), bias_init=_torch_init(a), rngs=rngs)
+    self.dropout = dropout
+    self.l1, self.l2, self.l3 = linear(in_dim, hidden), linear(hidden, hidden), linear(hidden, 1)
+    self.bn1 = nnx.BatchNorm(hidden, momentum=0.9, epsilon=1e-5, rngs=rngs)
+    self.bn2 = nnx.BatchNorm(hidden, momentum=0.9, epsilon=1e-5, rngs=rngs)
+
+  def _drop(self, h, key):
+    if key is None or self.dropout == 0.0:
+      return h
+    keep = jax.random.bernoulli(key, 1.0 - self.dropout, h.shape)
+    return jnp.where(keep, h / (1.0 - self.dropout), 0.0)
+
+  def __call__(self, x, mask=None, key=None):
+    k1, k2 = (None, None) if key is None else jax.random.split(key)
+    m = None if mask is None else mask[:, None]
+    h = self._drop(jax.nn.relu(self.bn1(self.l1(x), mask=m)), k1)
+    h = self._drop(self.bn2(self.l2(h), mask=m), k2)
+    return self.l3(h)[:, 0]
+
+
+def consumer_inputs(examples: TaskExamples, z: np.ndarray, num_users: int) -> np.ndarray:
+  """Rows of the task's input: z_user, z_item or their concatenation (node layout users first)."""
+  parts = []
+  if examples.user is not None:
+    parts.append(z[examples.user])
+  if examples.item is not None:
+    parts.append(z[num_users + examples.item])
+  return np.concatenate(parts, axis=1).astype(np.float32)
+
+
+@functools.lru_cache(maxsize=None)
+def _make_epoch(train_def: nnx.GraphDef, learning_rate: float):
+  """Jitted ``epoch(state, x, y, rows [S, B], mask [S, B], key) -> state``: one pass of shuffled batches."""
+  optimizer = optax.adam(learning_rate)
+
+  def loss_fn(params, stats, xb, yb, mb, key):
+    model = nnx.merge(train_def, params, stats, copy=True)
+    logits = model(xb, mb, key)
+    w = mb.astype(logits.dtype)
+    loss = jnp.sum(optax.sigmoid_binary_cross_entropy(logits, yb) * w) / jnp.maximum(jnp.sum(w), 1.0)
+    return loss, nnx.state(model, nnx.BatchStat)
+
+  @functools.partial(jax.jit, donate_argnums=(0,))
+  def epoch(state, x, y, rows, mask, key):
+    def step(carry, batch):
+      params, stats, opt_state = carry
+      idx, m, k = batch
+      grads, stats = jax.grad(loss_fn, has_aux=True)(params, stats, x[idx], y[idx], m, k)
+      updates, opt_state = optimizer.update(grads, opt_state, params)
+      return (optax.apply_updates(params, updates), stats, opt_state), None
+
+    keys = jax.random.split(key, rows.shape[0])
+    state, _ = jax.lax.scan(step, state, (rows, mask, keys))
+    return state
+
+  return optimizer, epoch
+
+
+@functools.partial(jax.jit, static_argnums=(0,))
+def _logits(eval_def, params, stats, x):
+  return nnx.merge(eval_def, params, stats)(x)
+
+
+class Consumer(NamedTuple):
+  eval_def: nnx.GraphDef
+  params: nnx.State
+  stats: nnx.State
+  stop_auc: float
+
+
+def train_consumer(x_fit, y_fit, x_stop, y_stop, hidden: int, dropout: float, seed: int, cfg: Config) -> Consumer:
+  """Trains one consumer; keeps the epoch with the strictly highest early-stop ROC-AUC."""
+  model = ConsumerMLP(x_fit.shape[1], hidden, dropout, rngs=nnx.Rngs(params=seed))
+  model.train()
+  train_def, params, stats = nnx.split(model, nnx.Param, nnx.BatchStat)
+  model.eval()
+  eval_def, _, _ = nnx.split(model, nnx.Param, nnx.BatchStat)
+  optimizer, epoch = _make_epoch(train_def, cfg.learning_rate)
+  state = (params, stats, optimizer.init(params))
+  x, y = jnp.asarray(x_fit), jnp.asarray(y_fit, jnp.float32)
+  x_stop, y_stop = jnp.asarray(x_stop), np.asarray(y_stop)
+  n, b = len(y_fit), min(cfg.consumer_batch_size, len(y_fit))
+  steps = -(-n // b)
+  rng = np.random.default_rng(seed)
+  key = jax.random.key(seed)
+  best = None
+  for _ in range(cfg.consumer_epochs):
+    perm = np.concatenate([rng.permutation(n), np.zeros(steps * b - n, np.int64)])
+    mask = np.arange(steps * b) < n
+    key, sub = jax.random.split(key)
+    state = epoch(state, x, y, jnp.asarray(perm.reshape(steps, b)), jnp.asarray(mask.reshape(steps, b)), sub)
+    auc = float(roc_auc(_logits(eval_def, state[0], state[1], x_stop), y_stop))
+    if best is None or auc > best.stop_auc:
+      best = Consumer(eval_def, jax.tree.map(np.asarray, state[0]), jax.tree.map(np.asarray, state[1]), auc)
+  return best
+
+
+def score(consumer: Consumer, x: np.ndarray, y: np.ndarray) -> float:
+  return float(roc_auc(_logits(consumer.eval_def, consumer.params, consumer.stats, jnp.asarray(x)), np.asarray(y)))
+
+
+def unintended_aucs(splits: list[VersionSplit], reference: list[np.ndarray], published: dict[str, list[np.ndarray]],
+                    tau: float, cfg: Config, log: Callable[..., None], progress=None) -> dict:
+  """Trains the consumers on ``reference`` (Fix-M0's embeddings per step) and scores every method.
+
+  Returns ``{task: {"config": {...}, "stop_auc": [...], "auc": {method: [[AUC per reported step] per seed]}}}``.
+  """
+  out = {}
+  for task in TASKS:
+    fit_s, stop_s = FIT_STEP[task], STOP_STEP[task]
+    fit = task_examples(task, splits[fit_s], fit=True, tau=tau)
+    stop = task_examples(task, splits[stop_s], tau=tau)
+    x_fit = consumer_inputs(fit, reference[fit_s], splits[fit_s].num_users)
+    x_stop = consumer_inputs(stop, reference[stop_s], splits[stop_s].num_users)
+    grid = [(h, p) for h in cfg.consumer_hidden for p in cfg.consumer_dropout]
+    tried = []
+    for h, p in grid:
+      tried.append(train_consumer(x_fit, fit.label, x_stop, stop.label, h, p, 0, cfg).stop_auc)
+      log(task=task, hidden=h, dropout=p, grid_stop_auc=tried[-1])
+      if progress is not None:
+        progress.update(1)
+    h, p = grid[int(np.argmax(tried))]
+    consumers = []
+    for seed in range(cfg.consumer_seeds):
+      consumers.append(train_consumer(x_fit, fit.label, x_stop, stop.label, h, p, seed, cfg))
+      if progress is not None:
+        progress.update(1)
+    steps = reported_steps(task, len(splits))
+    evals = [task_examples(task, splits[s], tau=tau) for s in steps]
+    aucs = {}
+    for method, embeddings in published.items():
+      xs = [consumer_inputs(ex, embeddings[s], splits[s].num_users) for ex, s in zip(evals, steps)]
+      aucs[method] = [[score(c, x, ex.label) for x, ex in zip(xs, evals)] for c in consumers]
+    log(task=task, hidden=h, dropout=p, stop_auc=[c.stop_auc for c in consumers],
+        mean_auc={m: float(np.mean(a)) for m, a in aucs.items()})
+    out[task] = {"config": {"hidden": h, "dropout": p}, "steps": steps,
+                 "stop_auc": [c.stop_auc for c in consumers], "auc": aucs}
+  return out

@@ -1,0 +1,87 @@
+"""Per-version inputs of the embedding models and the reference's BPR sampler.
+
+Node layout (as in :mod:`bcjax.models`): user u is node u, item i is node U + i, with U and I the users and items
+up to :math:`t_{k+1}`.
+"""
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from bcjax.data import EvolvingGraph, VersionSplit, split_versions
+from bcjax.models import BipartiteInputs, bipartite_inputs
+
+
+class VersionData(NamedTuple):
+  split: VersionSplit
+  inputs: BipartiteInputs
+
+  @property
+  def num_nodes(self) -> int:
+    return self.split.num_users + self.split.num_items
+
+
+def version_data(graph: EvolvingGraph) -> list[VersionData]:
+  """The five versions' splits and model inputs (item attribute groups in the graph's order)."""
+  out = []
+  for split in split_versions(graph):
+    bags = [(b.owner, b.value) for b in graph.item_attributes.values()]
+    out.append(VersionData(split, bipartite_inputs(split.train_user, split.train_item, split.num_users,
+                                                   split.num_items, bags)))
+  return out
+
+
+def attribute_sizes(graph: EvolvingGraph) -> tuple[int, ...]:
+  return tuple(len(b.vocab) for b in graph.item_attributes.values())
+
+
+class Batch(NamedTuple):
+  """One BPR mini-batch of node ids, padded to the batch size; ``mask`` marks real rows."""
+  user: jnp.ndarray
+  pos: jnp.ndarray
+  neg: jnp.ndarray
+  mask: jnp.ndarray
+
+
+class BPRSampler:
+  """The reference's per-epoch samples (``RecDatasetNegsamling``): |train edges| (user, positive) pairs drawn
+  with replacement, each train edge with probability proportional to 1/deg(user) (a uniform user, then one of its
+  edges uniformly); one negative per pair, uniform over all items up to :math:`t_{k+1}`, redrawn while it is a
+  train item of the user; then shuffled batches with a final partial batch."""
+
+  def __init__(self, split: VersionSplit, batch_size: int):
+    self.split, self.batch_size = split, batch_size
+    order = np.argsort(split.train_user, kind="stable")
+    self.items_by_user = split.train_item[order].astype(np.int64)
+    deg = np.bincount(split.train_user, minlength=split.num_users)
+    self.start = np.concatenate([[0], np.cumsum(deg)[:-1]])
+    self.deg = deg
+    self.users = np.flatnonzero(deg > 0)
+    self.known = np.unique(split.train_user.astype(np.int64) * split.num_items + split.train_item)
+
+  def is_train(self, user: np.ndarray, item: np.ndarray) -> np.ndarray:
+    key = user.astype(np.int64) * self.split.num_items + item
+    pos = np.minimum(np.searchsorted(self.known, key), len(self.known) - 1)
+    return self.known[pos] == key
+
+  def epoch(self, rng: np.random.Generator) -> list[Batch]:
+    n = len(self.split.train_user)
+    user = self.users[rng.integers(0, len(self.users), n)]
+    pos = self.items_by_user[self.start[user] + (rng.random(n) * self.deg[user]).astype(np.int64)]
+    neg = rng.integers(0, self.split.num_items, n)
+    redraw = self.is_train(user, neg)
+    while redraw.any():
+      neg[redraw] = rng.integers(0, self.split.num_items, int(redraw.sum()))
+      redraw[redraw] = self.is_train(user[redraw], neg[redraw])
+    perm = rng.permutation(n)
+    u_off = self.split.num_users
+    batches = []
+    for start in range(0, n, self.batch_size):
+      rows = perm[start:start + self.batch_size]
+      pad = self.batch_size - len(rows)
+      mask = np.concatenate([np.ones(len(rows), bool), np.zeros(pad, bool)])
+      rows = np.concatenate([rows, np.zeros(pad, np.int64)])
+      batches.append(Batch(jnp.asarray(user[rows], jnp.int32), jnp.asarray(u_off + pos[rows], jnp.int32),
+                           jnp.asarray(u_off + neg[rows], jnp.int32), jnp.asarray(mask)))
+    return batches

@@ -1,0 +1,145 @@
+"""The nine methods of the paper's Table 3, run over the five versions.
+
+Every method yields its intended val Recall@K per version and its *published* version-0-space embeddings per
+version, which the version-0 consumers read:
+
+* keep-all: the ideal that keeps every model: intended = non-bc's, published = fix-m0's (true M_0 embeddings);
+* fix-m0: M_0 applied to each G_k; finetune-m0: M_0's architecture, fine-tuned per version (fresh Adam);
+* non-bc: independent M_k, published = the first d_0 coordinates of z_k (what a consumer would do with no BC);
+* post-lin-sloss / -mloss: non-bc's M_k plus B_k fitted afterwards on fixed embeddings;
+* joint-notrans / joint-lin-sloss / bc-aligner (joint-lin-mloss): M_k trained with the alignment loss to the
+  jointly trained M_(k-1).
+
+M_0 is trained once and shared. Version k's model initialisation and sampling keys are the same in every method, so
+methods differ only in their objective. Linear methods store W_1..W_4 in a keep-latest registry and publish
+z̃_0 = B_1∘…∘B_k(z_k) through it.
+"""
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from bcjax.versioning import Registry
+from experiments.bc_aligner.configs import JOINT, POSTHOC, Config
+from experiments.bc_aligner.data import VersionData
+from experiments.bc_aligner.train import AlignTarget, Trained, apply_model, new_model, recall, train_model, \
+    train_posthoc
+
+
+class MethodRun(NamedTuple):
+  recall_by_version: list[dict[str, float]]
+  published: list[np.ndarray]  # version-0-space node embeddings [N_k, d_0] per version (users first)
+
+
+def _version_key(key: jax.Array, k: int) -> jax.Array:
+  return jax.random.fold_in(key, k)
+
+
+class MethodRunner:
+  """Runs methods on shared versions, training each shared model (M_0, non-bc's M_k) once."""
+
+  def __init__(self, versions: list[VersionData], attribute_sizes: tuple[int, ...], cfg: Config, key: jax.Array,
+               registry_dir: Path, log: Callable[..., None], progress=None):
+    self.versions, self.sizes, self.cfg, self.key = versions, attribute_sizes, cfg, key
+    self.registry_dir, self.log, self.progress = registry_dir, log, progress
+    self._m0: Trained | None = None
+    self._nobc: list[Trained] | None = None
+
+  def with_lambda(self, lam: float) -> "MethodRunner":
+    """A runner for another λ that shares this one's M_0 (and Non-BC models); registries go to ``lam=<λ>/``."""
+    other = MethodRunner(self.versions, self.sizes, dataclasses.replace(self.cfg, lam=lam), self.key,
+                         self.registry_dir / f"lam={lam:g}", self.log, self.progress)
+    other._m0, other._nobc = self.m0(), self._nobc
+    return other
+
+  def _fresh(self, k: int):
+    layers, dim = self.cfg.versions[k]
+    return new_model(self.sizes, layers, dim, _version_key(self.key, k))
+
+  def _logger(self, method: str, version: int):
+    return lambda **record: self.log(method=method, version=version, **record)
+
+  def m0(self) -> Trained:
+    if self._m0 is None:
+      self._m0 = train_model(self.versions[0], self._fresh(0), self.cfg, _version_key(self.key, 100),
+                             epochs=self.cfg.epochs, select_after=0, log=self._logger("m0", 0),
+                             progress=self.progress)
+    return self._m0
+
+  def nobc(self) -> list[Trained]:
+    if self._nobc is None:
+      models = [self.m0()]
+      for k in range(1, len(self.versions)):
+        models.append(train_model(self.versions[k], self._fresh(k), self.cfg, _version_key(self.key, 100 + k),
+                                  epochs=self.cfg.epochs, select_after=0, log=self._logger("non-bc", k),
+                                  progress=self.progress))
+      self._nobc = models
+    return self._nobc
+
+  def _registry(self, method: str) -> Registry:
+    return Registry.create(self.registry_dir / method, self.cfg.versions[0][1],
+                           notes=f"{method}: W_k maps M_k's embeddings to M_(k-1)'s space")
+
+  def run(self, method: str) -> MethodRun:
+    d0 = self.cfg.versions[0][1]
+    if method == "fix-m0":
+      m0 = self.m0().model
+      zs = [apply_model(m0, vd) for vd in self.versions]
+      return MethodRun([recall(z, vd) for z, vd in zip(zs, self.versions)], zs)
+    if method == "non-bc":
+      models = self.nobc()
+      return MethodRun([m.recall for m in models], [m.z[:, :d0] for m in models])
+    if method == "keep-all":
+      fixed = self.run("fix-m0")
+      return MethodRun([m.recall for m in self.nobc()], fixed.published)
+    if method == "finetune-m0":
+      runs = [self.m0()]
+      for k in range(1, len(self.versions)):
+        runs.append(train_model(self.versions[k], runs[-1].model, self.cfg, _version_key(self.key, 200 + k),
+                                epochs=self.cfg.finetune_epochs, select_after=0,
+                                log=self._logger(method, k), progress=self.progress))
+      return MethodRun([r.recall for r in runs], [r.z for r in runs])
+    if method in POSTHOC:
+      nobc, registry = self.nobc(), self._registry(method)
+      published, history = [nobc[0].z], []
+      for k in range(1, len(self.versions)):
+        target = AlignTarget(apply_model(nobc[k - 1].model, self.versions[k]), tuple(history))
+        w, _ = train_posthoc(self.versions[k], nobc[k].z, target, POSTHOC[method], self.cfg,
+                             _version_key(self.key, 300 + k), log=self._logger(method, k))
+        history.append(w)
+        registry.append(w, notes=f"post-hoc, selected by single-step error")
+        published.append(registry.transform(nobc[k].z, to=0, source=k))
+      return MethodRun([m.recall for m in nobc], published)
+    if method in JOINT:
+      kind = JOINT[method]
+      registry = None if kind == "notrans" else self._registry(method)
+      runs, history = [self.m0()], []
+      published = [runs[0].z]
+      for k in range(1, len(self.versions)):
+        target = AlignTarget(apply_model(runs[-1].model, self.versions[k]), tuple(history))
+        run = train_model(self.versions[k], self._fresh(k), self.cfg, _version_key(self.key, 100 + k),
+                          epochs=self.cfg.epochs, select_after=self.cfg.select_after, kind=kind, target=target,
+                          log=self._logger(method, k), progress=self.progress)
+        runs.append(run)
+        if registry is None:
+          published.append(run.z[:, :d0])
+        else:
+          history.append(run.w)
+          registry.append(run.w, notes=f"joint, λ={self.cfg.lam}, epoch {run.epoch}")
+          published.append(registry.transform(run.z, to=0, source=k))
+      return MethodRun([r.recall for r in runs], published)
+    raise ValueError(f"unknown method {method!r}")
+
+  def epochs_needed(self, methods) -> int:
+    """Epochs of embedding-model training the methods need (for the progress bar)."""
+    n = len(self.versions) - 1
+    total = self.cfg.epochs  # M_0
+    if any(m in methods for m in ("non-bc", "keep-all", *POSTHOC)):
+      total += n * self.cfg.epochs
+    total += n * self.cfg.finetune_epochs * ("finetune-m0" in methods)
+    total += n * self.cfg.epochs * sum(m in methods for m in JOINT)
+    return total

@@ -1,0 +1,111 @@
+"""Aggregation of the BC-Aligner experiment in the reference notebook's way, the Table 3 layout and Figs. 3 and 5.
+
+* intended degradation = 100 (x - x_nonbc) / x_nonbc with x the mean val Recall@50 over versions 0..4 (Keep-All
+  serves the latest model, so its intended performance is Non-BC's);
+* unintended degradation = 100 (y - y_fixm0) / y_fixm0 with y the ROC-AUC averaged over consumer seeds and reported
+  steps per task, then over the five tasks (Keep-All feeds C_0 true version-0 embeddings, i.e. Fix-M0's);
+* combined = intended + unintended; alignment error per version = the mean Euclidean distance, over all users and
+  items, between the published version-0-space embedding and M_0's embedding of the same graph.
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+from experiments import common
+from experiments.bc_aligner.configs import METHODS
+
+
+def alignment_errors(published: list[np.ndarray], reference: list[np.ndarray]) -> list[float]:
+  return [float(np.mean(np.linalg.norm(p.astype(np.float64) - r, axis=1))) for p, r in zip(published, reference)]
+
+
+def summarise(recalls: dict[str, list[dict]], published: dict[str, list[np.ndarray]], consumers: dict) -> dict:
+  """The ``methods`` block of results.json (keys of the issue's schema) for every method in ``recalls``."""
+  intended = {m: float(np.mean([r["recall@50"] for r in rs])) for m, rs in recalls.items()}
+  by_task = {m: {t: float(np.mean(c["auc"][m])) for t, c in consumers.items()} for m in recalls}
+  unintended = {m: float(np.mean(list(v.values()))) for m, v in by_task.items()}
+  x0, y0 = intended["non-bc"], unintended["fix-m0"]
+  out = {}
+  for m in recalls:
+    by_step = {}
+    for c in consumers.values():
+      for s, col in zip(c["steps"], np.mean(c["auc"][m], axis=0)):
+        by_step.setdefault(s, []).append(float(col))
+    errors = alignment_errors(published[m], published["fix-m0"])
+    di, du = 100.0 * (intended[m] - x0) / x0, 100.0 * (unintended[m] - y0) / y0
+    out[m] = {"intended_recall50_by_version": [r["recall@50"] for r in recalls[m]],
+              "intended_recall_by_version": recalls[m],
+              "intended_recall50_mean": intended[m],
+              "unintended_auc_by_task": by_task[m],
+              "unintended_auc_by_step": {str(s): float(np.mean(v)) for s, v in sorted(by_step.items())},
+              "unintended_auc_mean": unintended[m],
+              "intended_degradation_pct": di, "unintended_degradation_pct": du,
+              "combined_degradation_pct": di + du,
+              "alignment_error_by_version": errors, "alignment_error": float(np.mean(errors))}
+  return out
+
+
+def table_3(results: dict) -> str:
+  """One row per method (the paper's Table 3 columns for one dataset) plus the raw metrics behind them."""
+  rows = []
+  for m in METHODS:
+    r = results["methods"].get(m)
+    if r is None:
+      continue
+    rows.append([m, f"{r['intended_degradation_pct']:+.2f}", f"{r['unintended_degradation_pct']:+.2f}",
+                 f"{r['combined_degradation_pct']:+.2f}", r["intended_recall50_mean"], r["unintended_auc_mean"],
+                 r["alignment_error"], r["alignment_error_by_version"][-1]])
+  head = (f"Dataset {results['dataset']}, preset {results['preset']}, seed {results['seed']}, "
+          f"λ={results['config']['lam']}. Degradation (%) relative to Keep-All; Recall@50 = mean over versions "
+          f"0-4; AUC = mean over the five consumer tasks, seeds and reported steps.\n\n")
+  return head + common.markdown_table(
+      ["method", "intended degr. %", "unintended degr. %", "combined degr. %", "Recall@50", "unintended AUC",
+       "align. err (mean)", "align. err (last)"], rows)
+
+
+def _plt():
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  return plt
+
+
+def figure_3(path: Path, results: dict) -> None:
+  """Metrics over versions: intended Recall@50, unintended AUC (mean over tasks), alignment error."""
+  plt = _plt()
+  fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+  for m in METHODS:
+    r = results["methods"].get(m)
+    if r is None:
+      continue
+    style = "-" if m == "bc-aligner" else "--" if m in ("keep-all", "fix-m0", "non-bc") else ":"
+    axes[0].plot(range(len(r["intended_recall50_by_version"])), r["intended_recall50_by_version"], style,
+                 marker="o", label=m)
+    steps = sorted(r["unintended_auc_by_step"], key=int)
+    axes[1].plot([int(s) for s in steps], [r["unintended_auc_by_step"][s] for s in steps], style, marker="o")
+    axes[2].plot(range(len(r["alignment_error_by_version"])), r["alignment_error_by_version"], style, marker="o")
+  for ax, title in zip(axes, ("intended task: val Recall@50", "unintended tasks: ROC-AUC of C_0",
+                              "alignment error to M_0")):
+    ax.set(xlabel="version k", title=title)
+    ax.grid(alpha=0.3)
+  axes[0].legend(fontsize=7)
+  fig.suptitle(f"{results['dataset']} ({results['preset']})")
+  fig.tight_layout()
+  common.save_figure(fig, path)
+
+
+def figure_5(path: Path, sweep: dict) -> None:
+  """BC-Aligner's intended and unintended degradation as λ varies."""
+  plt = _plt()
+  lams = sorted(sweep, key=float)
+  fig, ax = plt.subplots(figsize=(6, 4))
+  for key, label in (("intended_degradation_pct", "intended"), ("unintended_degradation_pct", "unintended"),
+                     ("combined_degradation_pct", "combined")):
+    ax.plot([float(x) for x in lams], [sweep[x][key] for x in lams], marker="o", label=label)
+  ax.set(xscale="log", xlabel="λ", ylabel="degradation (%)", title="BC-Aligner: effect of λ")
+  ax.grid(alpha=0.3)
+  ax.legend()
+  fig.tight_layout()
+  common.save_figure(fig, path)
+

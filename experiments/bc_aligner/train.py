@@ -1,0 +1,252 @@
+r"""Training of the embedding models M_k (BPR, optionally with BC-Aligner's alignment loss) and of post-hoc B_k.
+
+Joint objective of version k (section 3.2 of the paper, in the reference code's normalisation):
+
+.. math::
+  L = \frac1B \sum_b \mathrm{softplus}(z_u \cdot z_{n} - z_u \cdot z_{p})
+      + 0.01 \cdot \frac{1}{2B}(\lVert Z_u\rVert_F^2 + \lVert Z_p\rVert_F^2 + \lVert Z_n\rVert_F^2)
+      + \lambda \sum_{g \in \{u, p, n\}} L_{\rm align}(g),
+
+where every step runs the full-graph forward (BatchNorm over all nodes) and gathers the batch's rows.
+:math:`L_{\rm align}` is the per-coordinate single-step loss (eq. 7), the multi-step loss (eq. 10) over the frozen
+:math:`W_1..W_{k-1}`, or, without a transformation, the MSE between :math:`z_{k-1}` and the first
+:math:`d_{k-1}` coordinates of :math:`z_k`. Checkpoints are chosen by the strictly highest val Recall@50.
+"""
+
+import functools
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from bcjax._reduce import row_mean
+from bcjax.alignment import init_backward, multi_step_loss, single_step_loss
+from bcjax.metrics import evaluate_retrieval
+from bcjax.models import BipartiteInputs, BipartiteSAGE
+from experiments.bc_aligner.configs import KS, Config
+from experiments.bc_aligner.data import Batch, BPRSampler, VersionData
+
+ALIGN_KINDS = ("notrans", "linear-sloss", "linear-mloss")
+
+
+class Model(NamedTuple):
+  """A model split for pure functions: graph definitions for training and evaluation mode plus its state."""
+  train_def: nnx.GraphDef
+  eval_def: nnx.GraphDef
+  params: nnx.State
+  batch_stats: nnx.State
+  dim: int
+
+
+def new_model(attribute_sizes: tuple[int, ...], layers: int, dim: int, key: jax.Array) -> Model:
+  model = BipartiteSAGE(attribute_sizes, dim, layers, rngs=nnx.Rngs(params=key))
+  model.train()
+  train_def, params, stats = nnx.split(model, nnx.Param, nnx.BatchStat)
+  model.eval()
+  eval_def, _, _ = nnx.split(model, nnx.Param, nnx.BatchStat)
+  return Model(train_def, eval_def, params, stats, dim)
+
+
+def to_host(tree):
+  """A host copy (so donated device buffers can be reused without losing a kept checkpoint)."""
+  return jax.tree.map(np.asarray, tree)
+
+
+class AlignTarget(NamedTuple):
+  """Fixed alignment data of version k: :math:`z_{k-1}` on the version-k graph [N, d_(k-1)] and the frozen
+  :math:`W_1, \\dots, W_{k-1}`."""
+  z_prev: jax.Array
+  history: tuple[jax.Array, ...]
+
+
+class StepInputs(NamedTuple):
+  graph: BipartiteInputs
+  batch: Batch
+  target: AlignTarget | None
+
+
+class TrainState(NamedTuple):
+  params: dict  # {"model": nnx.State[, "w": W_k [d_(k-1), d_k]]}
+  batch_stats: nnx.State
+  opt_state: optax.OptState
+  step: jax.Array
+
+
+def alignment_loss(kind: str, z: jax.Array, z_prev: jax.Array, w: jax.Array | None, history, mask) -> jax.Array:
+  """One row group's alignment term (the reference sums it over batch users, positives and negatives)."""
+  if kind == "notrans":
+    diff = z[:, :z_prev.shape[1]] - z_prev
+    return row_mean(jnp.mean(diff * diff, axis=-1), mask)
+  if kind == "linear-sloss":
+    return single_step_loss(z, z_prev, w, per_dim=True, where=mask)
+  if kind == "linear-mloss":
+    return multi_step_loss(z, z_prev, w, history, per_dim=True, where=mask)
+  raise ValueError(f"alignment kind must be one of {ALIGN_KINDS}, got {kind!r}")
+
+
+@functools.lru_cache(maxsize=None)
+def adam(learning_rate: float) -> optax.GradientTransformation:
+  """One optimizer object per rate, so jitted steps that close over it are cached across versions and methods."""
+  return optax.adam(learning_rate)
+
+
+@functools.lru_cache(maxsize=None)
+def make_train_step(train_def: nnx.GraphDef, kind: str | None, learning_rate: float, weight_decay: float,
+                    lam: float) -> Callable:
+  """Returns the jitted ``train_step(state, inputs: StepInputs, rng) -> (state, metrics)``; ``state`` is donated.
+  ``kind`` None trains BPR only (no alignment target)."""
+  optimizer = adam(learning_rate)
+
+  def loss_fn(params, batch_stats, inputs: StepInputs):
+    model = nnx.merge(train_def, params["model"], batch_stats, copy=True)
+    h = model(inputs.graph)
+    new_stats = nnx.state(model, nnx.BatchStat)
+    b = inputs.batch
+    z_u, z_p, z_n = h[b.user], h[b.pos], h[b.neg]
+    bpr = row_mean(jax.nn.softplus(jnp.sum(z_u * z_n, -1) - jnp.sum(z_u * z_p, -1)), b.mask)
+    reg = 0.5 * row_mean(jnp.sum(z_u * z_u + z_p * z_p + z_n * z_n, -1), b.mask)
+    loss = bpr + weight_decay * reg
+    metrics = {"bpr": bpr}
+    if kind is not None:
+      target = inputs.target
+      history = tuple(jax.lax.stop_gradient(w) for w in target.history)
+      align = sum(alignment_loss(kind, h[rows], target.z_prev[rows], params.get("w"), history, b.mask)
+                  for rows in (b.user, b.pos, b.neg))
+      loss = loss + lam * align
+      metrics["align"] = align
+    metrics["loss"] = loss
+    return loss, (new_stats, metrics)
+
+  @functools.partial(jax.jit, donate_argnums=(0,))
+  def train_step(state: TrainState, inputs: StepInputs, rng: jax.Array):
+    del rng  # the model has no dropout; kept for the uniform step signature
+    grads, (stats, metrics) = jax.grad(loss_fn, has_aux=True)(state.params, state.batch_stats, inputs)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    return TrainState(optax.apply_updates(state.params, updates), stats, opt_state, state.step + 1), metrics
+
+  return train_step
+
+
+@functools.partial(jax.jit, static_argnums=(0,))
+def embed(eval_def: nnx.GraphDef, params, batch_stats, inputs: BipartiteInputs) -> jax.Array:
+  """Eval-mode (running BatchNorm statistics) node embeddings [N, d]."""
+  return nnx.merge(eval_def, params, batch_stats)(inputs)
+
+
+def recall(z: jax.Array, vd: VersionData) -> dict[str, float]:
+  """Exact val Recall@{10,20,50,100}: users with a val edge rank all items up to t_(k+1) except their train items;
+  the denominator counts their distinct val items (the reference's RecallEvaluator)."""
+  s = vd.split
+  res = evaluate_retrieval(z[:s.num_users], z[s.num_users:], (s.val_user, s.val_item),
+                           exclude=(s.train_user, s.train_item), ks=KS, rank_excluded_relevant=False)
+  return {f"recall@{k}": res[f"recall@{k}"] for k in KS}
+
+
+class Trained(NamedTuple):
+  model: Model  # host copy of the selected checkpoint
+  w: np.ndarray | None  # W_k from the same epoch
+  recall: dict[str, float]
+  epoch: int
+  z: np.ndarray  # eval-mode embeddings of the selected checkpoint on the version's graph [N, d]
+
+
+def train_model(vd: VersionData, model: Model, cfg: Config, key: jax.Array, *, epochs: int, select_after: int,
+                kind: str | None = None, target: AlignTarget | None = None, log: Callable | None = None,
+                progress=None) -> Trained:
+  """Trains ``model`` (fresh Adam) for ``epochs`` and keeps the checkpoint with the strictly highest val
+  Recall@50 among the evaluations at epochs > ``select_after`` (all of them when there are none such)."""
+  if (kind is None) != (target is None):
+    raise ValueError("train_model: `kind` and `target` go together")
+  key, w_key, np_key = jax.random.split(key, 3)
+  params = {"model": model.params}
+  if kind is not None and kind != "notrans":
+    params["w"] = init_backward(w_key, target.z_prev.shape[1], model.dim)
+  optimizer = adam(cfg.learning_rate)
+  state = TrainState(jax.tree.map(jnp.array, params), jax.tree.map(jnp.array, model.batch_stats),
+                     optimizer.init(params), jnp.zeros((), jnp.int32))
+  step = make_train_step(model.train_def, kind, cfg.learning_rate, cfg.weight_decay, cfg.lam)
+  sampler = BPRSampler(vd.split, cfg.batch_size)
+  rng = np.random.default_rng(np.asarray(jax.random.key_data(np_key)).ravel())
+  best, best_score = None, -1.0
+  eval_epochs = {e for e in range(cfg.eval_every, epochs + 1, cfg.eval_every)} | {epochs}
+  if not any(e > select_after for e in eval_epochs):
+    select_after = 0
+  for epoch in range(1, epochs + 1):
+    for batch in sampler.epoch(rng):
+      key, sub = jax.random.split(key)
+      state, metrics = step(state, StepInputs(vd.inputs, batch, target), sub)
+    if progress is not None:
+      progress.update(1)
+    if epoch in eval_epochs:
+      z = embed(model.eval_def, state.params["model"], state.batch_stats, vd.inputs)
+      rec = recall(z, vd)
+      if log is not None:
+        log(epoch=epoch, **{k: float(v) for k, v in metrics.items()}, **rec)
+      if epoch > select_after and rec["recall@50"] > best_score:
+        best_score = rec["recall@50"]
+        best = Trained(model._replace(params=to_host(state.params["model"]), batch_stats=to_host(state.batch_stats)),
+                       None if "w" not in state.params else np.asarray(state.params["w"]), rec, epoch,
+                       np.asarray(z))
+  return best
+
+
+def apply_model(model: Model, vd: VersionData) -> np.ndarray:
+  return np.asarray(embed(model.eval_def, model.params, model.batch_stats, vd.inputs))
+
+
+def single_step_error(z_new: jax.Array, z_prev: jax.Array, w: jax.Array, num_users: int) -> jax.Array:
+  """The post-hoc selection criterion: ½(MSE over all users + MSE over all items) of :math:`z_k W_k^T - z_{k-1}`."""
+  sq = (z_new @ w.T - z_prev) ** 2
+  return 0.5 * (jnp.mean(sq[:num_users]) + jnp.mean(sq[num_users:]))
+
+
+@functools.lru_cache(maxsize=None)
+def make_posthoc_step(kind: str, learning_rate: float) -> Callable:
+  """Jitted ``step(state, inputs, rng) -> (state, metrics)`` for B_k alone on fixed embeddings
+  (``inputs`` = (z_new [N, d_k], target: AlignTarget, batch: Batch)); ``state`` = (W_k, opt_state) is donated."""
+  optimizer = adam(learning_rate)
+
+  def loss_fn(w, z_new, target: AlignTarget, b: Batch):
+    return sum(alignment_loss(kind, z_new[rows], target.z_prev[rows], w, target.history, b.mask)
+               for rows in (b.user, b.pos, b.neg))
+
+  @functools.partial(jax.jit, donate_argnums=(0,))
+  def step(state, inputs, rng):
+    del rng
+    w, opt_state = state
+    loss, grad = jax.value_and_grad(loss_fn)(w, *inputs)
+    updates, opt_state = optimizer.update(grad, opt_state, w)
+    return (optax.apply_updates(w, updates), opt_state), {"align": loss}
+
+  return step
+
+
+def train_posthoc(vd: VersionData, z_new: np.ndarray, target: AlignTarget, kind: str, cfg: Config,
+                  key: jax.Array, log: Callable | None = None) -> tuple[np.ndarray, float]:
+  """Fits B_k alone (the reference: ``posthoc_epochs`` epochs of the BPR sampler's batches, no λ) and keeps the W_k
+  with the lowest full-node single-step error among evaluations at epochs > ``select_after``."""
+  w_key, np_key = jax.random.split(key)
+  z_new = jnp.asarray(z_new)
+  w = init_backward(w_key, target.z_prev.shape[1], z_new.shape[1])
+  optimizer = adam(cfg.learning_rate)
+  state = (w, optimizer.init(w))
+  step = make_posthoc_step(kind, cfg.learning_rate)
+  sampler = BPRSampler(vd.split, cfg.batch_size)
+  rng = np.random.default_rng(np.asarray(jax.random.key_data(np_key)).ravel())
+  eval_epochs = {e for e in range(cfg.eval_every, cfg.posthoc_epochs + 1, cfg.eval_every)} | {cfg.posthoc_epochs}
+  select_after = cfg.select_after if any(e > cfg.select_after for e in eval_epochs) else 0
+  best, best_err = None, np.inf
+  for epoch in range(1, cfg.posthoc_epochs + 1):
+    for batch in sampler.epoch(rng):
+      state, metrics = step(state, (z_new, target, batch), None)
+    if epoch in eval_epochs:
+      err = float(single_step_error(z_new, target.z_prev, state[0], vd.split.num_users))
+      if log is not None:
+        log(epoch=epoch, align=float(metrics["align"]), single_step_error=err)
+      if epoch > select_after and err < best_err:
+        best, best_err = np.asarray(state[0]), err
+  return best, best_err
