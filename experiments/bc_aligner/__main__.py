@@ -43,7 +43,8 @@ def parse_args(argv):
   parser.add_argument("--methods", help=f"comma-separated subset of {','.join(METHODS)} (fix-m0 and non-bc always "
                                         f"run: the degradations are relative to them)")
   parser.add_argument("--seed", type=int, help="PRNG seed of models, sampling and the synthetic data (default 42)")
-  parser.add_argument("--epochs", type=int, help="override the preset's epochs per version (finetune gets half)")
+  parser.add_argument("--epochs", type=int, help="override the preset's epochs per version; finetune gets half, and the evaluation interval and the "
+                           "epoch > N selection rule scale by the same factor")
   parser.add_argument("--lambda-sweep", help="comma-separated λ values for BC-Aligner (Fig. 5), e.g. 1,2,4,8,16,32")
   parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
   args = parser.parse_args(argv)
@@ -55,7 +56,10 @@ def parse_args(argv):
   if args.epochs is not None:
     if args.epochs < 1:
       parser.error(f"--epochs must be >= 1, got {args.epochs}")
-    cfg = dataclasses.replace(cfg, epochs=args.epochs, finetune_epochs=max(args.epochs // 2, 1))
+    scale = args.epochs / cfg.epochs  # the evaluation cadence and the selection rule scale with the schedule
+    cfg = dataclasses.replace(cfg, epochs=args.epochs, finetune_epochs=max(args.epochs // 2, 1),
+                              eval_every=max(1, round(cfg.eval_every * scale)),
+                              select_after=int(cfg.select_after * scale))
   methods = METHODS
   if args.methods:
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())

@@ -1,0 +1,244 @@
+"""The BC-Aligner experiment's parts against independent references: the bipartite model's inputs (NumPy), the
+joint loss of a train step (NumPy float64 from the same forward pass), the reference's BPR sampler, exact Recall@K
+with the reference's exclusion rule (scikit-learn's recall_score), post-hoc B_k recovering a known map, consumers,
+the notebook's degradation arithmetic, and the command line end to end."""
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl.testing import absltest
+from flax import nnx
+from sklearn.metrics import recall_score
+
+from bcjax.data import split_versions, synthetic_evolving_graph
+from bcjax.metrics import evaluate_retrieval
+from bcjax.models import BipartiteSAGE, bipartite_inputs
+from experiments.bc_aligner import __main__ as cli
+from experiments.bc_aligner.configs import KEEP_LATEST, METHODS, PRESETS
+from experiments.bc_aligner.consumers import ConsumerMLP, score, train_consumer
+from experiments.bc_aligner.data import BPRSampler, attribute_sizes, version_data
+from experiments.bc_aligner.report import summarise
+from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, adam, make_train_step, new_model, \
+    train_posthoc
+
+CFG = PRESETS["test"]
+
+
+def small_versions():
+  g = synthetic_evolving_graph(300, 150, 4000, seed=2)
+  return g, version_data(g)
+
+
+class BipartiteModelTest(absltest.TestCase):
+
+  def test_inputs_against_numpy(self):
+    # 3 users, 4 items; item 0: categories {0, 2} + brand 1; item 1: category 1; item 2: brand 0; item 3: nothing
+    cats = (np.array([0, 0, 1]), np.array([0, 2, 1]))
+    brands = (np.array([0, 2]), np.array([1, 0]))
+    inputs = bipartite_inputs([0, 1, 2], [0, 1, 3], 3, 4, [cats, brands])
+    model = BipartiteSAGE((3, 2), 5, 2, rngs=nnx.Rngs(0))
+    x = np.asarray(model.encode(inputs), np.float64)
+    c, b = np.asarray(model.tables[0].embedding[...]), np.asarray(model.tables[1].embedding[...])
+    user = np.asarray(model.user_vector[...])[0]
+    expected = np.stack([user, user, user, (c[0] + c[2]) / 2 + b[1], c[1], b[0], np.zeros(5)])
+    np.testing.assert_allclose(x, expected, rtol=1e-6)
+    self.assertAlmostEqual(float(np.std(np.asarray(model.user_vector[...]))), 0.1, delta=0.08)
+    np.testing.assert_array_equal(inputs.graph.senders, [3, 4, 6, 0, 1, 2])  # both directions, items offset by U,
+    np.testing.assert_array_equal(inputs.graph.receivers, [0, 1, 2, 3, 4, 6])  # sorted by receiver
+
+  def test_bad_interactions(self):
+    with self.assertRaisesRegex(ValueError, "outside 2 users x 2 items"):
+      bipartite_inputs([0, 2], [0, 1], 2, 2, [])
+
+
+def np_loss(h, batch, target, w, history, kind, weight_decay, lam):
+  """float64 NumPy reference of the joint loss (the reference code's normalisation)."""
+  h = np.asarray(h, np.float64)
+  m = np.asarray(batch.mask)
+  u, p, n = (np.asarray(a)[m] for a in (batch.user, batch.pos, batch.neg))
+  zu, zp, zn = h[u], h[p], h[n]
+  bpr = np.mean(np.logaddexp(0.0, (zu * zn).sum(1) - (zu * zp).sum(1)))
+  reg = 0.5 * np.mean((zu ** 2 + zp ** 2 + zn ** 2).sum(1))
+  z_prev = np.asarray(target.z_prev, np.float64)
+  align = 0.0
+  for rows in (u, p, n):
+    delta = h[rows] @ np.asarray(w, np.float64).T - z_prev[rows]
+    terms = [np.mean(delta ** 2)]
+    if kind == "linear-mloss":
+      for w_j in reversed(history):
+        delta = delta @ np.asarray(w_j, np.float64).T
+        terms.append(np.mean(delta ** 2))
+    align += np.mean(terms) if kind == "linear-mloss" else terms[0]
+  return bpr + weight_decay * reg + lam * align
+
+
+class TrainStepTest(absltest.TestCase):
+
+  def test_joint_loss_matches_numpy(self):
+    g, versions = small_versions()
+    vd = versions[2]
+    model = new_model(attribute_sizes(g), 2, 12, jax.random.key(0))
+    key = jax.random.key(1)
+    history = (0.3 * jax.random.normal(key, (8, 10)), 0.3 * jax.random.normal(jax.random.fold_in(key, 1), (10, 6)))
+    z_prev = jax.random.normal(jax.random.fold_in(key, 2), (vd.num_nodes, 6))
+    w = 0.3 * jax.random.normal(jax.random.fold_in(key, 3), (6, 12))
+    batch = BPRSampler(vd.split, 256).epoch(np.random.default_rng(0))[-1]  # the partial, padded batch
+    self.assertFalse(bool(batch.mask.all()))
+    h = nnx.merge(model.train_def, model.params, model.batch_stats)(vd.inputs)
+    for kind in ("linear-sloss", "linear-mloss"):
+      params = {"model": model.params, "w": w}
+      state = TrainState(jax.tree.map(jnp.array, params), jax.tree.map(jnp.array, model.batch_stats),
+                         adam(1e-3).init(params), jnp.zeros((), jnp.int32))
+      step = make_train_step(model.train_def, kind, 1e-3, 0.01, 16.0)
+      target = AlignTarget(z_prev, history)
+      state, metrics = step(state, StepInputs(vd.inputs, batch, target), jax.random.key(0))
+      expected = np_loss(h, batch, target, w, history, kind, 0.01, 16.0)
+      self.assertAlmostEqual(float(metrics["loss"]), expected, delta=1e-4 * abs(expected))
+      self.assertEqual(int(state.step), 1)
+      self.assertTrue(np.isfinite(np.asarray(state.params["w"])).all())
+
+
+class SamplerTest(absltest.TestCase):
+
+  def test_reference_sampling_rules(self):
+    _, versions = small_versions()
+    s = versions[1].split
+    sampler = BPRSampler(s, 512)
+    batches = sampler.epoch(np.random.default_rng(0))
+    self.assertEqual(sum(int(b.mask.sum()) for b in batches), len(s.train_user))  # |train edges| per epoch
+    self.assertEqual(len(batches), -(-len(s.train_user) // 512))
+    u = np.concatenate([np.asarray(b.user)[np.asarray(b.mask)] for b in batches])
+    p = np.concatenate([np.asarray(b.pos)[np.asarray(b.mask)] for b in batches]) - s.num_users
+    n = np.concatenate([np.asarray(b.neg)[np.asarray(b.mask)] for b in batches]) - s.num_users
+    train = set(zip(s.train_user.tolist(), s.train_item.tolist()))
+    self.assertTrue(all((a, b) in train for a, b in zip(u.tolist(), p.tolist())))  # positives are train edges
+    self.assertFalse(any((a, b) in train for a, b in zip(u.tolist(), n.tolist())))  # negatives never are
+    self.assertTrue(np.all((n >= 0) & (n < s.num_items)))
+    # users are drawn uniformly (not by degree): heavy and light users appear equally often on average
+    draws = np.concatenate([u] + [np.concatenate([np.asarray(b.user)[np.asarray(b.mask)]
+                                                  for b in sampler.epoch(np.random.default_rng(i))])
+                                  for i in range(1, 20)])
+    deg = np.bincount(s.train_user, minlength=s.num_users)
+    counts = np.bincount(draws, minlength=s.num_users)[deg > 0]
+    heavy = deg[deg > 0] >= np.median(deg[deg > 0])
+    self.assertAlmostEqual(counts[heavy].mean() / counts[~heavy].mean(), 1.0, delta=0.1)
+
+
+class RecallTest(absltest.TestCase):
+
+  def test_reference_exclusion_rule_against_sklearn(self):
+    rng = np.random.default_rng(0)
+    n_users, n_items = 30, 40
+    zu, zi = rng.normal(size=(n_users, 6)), rng.normal(size=(n_items, 6))
+    train = (rng.integers(0, n_users, 200), rng.integers(0, n_items, 200))
+    val = (rng.integers(0, n_users, 60), rng.integers(0, n_items, 60))
+    val = (np.concatenate([val[0], train[0][:5]]), np.concatenate([val[1], train[1][:5]]))  # 5 re-interactions
+    res = evaluate_retrieval(zu, zi, val, exclude=train, ks=(5, 10), rank_excluded_relevant=False)
+    scores = zu @ zi.T
+    for k in (5, 10):
+      recalls = []
+      for q in np.unique(val[0]):
+        s = scores[q].copy()
+        s[train[1][train[0] == q]] = -1024.0  # the reference's masking of train items
+        y_true = np.zeros(n_items, int)
+        y_true[val[1][val[0] == q]] = 1
+        y_pred = np.zeros(n_items, int)
+        y_pred[np.argsort(-s, kind="stable")[:k]] = 1
+        recalls.append(recall_score(y_true, y_pred))
+      self.assertAlmostEqual(res[f"recall@{k}"], float(np.mean(recalls)), places=5)
+
+
+class PosthocTest(absltest.TestCase):
+
+  def test_recovers_a_known_map(self):
+    _, versions = small_versions()
+    vd = versions[1]
+    rng = np.random.default_rng(0)
+    z_new = rng.normal(size=(vd.num_nodes, 8)).astype(np.float32)
+    w_true = rng.normal(size=(4, 8)).astype(np.float32) / 3
+    target = AlignTarget(jnp.asarray(z_new @ w_true.T), ())
+    cfg = PRESETS["test"].__class__(**{**PRESETS["test"].__dict__, "posthoc_epochs": 60, "learning_rate": 1e-2})
+    w, err = train_posthoc(vd, z_new, target, "linear-sloss", cfg, jax.random.key(0))
+    self.assertLess(err, 1e-3)
+    np.testing.assert_allclose(w, w_true, atol=0.05)
+
+
+class ConsumerTest(absltest.TestCase):
+
+  def test_learns_a_separable_task(self):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(600, 5)).astype(np.float32)
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int32)
+    cfg = PRESETS["test"].__class__(**{**PRESETS["test"].__dict__, "consumer_epochs": 15,
+                                       "consumer_batch_size": 128})
+    c = train_consumer(x[:400], y[:400], x[400:500], y[400:500], 16, 0.25, 0, cfg)
+    self.assertGreater(c.stop_auc, 0.95)
+    self.assertGreater(score(c, x[500:], y[500:]), 0.95)
+
+  def test_second_block_has_no_relu(self):
+    model = ConsumerMLP(3, 4, 0.0, rngs=nnx.Rngs(0))
+    model.eval()
+    x = jnp.ones((2, 3))
+    h = model.bn2(model.l2(jax.nn.relu(model.bn1(model.l1(x)))))  # the reference's quirk: no ReLU here
+    np.testing.assert_allclose(model(x), model.l3(h)[:, 0], rtol=1e-6)
+
+
+class ReportTest(absltest.TestCase):
+
+  def test_notebook_arithmetic(self):
+    recalls = {"non-bc": [{"recall@50": 0.4}] * 2, "fix-m0": [{"recall@50": 0.2}] * 2,
+               "bc-aligner": [{"recall@50": 0.3}, {"recall@50": 0.5}]}
+    z = [np.zeros((3, 2)), np.zeros((3, 2))]
+    published = {"non-bc": [z[0], np.full((3, 2), 1.0)], "fix-m0": z, "bc-aligner": [z[0], np.full((3, 2), 0.5)]}
+    consumers = {"t1": {"steps": [1], "auc": {"non-bc": [[0.5]], "fix-m0": [[0.8], [0.6]], "bc-aligner": [[0.7]]}},
+                 "t2": {"steps": [1], "auc": {"non-bc": [[0.6]], "fix-m0": [[0.9]], "bc-aligner": [[0.8]]}}}
+    out = summarise(recalls, published, consumers)
+    self.assertAlmostEqual(out["fix-m0"]["intended_degradation_pct"], -50.0)
+    self.assertAlmostEqual(out["bc-aligner"]["intended_degradation_pct"], 0.0)
+    y0 = (0.7 + 0.9) / 2  # fix-m0: mean over seeds per task, then over tasks
+    self.assertAlmostEqual(out["non-bc"]["unintended_degradation_pct"], 100 * (0.55 - y0) / y0)
+    self.assertAlmostEqual(out["bc-aligner"]["combined_degradation_pct"], 100 * (0.75 - y0) / y0)
+    np.testing.assert_allclose(out["non-bc"]["alignment_error_by_version"], [0.0, np.sqrt(2)])
+    self.assertAlmostEqual(out["bc-aligner"]["alignment_error"], np.sqrt(0.5) / 2)
+
+
+class CommandLineTest(absltest.TestCase):
+
+  def test_end_to_end_schema(self):
+    out = Path(self.create_tempdir()) / "run"
+    self.assertEqual(cli.main(["--preset", "test", "--methods", "bc-aligner,post-lin-mloss,keep-all",
+                               "--epochs", "2", "--out", str(out), "--no-progress"]), 0)
+    results = json.loads((out / "results.json").read_text())
+    self.assertEqual(set(results["methods"]), {"keep-all", "fix-m0", "non-bc", "post-lin-mloss", "bc-aligner"})
+    for m, r in results["methods"].items():
+      self.assertEqual(len(r["intended_recall50_by_version"]), 5)
+      self.assertEqual(len(r["alignment_error_by_version"]), 5)
+      self.assertEqual(len(r["unintended_auc_by_task"]), 5)
+      for key in ("intended_degradation_pct", "unintended_degradation_pct", "combined_degradation_pct",
+                  "alignment_error"):
+        self.assertTrue(np.isfinite(r[key]), (m, key))
+    self.assertEqual(results["methods"]["fix-m0"]["alignment_error"], 0.0)
+    self.assertEqual(results["methods"]["keep-all"]["unintended_degradation_pct"], 0.0)
+    self.assertEqual(results["methods"]["non-bc"]["intended_degradation_pct"], 0.0)
+    for name in ("table.md", "figure3.png", "metrics.jsonl", "config.json"):
+      self.assertTrue((out / name).stat().st_size > 0, name)
+    self.assertEqual(len(list((out / "registries" / "bc-aligner").iterdir())), 5)  # versions 0..4
+    self.assertIn("| bc-aligner |", (out / "table.md").read_text())
+    self.assertEqual(cli.main(["--preset", "test", "--out", str(out), "--no-progress"]), 2)  # never overwrites
+
+  def test_bad_arguments(self):
+    with self.assertRaises(SystemExit):
+      cli.main(["--methods", "magic"])
+    with self.assertRaises(SystemExit):
+      cli.main(["--lambda-sweep", "1,x"])
+
+  def test_method_keys(self):
+    self.assertEqual(len(METHODS), 9)
+    self.assertTrue(set(KEEP_LATEST) <= set(METHODS))
+
+
+if __name__ == "__main__":
+  absltest.main()
