@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m experiments.error_amplification --preset quick --out $(OUT)
+	$(PY) -m experiments.bc_aligner --preset quick --out $(OUT)
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadscope -q

@@ -20,7 +20,7 @@ from experiments.bc_aligner import __main__ as cli
 from experiments.bc_aligner.configs import KEEP_LATEST, METHODS, PRESETS
 from experiments.bc_aligner.consumers import ConsumerMLP, score, train_consumer
 from experiments.bc_aligner.data import BPRSampler, attribute_sizes, version_data
-from experiments.bc_aligner.report import summarise
+from experiments.bc_aligner.report import figure_5, summarise
 from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, adam, make_train_step, new_model, \
     train_posthoc
 
@@ -203,6 +203,13 @@ class ReportTest(absltest.TestCase):
     self.assertAlmostEqual(out["bc-aligner"]["combined_degradation_pct"], 100 * (0.75 - y0) / y0)
     np.testing.assert_allclose(out["non-bc"]["alignment_error_by_version"], [0.0, np.sqrt(2)])
     self.assertAlmostEqual(out["bc-aligner"]["alignment_error"], np.sqrt(0.5) / 2)
+
+  def test_figure_5(self):
+    path = Path(self.create_tempdir()) / "figure5.png"
+    sweep = {str(lam): {"intended_degradation_pct": -lam / 4, "unintended_degradation_pct": -8 / lam,
+                        "combined_degradation_pct": -lam / 4 - 8 / lam} for lam in (1, 4, 16)}
+    figure_5(path, sweep)
+    self.assertEqual(path.read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
 
 
 class CommandLineTest(absltest.TestCase):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from absl.testing import absltest
 
-from benchmarks import alignment_losses, gramian_vs_sampling
+from benchmarks import alignment_losses, gnn_step, gramian_vs_sampling
 
 
 class BenchmarkSmokeTest(absltest.TestCase):
@@ -33,6 +33,17 @@ class BenchmarkSmokeTest(absltest.TestCase):
     for key in ("sogram_b128_error", "sampling_b1024_error"):
       self.assertGreater(equal[key], 0.0)
       self.assertLess(equal[key], 2.0)
+
+  def test_gnn_step_quick_writes_timings(self):
+    out = Path(self.create_tempdir().full_path) / "gnn.json"
+    self.assertEqual(gnn_step.main(["--out", str(out), "--quick", "--steps", "2"]), 0)
+    report = json.loads(out.read_text())
+    self.assertLen(report["results"], 2)
+    for row in report["results"]:
+      self.assertGreater(row["bcjax"]["median_s"], 0)
+      self.assertGreater(row["bcjax"]["compile_s"], 0)
+      if "pyg" in row:  # only where torch_geometric is installed
+        self.assertAlmostEqual(row["pyg_over_bcjax"], row["pyg"]["median_s"] / row["bcjax"]["median_s"])
 
 
 if __name__ == "__main__":

@@ -71,9 +71,15 @@ class BPRSampler:
     pos = self.items_by_user[self.start[user] + (rng.random(n) * self.deg[user]).astype(np.int64)]
     neg = rng.integers(0, self.split.num_items, n)
     redraw = self.is_train(user, neg)
-    while redraw.any():
+    for _ in range(10_000):
+      if not redraw.any():
+        break
       neg[redraw] = rng.integers(0, self.split.num_items, int(redraw.sum()))
       redraw[redraw] = self.is_train(user[redraw], neg[redraw])
+    else:
+      full = np.unique(user[redraw])
+      raise ValueError(f"BPRSampler: user(s) {full[:5].tolist()} interacted with (nearly) all {self.split.num_items} "
+                       f"items in training, so no negative item can be drawn")
     perm = rng.permutation(n)
     u_off = self.split.num_users
     batches = []

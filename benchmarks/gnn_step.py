@@ -1,0 +1,177 @@
+r"""One BPR training step of BC-Aligner's embedding model at Amazon Musical-Instruments scale, in bcjax and (when
+installed) in PyTorch Geometric.
+
+The step is the reference's: a full-graph forward of the GraphSAGE model (attribute-bag item encoder, shared user
+vector, SAGE layers with BatchNorm over all nodes), a batch of 2048 (user, positive, negative) rows gathered from it,
+BPR + 0.01 L2 on the batch's output embeddings, backward, Adam. The graph is a seeded power-law stand-in with the
+dataset's sizes (27,530 users, 10,611 items, 231,312 interactions, both directions), item bags of 0-4 categories and
+one brand. Reported per model size (2 layers x 256, 3 layers x 512): bcjax's compile time, then the median of
+``--steps`` jitted steps with ``block_until_ready``; PyG's median over the same number of steps after warm-up
+steps; and ``pyg_over_bcjax`` = PyG median / bcjax median.
+
+  python -m benchmarks.gnn_step --out runs/gnn_step.json [--quick] [--steps 5] [--threads 2]
+"""
+
+import argparse
+import statistics
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bcjax.models import bipartite_inputs
+from benchmarks.timing import write_report
+from experiments.bc_aligner.data import Batch
+from experiments.bc_aligner.train import StepInputs, TrainState, adam, make_train_step, new_model
+
+MUSICAL_INSTRUMENTS = {"users": 27_530, "items": 10_611, "edges": 231_312, "categories": 900, "brands": 1_500}
+QUICK = {"users": 2_000, "items": 800, "edges": 16_000, "categories": 60, "brands": 80}
+
+
+def stand_in(sizes: dict, seed: int = 0):
+  """A power-law interaction graph and item bags of the given sizes."""
+  rng = np.random.default_rng(seed)
+  def power(n):
+    w = np.arange(1, n + 1, dtype=np.float64) ** -0.8
+    return w / w.sum()
+  user = rng.choice(sizes["users"], sizes["edges"], p=power(sizes["users"]))
+  item = rng.choice(sizes["items"], sizes["edges"], p=power(sizes["items"]))
+  n_cat = rng.integers(0, 5, sizes["items"])
+  cat_owner = np.repeat(np.arange(sizes["items"]), n_cat)
+  cats = (cat_owner, rng.choice(sizes["categories"], len(cat_owner), p=power(sizes["categories"])))
+  brands = (np.arange(sizes["items"]), rng.choice(sizes["brands"], sizes["items"], p=power(sizes["brands"])))
+  batch = (rng.integers(0, sizes["users"], 2048), rng.integers(0, sizes["items"], 2048),
+           rng.integers(0, sizes["items"], 2048))
+  return user, item, cats, brands, batch
+
+
+def time_bcjax(sizes: dict, layers: int, dim: int, steps: int, graph) -> dict:
+  user, item, cats, brands, (bu, bp, bn) = graph
+  inputs = bipartite_inputs(user, item, sizes["users"], sizes["items"], [cats, brands])
+  model = new_model((sizes["categories"], sizes["brands"]), layers, dim, jax.random.key(0))
+  u = sizes["users"]
+  batch = Batch(jnp.asarray(bu, jnp.int32), jnp.asarray(u + bp, jnp.int32), jnp.asarray(u + bn, jnp.int32),
+                jnp.ones(2048, bool))
+  params = {"model": model.params}
+  state = TrainState(params, model.batch_stats, adam(1e-3).init(params), jnp.zeros((), jnp.int32))
+  step = make_train_step(model.train_def, None, 1e-3, 0.01, 16.0)
+  step_inputs, rng = StepInputs(inputs, batch, None), jax.random.key(0)
+  start = time.perf_counter()
+  compiled = step.lower(state, step_inputs, rng).compile()
+  compile_s = time.perf_counter() - start
+  state, metrics = compiled(state, step_inputs, rng)  # warm-up
+  jax.block_until_ready(metrics)
+  runs = []
+  for _ in range(steps):
+    start = time.perf_counter()
+    state, metrics = compiled(state, step_inputs, rng)
+    jax.block_until_ready((state, metrics))
+    runs.append(time.perf_counter() - start)
+  return {"compile_s": compile_s, "median_s": statistics.median(runs), "min_s": min(runs), "steps": steps,
+          "loss": float(metrics["loss"])}
+
+
+def time_pyg(sizes: dict, layers: int, dim: int, steps: int, graph, threads: int) -> dict | None:
+  """The same model and step in PyTorch Geometric, or None when torch_geometric is not installed."""
+  try:
+    import torch  # pylint: disable=import-outside-toplevel
+    from torch_geometric.nn import SAGEConv  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return None
+  torch.set_num_threads(threads)
+  torch.manual_seed(0)
+  user, item, cats, brands, (bu, bp, bn) = graph
+  u, i = sizes["users"], sizes["items"]
+
+  class ItemEncoder(torch.nn.Module):
+    def __init__(self):
+      super().__init__()
+      self.cat = torch.nn.EmbeddingBag(sizes["categories"], dim, mode="mean")
+      self.brand = torch.nn.EmbeddingBag(sizes["brands"], dim, mode="mean")
+
+    def forward(self, cat_idx, cat_off, brand_idx, brand_off):
+      return self.cat(cat_idx, cat_off) + self.brand(brand_idx, brand_off)
+
+  class Model(torch.nn.Module):
+    def __init__(self):
+      super().__init__()
+      self.items = ItemEncoder()
+      self.user = torch.nn.Parameter(0.1 * torch.randn(1, dim))
+      self.convs = torch.nn.ModuleList([SAGEConv(dim, dim) for _ in range(layers)])
+      self.norms = torch.nn.ModuleList([torch.nn.BatchNorm1d(dim) for _ in range(layers)])
+
+    def forward(self, edge_index, bags):
+      h = torch.cat([self.user.expand(u, dim), self.items(*bags)])
+      for layer, (conv, norm) in enumerate(zip(self.convs, self.norms)):
+        h = norm(conv(h, edge_index))
+        if layer < layers - 1:
+          h = torch.relu(h)
+      return h
+
+  def offsets(owner, n):
+    counts = np.bincount(owner, minlength=n)
+    return torch.as_tensor(np.concatenate([[0], np.cumsum(counts)[:-1]]), dtype=torch.long)
+
+  bags = (torch.as_tensor(cats[1], dtype=torch.long), offsets(cats[0], i),
+          torch.as_tensor(brands[1], dtype=torch.long), offsets(brands[0], i))
+  src = np.concatenate([user, u + item])
+  dst = np.concatenate([u + item, user])
+  edge_index = torch.as_tensor(np.stack([src, dst]), dtype=torch.long)
+  bu, bp, bn = (torch.as_tensor(x, dtype=torch.long) for x in (bu, u + bp, u + bn))
+  model = Model()
+  optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+  def step():
+    optimizer.zero_grad()
+    h = model(edge_index, bags)
+    zu, zp, zn = h[bu], h[bp], h[bn]
+    bpr = torch.nn.functional.softplus((zu * zn).sum(-1) - (zu * zp).sum(-1)).mean()
+    reg = 0.5 * (zu.pow(2).sum() + zp.pow(2).sum() + zn.pow(2).sum()) / 2048
+    loss = bpr + 0.01 * reg
+    loss.backward()
+    optimizer.step()
+    return float(loss.detach())
+
+  step()  # warm-up
+  runs = []
+  for _ in range(steps):
+    start = time.perf_counter()
+    loss = step()
+    runs.append(time.perf_counter() - start)
+  import torch_geometric  # pylint: disable=import-outside-toplevel
+  return {"median_s": statistics.median(runs), "min_s": min(runs), "steps": steps, "loss": loss,
+          "torch": torch.__version__, "torch_geometric": torch_geometric.__version__, "threads": threads}
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(prog="python -m benchmarks.gnn_step", description=__doc__.split("\n\n")[0])
+  parser.add_argument("--out", required=True, help="JSON report path (never overwritten)")
+  parser.add_argument("--quick", action="store_true", help="a small graph (seconds; for smoke tests)")
+  parser.add_argument("--steps", type=int, default=5, help="timed steps per framework (median reported)")
+  parser.add_argument("--threads", type=int, default=2, help="torch threads for the PyG comparison")
+  args = parser.parse_args(argv)
+  if args.steps < 1:
+    parser.error(f"--steps must be >= 1, got {args.steps}")
+  sizes = QUICK if args.quick else MUSICAL_INSTRUMENTS
+  shapes = ((2, 32), (3, 64)) if args.quick else ((2, 256), (3, 512))
+  graph = stand_in(sizes)
+  rows = []
+  for layers, dim in shapes:
+    row = {"layers": layers, "dim": dim, "bcjax": time_bcjax(sizes, layers, dim, args.steps, graph)}
+    pyg = time_pyg(sizes, layers, dim, args.steps, graph, args.threads)
+    if pyg is not None:
+      row["pyg"] = pyg
+      row["pyg_over_bcjax"] = pyg["median_s"] / row["bcjax"]["median_s"]
+    rows.append(row)
+    ratio = f", PyG {pyg['median_s']:.3f} s, PyG/bcjax = {row['pyg_over_bcjax']:.2f}" if pyg else \
+        " (torch_geometric not installed: no comparison)"
+    print(f"{layers} x {dim}: bcjax {row['bcjax']['median_s']:.3f} s/step (compile {row['bcjax']['compile_s']:.1f} "
+          f"s){ratio}", file=sys.stderr)
+  write_report(args.out, "gnn_step", sizes=sizes, batch_size=2048, results=rows)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
