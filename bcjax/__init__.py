@@ -1,13 +1,14 @@
 """bcjax: keeping embeddings useful while the models that produce them, and the data they see, keep changing.
 
 The public API is re-exported flat here; the sub-packages (``bcjax.alignment``, ``bcjax.versioning``,
-``bcjax.conceptors``) export the same names grouped by area. Gramian estimation lives in ``bcjax.gramian`` (its
+``bcjax.conceptors``, ``bcjax.contrastive``) export the same names grouped by area. Gramian estimation lives in ``bcjax.gramian`` (its
 function ``gramian`` shares the sub-package's name, so that area is not flattened) and the dataset loaders in
 ``bcjax.data`` (generic names such as ``counts`` and ``fetch`` read best qualified).
 """
 
 from bcjax import alignment
 from bcjax import conceptors
+from bcjax import contrastive
 from bcjax import data
 from bcjax import gramian
 from bcjax import metrics
@@ -52,6 +53,16 @@ from bcjax.models import GraphSAGE
 from bcjax.models import SAGEConv
 from bcjax.models import Tower
 from bcjax.models import TwoTower
+from bcjax.contrastive import change_ratio
+from bcjax.contrastive import icl_objective
+from bcjax.contrastive import info_nce
+from bcjax.contrastive import log_change_ratio
+from bcjax.contrastive import log_similarity
+from bcjax.contrastive import mixed_info_nce
+from bcjax.contrastive import nce_ii
+from bcjax.contrastive import nce_ii_from_log_ratio
+from bcjax.contrastive import new_negative_mask
+from bcjax.contrastive import old_negative_count
 from bcjax.models import bag_mean
 from bcjax.models import bipartite_inputs
 from bcjax.models import mean_aggregate
@@ -59,6 +70,6 @@ from bcjax._atomic import write_atomic
 
 __version__ = "0.1.0"
 
-__all__ = (("alignment", "conceptors", "data", "gramian", "metrics", "models", "versioning", "write_atomic")
+__all__ = (("alignment", "conceptors", "contrastive", "data", "gramian", "metrics", "models", "versioning", "write_atomic")
            + alignment.__all__ + versioning.__all__ + tuple(name for name in conceptors.__all__ if name != "default_tol")
-           + metrics.__all__ + models.__all__)
+           + contrastive.__all__ + metrics.__all__ + models.__all__)

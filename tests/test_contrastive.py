@@ -1,0 +1,154 @@
+"""ICL's losses against float64 NumPy references and the paper's identities: Theorem 1 (L^{I,X'} = L^{I,X} + L^{II})
+with exact set means, NCE-II = 0 at α = 0 or r = 1, the reference's negative counts and column mask, finite gradients
+at extreme similarities, inert padded rows, jit vs no-jit, and sharded (vmap with axis_name) vs unsharded."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl.testing import absltest, parameterized
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bcjax.contrastive import (icl_objective, info_nce, log_change_ratio, mixed_info_nce, nce_ii,
+                               nce_ii_from_log_ratio, new_negative_mask, old_negative_count)
+
+TAU = 0.1
+
+
+def np_logf(a, b, tau=TAU):
+  a = a / np.linalg.norm(a, axis=1, keepdims=True)
+  b = b / np.linalg.norm(b, axis=1, keepdims=True)
+  return a @ b.T / tau
+
+
+def views(seed, b=6, d=5, m=4):
+  rng = np.random.default_rng(seed)
+  return rng.normal(size=(b, d)), rng.normal(size=(b, d)), rng.normal(size=(m, d)), rng.normal(size=(m, d))
+
+
+class TheoremTest(parameterized.TestCase):
+
+  @given(st.integers(0, 10_000), st.floats(0.0, 1.0), st.integers(1, 6))
+  @settings(max_examples=40, deadline=None)
+  def test_equivalence_with_exact_means(self, seed, alpha, k):
+    anchor, positive, _, _ = views(seed)
+    rng = np.random.default_rng(seed + 1)
+    s_old, s_new = rng.normal(size=(k, 5)), rng.normal(size=(k, 5))  # the whole noise sets: sums = K · means
+    l_old = np.asarray([float(info_nce(anchor[i:i + 1], positive[i:i + 1], negatives=s_old)) for i in range(6)])
+    l_ii = np.asarray([float(nce_ii(anchor[i:i + 1], positive[i:i + 1], s_new, alpha, old_negatives=s_old))
+                       for i in range(6)])
+    f_pos = np.exp(np.sum(np_logf(anchor, positive) * np.eye(6), axis=1))
+    e_old, e_new = np.exp(np_logf(anchor, s_old)).mean(1), np.exp(np_logf(anchor, s_new)).mean(1)
+    l_grown = -np.log(f_pos / (f_pos + k * ((1 - alpha) * e_old + alpha * e_new)))  # L^{I,X'} with E_X' (Lemma 1)
+    np.testing.assert_allclose(l_old + l_ii, l_grown, rtol=1e-9, atol=1e-9)
+
+  def test_nce_ii_vanishes(self):
+    anchor, positive, z_new, _ = views(0)
+    self.assertEqual(float(nce_ii(anchor, positive, z_new, 0.0)), 0.0)  # α = 0: nothing new
+    # r = 1 when the new negatives are the old ones
+    np.testing.assert_allclose(float(nce_ii(anchor, positive, z_new, 0.4, old_negatives=z_new)), 0.0, atol=1e-12)
+    np.testing.assert_allclose(nce_ii_from_log_ratio(jnp.zeros(3), 0.7), 0.0, atol=1e-12)
+    np.testing.assert_allclose(nce_ii_from_log_ratio(jnp.array([0.3]), 1.0), [0.3])
+
+  def test_icl_objective_weights(self):
+    self.assertAlmostEqual(float(icl_objective(2.0, 4.0, 0.25)), 0.75 * 2.0 + 0.25 * 4.0)
+    with self.assertRaisesRegex(ValueError, "`alpha`"):
+      icl_objective(1.0, 1.0, 1.5)
+
+
+class ReferenceFormTest(parameterized.TestCase):
+
+  def test_info_nce_in_batch_against_numpy(self):
+    anchor, positive, _, _ = views(1)
+    logits = np_logf(anchor, positive)
+    expected = np.mean(np.log(np.exp(logits).sum(1)) - np.diag(logits))  # B − 1 cross-view negatives
+    self.assertAlmostEqual(float(info_nce(anchor, positive)), expected, places=10)
+    self.assertAlmostEqual(float(jax.jit(info_nce)(anchor, positive)), expected, places=10)
+
+  def test_nce_ii_against_numpy(self):
+    anchor, positive, z_new, _ = views(2)
+    logits, new = np.exp(np_logf(anchor, positive)), np.exp(np_logf(anchor, z_new))
+    u = np.diag(logits) + new.sum(1)
+    d = logits.sum(1)
+    alpha = 0.3
+    expected = np.mean(np.log((1 - alpha) + alpha * u / d))
+    self.assertAlmostEqual(float(nce_ii(anchor, positive, z_new, alpha)), expected, places=10)
+    np.testing.assert_allclose(log_change_ratio(anchor, positive, z_new), np.log(u / d), rtol=1e-10)
+
+  def test_negative_counts_match_the_reference_table(self):
+    counts = [old_negative_count(a / 10, 32) for a in range(1, 10)]
+    self.assertEqual(counts, [27, 24, 21, 18, 15, 12, 9, 6, 3])
+
+  def test_new_negative_mask(self):
+    m = np.asarray(new_negative_mask(6, 2))
+    np.testing.assert_array_equal(m.sum(1), [2] * 6)  # every anchor gets exactly new_num new negatives
+    np.testing.assert_array_equal(m[0], [0, 1, 1, 0, 0, 0])  # anchors < new_num use columns 0..new_num but self
+    np.testing.assert_array_equal(m[4], [1, 1, 0, 0, 0, 0])  # the others use columns 0..new_num-1
+    self.assertFalse(np.any(np.diag(m)))
+
+  def test_mixed_info_nce_against_numpy(self):
+    anchor, positive, _, z_old = views(3)
+    b, new_num = 6, 2
+    logits = np.exp(np_logf(anchor, positive))
+    mask = np.asarray(new_negative_mask(b, new_num))
+    den = np.diag(logits) + (logits * mask).sum(1) + np.exp(np_logf(anchor, z_old)).sum(1)
+    expected = np.mean(np.log(den / np.diag(logits)))
+    self.assertAlmostEqual(float(mixed_info_nce(anchor, positive, z_old, new_num)), expected, places=10)
+
+
+class RobustnessTest(parameterized.TestCase):
+
+  @parameterized.parameters(0.0, 0.5, 1.0)
+  def test_gradients_finite_at_extreme_similarities(self, alpha):
+    d = 4
+    same = jnp.tile(jnp.eye(d)[:1], (5, 1))  # anchors, positives and negatives all identical: cos = 1 everywhere
+    opposite = -same
+    for z_new in (same[:3], opposite[:3]):
+      g = jax.grad(lambda a, p, n: nce_ii(a, p, n, alpha, temperature=0.01), argnums=(0, 1, 2))(same, same, z_new)
+      self.assertTrue(all(np.isfinite(np.asarray(x)).all() for x in g))
+    g = jax.grad(lambda a: info_nce(a, opposite, temperature=0.01) + mixed_info_nce(a, same, opposite[:2], 1,
+                                                                                   temperature=0.01))(same)
+    self.assertTrue(np.isfinite(np.asarray(g)).all())
+    # a single real anchor has no in-batch negative: loss log(1) = 0, gradient 0 (not NaN)
+    where = jnp.array([True, False, False, False, False])
+    self.assertEqual(float(info_nce(same, same, where=where)), 0.0)
+    self.assertTrue(np.isfinite(np.asarray(jax.grad(lambda a: info_nce(a, same, where=where))(same))).all())
+
+  def test_padded_rows_are_inert(self):
+    anchor, positive, z_new, _ = views(4)
+    rng = np.random.default_rng(9)
+    pad_a, pad_p = np.concatenate([anchor, 1e3 * rng.normal(size=(3, 5))]), np.concatenate([positive, rng.normal(
+        size=(3, 5))])
+    pad_n = np.concatenate([z_new, rng.normal(size=(2, 5))])
+    where = np.arange(9) < 6
+    nwhere = np.arange(6) < 4
+    self.assertAlmostEqual(float(info_nce(pad_a, pad_p, where=where)), float(info_nce(anchor, positive)), places=10)
+    self.assertAlmostEqual(float(nce_ii(pad_a, pad_p, pad_n, 0.3, where=where, new_negatives_where=nwhere)),
+                           float(nce_ii(anchor, positive, z_new, 0.3)), places=10)
+    g = jax.grad(lambda a: nce_ii(a, pad_p, pad_n, 0.3, where=where, new_negatives_where=nwhere))(pad_a)
+    np.testing.assert_array_equal(np.asarray(g)[6:], 0.0)
+
+  def test_sharded_equals_unsharded(self):
+    anchor, positive, z_new, _ = views(5, b=8, m=4)
+    shard = lambda x: x.reshape(2, -1, x.shape[-1])  # noqa: E731
+    sharded = jax.vmap(lambda a, p, n: (info_nce(a, p, axis_name="d"), nce_ii(a, p, n, 0.4, axis_name="d")),
+                       axis_name="d")(shard(anchor), shard(positive), shard(z_new))
+    self.assertAlmostEqual(float(sharded[0][0]), float(info_nce(anchor, positive)), places=10)
+    self.assertAlmostEqual(float(sharded[1][1]), float(nce_ii(anchor, positive, z_new, 0.4)), places=10)
+
+  def test_bad_inputs(self):
+    anchor, positive, z_new, _ = views(6)
+    with self.assertRaisesRegex(ValueError, r"`positive` has shape \(5, 5\)"):
+      info_nce(anchor, positive[:5])
+    with self.assertRaisesRegex(ValueError, r"`alpha` .* must lie in \[0, 1\], got 1.5"):
+      nce_ii(anchor, positive, z_new, 1.5)
+    with self.assertRaisesRegex(ValueError, "`negatives` has shape"):
+      nce_ii(anchor, positive, z_new[:, :3], 0.5)
+    with self.assertRaisesRegex(ValueError, r"`new_num` must be an integer in \[0, B-1\] = \[0, 5\], got 6"):
+      mixed_info_nce(anchor, positive, z_new, 6)
+    with self.assertRaisesRegex(ValueError, "`temperature` must be > 0"):
+      info_nce(anchor, positive, temperature=0.0)
+
+
+if __name__ == "__main__":
+  absltest.main()
