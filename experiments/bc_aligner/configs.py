@@ -41,7 +41,7 @@ PRESETS = {
                     synthetic=(("num_users", 8000), ("num_items", 3000), ("num_edges", 200_000))),
     "quick": Config(versions=((2, 32), (2, 40), (3, 48), (3, 56), (3, 64)), epochs=40, finetune_epochs=20,
                     posthoc_epochs=40, eval_every=5, select_after=10, consumer_hidden=(64, 128),
-                    consumer_dropout=(0.0, 0.25), consumer_seeds=3, consumer_epochs=25,
+                    consumer_dropout=(0.0,), consumer_seeds=3, consumer_epochs=25,
                     synthetic=(("num_users", 2000), ("num_items", 800), ("num_edges", 40_000))),
     "test": Config(versions=((1, 8), (1, 8), (2, 12), (2, 12), (2, 16)), epochs=4, finetune_epochs=2,
                    posthoc_epochs=4, eval_every=2, select_after=0, consumer_hidden=(8,), consumer_dropout=(0.0,),
