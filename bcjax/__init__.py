@@ -66,6 +66,7 @@ from bcjax.contrastive import old_negative_count
 from bcjax.models import bag_mean
 from bcjax.models import bipartite_inputs
 from bcjax.models import mean_aggregate
+from bcjax.models import torch_linear_init
 from bcjax._atomic import write_atomic
 
 __version__ = "0.1.0"

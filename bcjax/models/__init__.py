@@ -6,6 +6,7 @@ from bcjax.models._bipartite import bipartite_inputs
 from bcjax.models._sage import GraphSAGE
 from bcjax.models._sage import SAGEConv
 from bcjax.models._sage import mean_aggregate
+from bcjax.models._sage import torch_linear_init
 from bcjax.models._two_tower import Tower
 from bcjax.models._two_tower import TwoTower
 from bcjax.models._two_tower import bag_mean
@@ -20,4 +21,5 @@ __all__ = (
     "bag_mean",
     "bipartite_inputs",
     "mean_aggregate",
+    "torch_linear_init",
 )

@@ -27,7 +27,8 @@ def mean_aggregate(graph: jraph.GraphsTuple, h: jax.Array) -> jax.Array:
   return total / jnp.maximum(degree, 1.0)[:, None]
 
 
-def _torch_uniform(fan_in: int):
+def torch_linear_init(fan_in: int):
+  """PyTorch's default Linear initialiser: U(±1/√fan_in) for weights and biases."""
   bound = fan_in ** -0.5
 
   def init(key, shape, dtype=jnp.float32):
@@ -39,7 +40,7 @@ class SAGEConv(nnx.Module):
   """One GraphSAGE layer with mean aggregation, root weight and bias (PyG defaults, torch-default initialisation)."""
 
   def __init__(self, in_dim: int, out_dim: int, *, rngs: nnx.Rngs):
-    init = _torch_uniform(in_dim)
+    init = torch_linear_init(in_dim)
     self.lin_l = nnx.Linear(in_dim, out_dim, kernel_init=init, bias_init=init, rngs=rngs)
     self.lin_r = nnx.Linear(in_dim, out_dim, use_bias=False, kernel_init=init, rngs=rngs)
 

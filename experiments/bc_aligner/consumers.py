@@ -21,6 +21,7 @@ from flax import nnx
 
 from bcjax.data import TASKS, TaskExamples, VersionSplit, task_examples
 from bcjax.metrics import roc_auc
+from bcjax.models import torch_linear_init
 from experiments.bc_aligner.configs import Config
 
 FIT_STEP = {t: 0 for t in TASKS}
@@ -31,17 +32,12 @@ def reported_steps(task: str, num_versions: int) -> list[int]:
   return list(range(STOP_STEP[task] + 1, num_versions))
 
 
-def _torch_init(fan_in: int):
-  bound = fan_in ** -0.5
-  return lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -bound, bound)
-
-
 class ConsumerMLP(nnx.Module):
   """The reference's 2-layer consumer; ``__call__(x, mask, key)`` applies dropout when ``key`` is given."""
 
   def __init__(self, in_dim: int, hidden: int, dropout: float, *, rngs: nnx.Rngs):
     def linear(a, b):
-      return nnx.Linear(a, b, kernel_init=_torch_init(a), bias_init=_torch_init(a), rngs=rngs)
+      return nnx.Linear(a, b, kernel_init=torch_linear_init(a), bias_init=torch_linear_init(a), rngs=rngs)
     self.dropout = dropout
     self.l1, self.l2, self.l3 = linear(in_dim, hidden), linear(hidden, hidden), linear(hidden, 1)
     self.bn1 = nnx.BatchNorm(hidden, momentum=0.9, epsilon=1e-5, rngs=rngs)
