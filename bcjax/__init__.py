@@ -49,6 +49,8 @@ from bcjax.metrics import recall_at_k
 from bcjax.metrics import roc_auc
 from bcjax.models import BipartiteInputs
 from bcjax.models import BipartiteSAGE
+from bcjax.models import GCNConv
+from bcjax.models import GCNEncoder
 from bcjax.models import GraphSAGE
 from bcjax.models import SAGEConv
 from bcjax.models import Tower
@@ -65,6 +67,7 @@ from bcjax.contrastive import new_negative_mask
 from bcjax.contrastive import old_negative_count
 from bcjax.models import bag_mean
 from bcjax.models import bipartite_inputs
+from bcjax.models import gcn_propagate
 from bcjax.models import mean_aggregate
 from bcjax.models import torch_linear_init
 from bcjax._atomic import write_atomic

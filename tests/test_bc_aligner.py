@@ -19,10 +19,10 @@ from bcjax.models import BipartiteSAGE, bipartite_inputs
 from experiments.bc_aligner import __main__ as cli
 from experiments.bc_aligner.configs import KEEP_LATEST, METHODS, PRESETS
 from experiments.bc_aligner.consumers import ConsumerMLP, score, train_consumer
-from experiments.bc_aligner.data import BPRSampler, attribute_sizes, version_data
+from experiments.bc_aligner.data import Batch, BPRSampler, attribute_sizes, version_data
 from experiments.bc_aligner.report import figure_5, summarise
-from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, adam, make_train_step, new_model, \
-    train_posthoc
+from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, adam, fold_batch, make_train_step, \
+    new_model, posthoc_loss, train_posthoc
 
 CFG = PRESETS["test"]
 
@@ -151,7 +151,38 @@ class RecallTest(absltest.TestCase):
       self.assertAlmostEqual(res[f"recall@{k}"], float(np.mean(recalls)), places=5)
 
 
+def numpy_alignment_rows(z_new, z_prev, w, history):
+  """Per-row float64 reference of the reference code's alignment terms: single-step MSE and the multi-step mean
+  of the residual carried back through W_(k-1), ..., W_1 (each divided by its dimension)."""
+  delta = z_new @ w.T - z_prev
+  terms = [np.mean(delta ** 2, axis=1)]
+  for wj in reversed(history):
+    delta = delta @ wj.T
+    terms.append(np.mean(delta ** 2, axis=1))
+  return terms[0], np.mean(terms, axis=0)
+
+
 class PosthocTest(absltest.TestCase):
+
+  def test_folded_loss_equals_the_row_gather_sum(self):
+    rng = np.random.default_rng(3)
+    n, d1, d2, d3 = 40, 5, 6, 7
+    z_new, z_prev = rng.normal(size=(n, d3)), rng.normal(size=(n, d2))
+    w, w1 = rng.normal(size=(d2, d3)), rng.normal(size=(d1, d2))
+    f32 = lambda a: jnp.asarray(a, jnp.float32)
+    for b in (30, 8):  # 3B >= n folds onto every node; 3B < n onto the batch's distinct nodes
+      rows = [rng.integers(0, n, b) for _ in range(3)]
+      mask = np.arange(b) < b - 3
+      batch = Batch(*(jnp.asarray(r, jnp.int32) for r in rows), jnp.asarray(mask))
+      fold = fold_batch(batch, n)
+      self.assertEqual(fold.node.shape, (min(n, 3 * b),))
+      for kind, history in (("linear-sloss", ()), ("linear-mloss", (w1,))):
+        single, multi = numpy_alignment_rows(z_new, z_prev, w, history)
+        per_row = single if kind == "linear-sloss" else multi
+        expected = sum(per_row[r[mask]].mean() for r in rows)
+        got = posthoc_loss(kind, f32(w), f32(z_new), AlignTarget(f32(z_prev), tuple(map(f32, history))), fold)
+        np.testing.assert_allclose(float(got), expected, rtol=1e-5, err_msg=f"{kind}, B={b}")
+
 
   def test_recovers_a_known_map(self):
     _, versions = small_versions()
@@ -241,6 +272,17 @@ class CommandLineTest(absltest.TestCase):
       cli.main(["--methods", "magic"])
     with self.assertRaises(SystemExit):
       cli.main(["--lambda-sweep", "1,x"])
+    for flag, value in (("--consumer-hidden", "0"), ("--consumer-dropout", "1.0"), ("--consumer-seeds", "0"),
+                        ("--consumer-epochs", "-1"), ("--lambda-sweep", "0")):
+      with self.assertRaises(SystemExit, msg=flag):
+        cli.parse_args([flag, value])
+
+  def test_consumer_overrides(self):
+    _, cfg, _, _ = cli.parse_args(["--preset", "paper", "--consumer-hidden", "128,256", "--consumer-dropout", "0,0.5",
+                                   "--consumer-seeds", "3", "--consumer-epochs", "50"])
+    self.assertEqual((cfg.consumer_hidden, cfg.consumer_dropout, cfg.consumer_seeds, cfg.consumer_epochs),
+                     ((128, 256), (0.0, 0.5), 3, 50))
+    self.assertEqual(cfg.epochs, PRESETS["paper"].epochs)
 
   def test_method_keys(self):
     self.assertEqual(len(METHODS), 9)

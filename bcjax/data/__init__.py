@@ -16,6 +16,27 @@ from bcjax.data._evolving import evolving_graph
 from bcjax.data._evolving import num_edges_at
 from bcjax.data._evolving import split_version
 from bcjax.data._evolving import split_versions
+from bcjax.data._graph_augment import AUGMENTATIONS
+from bcjax.data._graph_augment import augment_graphs
+from bcjax.data._graph_augment import drop_nodes
+from bcjax.data._graph_augment import mask_attributes
+from bcjax.data._graph_augment import subgraph
+from bcjax.data._graph_batch import batch_graphs
+from bcjax.data._graph_batch import bucket
+from bcjax.data._graph_batch import graph_mask
+from bcjax.data._graph_batch import node_graph_ids
+from bcjax.data._graph_batch import node_mask
+from bcjax.data._graph_batch import pad_graphs
+from bcjax.data._graph_collection import GraphCollection
+from bcjax.data._graph_collection import from_graphs
+from bcjax.data._graph_collection import growth_split
+from bcjax.data._graph_collection import local_degree_profile
+from bcjax.data._graph_collection import normalize_rows
+from bcjax.data._graph_collection import select_graphs
+from bcjax.data._graph_collection import with_features
+from bcjax.data._tu import read_gin
+from bcjax.data._tu import read_tu
+from bcjax.data._tu import tu_dataset_path
 from bcjax.data._graph_datasets import GRAPH_DATASETS
 from bcjax.data._graph_datasets import load_graph_dataset
 from bcjax.data._graph_datasets import movielens_graph
@@ -38,40 +59,61 @@ from bcjax.data._pairs import split_pairs
 from bcjax.data._synthetic_corpus import synthetic_link_corpus
 
 __all__ = (
-    "GRAPH_DATASETS",
-    "PAD",
-    "SNAPSHOT_TIMES",
-    "TASKS",
-    "Bags",
-    "EvolvingGraph",
-    "FeatureBags",
-    "PairCorpus",
-    "Pairs",
-    "Ratings",
-    "TaskExamples",
-    "VersionSplit",
     "amazon_files",
+    "augment_graphs",
+    "AUGMENTATIONS",
+    "Bags",
     "bags_upto",
+    "batch_graphs",
+    "bucket",
     "counts",
     "default_cache_dir",
+    "drop_nodes",
     "evolving_graph",
+    "EvolvingGraph",
+    "FeatureBags",
     "fetch",
+    "from_graphs",
+    "GRAPH_DATASETS",
+    "graph_mask",
+    "GraphCollection",
+    "growth_split",
     "item_rating_stats",
     "item_rating_threshold",
     "load_amazon",
     "load_graph_dataset",
     "load_movielens",
     "load_wikipedia_links",
+    "local_degree_profile",
+    "mask_attributes",
     "movielens_corpus",
     "movielens_dir",
     "movielens_graph",
+    "node_graph_ids",
+    "node_mask",
+    "normalize_rows",
     "num_edges_at",
+    "PAD",
+    "pad_graphs",
     "page_corpus",
+    "PairCorpus",
+    "Pairs",
+    "Ratings",
+    "read_gin",
+    "read_tu",
+    "select_graphs",
+    "SNAPSHOT_TIMES",
     "split_pairs",
     "split_version",
     "split_versions",
+    "subgraph",
     "synthetic_evolving_graph",
     "synthetic_link_corpus",
     "task_examples",
+    "TaskExamples",
+    "TASKS",
     "title_ngrams",
+    "tu_dataset_path",
+    "VersionSplit",
+    "with_features",
 )

@@ -3,6 +3,9 @@
 from bcjax.models._bipartite import BipartiteInputs
 from bcjax.models._bipartite import BipartiteSAGE
 from bcjax.models._bipartite import bipartite_inputs
+from bcjax.models._gcn import GCNConv
+from bcjax.models._gcn import GCNEncoder
+from bcjax.models._gcn import gcn_propagate
 from bcjax.models._sage import GraphSAGE
 from bcjax.models._sage import SAGEConv
 from bcjax.models._sage import mean_aggregate
@@ -14,12 +17,15 @@ from bcjax.models._two_tower import bag_mean
 __all__ = (
     "BipartiteInputs",
     "BipartiteSAGE",
+    "GCNConv",
+    "GCNEncoder",
     "GraphSAGE",
     "SAGEConv",
     "Tower",
     "TwoTower",
     "bag_mean",
     "bipartite_inputs",
+    "gcn_propagate",
     "mean_aggregate",
     "torch_linear_init",
 )

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 from bcjax.data import GRAPH_DATASETS, item_rating_threshold, load_graph_dataset
 from experiments import common
 from experiments.bc_aligner import report
-from experiments.bc_aligner.configs import JOINT, METHODS, PRESETS, preset
+from experiments.bc_aligner.configs import JOINT, METHODS, PRESETS, Config, preset
 from experiments.bc_aligner.consumers import unintended_aucs
 from experiments.bc_aligner.data import attribute_sizes, version_data
 from experiments.bc_aligner.methods import MethodRunner
@@ -45,6 +45,10 @@ def parse_args(argv):
   parser.add_argument("--seed", type=int, help="PRNG seed of models, sampling and the synthetic data (default 42)")
   parser.add_argument("--epochs", type=int, help="override the preset's epochs per version; finetune gets half, and the evaluation interval and the "
                            "epoch > N selection rule scale by the same factor")
+  parser.add_argument("--consumer-hidden", help="override the consumer grid's hidden widths, e.g. 128,256")
+  parser.add_argument("--consumer-dropout", help="override the consumer grid's dropout rates, e.g. 0,0.25,0.5")
+  parser.add_argument("--consumer-seeds", type=int, help="override the number of consumer seeds (paper: 10)")
+  parser.add_argument("--consumer-epochs", type=int, help="override the consumer epochs (paper: 300)")
   parser.add_argument("--lambda-sweep", help="comma-separated λ values for BC-Aligner (Fig. 5), e.g. 1,2,4,8,16,32")
   parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
   args = parser.parse_args(argv)
@@ -60,6 +64,7 @@ def parse_args(argv):
     cfg = dataclasses.replace(cfg, epochs=args.epochs, finetune_epochs=max(args.epochs // 2, 1),
                               eval_every=max(1, round(cfg.eval_every * scale)),
                               select_after=int(cfg.select_after * scale))
+  cfg = _consumer_overrides(parser, args, cfg)
   methods = METHODS
   if args.methods:
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
@@ -67,15 +72,36 @@ def parse_args(argv):
     if unknown:
       parser.error(f"unknown method(s) {unknown}; choose from {','.join(METHODS)}")
     methods = tuple(m for m in METHODS if m in set(methods) | set(BASELINES))
-  sweep = []
-  if args.lambda_sweep:
-    try:
-      sweep = [float(x) for x in args.lambda_sweep.split(",") if x.strip()]
-    except ValueError:
-      parser.error(f"--lambda-sweep must be comma-separated numbers, got {args.lambda_sweep!r}")
-    if not sweep or any(x <= 0 for x in sweep):
-      parser.error(f"--lambda-sweep needs positive λ values, got {args.lambda_sweep!r}")
+  sweep = list(_numbers(parser, "--lambda-sweep", args.lambda_sweep, float, lambda v: v > 0)) if args.lambda_sweep \
+      else []
   return args, cfg, methods, sweep
+
+
+def _numbers(parser, flag: str, text: str, kind, valid) -> tuple:
+  try:
+    values = tuple(kind(x) for x in text.split(",") if x.strip())
+  except ValueError:
+    parser.error(f"{flag} must be comma-separated numbers, got {text!r}")
+  if not values or any(not valid(v) for v in values):
+    parser.error(f"{flag} got {text!r}, which has no value or an out-of-range one")
+  return values
+
+
+def _consumer_overrides(parser, args, cfg: Config) -> Config:
+  """The consumer protocol's budget knobs (the reference's grid × 300 epochs × 10 seeds is hours on a CPU)."""
+  changes = {}
+  if args.consumer_hidden:
+    changes["consumer_hidden"] = _numbers(parser, "--consumer-hidden", args.consumer_hidden, int, lambda v: v >= 1)
+  if args.consumer_dropout:
+    changes["consumer_dropout"] = _numbers(parser, "--consumer-dropout", args.consumer_dropout, float,
+                                           lambda v: 0.0 <= v < 1.0)
+  for name in ("consumer_seeds", "consumer_epochs"):
+    value = getattr(args, name)
+    if value is not None:
+      if value < 1:
+        parser.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+      changes[name] = value
+  return dataclasses.replace(cfg, **changes)
 
 
 def main(argv=None) -> int:

@@ -204,21 +204,55 @@ def single_step_error(z_new: jax.Array, z_prev: jax.Array, w: jax.Array, num_use
   return 0.5 * (jnp.mean(sq[:num_users]) + jnp.mean(sq[num_users:]))
 
 
+class NodeWeights(NamedTuple):
+  """A batch's rows folded into distinct nodes: ``node`` [R] with multiplicity ``count`` [R] (0 on padding)."""
+  node: jax.Array
+  count: jax.Array
+
+
+def fold_batch(batch: Batch, num_nodes: int) -> NodeWeights:
+  """The post-hoc loss only reads fixed embeddings, so a node drawn c times in a batch is one row of weight c.
+
+  ``R = min(num_nodes, 3B)`` keeps the shape fixed: every node when the graph is small (fewer rows than the batch's
+  3B), otherwise the batch's distinct nodes padded with count 0.
+  """
+  mask = np.asarray(batch.mask)
+  rows = np.concatenate([np.asarray(r)[mask] for r in (batch.user, batch.pos, batch.neg)])
+  size = min(num_nodes, 3 * len(mask))
+  if size == num_nodes:
+    return NodeWeights(jnp.arange(num_nodes, dtype=jnp.int32),
+                       jnp.asarray(np.bincount(rows, minlength=num_nodes), jnp.float32))
+  node, count = np.unique(rows, return_counts=True)
+  pad = size - len(node)
+  return NodeWeights(jnp.asarray(np.concatenate([node, np.zeros(pad, node.dtype)]), jnp.int32),
+                     jnp.asarray(np.concatenate([count, np.zeros(pad, count.dtype)]), jnp.float32))
+
+
+def posthoc_loss(kind: str, w, z_new, target: AlignTarget, fold: NodeWeights) -> jax.Array:
+  r"""The reference's post-hoc objective, the sum over the batch's users, positives and negatives of
+  :func:`alignment_loss`, evaluated once per distinct node.
+
+  Every per-row term is a quadratic form of :math:`(z_k, z_{k-1})`, so a row repeated :math:`c` times equals one
+  row scaled by :math:`\sqrt c`: with :math:`m` valid rows per group,
+  :math:`\sum_g \frac1m \sum_{r \in g} \ell_r = \frac{3}{\sum_n c_n} \sum_n \ell(\sqrt{c_n} z_n)`.
+  """
+  scale = jnp.sqrt(fold.count)[:, None]
+  rows = fold.node
+  per_row_mean = alignment_loss(kind, scale * z_new[rows], scale * target.z_prev[rows], w, target.history, None)
+  return 3.0 * per_row_mean * rows.shape[0] / jnp.maximum(jnp.sum(fold.count), 1.0)
+
+
 @functools.lru_cache(maxsize=None)
 def make_posthoc_step(kind: str, learning_rate: float) -> Callable:
   """Jitted ``step(state, inputs, rng) -> (state, metrics)`` for B_k alone on fixed embeddings
-  (``inputs`` = (z_new [N, d_k], target: AlignTarget, batch: Batch)); ``state`` = (W_k, opt_state) is donated."""
+  (``inputs`` = (z_new [N, d_k], target: AlignTarget, fold: NodeWeights)); ``state`` = (W_k, opt_state) is donated."""
   optimizer = adam(learning_rate)
-
-  def loss_fn(w, z_new, target: AlignTarget, b: Batch):
-    return sum(alignment_loss(kind, z_new[rows], target.z_prev[rows], w, target.history, b.mask)
-               for rows in (b.user, b.pos, b.neg))
 
   @functools.partial(jax.jit, donate_argnums=(0,))
   def step(state, inputs, rng):
     del rng
     w, opt_state = state
-    loss, grad = jax.value_and_grad(loss_fn)(w, *inputs)
+    loss, grad = jax.value_and_grad(functools.partial(posthoc_loss, kind))(w, *inputs)
     updates, opt_state = optimizer.update(grad, opt_state, w)
     return (optax.apply_updates(w, updates), opt_state), {"align": loss}
 
@@ -242,7 +276,7 @@ def train_posthoc(vd: VersionData, z_new: np.ndarray, target: AlignTarget, kind:
   best, best_err = None, np.inf
   for epoch in range(1, cfg.posthoc_epochs + 1):
     for batch in sampler.epoch(rng):
-      state, metrics = step(state, (z_new, target, batch), None)
+      state, metrics = step(state, (z_new, target, fold_batch(batch, len(z_new))), None)
     if epoch in eval_epochs:
       err = float(single_step_error(z_new, target.z_prev, state[0], vd.split.num_users))
       if log is not None:

@@ -1,0 +1,250 @@
+"""Readers of the two public text formats of graph-classification benchmarks.
+
+* TU format (TU Dortmund collection): ``{name}_A.txt`` (1-based "i, j" node pairs), ``{name}_graph_indicator.txt``,
+  ``{name}_graph_labels.txt`` and optional ``{name}_node_labels.txt`` / ``{name}_node_attributes.txt``; read from a
+  folder or straight from the official zip (whose member names may carry a ``//``).
+* GIN/DGCNN text format: the number of graphs, then per graph a line ``n_nodes label`` followed by ``n_nodes`` lines
+  ``tag n_neighbours neighbour ids... [features...]`` with 0-based ids within the graph.
+
+Malformed lines raise ``ValueError`` naming the file and the line number.
+"""
+
+import io
+import os
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from bcjax.data._download import default_cache_dir, extract_zip, fetch
+from bcjax.data._graph_collection import GraphCollection, from_graphs
+
+TU_URL = "https://www.chrsmrrs.com/graphkerneldatasets/{name}.zip"
+
+
+class _Source:
+  """Text files of one dataset, in a folder or a zip archive."""
+
+  def __init__(self, root: Path):
+    self.root = root
+    self.zip = zipfile.ZipFile(root) if root.is_file() else None
+    self.members = {}
+    if self.zip is not None:
+      for member in self.zip.namelist():
+        self.members.setdefault(member.replace("\\", "/").rsplit("/", 1)[-1], member)
+
+  def has(self, filename: str) -> bool:
+    return filename in self.members if self.zip is not None else (self.root / filename).is_file()
+
+  def name(self, filename: str) -> str:
+    return f"{self.root}:{self.members[filename]}" if self.zip is not None else str(self.root / filename)
+
+  def lines(self, filename: str) -> Iterator[tuple[int, str]]:
+    """(1-based line number, stripped line) of the non-empty lines."""
+    if not self.has(filename):
+      raise FileNotFoundError(f"{self.root}: no file {filename!r}")
+    if self.zip is not None:
+      handle = io.TextIOWrapper(self.zip.open(self.members[filename]), encoding="utf-8")
+    else:
+      handle = open(self.root / filename, encoding="utf-8")
+    with handle:
+      for lineno, line in enumerate(handle, start=1):
+        line = line.strip()
+        if line:
+          yield lineno, line
+
+
+def _fail(source: _Source, filename: str, lineno: int, what: str, line: str):
+  raise ValueError(f"{source.name(filename)}, line {lineno}: {what}: {line[:120]!r}")
+
+
+def _numbers(source: _Source, filename: str, kind, width: int | None = None) -> tuple[np.ndarray, list[int]]:
+  """Rows of comma/space-separated numbers, [n, width]; also returns their line numbers."""
+  rows, linenos = [], []
+  for lineno, line in source.lines(filename):
+    fields = [f for f in line.replace(",", " ").split()]
+    try:
+      values = [kind(f) for f in fields]
+    except ValueError:
+      _fail(source, filename, lineno, f"expected {kind.__name__} values", line)
+    if kind is float and not np.all(np.isfinite(values)):
+      _fail(source, filename, lineno, "non-finite value", line)
+    width = len(values) if width is None else width
+    if len(values) != width:
+      _fail(source, filename, lineno, f"expected {width} values, got {len(values)}", line)
+    rows.append(values)
+    linenos.append(lineno)
+  return np.array(rows, dtype=np.float64 if kind is float else np.int64).reshape(len(rows), width or 0), linenos
+
+
+def _one_hot_columns(labels: np.ndarray) -> np.ndarray:
+  """One-hot of every label column (values re-indexed by sorted unique value), concatenated."""
+  blocks = []
+  for column in labels.T:
+    values, codes = np.unique(column, return_inverse=True)
+    blocks.append(np.eye(len(values), dtype=np.float32)[codes])
+  return np.concatenate(blocks, axis=1) if blocks else np.zeros((len(labels), 0), np.float32)
+
+
+def read_tu(path: str | os.PathLike, name: str | None = None, *, use_node_attributes: bool = True) -> GraphCollection:
+  """Reads a TU-format dataset from a folder or zip archive.
+
+  Node features are ``[node attributes ‖ one-hot node labels]`` (PyTorch Geometric's ``TUDataset`` with
+  ``use_node_attr=True``; attributes are left out with ``use_node_attributes=False``); a dataset with neither has
+  0-wide features. Graph labels are re-indexed to 0..C−1 in sorted order (e.g. TU's 1/2 or −1/1).
+
+  Args:
+    path: the folder holding ``{name}_A.txt`` etc., or the official ``{name}.zip``.
+    name: the dataset name; defaults to the folder's or archive's stem.
+
+  Raises:
+    FileNotFoundError: a required file is missing.
+    ValueError: a malformed line (file and line number) or inconsistent files.
+  """
+  root = Path(path)
+  if not root.exists():
+    raise FileNotFoundError(f"read_tu: {root} does not exist")
+  name = name or root.stem
+  source = _Source(root)
+  indicator, _ = _numbers(source, f"{name}_graph_indicator.txt", int, 1)
+  indicator = indicator[:, 0]
+  graph_labels, _ = _numbers(source, f"{name}_graph_labels.txt", int, 1)
+  num_graphs, n = len(graph_labels), len(indicator)
+  if n == 0 or indicator.min() < 1 or indicator.max() > num_graphs or np.any(np.diff(indicator) < 0):
+    raise ValueError(f"{source.name(f'{name}_graph_indicator.txt')}: graph ids must be sorted and in 1..{num_graphs} "
+                     f"(the number of graph labels)")
+  n_node = np.bincount(indicator - 1, minlength=num_graphs)
+  if np.any(n_node == 0):
+    raise ValueError(f"{source.name(f'{name}_graph_indicator.txt')}: graph(s) "
+                     f"{(np.flatnonzero(n_node == 0) + 1)[:5].tolist()} have no nodes")
+  pairs, linenos = _numbers(source, f"{name}_A.txt", int, 2)
+  bad = np.flatnonzero((pairs < 1).any(axis=1) | (pairs > n).any(axis=1))
+  if len(bad):
+    _fail(source, f"{name}_A.txt", linenos[bad[0]], f"node id outside 1..{n}", str(pairs[bad[0]].tolist()))
+  pairs = pairs - 1
+  graph_of = indicator - 1
+  cross = np.flatnonzero(graph_of[pairs[:, 0]] != graph_of[pairs[:, 1]])
+  if len(cross):
+    _fail(source, f"{name}_A.txt", linenos[cross[0]], "edge joins nodes of two different graphs",
+          str((pairs[cross[0]] + 1).tolist()))
+  order = np.argsort(graph_of[pairs[:, 0]], kind="stable")
+  pairs = pairs[order]
+  offsets = np.concatenate([[0], np.cumsum(n_node)])
+  edge_graph = graph_of[pairs[:, 0]]
+  blocks = []
+  if use_node_attributes and source.has(f"{name}_node_attributes.txt"):
+    attributes, _ = _numbers(source, f"{name}_node_attributes.txt", float)
+    blocks.append(_check_rows(source, f"{name}_node_attributes.txt", attributes, n).astype(np.float32))
+  if source.has(f"{name}_node_labels.txt"):
+    node_labels, _ = _numbers(source, f"{name}_node_labels.txt", int)
+    blocks.append(_one_hot_columns(_check_rows(source, f"{name}_node_labels.txt", node_labels, n)))
+  features = np.concatenate(blocks, axis=1) if blocks else np.zeros((n, 0), np.float32)
+  _, labels = np.unique(graph_labels[:, 0], return_inverse=True)
+  return GraphCollection(n_node.astype(np.int64), np.bincount(edge_graph, minlength=num_graphs).astype(np.int64),
+                         pairs[:, 0] - offsets[edge_graph], pairs[:, 1] - offsets[edge_graph], features,
+                         labels.astype(np.int64))
+
+
+def _check_rows(source: _Source, filename: str, rows: np.ndarray, n: int) -> np.ndarray:
+  if len(rows) != n:
+    raise ValueError(f"{source.name(filename)}: {len(rows)} rows, but the graph indicator lists {n} nodes")
+  return rows
+
+
+def read_gin(path: str | os.PathLike, member: str | None = None) -> GraphCollection:
+  """Reads the GIN/DGCNN text format from a ``.txt`` file or a zip holding one (``member`` picks it; default: the
+  only ``.txt`` that is not a fold index).
+
+  Node features: one-hot node tags when there is more than one distinct tag, followed by any per-node feature
+  values; none when all tags are equal and no feature values are given (e.g. REDDIT-BINARY). Graph labels are
+  re-indexed to 0..C−1 in sorted order (REDDIT-BINARY's tokens 0/2 become 0/1).
+  """
+  root = Path(path)
+  if not root.exists():
+    raise FileNotFoundError(f"read_gin: {root} does not exist")
+  if root.suffix == ".zip":
+    source = _Source(root)
+    if member is None:
+      texts = [m for m in source.members if m.endswith(".txt") and "_idx" not in m]
+      if len(texts) != 1:
+        raise ValueError(f"read_gin: {root} holds {len(texts)} candidate .txt files {texts[:5]}; pass `member`")
+      member = texts[0]
+    filename = member.rsplit("/", 1)[-1]
+  else:
+    source, filename = _Source(root.parent), root.name
+  lines = source.lines(filename)
+
+  def take(what: str) -> tuple[int, list[int | float], str]:
+    try:
+      lineno, line = next(lines)
+    except StopIteration:
+      raise ValueError(f"{source.name(filename)}: the file ends early (expected {what})") from None
+    try:
+      return lineno, [float(f) if "." in f or "e" in f.lower() else int(f) for f in line.split()], line
+    except ValueError:
+      _fail(source, filename, lineno, f"non-numeric field in {what}", line)
+
+  lineno, head, line = take("the number of graphs")
+  if len(head) != 1 or not isinstance(head[0], int) or head[0] < 1:
+    _fail(source, filename, lineno, "the first line must be the number of graphs", line)
+  graphs, tags, raw_labels = [], [], []
+  for g in range(head[0]):
+    lineno, fields, line = take(f"the header of graph {g}")
+    if len(fields) != 2 or not all(isinstance(v, int) for v in fields) or fields[0] < 1:
+      _fail(source, filename, lineno, f"graph {g}: expected a header 'n_nodes label'", line)
+    n, label = fields
+    raw_labels.append(label)
+    senders, receivers, node_tags, feats = [], [], [], []
+    for v in range(n):
+      lineno, fields, line = take(f"node {v} of graph {g}")
+      if len(fields) < 2 or not all(isinstance(x, int) for x in fields[:2]) or fields[1] < 0 \
+         or len(fields) < 2 + fields[1]:
+        _fail(source, filename, lineno, f"graph {g}, node {v}: expected 'tag n_neighbours neighbours...'", line)
+      k = fields[1]
+      nbrs = fields[2:2 + k]
+      if not all(isinstance(u, int) and 0 <= u < n for u in nbrs):
+        _fail(source, filename, lineno, f"graph {g}, node {v}: neighbour id outside 0..{n - 1}", line)
+      senders.extend([v] * k)
+      receivers.extend(nbrs)
+      node_tags.append(fields[0])
+      feats.append(fields[2 + k:])
+    if len({len(f) for f in feats}) > 1:
+      raise ValueError(f"{source.name(filename)}: graph {g} has nodes with different numbers of feature values")
+    graphs.append((np.array(feats, np.float32).reshape(n, -1), np.array(senders, np.int64),
+                   np.array(receivers, np.int64)))
+    tags.append(np.array(node_tags, np.int64))
+  extra = next(lines, None)
+  if extra is not None:
+    _fail(source, filename, extra[0], f"unexpected line after the {head[0]} graphs", extra[1])
+  all_tags = np.concatenate(tags)
+  if len(np.unique(all_tags)) > 1:
+    one_hot = _one_hot_columns(all_tags[:, None])
+    offsets = np.cumsum([0] + [len(t) for t in tags])
+    graphs = [(np.concatenate([one_hot[offsets[i]:offsets[i + 1]], x], axis=1), s, r)
+              for i, (x, s, r) in enumerate(graphs)]
+  _, labels = np.unique(np.array(raw_labels), return_inverse=True)
+  return from_graphs(graphs, labels)
+
+
+def tu_dataset_path(name: str, data_dir: str | os.PathLike | None = None, *, download: bool = False) -> Path:
+  """Locates a TU dataset: ``data_dir`` itself, ``data_dir/{name}`` or ``data_dir/{name}.zip``, else the download
+  cache (fetching the official zip when ``download``).
+
+  Raises:
+    FileNotFoundError: not found and ``download`` is False (the message says where to put the files).
+    ConnectionError: ``download`` is True but the machine is offline.
+  """
+  roots = [Path(data_dir)] if data_dir is not None else []
+  cache = default_cache_dir() / "tu"
+  roots.append(cache)
+  for root in roots:
+    for candidate in (root, root / name, root / f"{name}.zip"):
+      if candidate.is_dir() and (candidate / f"{name}_A.txt").is_file():
+        return candidate
+      if candidate.is_file() and candidate.name == f"{name}.zip":
+        return candidate
+  if not download:
+    raise FileNotFoundError(f"TU dataset {name} not found in {' or '.join(map(str, roots))}; pass its folder or zip, "
+                            f"or download {TU_URL.format(name=name)} (download=True uses the cache {cache})")
+  return extract_zip(fetch(TU_URL.format(name=name), cache), cache) / name

@@ -1,0 +1,296 @@
+"""Graph-classification data for ICL: the TU and GIN readers on fixture files (folder, zip with ``//`` member
+names, malformed lines naming file and line), selection, local degree profiles and row normalisation against
+loop-based references, the growth split, padded batching, GraphCL views, and the GCN encoder against a dense float64
+NumPy forward pass."""
+
+import os
+import zipfile
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl.testing import absltest, parameterized
+from flax import nnx
+
+from bcjax.data import (AUGMENTATIONS, augment_graphs, batch_graphs, drop_nodes, from_graphs, graph_mask,
+                        growth_split, local_degree_profile, mask_attributes, node_mask, normalize_rows, pad_graphs,
+                        read_gin, read_tu, select_graphs, subgraph, tu_dataset_path)
+from bcjax.models import GCNEncoder, gcn_propagate
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("BCJAX_DATA_DIR", ROOT.parent / "shared" / "data"))
+
+# Three graphs: a triangle (nodes 1-3), a path 4-5, and a star 6-(7, 8, 9); node 10 belongs to graph 3, isolated.
+TU_FILES = {
+    "_A.txt": "1, 2\n2, 1\n2, 3\n3, 2\n1, 3\n3, 1\n4, 5\n5, 4\n6, 7\n7, 6\n6, 8\n8, 6\n6, 9\n9, 6\n",
+    "_graph_indicator.txt": "1\n1\n1\n2\n2\n3\n3\n3\n3\n3\n",
+    "_graph_labels.txt": "2\n1\n2\n",
+    "_node_labels.txt": "0\n1\n0\n2\n2\n0\n1\n1\n1\n0\n",
+    "_node_attributes.txt": "".join(f"{i}.5, {-i}.0\n" for i in range(10)),
+}
+
+
+def write_tu(folder: Path, name: str = "TOY", override: dict | None = None) -> Path:
+  folder.mkdir(parents=True, exist_ok=True)
+  for suffix, text in {**TU_FILES, **(override or {})}.items():
+    (folder / f"{name}{suffix}").write_text(text)
+  return folder
+
+
+GIN_TEXT = "2\n3 0\n0 2 1 2\n1 1 0\n0 1 0\n2 2\n0 1 1\n0 1 0\n"
+
+
+class TUReaderTest(parameterized.TestCase):
+
+  def test_folder_against_known_answers(self):
+    c = read_tu(write_tu(Path(self.create_tempdir().full_path) / "TOY"))
+    np.testing.assert_array_equal(c.n_node, [3, 2, 5])
+    np.testing.assert_array_equal(c.n_edge, [6, 2, 6])
+    np.testing.assert_array_equal(c.labels, [1, 0, 1])
+    self.assertEqual(c.node_features.shape, (10, 2 + 3))  # attributes ‖ one-hot of labels {0, 1, 2}
+    np.testing.assert_allclose(c.node_features[3], [3.5, -3.0, 0, 0, 1])
+    x, s, r = c.graph(2)
+    np.testing.assert_array_equal(s, [0, 1, 0, 2, 0, 3])
+    np.testing.assert_array_equal(r, [1, 0, 2, 0, 3, 0])
+    self.assertEqual(len(x), 5)
+    self.assertEqual(read_tu(write_tu(Path(self.create_tempdir().full_path) / "TOY"),
+                             use_node_attributes=False).node_features.shape, (10, 3))
+
+  def test_zip_with_double_slash_members(self):
+    folder = write_tu(Path(self.create_tempdir().full_path) / "src")
+    archive = Path(self.create_tempdir().full_path) / "TOY.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+      for f in folder.iterdir():
+        z.write(f, f"TOY//{f.name}")
+    c, ref = read_tu(archive), read_tu(folder, "TOY")
+    for a, b in zip(c, ref):
+      np.testing.assert_array_equal(a, b)
+    self.assertEqual(tu_dataset_path("TOY", archive.parent), archive)
+
+  @parameterized.named_parameters(
+      ("bad_number", "_A.txt", "1, 2\n2, x\n", "_A.txt, line 2"),
+      ("out_of_range", "_A.txt", "1, 2\n2, 11\n", "_A.txt, line 2"),
+      ("cross_graph", "_A.txt", "1, 2\n3, 4\n", "_A.txt, line 2"),
+      ("attribute_width", "_node_attributes.txt", "1, 2\n" * 4 + "1\n" + "1, 2\n" * 5, "_node_attributes.txt, line 5"),
+      ("non_finite", "_node_attributes.txt", "1, 2\n" * 2 + "nan, 1\n" + "1, 2\n" * 7, "line 3"),
+      ("unsorted_indicator", "_graph_indicator.txt", "1\n2\n1\n2\n2\n3\n3\n3\n3\n3\n", "sorted"),
+      ("row_count", "_node_labels.txt", "0\n1\n", "2 rows"),
+  )
+  def test_malformed_files_name_file_and_line(self, suffix, text, expected):
+    folder = write_tu(Path(self.create_tempdir().full_path) / "TOY", override={suffix: text})
+    with self.assertRaisesRegex(ValueError, expected):
+      read_tu(folder)
+
+  def test_missing_dataset_says_where(self):
+    with self.assertRaisesRegex(FileNotFoundError, "download"):
+      tu_dataset_path("NOPE", self.create_tempdir().full_path)
+
+  def test_real_proteins_statistics(self):
+    path = DATA / "tu" / "PROTEINS_full.zip"
+    if not path.exists():
+      self.skipTest("development copy of PROTEINS_full not present")
+    c = read_tu(path)
+    self.assertEqual((c.num_graphs, c.node_features.shape, int(c.n_edge.sum())), (1113, (43471, 32), 162088))
+    np.testing.assert_array_equal(np.bincount(c.labels), [663, 450])
+
+
+class GINReaderTest(parameterized.TestCase):
+
+  def test_known_answers_and_zip(self):
+    path = Path(self.create_tempdir().full_path) / "toy.txt"
+    path.write_text(GIN_TEXT)
+    c = read_gin(path)
+    np.testing.assert_array_equal(c.n_node, [3, 2])
+    np.testing.assert_array_equal(c.labels, [0, 1])
+    np.testing.assert_array_equal(c.senders, [0, 0, 1, 2, 0, 1])
+    np.testing.assert_array_equal(c.receivers, [1, 2, 0, 0, 1, 0])
+    np.testing.assert_array_equal(c.node_features, [[1, 0], [0, 1], [1, 0], [1, 0], [1, 0]])  # tags 0/1 one-hot
+    archive = path.with_suffix(".zip")
+    with zipfile.ZipFile(archive, "w") as z:
+      z.write(path, "TOY/TOY.txt")
+      z.writestr("TOY/10fold_idx/test_idx-1.txt", "0\n")
+    np.testing.assert_array_equal(read_gin(archive).senders, c.senders)
+
+  @parameterized.named_parameters(
+      ("neighbour_out_of_range", "2\n3 0\n0 2 1 5\n1 1 0\n0 1 0\n2 2\n0 1 1\n0 1 0\n", "line 3"),
+      ("bad_header", "2\n3\n0 2 1 2\n", "line 2"),
+      ("short_neighbour_list", "2\n3 0\n0 3 1 2\n1 1 0\n0 1 0\n2 2\n0 1 1\n0 1 0\n", "line 3"),
+      ("truncated", "2\n3 0\n0 2 1 2\n1 1 0\n0 1 0\n", "ends early"),
+      ("non_numeric", "2\n3 0\n0 2 1 b\n", "line 3"),
+      ("trailing", GIN_TEXT + "7 7\n", "line 9"),
+  )
+  def test_malformed(self, text, expected):
+    path = Path(self.create_tempdir().full_path) / "bad.txt"
+    path.write_text(text)
+    with self.assertRaisesRegex(ValueError, expected):
+      read_gin(path)
+
+
+def random_collection(seed: int, num_graphs: int = 6, width: int = 3):
+  rng = np.random.default_rng(seed)
+  graphs = []
+  for _ in range(num_graphs):
+    n = int(rng.integers(3, 12))
+    pairs = {(int(a), int(b)) for a, b in rng.integers(0, n, (2 * n, 2)) if a != b}
+    pairs |= {(b, a) for a, b in pairs}
+    s, r = (np.array(v, np.int64) for v in zip(*sorted(pairs))) if pairs else (np.zeros(0, np.int64),) * 2
+    graphs.append((rng.normal(size=(n, width)).astype(np.float32), s, r))
+  return from_graphs(graphs, rng.integers(0, 2, num_graphs))
+
+
+class FeatureAndSplitTest(absltest.TestCase):
+
+  def test_local_degree_profile_against_loops(self):
+    c = random_collection(0)
+    ldp = local_degree_profile(c)
+    offsets = c.node_offsets
+    for g in range(c.num_graphs):
+      _, s, r = c.graph(g)
+      n = c.n_node[g]
+      deg = np.bincount(s, minlength=n)
+      for v in range(n):
+        nbrs = deg[r[s == v]].astype(float)
+        want = [deg[v], *(([nbrs.min(), nbrs.max(), nbrs.mean(), nbrs.std()]) if len(nbrs) else [0, 0, 0, 0])]
+        np.testing.assert_allclose(ldp[offsets[g] + v], want, rtol=1e-5, atol=1e-6)
+
+  def test_normalize_rows(self):
+    x = np.array([[1.0, 3.0], [0.2, 0.3], [0.0, 0.0]])
+    np.testing.assert_allclose(normalize_rows(x), [[0.25, 0.75], [0.2, 0.3], [0.0, 0.0]], rtol=1e-6)
+
+  def test_select_graphs_round_trip(self):
+    c = random_collection(1)
+    part = select_graphs(c, [4, 1])
+    for got, g in zip(range(2), (4, 1)):
+      for a, b in zip(part.graph(got), c.graph(g)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(part.labels, c.labels[[4, 1]])
+    with self.assertRaisesRegex(ValueError, "index"):
+      select_graphs(c, [9])
+
+  def test_growth_split(self):
+    old, new = growth_split(1113, 0.3, np.random.default_rng(0))
+    self.assertEqual((len(old), len(new)), (779, 334))  # the reference's table
+    self.assertEqual(len(np.intersect1d(old, new)), 0)
+    self.assertEqual(len(growth_split(1113, 0.5, np.random.default_rng(0))[0]), 556)  # round half to even
+    for bad in (0.0, 1.0, -0.1, float("nan")):
+      with self.assertRaisesRegex(ValueError, "alpha"):
+        growth_split(10, bad, np.random.default_rng(0))
+
+
+class BatchAndViewTest(absltest.TestCase):
+
+  def test_padding_layout(self):
+    c = random_collection(2)
+    b = batch_graphs(c, [0, 3], num_graphs=4)
+    n_real = c.n_node[0] + c.n_node[3]
+    self.assertEqual(b.n_node.shape, (5,))
+    self.assertEqual(int(b.n_node.sum()), b.nodes.shape[0])
+    self.assertEqual(int(b.n_edge.sum()), b.senders.shape[0])
+    np.testing.assert_array_equal(graph_mask(b), [True, True, False, False, False])
+    self.assertEqual(int(node_mask(b).sum()), n_real)
+    pad = slice(int(c.n_edge[0] + c.n_edge[3]), None)
+    self.assertTrue(np.all(b.senders[pad] == n_real) and np.all(b.receivers[pad] == n_real))
+    with self.assertRaisesRegex(ValueError, "budgets"):
+      pad_graphs([c.graph(0)], 1, node_budget=int(c.n_node[0]))
+
+  def test_views_keep_valid_graphs(self):
+    c = random_collection(3, num_graphs=20)
+    rng = np.random.default_rng(0)
+    for kind in AUGMENTATIONS:
+      originals = [c.graph(g) for g in range(c.num_graphs)]
+      for (x, s, r), original in zip(augment_graphs(originals, rng, kind), originals):
+        if x is original[0]:
+          continue  # nothing left: the reference falls back to the original graph
+        self.assertTrue(len(s) > 0 and np.all(s != r))
+        self.assertTrue(np.all(np.isin(np.arange(len(x)), np.concatenate([s, r]))))  # no isolated node
+    with self.assertRaisesRegex(ValueError, "kind"):
+      augment_graphs([c.graph(0)], rng, "rotate")
+
+  def test_view_rules(self):
+    # a path of 20 nodes: the expanded subgraph is a connected run of > 4 nodes
+    n = 20
+    s = np.concatenate([np.arange(n - 1), np.arange(1, n)])
+    r = np.concatenate([np.arange(1, n), np.arange(n - 1)])
+    x = np.arange(n, dtype=np.float32)[:, None]
+    rng = np.random.default_rng(1)
+    sx, _, _ = subgraph((x, s, r), rng)
+    kept = np.sort(sx[:, 0])
+    self.assertGreater(len(kept), 4)
+    np.testing.assert_array_equal(np.diff(kept), 1)
+    dx, ds, _ = drop_nodes((x, s, r), rng)
+    self.assertGreaterEqual(len(dx), n - 2 * 2)  # 2 dropped nodes remove at most their own edges
+    self.assertLess(len(ds), len(s))
+    mx, _, _ = mask_attributes((x, s, r), rng)
+    self.assertEqual(int(np.sum(mx[:, 0] != x[:, 0])), 2)
+
+
+def dense_gcn_reference(x, s, r, weights, biases, mask):
+  """Float64 forward pass with a dense normalised adjacency, masked batch statistics, LeakyReLU, per-layer sums."""
+  n = len(x)
+  a = np.zeros((n, n))
+  np.add.at(a, (r, s), 1.0)
+  a += np.eye(n)
+  d = a.sum(axis=1)
+  prop = a / np.sqrt(d[:, None] * d[None, :])
+  h, pooled = x.astype(np.float64), []
+  for w, b in zip(weights, biases):
+    h = prop @ (h @ w) + b
+    mu = h[mask].mean(axis=0)
+    var = h[mask].var(axis=0)
+    h = (h - mu) / np.sqrt(var + 1e-5)
+    h = np.where(h > 0, h, 0.01 * h) * mask[:, None]
+    pooled.append(h)
+  return pooled
+
+
+class GCNEncoderTest(absltest.TestCase):
+
+  def test_forward_against_dense_numpy(self):
+    c = random_collection(4, num_graphs=5, width=4)
+    batch = batch_graphs(c, range(5), num_graphs=6)
+    model = GCNEncoder(4, hidden=8, layers=2, rngs=nnx.Rngs(0))
+    model.train()
+    z = model(batch)  # no key: no dropout
+    weights = [np.asarray(conv.linear.kernel[...], np.float64) for conv in model.convs]
+    biases = [np.asarray(conv.bias[...], np.float64) for conv in model.convs]
+    mask = np.asarray(node_mask(batch))
+    layers = dense_gcn_reference(np.asarray(batch.nodes), np.asarray(batch.senders), np.asarray(batch.receivers),
+                                 weights, biases, mask)
+    seg = np.repeat(np.arange(7), batch.n_node)
+    want = np.concatenate([np.stack([h[seg == g].sum(axis=0) for g in range(7)]) for h in layers], axis=1)
+    np.testing.assert_allclose(np.asarray(z), want, rtol=2e-4, atol=2e-4)
+    self.assertTrue(np.all(np.asarray(z)[5:] == 0.0))  # the empty graph and the padding graph
+
+  def test_padding_does_not_change_real_graphs(self):
+    c = random_collection(5, num_graphs=3)
+    model = GCNEncoder(3, hidden=4, rngs=nnx.Rngs(1))
+    model.eval()
+    small = model(batch_graphs(c, range(3)))
+    big = model(batch_graphs(c, range(3), num_graphs=8, node_budget=512, edge_budget=1024))
+    np.testing.assert_allclose(np.asarray(small)[:3], np.asarray(big)[:3], rtol=1e-5, atol=1e-5)
+
+  def test_propagation_is_symmetric_normalisation(self):
+    s, r = jnp.array([0, 1]), jnp.array([1, 0])
+    graph = batch_graphs(from_graphs([(np.eye(2, dtype=np.float32), np.array([0, 1]), np.array([1, 0]))], [0]),
+                         [0])
+    out = gcn_propagate(graph._replace(nodes=None), jnp.asarray(graph.nodes))
+    np.testing.assert_allclose(np.asarray(out)[:2], [[0.5, 0.5], [0.5, 0.5]], rtol=1e-6)
+    del s, r
+
+  def test_dropout_needs_a_key_and_jit_matches(self):
+    c = random_collection(6, num_graphs=4)
+    batch = batch_graphs(c, range(4))
+    model = GCNEncoder(3, rngs=nnx.Rngs(2))
+    model.train()
+    graphdef, state = nnx.split(model)
+
+    def run(state, key):
+      return nnx.merge(graphdef, state, copy=True)(batch, key)
+    eager, jitted = run(state, jax.random.key(0)), jax.jit(run)(state, jax.random.key(0))
+    np.testing.assert_allclose(np.asarray(eager), np.asarray(jitted), rtol=1e-5, atol=1e-5)
+    self.assertFalse(np.allclose(np.asarray(run(state, jax.random.key(0))), np.asarray(run(state, None))))
+
+
+if __name__ == "__main__":
+  absltest.main()
