@@ -55,6 +55,17 @@ from bcjax.models import GraphSAGE
 from bcjax.models import SAGEConv
 from bcjax.models import Tower
 from bcjax.models import TwoTower
+from bcjax.contrastive import DDPG
+from bcjax.contrastive import INNER_RULES
+from bcjax.contrastive import AgentConfig
+from bcjax.contrastive import DDPGState
+from bcjax.contrastive import LearningRateAgent
+from bcjax.contrastive import MetaGradient
+from bcjax.contrastive import ReplayBuffer
+from bcjax.contrastive import Transitions
+from bcjax.contrastive import first_order_meta_gradient
+from bcjax.contrastive import inner_step_count
+from bcjax.contrastive import sgd_step
 from bcjax.contrastive import change_ratio
 from bcjax.contrastive import icl_objective
 from bcjax.contrastive import info_nce

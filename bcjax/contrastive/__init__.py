@@ -1,6 +1,18 @@
-"""Incremental contrastive learning (ICL): InfoNCE, the change ratio, NCE-II and the ICL objective."""
+"""Incremental contrastive learning (ICL): InfoNCE, the change ratio, NCE-II and the ICL objective; first-order
+meta-optimisation; learning-rate learning with DDPG."""
 
 from bcjax.contrastive._losses import change_ratio
+from bcjax.contrastive._lr_agent import DDPG
+from bcjax.contrastive._lr_agent import AgentConfig
+from bcjax.contrastive._lr_agent import DDPGState
+from bcjax.contrastive._lr_agent import LearningRateAgent
+from bcjax.contrastive._lr_agent import ReplayBuffer
+from bcjax.contrastive._lr_agent import Transitions
+from bcjax.contrastive._meta import INNER_RULES
+from bcjax.contrastive._meta import MetaGradient
+from bcjax.contrastive._meta import first_order_meta_gradient
+from bcjax.contrastive._meta import inner_step_count
+from bcjax.contrastive._meta import sgd_step
 from bcjax.contrastive._losses import icl_objective
 from bcjax.contrastive._losses import info_nce
 from bcjax.contrastive._losses import log_change_ratio
@@ -12,9 +24,19 @@ from bcjax.contrastive._losses import new_negative_mask
 from bcjax.contrastive._losses import old_negative_count
 
 __all__ = (
+    "AgentConfig",
+    "DDPG",
+    "DDPGState",
+    "INNER_RULES",
+    "LearningRateAgent",
+    "MetaGradient",
+    "ReplayBuffer",
+    "Transitions",
     "change_ratio",
+    "first_order_meta_gradient",
     "icl_objective",
     "info_nce",
+    "inner_step_count",
     "log_change_ratio",
     "log_similarity",
     "mixed_info_nce",
@@ -22,4 +44,5 @@ __all__ = (
     "nce_ii_from_log_ratio",
     "new_negative_mask",
     "old_negative_count",
+    "sgd_step",
 )
