@@ -1,0 +1,118 @@
+"""Graph data of the ICL experiment: datasets with the reference's node features, shuffled loaders, the cycling
+"other split" iterators, and padded batches of (anchor, positive) views.
+
+Views (the reference, graph mode): the anchor is the unaugmented graph, the positive one GraphCL view, with one
+augmentation type drawn per mini-batch; negatives taken from the other split are unaugmented graphs.
+"""
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import jraph
+import numpy as np
+
+from bcjax.data import (GraphCollection, augment_graphs, bucket, from_graphs, graph_mask, local_degree_profile, normalize_rows,
+                        pad_graphs, read_gin, read_tu, tu_dataset_path, with_features)
+
+GRAPH_DATASETS = ("proteins", "proteins-full", "reddit-binary", "synthetic-graphs")
+
+
+def synthetic_graphs(num_graphs: int = 300, seed: int = 0) -> GraphCollection:
+  """Two classes of random graphs that a contrastive encoder can tell apart without labels: sparse near-trees vs
+  denser community graphs (10–40 nodes), with 4-d noisy degree-related features; the embedded offline default."""
+  rng = np.random.default_rng(seed)
+  graphs, labels = [], rng.integers(0, 2, num_graphs)
+  for label in labels:
+    n = int(rng.integers(10, 41))
+    if label == 0:  # a random tree plus a few chords
+      parents = [int(rng.integers(v)) for v in range(1, n)]
+      pairs = {(v, p) for v, p in zip(range(1, n), parents)}
+      pairs |= {tuple(rng.choice(n, 2, replace=False)) for _ in range(n // 10)}
+    else:  # two dense communities joined by one edge
+      half = n // 2
+      pairs = {(a, b) for a in range(n) for b in range(a + 1, n)
+               if (a < half) == (b < half) and rng.uniform() < 0.35}
+      pairs.add((0, n - 1))
+    pairs = {(int(a), int(b)) for a, b in pairs if a != b}
+    pairs |= {(b, a) for a, b in pairs}
+    s, r = (np.array(v, np.int64) for v in zip(*sorted(pairs)))
+    deg = np.bincount(s, minlength=n).astype(np.float32)
+    x = np.stack([deg, np.sqrt(deg), rng.normal(size=n), np.ones(n)], axis=1).astype(np.float32)
+    graphs.append((np.abs(x), s, r))
+  return from_graphs(graphs, labels)
+
+
+def load_graphs(name: str, data_dir: str | None = None, *, download: bool = False, seed: int = 0) -> GraphCollection:
+  """The dataset with the reference's features: PROTEINS(_full) attributes ‖ one-hot labels, REDDIT-BINARY local
+  degree profiles (from the GIN-format zip or a TU folder), each row-normalised; ``synthetic-graphs`` as is."""
+  if name == "synthetic-graphs":
+    return synthetic_graphs(seed=seed)
+  if name in ("proteins", "proteins-full"):
+    tu = "PROTEINS" if name == "proteins" else "PROTEINS_full"
+    c = read_tu(tu_dataset_path(tu, data_dir, download=download), tu)
+    return with_features(c, normalize_rows(c.node_features))
+  if name == "reddit-binary":
+    gin = sorted(Path(data_dir).glob("REDDIT-BINARY*gin*.zip")) if data_dir is not None else []
+    c = read_gin(gin[0]) if gin else read_tu(tu_dataset_path("REDDIT-BINARY", data_dir, download=download),
+                                             "REDDIT-BINARY")
+    return with_features(c, normalize_rows(local_degree_profile(c)))
+  raise ValueError(f"unknown dataset {name!r}; choose from {GRAPH_DATASETS}")
+
+
+class Views(NamedTuple):
+  """A padded batch of anchors and positives (same graph order) and the mask of its real graphs."""
+  anchor: jraph.GraphsTuple
+  positive: jraph.GraphsTuple
+  mask: np.ndarray
+
+
+class Negatives(NamedTuple):
+  graphs: jraph.GraphsTuple
+  mask: np.ndarray
+
+
+def shuffled_batches(num: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+  """One epoch of shuffled index batches, the last one partial (the reference keeps it)."""
+  perm = rng.permutation(num)
+  return [perm[i:i + batch_size] for i in range(0, num, batch_size)]
+
+
+class Cycle:
+  """A persistent iterator over ``indices`` in batches of ``size``, reshuffled at every pass; the batch at the end
+  of a pass may be short (the reference's cycling loaders)."""
+
+  def __init__(self, indices: np.ndarray, size: int, rng: np.random.Generator):
+    self.indices, self.size, self.rng = np.asarray(indices), size, rng
+    self._it: Iterator = iter(())
+
+  def next(self) -> np.ndarray:
+    if self.size == 0:
+      return self.indices[:0]
+    batch = next(self._it, None)
+    if batch is None:
+      self._it = iter(shuffled_batches(len(self.indices), self.size, self.rng))
+      batch = next(self._it)
+    return self.indices[batch]
+
+
+def views(c: GraphCollection, index: np.ndarray, batch_size: int, rng: np.random.Generator,
+          extra: np.ndarray | None = None, extra_graphs: int = 0) -> tuple[Views, Negatives | None]:
+  """Anchor/positive views of graphs ``index`` and, with ``extra``, unaugmented negatives ``extra`` padded to
+  ``extra_graphs`` graphs (at least one slot, all masked when ``extra`` is empty). All padded to one common node and
+  edge budget, so a step's jitted function sees few distinct shapes."""
+  graphs = [c.graph(i) for i in index]
+  positives = augment_graphs(graphs, rng)
+  others = None if extra is None else ([c.graph(i) for i in extra] or [c.graph(0)])
+  sets = [graphs, positives] + ([others] if others is not None else [])
+  node_budget = bucket(max(sum(len(x) for x, _, _ in g) for g in sets))
+  edge_budget = bucket(max(sum(len(s) for _, s, _ in g) for g in sets))
+  anchor = pad_graphs(graphs, batch_size, node_budget=node_budget, edge_budget=edge_budget)
+  positive = pad_graphs(positives, batch_size, node_budget=node_budget, edge_budget=edge_budget)
+  out = Views(anchor, positive, np.asarray(graph_mask(anchor)))
+  if others is None:
+    return out, None
+  slots = max(extra_graphs, 1)
+  g = pad_graphs(others, slots, node_budget=node_budget, edge_budget=edge_budget)
+  mask = np.asarray(graph_mask(g)) if len(extra) else np.zeros(slots + 1, bool)
+  return out, Negatives(g, mask)
