@@ -3,6 +3,7 @@ reference's negative counts, every method reaching a finite loss, the learned-ra
 into the encoder (the reference's RL scripts never do), and the convergence rule."""
 
 import dataclasses
+from types import SimpleNamespace
 
 import jax
 import numpy as np
@@ -61,10 +62,8 @@ class MethodsTest(absltest.TestCase):
   def test_convergence_keeps_the_best_epoch_and_stops_on_patience(self):
     _, ctx, enc = setup()
 
-    class FakeTrainer:  # converge only reads these
-      params, stats, enc = enc.params, enc.stats, enc
-      timer = type("Timer", (), {"compile_seconds": 0.0})()
-    trainer = FakeTrainer()
+    # converge only reads these attributes of a trainer
+    trainer = SimpleNamespace(params=enc.params, stats=enc.stats, enc=enc, timer=SimpleNamespace(compile_seconds=0.0))
     losses = iter([3.0, 2.0, 2.0, 2.5, 2.6, 1.0])
     run = converge(trainer, lambda: next(losses), patience=2, max_epochs=10, name="fake")
     self.assertEqual(run.epochs, 3)  # ties count as improvements (<= best), 1-based
