@@ -15,7 +15,7 @@ import numpy as np
 from bcjax.data import (GraphCollection, augment_graphs, bucket, from_graphs, graph_mask, local_degree_profile, normalize_rows,
                         pad_graphs, read_gin, read_tu, tu_dataset_path, with_features)
 
-GRAPH_DATASETS = ("proteins", "proteins-full", "reddit-binary", "synthetic-graphs")
+DATASETS = ("proteins", "proteins-full", "reddit-binary", "synthetic-graphs")
 
 
 def synthetic_graphs(num_graphs: int = 300, seed: int = 0) -> GraphCollection:
@@ -57,7 +57,7 @@ def load_graphs(name: str, data_dir: str | None = None, *, download: bool = Fals
     c = read_gin(gin[0]) if gin else read_tu(tu_dataset_path("REDDIT-BINARY", data_dir, download=download),
                                              "REDDIT-BINARY")
     return with_features(c, normalize_rows(local_degree_profile(c)))
-  raise ValueError(f"unknown dataset {name!r}; choose from {GRAPH_DATASETS}")
+  raise ValueError(f"unknown dataset {name!r}; choose from {DATASETS}")
 
 
 class Views(NamedTuple):

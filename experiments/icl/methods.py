@@ -86,13 +86,14 @@ class _Trainer:
     return batch if extra is None else (batch, others)
 
 
-def _nce_i_epoch(t: _Trainer, indices: np.ndarray, kind: str = "nce-i", extra=None) -> float:
+def _nce_i_epoch(t: _Trainer, indices: np.ndarray, teacher: Encoder | None = None) -> float:
+  """NCE-I over ``indices`` with Adam; with a frozen ``teacher`` the distillation term is added."""
   losses = []
   for index in shuffled_batches(len(indices), t.cfg.batch_size, t.rng):
     batch = t.views(indices[index])
-    if kind == "distill":
-      old = embed_fn(extra[0].eval_def)
-      batch = (batch, t.timer.call(old, extra[0].params, extra[0].stats, batch.anchor))
+    if teacher is not None:
+      old = embed_fn(teacher.eval_def)
+      batch = (batch, t.timer.call(old, teacher.params, teacher.stats, batch.anchor))
       loss, grads = t.grad("distill", batch, t.cfg.distill_weight)
     else:
       loss, grads = t.grad("nce-i", batch)
@@ -104,7 +105,7 @@ def _nce_i_epoch(t: _Trainer, indices: np.ndarray, kind: str = "nce-i", extra=No
 class _Incremental:
   """The cycling negative iterators and agents of the NCE-II based methods."""
 
-  def __init__(self, t: _Trainer, ctx: Context, initial_loss: float, key: jax.Array):
+  def __init__(self, t: _Trainer, ctx: Context, initial_loss: float, key: jax.Array, learned: bool):
     b = ctx.cfg.batch_size
     self.old_num = old_negative_count(ctx.alpha, b)
     self.new_num = b - 1 - self.old_num
@@ -113,10 +114,12 @@ class _Incremental:
     self.support_cycle = Cycle(ctx.old, b, t.rng)
     old_batches, new_batches = math.ceil(len(ctx.old) / b), math.ceil(len(ctx.new) / b)
     self.n_inner = inner_step_count(ctx.alpha, ctx.cfg.inner_rule, old_batches=old_batches, new_batches=new_batches)
-    k_s, k_q = jax.random.split(key)
-    agent = AgentConfig(actor_hidden=ctx.cfg.agent_hidden, actor_layer_norm=ctx.cfg.agent_layer_norm)
-    self.agent_s = LearningRateAgent(agent, k_s, initial_loss)
-    self.agent_q = LearningRateAgent(agent, k_q, initial_loss)
+    self.agent_s = self.agent_q = None
+    if learned:
+      k_s, k_q = jax.random.split(key)
+      agent = AgentConfig(actor_hidden=ctx.cfg.agent_hidden, actor_layer_norm=ctx.cfg.agent_layer_norm)
+      self.agent_s = LearningRateAgent(agent, k_s, initial_loss)
+      self.agent_q = LearningRateAgent(agent, k_q, initial_loss)
 
   def support(self, t: _Trainer, index, params=None):
     batch = t.views(index, self.new_cycle.next(), t.cfg.batch_size - 1)
@@ -170,7 +173,9 @@ def train_method(method: str, ctx: Context, pretrained: Encoder, fresh: Encoder,
   cfg = ctx.cfg
   k_train, k_agents = jax.random.split(key)
   t = _Trainer(ctx, fresh if method == "retrain" else pretrained, k_train, seed)
-  inc = _Incremental(t, ctx, initial_loss, k_agents) if method in ("nce2-only", "meta", "lrl", "icl") else None
+  inc = None
+  if method in ("nce2-only", "meta", "lrl", "icl"):
+    inc = _Incremental(t, ctx, initial_loss, k_agents, learned=method in ("lrl", "icl"))
   replay = None
   if method == "replay":
     kept = t.rng.choice(ctx.old, min(len(ctx.new), len(ctx.old)), replace=False)
@@ -185,7 +190,7 @@ def train_method(method: str, ctx: Context, pretrained: Encoder, fresh: Encoder,
     if method == "replay":
       return _nce_i_epoch(t, replay)
     if method == "distill":
-      return _nce_i_epoch(t, ctx.new, "distill", (pretrained,))
+      return _nce_i_epoch(t, ctx.new, teacher=pretrained)
     if method in ("nce2-only", "lrl"):
       return _two_phase_epoch(t, inc, learned=method == "lrl")
     return _meta_epoch(t, inc, learned=method == "icl")

@@ -13,7 +13,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from bcjax.contrastive import info_nce, mixed_info_nce, nce_ii
+from bcjax.contrastive import info_nce, mixed_info_nce, nce_ii, sgd_step
 from bcjax.models import GCNEncoder
 
 KINDS = ("nce-i", "nce-ii", "mixed", "distill")
@@ -112,9 +112,7 @@ def adam_update(learning_rate: float, weight_decay: float):
   return optimizer, update
 
 
-@functools.partial(jax.jit, donate_argnums=(0,))
-def sgd_update(params, grads, learning_rate):
-  return jax.tree.map(lambda p, g: p - learning_rate * g, params, grads)
+sgd_update = jax.jit(sgd_step, donate_argnums=(0,))
 
 
 @functools.lru_cache(maxsize=None)
