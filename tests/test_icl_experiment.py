@@ -11,17 +11,18 @@ from absl.testing import absltest
 
 from bcjax.data import growth_split
 from experiments.icl.configs import PRESETS
-from experiments.icl.data import Cycle, load_graphs, views
+from experiments.icl.data import Cycle, GraphData, graph_views, load_graphs
 from experiments.icl.methods import METHODS, Context, converge, pretrain, train_method
-from experiments.icl.train import new_encoder
+from experiments.icl.train import split_encoder
 
 
 def setup(alpha=0.3):
   c = load_graphs("synthetic-graphs", seed=0)
   cfg = dataclasses.replace(PRESETS["test"], max_epochs=2)
   old, new = growth_split(c.num_graphs, alpha, np.random.default_rng(0))
-  enc = new_encoder(c.node_features.shape[1], cfg.hidden, cfg.layers, cfg.dropout, jax.random.key(0))
-  return c, Context(c, old, new, alpha, cfg), enc
+  data = GraphData(c)
+  enc = split_encoder(data.new_model(cfg, jax.random.key(0)))
+  return c, Context(data, old, new, alpha, cfg), enc
 
 
 class ViewsTest(absltest.TestCase):
@@ -29,12 +30,12 @@ class ViewsTest(absltest.TestCase):
   def test_common_budget_and_masks(self):
     c, ctx, _ = setup()
     rng = np.random.default_rng(0)
-    batch, others = views(c, ctx.old[:5], 8, rng, ctx.new[:3], 7)
+    batch, others = graph_views(c, ctx.old[:5], 8, rng, ctx.new[:3], 7)
     self.assertEqual(batch.anchor.nodes.shape, batch.positive.nodes.shape)
     self.assertEqual(others.graphs.nodes.shape, batch.anchor.nodes.shape)
     np.testing.assert_array_equal(batch.mask, np.arange(9) < 5)
     np.testing.assert_array_equal(others.mask, np.arange(8) < 3)
-    _, empty = views(c, ctx.old[:5], 8, rng, ctx.new[:0], 0)  # old_num = 0: one masked slot
+    _, empty = graph_views(c, ctx.old[:5], 8, rng, ctx.new[:0], 0)  # old_num = 0: one masked slot
     self.assertFalse(empty.mask.any())
 
   def test_cycle_reshuffles_and_covers(self):

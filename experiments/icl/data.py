@@ -11,9 +11,11 @@ from typing import NamedTuple
 
 import jraph
 import numpy as np
+from flax import nnx
 
 from bcjax.data import (GraphCollection, augment_graphs, bucket, from_graphs, graph_mask, local_degree_profile, normalize_rows,
                         pad_graphs, read_gin, read_tu, tu_dataset_path, with_features)
+from bcjax.models import GCNEncoder
 
 DATASETS = ("proteins", "proteins-full", "reddit-binary", "synthetic-graphs")
 
@@ -96,7 +98,7 @@ class Cycle:
     return self.indices[batch]
 
 
-def views(c: GraphCollection, index: np.ndarray, batch_size: int, rng: np.random.Generator,
+def graph_views(c: GraphCollection, index: np.ndarray, batch_size: int, rng: np.random.Generator,
           extra: np.ndarray | None = None, extra_graphs: int = 0) -> tuple[Views, Negatives | None]:
   """Anchor/positive views of graphs ``index`` and, with ``extra``, unaugmented negatives ``extra`` padded to
   ``extra_graphs`` graphs (at least one slot, all masked when ``extra`` is empty). All padded to one common node and
@@ -116,3 +118,27 @@ def views(c: GraphCollection, index: np.ndarray, batch_size: int, rng: np.random
   g = pad_graphs(others, slots, node_budget=node_budget, edge_budget=edge_budget)
   mask = np.asarray(graph_mask(g)) if len(extra) else np.zeros(slots + 1, bool)
   return out, Negatives(g, mask)
+
+
+class GraphData:
+  """A graph dataset as the ICL methods see it: training views, raw batches for evaluation and a fresh GCN."""
+
+  kind = "graphs"
+
+  def __init__(self, collection: GraphCollection):
+    self.collection = collection
+    self.labels = np.asarray(collection.labels)
+    self.num = collection.num_graphs
+
+  def views(self, index, batch_size: int, rng: np.random.Generator, extra=None, extra_n: int = 0):
+    return graph_views(self.collection, index, batch_size, rng, extra, extra_n)
+
+  def raw_batches(self, index: np.ndarray, size: int = 128) -> Iterator[tuple[jraph.GraphsTuple, int]]:
+    """Unaugmented graphs ``index`` in padded batches of ``size`` (node budgets bucketed, so few shapes compile)."""
+    for start in range(0, len(index), size):
+      chunk = [self.collection.graph(i) for i in index[start:start + size]]
+      yield pad_graphs(chunk, size), len(chunk)
+
+  def new_model(self, cfg, key):
+    return GCNEncoder(self.collection.node_features.shape[1], cfg.hidden, cfg.layers, cfg.dropout,
+                      rngs=nnx.Rngs(params=key))

@@ -27,9 +27,8 @@ import jax
 import numpy as np
 
 from bcjax.contrastive import AgentConfig, LearningRateAgent, inner_step_count, old_negative_count
-from bcjax.data import GraphCollection
 from experiments.icl.configs import Config
-from experiments.icl.data import Cycle, shuffled_batches, views
+from experiments.icl.data import Cycle, shuffled_batches
 from experiments.icl.train import (Encoder, Timer, adam_update, copy_tree, embed_fn, grad_fn, sgd_update,
                                    to_host)
 
@@ -46,7 +45,7 @@ class Run(NamedTuple):
 
 
 class Context(NamedTuple):
-  collection: GraphCollection
+  data: object  # GraphData or ImageData: .views, .raw_batches, .labels, .num, .new_model
   old: np.ndarray
   new: np.ndarray
   alpha: float
@@ -82,7 +81,7 @@ class _Trainer:
     return self.timer.call(sgd_update, self.params if params is None else params, grads, np.float32(lr))
 
   def views(self, index, extra=None, extra_graphs: int = 0):
-    batch, others = views(self.ctx.collection, index, self.cfg.batch_size, self.rng, extra, extra_graphs)
+    batch, others = self.ctx.data.views(index, self.cfg.batch_size, self.rng, extra, extra_graphs)
     return batch if extra is None else (batch, others)
 
 

@@ -14,7 +14,6 @@ import optax
 from flax import nnx
 
 from bcjax.contrastive import info_nce, mixed_info_nce, nce_ii, sgd_step
-from bcjax.models import GCNEncoder
 
 KINDS = ("nce-i", "nce-ii", "mixed", "distill")
 
@@ -26,8 +25,8 @@ class Encoder(NamedTuple):
   stats: nnx.State
 
 
-def new_encoder(in_features: int, hidden: int, layers: int, dropout: float, key: jax.Array) -> Encoder:
-  model = GCNEncoder(in_features, hidden, layers, dropout, rngs=nnx.Rngs(params=key))
+def split_encoder(model: nnx.Module) -> Encoder:
+  """The train- and eval-mode graph definitions of ``model`` and its parameters and batch statistics."""
   model.train()
   train_def, params, stats = nnx.split(model, nnx.Param, nnx.BatchStat)
   model.eval()

@@ -1,0 +1,164 @@
+"""Command line of the ICL experiment (Tables 3–4, Figs. 2–3 as numbers, Fig. 5 and, with --alpha-sweep, Fig. 4).
+
+  python -m experiments.icl --preset quick                                       # embedded synthetic graphs
+  python -m experiments.icl --dataset proteins-full --data-dir DIR --alpha-sweep 0.3,0.5,0.7 --preset quick
+  python -m experiments.icl --dataset mnist-2 --data-dir mnist/ --preset paper --runs 5
+"""
+
+import argparse
+import dataclasses
+import datetime
+import sys
+import time
+
+import jax
+import numpy as np
+from tqdm.auto import tqdm
+
+from bcjax.data import growth_split
+from experiments import common
+from experiments.icl import report
+from experiments.icl.configs import PRESETS
+from experiments.icl.datasets import DATASETS, load_dataset
+from experiments.icl.evaluate import accuracies
+from experiments.icl.methods import METHODS, Context, pretrain, train_method
+from experiments.icl.train import split_encoder
+
+
+def parse_args(argv):
+  parser = argparse.ArgumentParser(
+      prog="python -m experiments.icl",
+      description="Incremental contrastive learning: pre-train on the old data X, then grow it by ΔX (growth ratio "
+                  "α = |ΔX| / |X ∪ ΔX|) and train each method until convergence; speed-ups vs retraining, SVM "
+                  "accuracy on all/old/new data. Writes config.json, metrics.jsonl, results.json, table.md, "
+                  "figure5.png (and figure4.png with --alpha-sweep).")
+  parser.add_argument("--dataset", default="synthetic-graphs", choices=DATASETS)
+  parser.add_argument("--data-dir", help="folder with the dataset's files (TU folder/zip, GIN zip, MNIST idx)")
+  parser.add_argument("--download", action="store_true", help="download missing public files into the cache")
+  parser.add_argument("--alpha", type=float, default=0.3, help="growth ratio α in (0, 1) (default 0.3)")
+  parser.add_argument("--alpha-sweep", help="comma-separated α values, e.g. 0.1,0.3,0.5,0.7,0.9 (Fig. 4)")
+  parser.add_argument("--methods", help=f"comma-separated subset of {','.join(METHODS)} (retrain always runs: the "
+                                        f"speed-ups are relative to it)")
+  parser.add_argument("--preset", choices=sorted(PRESETS), default="quick",
+                      help="quick: minutes on CPU; paper: the paper's protocol; test: seconds")
+  parser.add_argument("--out", help="new or empty output directory (default: runs/icl-<time>)")
+  parser.add_argument("--patience", type=int, help="epochs without a new loss minimum before stopping "
+                                                   "(paper 50, reference code 20)")
+  parser.add_argument("--max-epochs", type=int, help="override the preset's epoch cap")
+  parser.add_argument("--runs", type=int, help="independent runs averaged (paper 5)")
+  parser.add_argument("--learning-rate", type=float, help="Adam learning rate (paper: searched in 1e-3..1e-5)")
+  parser.add_argument("--inner-rule", choices=("paper", "batch-ratio"),
+                      help="meta inner steps: max(ceil((1-α)/α), 1) (paper) or the code's batch ratio")
+  parser.add_argument("--meta-outer", choices=("adam", "sgd"), help="ICL w/o LRL's outer step: Adam (the code) "
+                                                                    "or SGD with lr_q (eq. 12)")
+  parser.add_argument("--agent-hidden", type=int, help="LSTM width of the DDPG actors (paper 20, code 10)")
+  parser.add_argument("--agent-layer-norm", action="store_true",
+                      help="reproduce the reference actor's size-1 LayerNorm (makes the learned rate constant)")
+  parser.add_argument("--seed", type=int, help="PRNG seed of splits, models, views and SVM folds (default 0)")
+  parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+  args = parser.parse_args(argv)
+  cfg = PRESETS[args.preset]
+  changes = {name: getattr(args, name) for name in ("patience", "max_epochs", "runs", "learning_rate", "inner_rule",
+                                                    "meta_outer", "agent_hidden", "seed")
+             if getattr(args, name) is not None}
+  for name in ("patience", "max_epochs", "runs", "agent_hidden"):
+    if name in changes and changes[name] < 1:
+      parser.error(f"--{name.replace('_', '-')} must be >= 1, got {changes[name]}")
+  if "learning_rate" in changes and not changes["learning_rate"] > 0:
+    parser.error(f"--learning-rate must be > 0, got {changes['learning_rate']}")
+  if args.agent_layer_norm:
+    changes["agent_layer_norm"] = True
+  cfg = dataclasses.replace(cfg, **changes)
+  alphas = [args.alpha]
+  if args.alpha_sweep:
+    try:
+      alphas = [float(a) for a in args.alpha_sweep.split(",") if a.strip()]
+    except ValueError:
+      parser.error(f"--alpha-sweep must be comma-separated numbers, got {args.alpha_sweep!r}")
+    if not alphas:
+      parser.error("--alpha-sweep got no value")
+    if args.alpha not in alphas:
+      alphas.insert(0, args.alpha)
+  bad = [a for a in alphas if not 0.0 < a < 1.0]
+  if bad:
+    parser.error(f"growth ratios must lie in (0, 1), got {bad}")
+  methods = METHODS
+  if args.methods:
+    chosen = {m.strip() for m in args.methods.split(",") if m.strip()}
+    unknown = sorted(chosen - set(METHODS))
+    if unknown:
+      parser.error(f"unknown method(s) {unknown}; choose from {','.join(METHODS)}")
+    methods = tuple(m for m in METHODS if m in chosen | {"retrain"})
+  return args, cfg, alphas, methods
+
+
+def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar) -> tuple[dict, dict, dict]:
+  """One independent run at growth ratio α: split, pre-train on X, train every method; returns the per-method
+  records, their epoch losses and the pre-trained encoder's accuracies."""
+  seed = cfg.seed + 1000 * run
+  old, new = growth_split(data.num, alpha, np.random.default_rng(seed))
+  ctx = Context(data, old, new, alpha, cfg)
+  k_model, k_pre, k_methods = jax.random.split(jax.random.fold_in(jax.random.key(cfg.seed), run), 3)
+  fresh = split_encoder(data.new_model(cfg, k_model))
+
+  def logger(name):
+    def write(**record):
+      log(alpha=alpha, run=run, **record)
+      bar.set_postfix(alpha=alpha, run=run, method=name, epoch=record["epoch"], loss=f"{record['loss']:.4f}")
+    return write
+  pre, loss0 = pretrain(ctx, fresh, k_pre, seed, logger("pretrain"))
+  bar.update()
+  pre_acc = accuracies(pre.encoder, data, old, new, cfg.svm_folds, seed)
+  records, losses = {}, {}
+  for i, m in enumerate(methods):
+    r = train_method(m, ctx, pre.encoder, fresh, loss0, jax.random.fold_in(k_methods, i), seed + i + 1, logger(m))
+    records[m] = {"epochs": r.epochs, "train_seconds": r.train_seconds, "compile_seconds": r.compile_seconds,
+                  "stopped": r.stopped, "accuracy": accuracies(r.encoder, data, old, new, cfg.svm_folds, seed)}
+    losses[m] = r.losses
+    bar.update()
+  return records, losses, pre_acc
+
+
+def main(argv=None) -> int:
+  args, cfg, alphas, methods = parse_args(argv)
+  started = time.perf_counter()
+  try:
+    out = common.prepare_out_dir(args.out or f"runs/icl-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+    data = load_dataset(args.dataset, args.data_dir, download=args.download, seed=cfg.seed)
+  except (FileNotFoundError, FileExistsError, ValueError, ConnectionError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  common.write_json(out / "config.json", {"dataset": args.dataset, "preset": args.preset, "alphas": alphas,
+                                          "methods": methods, **dataclasses.asdict(cfg)})
+  sweep, pretrained, curves = {}, {}, {}
+  with common.MetricWriter(out / "metrics.jsonl") as writer, \
+      tqdm(total=len(alphas) * cfg.runs * (len(methods) + 1), desc="pre-training + methods",
+           disable=args.no_progress) as bar:
+    for alpha in alphas:
+      per_run, pre_runs = {m: [] for m in methods}, []
+      for run in range(cfg.runs):
+        records, losses, pre_acc = run_alpha(data, alpha, methods, cfg, run, writer.write, bar)
+        for m, rec in records.items():
+          per_run[m].append(rec)
+        pre_runs.append(pre_acc)
+        if run == 0:
+          curves[f"{alpha:g}"] = losses
+      sweep[f"{alpha:g}"] = {"methods": report.summarise(per_run)}
+      pretrained[f"{alpha:g}"] = {s: float(np.mean([p[s] for p in pre_runs])) for s in ("all", "old", "new")}
+  main_alpha = f"{alphas[0]:g}"
+  results = {"dataset": args.dataset, "alpha": alphas[0], "methods": sweep[main_alpha]["methods"],
+             "preset": args.preset, "runs": cfg.runs, "seed": cfg.seed, "num_samples": data.num,
+             "pretrained": pretrained, "alpha_sweep": sweep, "seconds": time.perf_counter() - started}
+  common.write_json(out / "results.json", common.jsonable(results))
+  table = report.tables(results)
+  common.write_text(out / "table.md", table)
+  report.figure_5(out / "figure5.png", curves[main_alpha], f"{args.dataset}, α = {main_alpha}")
+  if len(alphas) > 1:
+    report.figure_4(out / "figure4.png", {a: b["methods"] for a, b in sweep.items()}, args.dataset)
+  print(table)
+  print(f"results in {out} ({results['seconds']:.0f} s)")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
