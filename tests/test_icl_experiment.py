@@ -3,6 +3,8 @@ reference's negative counts, every method reaching a finite loss, the learned-ra
 into the encoder (the reference's RL scripts never do), and the convergence rule."""
 
 import dataclasses
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import jax
@@ -10,6 +12,7 @@ import numpy as np
 from absl.testing import absltest
 
 from bcjax.data import growth_split
+from experiments.icl import __main__ as icl_main
 from experiments.icl.configs import PRESETS
 from experiments.icl.data import Cycle, GraphData, graph_views, load_graphs
 from experiments.icl.methods import METHODS, Context, converge, pretrain, train_method
@@ -32,7 +35,7 @@ class ViewsTest(absltest.TestCase):
     rng = np.random.default_rng(0)
     batch, others = graph_views(c, ctx.old[:5], 8, rng, ctx.new[:3], 7)
     self.assertEqual(batch.anchor.nodes.shape, batch.positive.nodes.shape)
-    self.assertEqual(others.graphs.nodes.shape, batch.anchor.nodes.shape)
+    self.assertEqual(others.inputs.nodes.shape, batch.anchor.nodes.shape)
     np.testing.assert_array_equal(batch.mask, np.arange(9) < 5)
     np.testing.assert_array_equal(others.mask, np.arange(8) < 3)
     _, empty = graph_views(c, ctx.old[:5], 8, rng, ctx.new[:0], 0)  # old_num = 0: one masked slot
@@ -73,6 +76,46 @@ class MethodsTest(absltest.TestCase):
     nan = iter([float("nan")])
     with self.assertRaisesRegex(FloatingPointError, "not finite"):
       converge(trainer, lambda: next(nan), patience=2, max_epochs=3, name="fake")
+
+
+class CommandLineTest(absltest.TestCase):
+
+  def test_alpha_sweep_writes_the_schema_tables_and_figures(self):
+    out = Path(self.create_tempdir().full_path) / "run"
+    code = icl_main.main(["--preset", "test", "--alpha-sweep", "0.3,0.5", "--methods", "finetune,icl",
+                          "--max-epochs", "1", "--out", str(out), "--no-progress"])
+    self.assertEqual(code, 0)
+    results = json.loads((out / "results.json").read_text())
+    self.assertEqual((results["dataset"], results["alpha"]), ("synthetic-graphs", 0.3))
+    self.assertEqual(sorted(results["methods"]), ["finetune", "icl", "retrain"])
+    for block in results["alpha_sweep"].values():
+      for name, m in block["methods"].items():
+        self.assertEqual(m["epochs"], 1)
+        self.assertAlmostEqual(m["time_speedup"], block["methods"]["retrain"]["train_seconds"] / m["train_seconds"])
+        self.assertEqual(set(m["accuracy"]), {"all", "old", "new"})
+        self.assertTrue(all(0 <= v <= 100 for v in m["accuracy"].values()), name)
+    self.assertEqual(results["methods"]["retrain"]["epoch_speedup"], 1.0)
+    table = (out / "table.md").read_text()
+    self.assertIn("| ICL |", table)
+    self.assertIn("α=0.5", table)
+    for name in ("figure4.png", "figure5.png", "config.json"):
+      self.assertGreater((out / name).stat().st_size, 0, name)
+    logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    self.assertEqual({r["method"] for r in logged}, {"pretrain", "retrain", "finetune", "icl"})
+
+  def test_images_run_and_bad_input_is_refused(self):
+    tmp = Path(self.create_tempdir().full_path)
+    code = icl_main.main(["--preset", "test", "--dataset", "digits-2", "--methods", "meta", "--max-epochs", "1",
+                          "--out", str(tmp / "digits"), "--no-progress"])
+    self.assertEqual(code, 0)
+    results = json.loads((tmp / "digits" / "results.json").read_text())
+    self.assertEqual(sorted(results["methods"]), ["meta", "retrain"])
+    self.assertEqual(icl_main.main(["--dataset", "proteins", "--data-dir", str(tmp / "none"), "--out",
+                                    str(tmp / "p")]), 2)
+    self.assertEqual(icl_main.main(["--preset", "test", "--out", str(tmp / "digits")]), 2)  # never overwrites
+    for argv in (["--alpha", "1.5"], ["--methods", "icl,bogus"], ["--patience", "0"], ["--alpha-sweep", "a,b"]):
+      with self.assertRaises(SystemExit, msg=argv):
+        icl_main.parse_args(argv)
 
 
 if __name__ == "__main__":

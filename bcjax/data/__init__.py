@@ -57,15 +57,36 @@ from bcjax.data._pairs import Pairs
 from bcjax.data._pairs import counts
 from bcjax.data._pairs import split_pairs
 from bcjax.data._synthetic_corpus import synthetic_link_corpus
+from bcjax.data._image_augment import IMAGENET_MEAN
+from bcjax.data._image_augment import IMAGENET_STD
+from bcjax.data._image_augment import AugmentConfig
+from bcjax.data._image_augment import augment_image
+from bcjax.data._image_augment import augment_images
+from bcjax.data._image_augment import color_jitter
+from bcjax.data._image_augment import gaussian_blur
+from bcjax.data._image_augment import grayscale
+from bcjax.data._image_augment import hsv_to_rgb
+from bcjax.data._image_augment import random_resized_crop
+from bcjax.data._image_augment import resample
+from bcjax.data._image_augment import resize_images
+from bcjax.data._image_augment import rgb_to_hsv
+from bcjax.data._mnist import read_idx
+from bcjax.data._mnist import load_mnist
+from bcjax.data._mnist import mnist_path
+
 
 __all__ = (
     "amazon_files",
     "augment_graphs",
+    "augment_image",
+    "augment_images",
     "AUGMENTATIONS",
+    "AugmentConfig",
     "Bags",
     "bags_upto",
     "batch_graphs",
     "bucket",
+    "color_jitter",
     "counts",
     "default_cache_dir",
     "drop_nodes",
@@ -74,18 +95,25 @@ __all__ = (
     "FeatureBags",
     "fetch",
     "from_graphs",
+    "gaussian_blur",
     "GRAPH_DATASETS",
     "graph_mask",
     "GraphCollection",
+    "grayscale",
     "growth_split",
+    "hsv_to_rgb",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
     "item_rating_stats",
     "item_rating_threshold",
     "load_amazon",
     "load_graph_dataset",
+    "load_mnist",
     "load_movielens",
     "load_wikipedia_links",
     "local_degree_profile",
     "mask_attributes",
+    "mnist_path",
     "movielens_corpus",
     "movielens_dir",
     "movielens_graph",
@@ -98,9 +126,14 @@ __all__ = (
     "page_corpus",
     "PairCorpus",
     "Pairs",
+    "random_resized_crop",
     "Ratings",
     "read_gin",
+    "read_idx",
     "read_tu",
+    "resample",
+    "resize_images",
+    "rgb_to_hsv",
     "select_graphs",
     "SNAPSHOT_TIMES",
     "split_pairs",

@@ -13,19 +13,26 @@ from bcjax.models._sage import torch_linear_init
 from bcjax.models._two_tower import Tower
 from bcjax.models._two_tower import TwoTower
 from bcjax.models._two_tower import bag_mean
+from bcjax.models._resnet import BasicBlock
+from bcjax.models._resnet import ResNet18
+from bcjax.models._resnet import SmallCNN
+
 
 __all__ = (
+    "bag_mean",
+    "BasicBlock",
+    "bipartite_inputs",
     "BipartiteInputs",
     "BipartiteSAGE",
+    "gcn_propagate",
     "GCNConv",
     "GCNEncoder",
     "GraphSAGE",
+    "mean_aggregate",
+    "ResNet18",
     "SAGEConv",
+    "SmallCNN",
+    "torch_linear_init",
     "Tower",
     "TwoTower",
-    "bag_mean",
-    "bipartite_inputs",
-    "gcn_propagate",
-    "mean_aggregate",
-    "torch_linear_init",
 )

@@ -2,6 +2,7 @@
 
   python -m experiments.icl --preset quick                                       # embedded synthetic graphs
   python -m experiments.icl --dataset proteins-full --data-dir DIR --alpha-sweep 0.3,0.5,0.7 --preset quick
+  python -m experiments.icl --dataset digits-2 --preset quick                    # embedded 8×8 digits
   python -m experiments.icl --dataset mnist-2 --data-dir mnist/ --preset paper --runs 5
 """
 
@@ -54,14 +55,16 @@ def parse_args(argv):
   parser.add_argument("--agent-hidden", type=int, help="LSTM width of the DDPG actors (paper 20, code 10)")
   parser.add_argument("--agent-layer-norm", action="store_true",
                       help="reproduce the reference actor's size-1 LayerNorm (makes the learned rate constant)")
+  parser.add_argument("--image-encoder", choices=("cnn", "resnet18"), help="image encoder (paper: resnet18)")
+  parser.add_argument("--image-size", type=int, help="crop side of the image views (paper: 224)")
   parser.add_argument("--seed", type=int, help="PRNG seed of splits, models, views and SVM folds (default 0)")
   parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
   args = parser.parse_args(argv)
   cfg = PRESETS[args.preset]
   changes = {name: getattr(args, name) for name in ("patience", "max_epochs", "runs", "learning_rate", "inner_rule",
-                                                    "meta_outer", "agent_hidden", "seed")
+                                                    "meta_outer", "agent_hidden", "seed", "image_encoder", "image_size")
              if getattr(args, name) is not None}
-  for name in ("patience", "max_epochs", "runs", "agent_hidden"):
+  for name in ("patience", "max_epochs", "runs", "agent_hidden", "image_size"):
     if name in changes and changes[name] < 1:
       parser.error(f"--{name.replace('_', '-')} must be >= 1, got {changes[name]}")
   if "learning_rate" in changes and not changes["learning_rate"] > 0:
@@ -124,7 +127,8 @@ def main(argv=None) -> int:
   started = time.perf_counter()
   try:
     out = common.prepare_out_dir(args.out or f"runs/icl-{datetime.datetime.now():%Y%m%d-%H%M%S}")
-    data = load_dataset(args.dataset, args.data_dir, download=args.download, seed=cfg.seed)
+    data = load_dataset(args.dataset, args.data_dir, download=args.download, seed=cfg.seed,
+                        image_size=cfg.image_size)
   except (FileNotFoundError, FileExistsError, ValueError, ConnectionError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2

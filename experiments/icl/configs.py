@@ -1,6 +1,7 @@
 """Presets of the ICL experiment. ``paper`` follows the paper where it is specific (patience 50, B = 32, τ = 0.1,
-2 × 32 GCN) and the reference code elsewhere (Adam 1e-5 with weight decay 1e-5); ``quick`` runs in minutes on two
-CPU cores (Adam 1e-3, patience 10); ``test`` is for the test suite."""
+2 × 32 GCN, ResNet-18 on 224 × 224 crops) and the reference code elsewhere (Adam 1e-5 with weight decay 1e-5, a
+1000-d ResNet output); ``quick`` runs in minutes on two CPU cores (Adam 1e-3, patience 10, a small CNN on the images'
+own size); ``test`` is for the test suite."""
 
 import dataclasses
 
@@ -27,11 +28,16 @@ class Config:
   agent_layer_norm: bool = False  # the reference's size-1 LayerNorm that makes the actor constant
   distill_weight: float = 1.0
   svm_folds: int = 5
+  image_encoder: str = "cnn"  # "resnet18" (the paper) or "cnn" (SmallCNN for CPU presets)
+  image_features: int = 64  # embedding width (the reference's ResNet-18 fc: 1000)
+  image_width: int = 32  # SmallCNN's first stage
+  image_size: int | None = None  # crop side (the reference: 224); None = the images' own size
   seed: int = 0
 
 
 PRESETS = {
-    "paper": Config(learning_rate=1e-5, patience=50, max_epochs=1000, runs=5),
+    "paper": Config(learning_rate=1e-5, patience=50, max_epochs=1000, runs=5, image_encoder="resnet18",
+                    image_features=1000, image_size=224),
     "quick": Config(learning_rate=1e-3, patience=10, max_epochs=200),
     "test": Config(learning_rate=1e-3, patience=2, max_epochs=3, svm_folds=3),
 }

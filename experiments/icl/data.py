@@ -63,14 +63,14 @@ def load_graphs(name: str, data_dir: str | None = None, *, download: bool = Fals
 
 
 class Views(NamedTuple):
-  """A padded batch of anchors and positives (same graph order) and the mask of its real graphs."""
-  anchor: jraph.GraphsTuple
+  """A padded batch of anchors and positives (same sample order) and the mask of its real samples."""
+  anchor: jraph.GraphsTuple  # or an ImageBatch
   positive: jraph.GraphsTuple
   mask: np.ndarray
 
 
 class Negatives(NamedTuple):
-  graphs: jraph.GraphsTuple
+  inputs: jraph.GraphsTuple  # or an ImageBatch
   mask: np.ndarray
 
 
@@ -130,7 +130,8 @@ class GraphData:
     self.labels = np.asarray(collection.labels)
     self.num = collection.num_graphs
 
-  def views(self, index, batch_size: int, rng: np.random.Generator, extra=None, extra_n: int = 0):
+  def views(self, index, batch_size: int, rng: np.random.Generator, extra=None, extra_n: int = 0, timer=None):
+    del timer  # graph views are built on the host; nothing compiles
     return graph_views(self.collection, index, batch_size, rng, extra, extra_n)
 
   def raw_batches(self, index: np.ndarray, size: int = 128) -> Iterator[tuple[jraph.GraphsTuple, int]]:

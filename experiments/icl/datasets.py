@@ -1,11 +1,15 @@
 """The ICL experiment's datasets by name: graph sets (GraphData) and image sets (ImageData)."""
 
 from experiments.icl.data import DATASETS as GRAPH_DATASETS, GraphData, load_graphs
+from experiments.icl.images import IMAGE_DATASETS, ImageData, load_images
 
-DATASETS = GRAPH_DATASETS
+DATASETS = GRAPH_DATASETS + IMAGE_DATASETS
 
 
-def load_dataset(name: str, data_dir: str | None = None, *, download: bool = False, seed: int = 0):
+def load_dataset(name: str, data_dir: str | None = None, *, download: bool = False, seed: int = 0,
+                 image_size: int | None = None):
   if name in GRAPH_DATASETS:
     return GraphData(load_graphs(name, data_dir, download=download, seed=seed))
+  if name in IMAGE_DATASETS:
+    return ImageData(*load_images(name, data_dir, download=download), image_size=image_size)
   raise ValueError(f"unknown dataset {name!r}; choose from {DATASETS}")

@@ -81,7 +81,7 @@ class _Trainer:
     return self.timer.call(sgd_update, self.params if params is None else params, grads, np.float32(lr))
 
   def views(self, index, extra=None, extra_graphs: int = 0):
-    batch, others = self.ctx.data.views(index, self.cfg.batch_size, self.rng, extra, extra_graphs)
+    batch, others = self.ctx.data.views(index, self.cfg.batch_size, self.rng, extra, extra_graphs, self.timer)
     return batch if extra is None else (batch, others)
 
 

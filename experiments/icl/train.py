@@ -76,7 +76,7 @@ def loss_fn(train_def: nnx.GraphDef, kind: str, temperature: float) -> Callable:
       value = info_nce(z_a, z_p, where=views.mask, temperature=temperature)
       return value + extra * _relation_kl(z_a, batch[1], views.mask, 0.2), stats
     other = batch[1]
-    z_o, stats = _encode(train_def, params, stats, other.graphs, k3)
+    z_o, stats = _encode(train_def, params, stats, other.inputs, k3)
     if kind == "nce-ii":
       return nce_ii(z_a, z_p, z_o, extra, new_negatives_where=other.mask, where=views.mask,
                     temperature=temperature), stats
