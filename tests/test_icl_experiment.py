@@ -1,6 +1,7 @@
 """The ICL experiment's training machinery on the embedded synthetic graphs: views padded to one budget with the
 reference's negative counts, every method reaching a finite loss, the learned-rate variants writing their updates
-into the encoder (the reference's RL scripts never do), and the convergence rule."""
+into the encoder (the reference's RL scripts never do), the convergence rule, the SVM protocol against scikit-learn's
+nested cross-validation, and the command line (schema, tables, figures, images, refused input)."""
 
 import dataclasses
 import json
@@ -10,11 +11,15 @@ from types import SimpleNamespace
 import jax
 import numpy as np
 from absl.testing import absltest
+from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score
+from sklearn.preprocessing import LabelEncoder
+from sklearn.svm import SVC
 
 from bcjax.data import growth_split
 from experiments.icl import __main__ as icl_main
 from experiments.icl.configs import PRESETS
 from experiments.icl.data import Cycle, GraphData, graph_views, load_graphs
+from experiments.icl.evaluate import C_GRID, svm_accuracy
 from experiments.icl.methods import METHODS, Context, converge, pretrain, train_method
 from experiments.icl.train import split_encoder
 
@@ -76,6 +81,24 @@ class MethodsTest(absltest.TestCase):
     nan = iter([float("nan")])
     with self.assertRaisesRegex(FloatingPointError, "not finite"):
       converge(trainer, lambda: next(nan), patience=2, max_epochs=3, name="fake")
+
+
+class SvmTest(absltest.TestCase):
+
+  def test_nested_cv_matches_sklearns_one_liner_and_rejects_bad_input(self):
+    rng = np.random.default_rng(0)
+    y = np.repeat(["a", "b"], 40)
+    x = rng.normal(size=(80, 5)) + 1.2 * (y == "b")[:, None]
+    ours = svm_accuracy(x, y, folds=5, seed=3)
+    search = GridSearchCV(SVC(), {"C": list(C_GRID)}, cv=5, scoring="accuracy")
+    peer = cross_val_score(search, x, LabelEncoder().fit_transform(y),
+                           cv=StratifiedKFold(5, shuffle=True, random_state=3)).mean()
+    self.assertAlmostEqual(ours, peer, places=12)
+    self.assertGreater(ours, 0.8)
+    with self.assertRaisesRegex(ValueError, "NaN"):
+      svm_accuracy(np.full((10, 2), np.nan), np.arange(10) % 2)
+    with self.assertRaisesRegex(ValueError, r"counts \[8, 2\]"):
+      svm_accuracy(rng.normal(size=(10, 2)), (np.arange(10) > 7).astype(int))
 
 
 class CommandLineTest(absltest.TestCase):

@@ -50,8 +50,10 @@ def parse_args(argv):
   parser.add_argument("--learning-rate", type=float, help="Adam learning rate (paper: searched in 1e-3..1e-5)")
   parser.add_argument("--inner-rule", choices=("paper", "batch-ratio"),
                       help="meta inner steps: max(ceil((1-α)/α), 1) (paper) or the code's batch ratio")
-  parser.add_argument("--meta-outer", choices=("adam", "sgd"), help="ICL w/o LRL's outer step: Adam (the code) "
-                                                                    "or SGD with lr_q (eq. 12)")
+  parser.add_argument("--meta-outer", choices=("adam", "sgd"), help="ICL w/o LRL's outer step: SGD with lr_q (eq. 12, "
+                                                                    "default) or Adam (the reference code)")
+  parser.add_argument("--inner-learning-rate", type=float, help="ICL w/o LRL's support SGD rate lr_s (default 1e-2)")
+  parser.add_argument("--outer-learning-rate", type=float, help="ICL w/o LRL's query SGD rate lr_q (default 1e-2)")
   parser.add_argument("--agent-hidden", type=int, help="LSTM width of the DDPG actors (paper 20, code 10)")
   parser.add_argument("--agent-layer-norm", action="store_true",
                       help="reproduce the reference actor's size-1 LayerNorm (makes the learned rate constant)")
@@ -62,13 +64,15 @@ def parse_args(argv):
   args = parser.parse_args(argv)
   cfg = PRESETS[args.preset]
   changes = {name: getattr(args, name) for name in ("patience", "max_epochs", "runs", "learning_rate", "inner_rule",
-                                                    "meta_outer", "agent_hidden", "seed", "image_encoder", "image_size")
+                                                    "meta_outer", "agent_hidden", "seed", "image_encoder", "image_size",
+                                                    "inner_learning_rate", "outer_learning_rate")
              if getattr(args, name) is not None}
   for name in ("patience", "max_epochs", "runs", "agent_hidden", "image_size"):
     if name in changes and changes[name] < 1:
       parser.error(f"--{name.replace('_', '-')} must be >= 1, got {changes[name]}")
-  if "learning_rate" in changes and not changes["learning_rate"] > 0:
-    parser.error(f"--learning-rate must be > 0, got {changes['learning_rate']}")
+  for name in ("learning_rate", "inner_learning_rate", "outer_learning_rate"):
+    if name in changes and not changes[name] > 0:
+      parser.error(f"--{name.replace('_', '-')} must be > 0, got {changes[name]}")
   if args.agent_layer_norm:
     changes["agent_layer_norm"] = True
   cfg = dataclasses.replace(cfg, **changes)

@@ -22,8 +22,8 @@ class Config:
   dropout: float = 0.5
   inner_rule: str = "paper"  # max(ceil((1 - α) / α), 1); "batch-ratio" = the reference code
   inner_learning_rate: float = 1e-2  # meta's support SGD step lr_s
-  meta_outer: str = "adam"  # "adam" (the code) or "sgd" (eq. 12 with outer_learning_rate)
-  outer_learning_rate: float = 1e-2
+  meta_outer: str = "sgd"  # eq. 12: SGD with lr_q = outer_learning_rate; "adam" = the reference code
+  outer_learning_rate: float = 1e-2  # meta's query SGD step lr_q
   agent_hidden: int = 20  # the paper; the reference code passes 10
   agent_layer_norm: bool = False  # the reference's size-1 LayerNorm that makes the actor constant
   distill_weight: float = 1.0

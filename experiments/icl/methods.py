@@ -13,7 +13,7 @@ the best one (1-based) and the time the cumulative training-loop time up to it, 
 * nce2-only (ICL w/o M+LRL): every epoch all old batches with NCE-II, then all new batches with NCE-I over X'
   (mixed negatives), one Adam; epoch loss over both;
 * meta (ICL w/o LRL): per new (query) batch, n_inner SGD steps with lr_s on NCE-II from θ, then the query gradient
-  at θ' applied to θ (Adam as the reference code, or SGD with lr_q as eq. 12); epoch loss over the queries;
+  at θ' applied to θ (SGD with lr_q as eq. 12, or Adam as the reference code); epoch loss over the queries;
 * lrl (ICL w/o M): nce2-only's schedule with plain SGD steps whose rates come from two DDPG agents;
 * icl: meta with lr_s and lr_q from the two agents and the outer SGD step of eq. 12.
 Unlike the reference code, the learned-rate variants write every update into the encoder.
