@@ -4,7 +4,8 @@ import datetime
 import io
 import json
 import os
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from bcjax import write_atomic
@@ -17,6 +18,20 @@ def prepare_out_dir(out: str | os.PathLike) -> Path:
     raise FileExistsError(f"output directory {out} is not empty; choose a new --out so earlier results are kept")
   out.mkdir(parents=True, exist_ok=True)
   return out
+
+
+LOAD_ERRORS = (FileNotFoundError, FileExistsError, ValueError, ConnectionError)
+
+
+def open_run(out: str | os.PathLike | None, name: str, load: Callable):
+  """Creates the run directory (``out``, default ``runs/<name>-<time>``) and returns ``(directory, load())``; when the
+  directory holds results or the data cannot be read it prints the one-line error and returns None."""
+  try:
+    path = prepare_out_dir(out or f"runs/{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+    return path, load()
+  except LOAD_ERRORS as e:
+    print(f"error: {e}", file=sys.stderr)
+    return None
 
 
 def write_json(path: Path, obj) -> None:

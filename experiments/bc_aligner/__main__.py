@@ -7,7 +7,6 @@
 
 import argparse
 import dataclasses
-import datetime
 import sys
 import time
 
@@ -107,14 +106,14 @@ def _consumer_overrides(parser, args, cfg: Config) -> Config:
 def main(argv=None) -> int:
   args, cfg, methods, sweep = parse_args(argv)
   started = time.perf_counter()
-  try:
-    out = common.prepare_out_dir(args.out or f"runs/bc_aligner-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+  def load():
     graph = load_graph_dataset(args.dataset, args.data_dir, download=args.download, seed=cfg.seed,
                                **dict(cfg.synthetic))
-    versions = version_data(graph)
-  except (FileNotFoundError, FileExistsError, ValueError, ConnectionError) as e:
-    print(f"error: {e}", file=sys.stderr)
+    return graph, version_data(graph)
+  opened = common.open_run(args.out, "bc_aligner", load)
+  if opened is None:
     return 2
+  out, (graph, versions) = opened
   common.write_json(out / "config.json", {"dataset": args.dataset, "preset": args.preset, "methods": methods,
                                           "lambda_sweep": sweep, **common.jsonable(dataclasses.asdict(cfg))})
   splits = [v.split for v in versions]

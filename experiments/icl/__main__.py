@@ -8,7 +8,6 @@
 
 import argparse
 import dataclasses
-import datetime
 import sys
 import time
 
@@ -129,13 +128,11 @@ def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar) -> tuple[dic
 def main(argv=None) -> int:
   args, cfg, alphas, methods = parse_args(argv)
   started = time.perf_counter()
-  try:
-    out = common.prepare_out_dir(args.out or f"runs/icl-{datetime.datetime.now():%Y%m%d-%H%M%S}")
-    data = load_dataset(args.dataset, args.data_dir, download=args.download, seed=cfg.seed,
-                        image_size=cfg.image_size)
-  except (FileNotFoundError, FileExistsError, ValueError, ConnectionError) as e:
-    print(f"error: {e}", file=sys.stderr)
+  opened = common.open_run(args.out, "icl", lambda: load_dataset(
+      args.dataset, args.data_dir, download=args.download, seed=cfg.seed, image_size=cfg.image_size))
+  if opened is None:
     return 2
+  out, data = opened
   common.write_json(out / "config.json", {"dataset": args.dataset, "preset": args.preset, "alphas": alphas,
                                           "methods": methods, **dataclasses.asdict(cfg)})
   sweep, pretrained, curves = {}, {}, {}

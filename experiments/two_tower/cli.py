@@ -2,8 +2,6 @@
 
 import argparse
 import dataclasses
-import datetime
-import sys
 from pathlib import Path
 
 from bcjax.data import PairCorpus
@@ -24,13 +22,11 @@ def add_data_arguments(parser: argparse.ArgumentParser, presets, name: str) -> N
 def open_run(args, cfg, name: str) -> tuple[Path, PairCorpus] | None:
   """Creates the run directory, loads the corpus and writes config.json; prints the error and returns None when the
   directory is taken or the data cannot be read."""
-  try:
-    out = common.prepare_out_dir(args.out or f"runs/{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}")
-    corpus = load_corpus(args.dataset, args.data_dir, num_pages=cfg.num_pages, num_links=cfg.num_links,
-                         seed=cfg.seed)
-  except (FileNotFoundError, FileExistsError, ValueError, ConnectionError) as e:
-    print(f"error: {e}", file=sys.stderr)
+  opened = common.open_run(args.out, name, lambda: load_corpus(
+      args.dataset, args.data_dir, num_pages=cfg.num_pages, num_links=cfg.num_links, seed=cfg.seed))
+  if opened is None:
     return None
+  out, corpus = opened
   common.write_json(out / "config.json", {"dataset": args.dataset, "preset": args.preset,
                                           **common.jsonable(dataclasses.asdict(cfg))})
   return out, corpus
