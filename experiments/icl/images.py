@@ -6,7 +6,8 @@ normalised) instead of the reference's first random crop, so an evaluation does 
 
 * ``digits-2``: scikit-learn's bundled 8×8 digits, classes 0 and 1 (360 images) — the embedded offline default;
 * ``mnist-2``: MNIST digits 0 and 1. The paper used the training split (≈12.7k images); the development copy has the
-  test split only (2,115 images), so mnist-2 reads the test split unless ``train-images-idx3-ubyte`` is present.
+  test split only (2,115 images), so mnist-2 reads the test split unless ``train-images-idx3-ubyte`` is present or
+  ``--download`` fetches it.
 Grey images are repeated to three channels, as the reference does for MNIST.
 """
 
@@ -48,11 +49,12 @@ def load_images(name: str, data_dir: str | None = None, *, download: bool = Fals
     keep = digits.target < 2
     grey, labels = digits.images[keep] / 16.0, digits.target[keep]
   elif name == "mnist-2":
-    try:
-      mnist_path(data_dir, "train")
-      split = "train"
-    except FileNotFoundError:
-      split = "test"
+    split = "train"  # the paper's split; the test split when only that one is at hand and nothing is downloaded
+    if not download:
+      try:
+        mnist_path(data_dir, "train")
+      except FileNotFoundError:
+        split = "test"
     grey, labels = load_mnist(data_dir, split, digits=(0, 1), download=download)
     grey = grey / 255.0
   else:
