@@ -73,7 +73,8 @@ class BipartiteSAGE(nnx.Module):
     init = jax.nn.initializers.normal(1.0)
     self.tables = nnx.List([nnx.Embed(max(int(n), 1), dim, embedding_init=init, rngs=rngs)
                             for n in attribute_sizes])
-    self.user_vector = nnx.Param(0.1 * jax.random.normal(rngs.params(), (1, dim)))
+    # float32 whatever jax_enable_x64 says, like every other parameter of the model.
+    self.user_vector = nnx.Param(0.1 * jax.random.normal(rngs.params(), (1, dim), jnp.float32))
     self.sage = GraphSAGE(dim, layers, rngs=rngs)
 
   def encode(self, inputs: BipartiteInputs) -> jax.Array:

@@ -72,7 +72,7 @@ class GCNEncoder(nnx.Module):
     segments = node_graph_ids(graph)
     num_graphs = graph.n_node.shape[0]
     keys = [None] * len(self.convs) if key is None else list(jax.random.split(key, len(self.convs)))
-    h = jnp.asarray(graph.nodes)
+    h = jnp.asarray(graph.nodes, self.convs[0].linear.kernel.dtype)  # compute in the parameters' dtype
     pooled = []
     for conv, norm, k in zip(self.convs, self.norms, keys):
       h = jax.nn.leaky_relu(norm(conv(graph, h), mask=real[:, None]), 0.01)

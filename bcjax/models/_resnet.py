@@ -25,6 +25,12 @@ def _norm(bn: nnx.BatchNorm, x: jax.Array, mask: jax.Array | None) -> jax.Array:
   return bn(x, mask=None if mask is None else mask[:, None, None, None])
 
 
+def _in_param_dtype(x: jax.Array, conv: nnx.Conv) -> jax.Array:
+  """``x`` in the dtype of the parameters: float64 images (under ``jax_enable_x64``) would otherwise promote the
+  activations and write float64 batch statistics into float32 BatchNorm state."""
+  return jnp.asarray(x, conv.kernel.dtype)
+
+
 def _conv(c_in: int, c_out: int, k: int, stride: int, rngs: nnx.Rngs) -> nnx.Conv:
   return nnx.Conv(c_in, c_out, (k, k), strides=(stride, stride), padding=k // 2, use_bias=False,
                   kernel_init=_HE_FAN_OUT, rngs=rngs)
@@ -41,6 +47,7 @@ class BasicBlock(nnx.Module):
       self.shortcut_conv, self.shortcut_bn = _conv(c_in, c_out, 1, stride, rngs), _bn(c_out, rngs)
 
   def __call__(self, x: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+    x = _in_param_dtype(x, self.conv1)
     y = jax.nn.relu(_norm(self.bn1, self.conv1(x), mask))
     y = _norm(self.bn2, self.conv2(y), mask)
     if self.projected:
@@ -64,6 +71,7 @@ class ResNet18(nnx.Module):
   def __call__(self, x: jax.Array, key: jax.Array | None = None, *, mask: jax.Array | None = None) -> jax.Array:
     del key  # no stochastic layers; the argument keeps the encoder interface of the graph models
     _check_images(x, self.stem.in_features)
+    x = _in_param_dtype(x, self.stem)
     x = jax.nn.relu(_norm(self.stem_bn, self.stem(x), mask))
     x = nnx.max_pool(x, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
     for block in self.blocks:
@@ -86,6 +94,7 @@ class SmallCNN(nnx.Module):
   def __call__(self, x: jax.Array, key: jax.Array | None = None, *, mask: jax.Array | None = None) -> jax.Array:
     del key
     _check_images(x, self.convs[0].in_features)
+    x = _in_param_dtype(x, self.convs[0])
     for conv, bn in zip(self.convs, self.bns):
       x = jax.nn.relu(_norm(bn, conv(x), mask))
     return self.fc(jnp.mean(x, axis=(1, 2)))

@@ -61,6 +61,8 @@ class GraphSAGE(nnx.Module):
 
   def __call__(self, graph: jraph.GraphsTuple, h: jax.Array, node_mask: jax.Array | None = None) -> jax.Array:
     mask = None if node_mask is None else node_mask[:, None]
+    # Compute in the parameters' dtype: float64 features into float32 BatchNorm statistics would be a lossy scatter.
+    h = jnp.asarray(h, self.convs[0].lin_r.kernel.dtype)
     for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):
       h = norm(conv(graph, h), mask=mask)
       if i < len(self.convs) - 1:
