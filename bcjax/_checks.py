@@ -17,10 +17,12 @@ def is_concrete(x) -> bool:
   return not isinstance(x, jax.core.Tracer)
 
 
-def as_float_array(fn: str, name: str, x, ndim: int | None = None, *, numpy: bool = False):
-  """Converts ``x`` to a floating array, checking its rank and that it holds no NaN or inf.
+def as_float_array(fn: str, name: str, x, ndim: int | None = None, *, numpy: bool = False, finite: bool = True):
+  """Converts ``x`` to a floating array, checking its rank and (unless ``finite=False``) that it holds no NaN or inf.
 
   Returns a jax.Array, or with ``numpy=True`` a NumPy array in ``x``'s own precision (no float64 -> float32 cast).
+  Functions with a row mask pass ``finite=False`` and call :func:`check_finite` with the mask once it is validated:
+  padded rows may hold anything.
   """
   if x is None:
     raise TypeError(f"{fn}: `{name}` is None; expected a floating array")
@@ -33,18 +35,27 @@ def as_float_array(fn: str, name: str, x, ndim: int | None = None, *, numpy: boo
   arr = np.asarray(x) if numpy else jnp.asarray(x)
   if ndim is not None and arr.ndim != ndim:
     raise ValueError(f"{fn}: `{name}` must have rank {ndim}, got shape {tuple(arr.shape)}")
-  check_finite(fn, name, arr)
+  if finite:
+    check_finite(fn, name, arr)
   return arr
 
 
-def check_finite(fn: str, name: str, x) -> None:
-  """Raises ValueError when a concrete ``x`` holds NaN or inf; a traced ``x`` is not inspected."""
-  if not is_concrete(x):
+def check_finite(fn: str, name: str, x, where=None) -> None:
+  """Raises ValueError when a concrete ``x`` holds NaN or inf in a valid row; a traced ``x`` is not inspected.
+
+  ``where`` [n] (validated, boolean) restricts the check to the rows it marks: padded rows are ignored by the
+  computation, so their content must not make an eager call fail where the jitted one succeeds.
+  """
+  if not is_concrete(x) or (where is not None and not is_concrete(where)):
     return
   # NumPy, not jnp: inside a jit trace even ops on concrete arrays would be staged out as tracers.
-  finite = np.isfinite(np.asarray(x))
+  values = np.asarray(x)
+  if where is not None:
+    values = values[np.asarray(where)]
+  finite = np.isfinite(values)
   if not finite.all():
-    raise ValueError(f"{fn}: `{name}` contains {int(finite.size - finite.sum())} NaN or inf value(s) "
+    rows = " in rows where `where` is True" if where is not None else ""
+    raise ValueError(f"{fn}: `{name}` contains {int(finite.size - finite.sum())} NaN or inf value(s){rows} "
                      f"(shape {tuple(np.shape(x))})")
 
 
@@ -67,11 +78,57 @@ def as_weight_chain(fn: str, name: str, weights: Sequence) -> list[jax.Array]:
   return chain
 
 
+def as_int(fn: str, name: str, value, *, low: int | None = None, high: int | None = None) -> int:
+  """``value`` as a Python int: a Python or NumPy integer, or a concrete 0-d integer array (bools and floats are
+  refused, since ``int(2.7)`` would silently truncate); optionally checked to lie in [low, high]."""
+  dtype = getattr(value, "dtype", None)
+  integral = isinstance(value, (int, np.integer)) or (dtype is not None and np.ndim(value) == 0
+                                                       and jnp.issubdtype(dtype, jnp.integer))
+  if isinstance(value, (bool, np.bool_)) or not integral or not is_concrete(value):
+    raise TypeError(f"{fn}: `{name}` must be an integer (Python, NumPy or a 0-d integer array), got "
+                    f"{type(value).__name__} {value!r}")
+  out = int(value)
+  if (low is not None and out < low) or (high is not None and out > high):
+    bounds = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
+    raise ValueError(f"{fn}: `{name}` must be an integer in {bounds}, got {out}")
+  return out
+
+
+def as_float(fn: str, name: str, value) -> float:
+  """``value`` as a finite Python float: a Python or NumPy number, or a concrete 0-d real array (bools are refused)."""
+  dtype = getattr(value, "dtype", None)
+  numeric = isinstance(value, (int, float, np.integer, np.floating)) or (
+      dtype is not None and np.ndim(value) == 0 and (jnp.issubdtype(dtype, jnp.integer)
+                                                     or jnp.issubdtype(dtype, jnp.floating)))
+  if isinstance(value, (bool, np.bool_)) or not numeric or not is_concrete(value):
+    raise TypeError(f"{fn}: `{name}` must be a real number (Python, NumPy or a 0-d array), got "
+                    f"{type(value).__name__} {value!r}")
+  out = float(value)
+  if not np.isfinite(out):
+    raise ValueError(f"{fn}: `{name}` must be finite, got {out}")
+  return out
+
+
+def as_float_in(fn: str, name: str, value, low: float, high: float, *, low_open: bool = False,
+                high_open: bool = False) -> float:
+  """``value`` as a float in the interval from ``low`` to ``high`` (open ends as asked); any number type, as
+  :func:`as_float`. Raises ValueError, naming the interval, for a value outside it (NaN included)."""
+  interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+  try:
+    out = as_float(fn, name, value)
+  except (TypeError, ValueError):
+    raise ValueError(f"{fn}: `{name}` must be a number in {interval}, got {value!r}") from None
+  if out < low or out > high or (low_open and out == low) or (high_open and out == high):
+    raise ValueError(f"{fn}: `{name}` must lie in {interval}, got {value!r}")
+  return out
+
+
 def check_positive_int(fn: str, name: str, value) -> int:
   """Returns ``value`` as an int, raising when it is not a positive integer."""
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-    raise ValueError(f"{fn}: `{name}` must be a positive integer, got {value!r}")
-  return int(value)
+  try:
+    return as_int(fn, name, value, low=1)
+  except (TypeError, ValueError):
+    raise ValueError(f"{fn}: `{name}` must be a positive integer, got {value!r}") from None
 
 
 def check_row_mask(fn: str, where, n: int):

@@ -1,27 +1,41 @@
-"""Masked means over rows that may be sharded across devices."""
+"""Masked means over rows that may be sharded across devices, and the masking of padded rows."""
 
 import jax
 import jax.numpy as jnp
+
+
+def zero_padded(x: jax.Array, where: jax.Array | None) -> jax.Array:
+  """``x`` with the rows where ``where`` [n] is False replaced by zeros.
+
+  Padded rows may hold anything (1e30, inf, NaN). Multiplying by a 0/1 mask would turn inf into NaN (inf·0) eagerly
+  while XLA may fold the product away under ``jit``; selecting with ``jnp.where`` gives the same numbers both ways,
+  and because the select's derivative is a select too, no NaN reaches the gradient of the real rows.
+  """
+  if where is None:
+    return x
+  return jnp.where(jnp.reshape(where, where.shape + (1,) * (x.ndim - where.ndim)), x, jnp.zeros((), x.dtype))
 
 
 def row_mean(values: jax.Array, where: jax.Array | None = None, axis_name: str | None = None) -> jax.Array:
   r"""Mean of per-row ``values`` over valid rows, across devices when ``axis_name`` is given.
 
   .. math::
-    \bar v = \frac{\sum_i m_i v_i}{\max(1, \sum_i m_i)}
+    \bar v = \frac{\sum_{i:\, m_i} v_i}{\max(1, \sum_i m_i)}
 
   Args:
     values: per-row values, [n].
-    where: optional boolean mask of valid rows, [n]; padded rows are ``False``.
-    axis_name: optional name of a mapped axis (``jax.pmap``/``shard_map``) over which the batch is split; the
-      numerator and the count are summed over it so every device sees the global mean.
+    where: optional boolean mask of valid rows, [n]; padded rows are ``False`` and their values, whatever they are
+      (inf or NaN included), are selected away rather than multiplied by 0.
+    axis_name: optional name of a mapped axis (``shard_map``) over which the batch is split; the numerator and the
+      count are summed over it so every device sees the global mean.
 
   Returns:
     A scalar. With no valid row the mean is 0, and its gradient is 0 rather than NaN.
   """
-  mask = jnp.ones(values.shape, values.dtype) if where is None else jnp.asarray(where, values.dtype)
-  total = jnp.sum(values * mask)
-  count = jnp.sum(mask)
+  if where is None:
+    total, count = jnp.sum(values), jnp.asarray(values.shape[0], values.dtype)
+  else:
+    total, count = jnp.sum(zero_padded(values, where)), jnp.sum(where, dtype=values.dtype)
   if axis_name is not None:
     total = jax.lax.psum(total, axis_name)
     count = jax.lax.psum(count, axis_name)

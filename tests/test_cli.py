@@ -13,6 +13,7 @@ from absl.testing import absltest
 
 from bcjax.cli import main
 from bcjax.versioning import Registry
+from tests._tolerance import assert_close
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,7 +47,7 @@ class CliTest(absltest.TestCase):
     self.assertEqual(code, 0)
     self.assertIn("version 2 (D=4) -> version 0 (D=3)", stdout)
     got = np.load(out)
-    np.testing.assert_allclose(got, self.z.astype(np.float64) @ (self.w1 @ self.w2).T, rtol=1e-5)
+    assert_close(got, self.z.astype(np.float64) @ (self.w1 @ self.w2).T)
     self.assertEqual(got.dtype, np.float32)
 
   def test_transform_from_an_older_version(self):
@@ -54,7 +55,7 @@ class CliTest(absltest.TestCase):
     out = self.tmp / "z1to0.npy"
     self.assertEqual(run("transform", "--registry", self.reg, "--to", "0", "--from", "1",
                          str(self.tmp / "z1.npy"), str(out))[0], 0)
-    np.testing.assert_allclose(np.load(out), np.load(self.tmp / "z1.npy") @ self.w1.T, rtol=1e-5)
+    assert_close(np.load(out), np.load(self.tmp / "z1.npy") @ self.w1.T)
 
   def test_transform_never_overwrites_without_flag(self):
     out = self.tmp / "keep.npy"

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from bcjax.alignment import apply_backward, apply_chain, compose, compositions, notrans
 from tests._chains import np_compose, random_chain
+from tests._tolerance import assert_close
 
 
 class ComposeTest(parameterized.TestCase):
@@ -18,7 +19,7 @@ class ComposeTest(parameterized.TestCase):
     rng = np.random.default_rng(len(dims))
     ws = [rng.normal(size=(dims[i], dims[i + 1])) for i in range(len(dims) - 1)]
     got = compose(ws, dim=dims[-1]) if ws else compose([], dim=dims[0])
-    np.testing.assert_allclose(got, np_compose(ws, dims[-1]), rtol=1e-12, atol=1e-12)
+    assert_close(got, np_compose(ws, dims[-1]))
 
   def test_empty_chain_is_identity_of_given_dim(self):
     np.testing.assert_array_equal(compose([], dim=4), np.eye(4))
@@ -29,9 +30,9 @@ class ComposeTest(parameterized.TestCase):
     comps = compositions(ws)
     self.assertLen(comps, 3)
     for j in range(3):
-      np.testing.assert_allclose(comps[j], np_compose(ws[j:], 6), rtol=1e-12)
+      assert_close(comps[j], np_compose(ws[j:], 6))
       self.assertEqual(comps[j].shape, (ws[j].shape[0], 6))
-    np.testing.assert_allclose(comps[-1], ws[-1])
+    assert_close(comps[-1], ws[-1])
 
   def test_compositions_of_empty_chain_is_empty(self):
     self.assertEqual(compositions([]), [])
@@ -40,13 +41,13 @@ class ComposeTest(parameterized.TestCase):
     rng = np.random.default_rng(1)
     z, w = rng.normal(size=(7, 5)), rng.normal(size=(3, 5))
     expected = np.stack([w @ z_i for z_i in z])  # the paper's column-vector W_k z_k, row by row
-    np.testing.assert_allclose(apply_backward(z, w), expected, rtol=1e-12)
+    assert_close(apply_backward(z, w), expected)
 
   def test_apply_chain_equals_composed_weight(self):
     rng = np.random.default_rng(2)
     zs, ws = random_chain(rng, [4, 6, 5], n=9)
-    np.testing.assert_allclose(apply_chain(zs[-1], ws), zs[-1] @ np_compose(ws, 5).T, rtol=1e-10)
-    np.testing.assert_allclose(apply_chain(zs[-1], ws[1:]), zs[-1] @ ws[1].T, rtol=1e-12)
+    assert_close(apply_chain(zs[-1], ws), zs[-1] @ np_compose(ws, 5).T)
+    assert_close(apply_chain(zs[-1], ws[1:]), zs[-1] @ ws[1].T)
     np.testing.assert_array_equal(apply_chain(zs[-1], []), zs[-1])
 
   def test_notrans_takes_leading_coordinates(self):
@@ -57,11 +58,11 @@ class ComposeTest(parameterized.TestCase):
   def test_jit_equals_no_jit(self):
     rng = np.random.default_rng(3)
     zs, ws = random_chain(rng, [2, 3, 4, 5], n=6)
-    np.testing.assert_allclose(jax.jit(compose)(ws), compose(ws), rtol=1e-12)
+    assert_close(jax.jit(compose)(ws), compose(ws))
     jitted = jax.jit(compositions)(ws)
     for a, b in zip(jitted, compositions(ws)):
-      np.testing.assert_allclose(a, b, rtol=1e-12)
-    np.testing.assert_allclose(jax.jit(apply_chain)(zs[-1], ws), apply_chain(zs[-1], ws), rtol=1e-12)
+      assert_close(a, b)
+    assert_close(jax.jit(apply_chain)(zs[-1], ws), apply_chain(zs[-1], ws))
     np.testing.assert_array_equal(jax.jit(notrans, static_argnums=1)(zs[-1], 2), notrans(zs[-1], 2))
 
   def test_vmap_over_a_stack_of_chains_equals_loop(self):
@@ -69,14 +70,14 @@ class ComposeTest(parameterized.TestCase):
     w1, w2 = rng.normal(size=(5, 2, 3)), rng.normal(size=(5, 3, 4))
     batched = jax.vmap(lambda a, b: compose([a, b]))(w1, w2)
     for i in range(5):
-      np.testing.assert_allclose(batched[i], w1[i] @ w2[i], rtol=1e-12)
+      assert_close(batched[i], w1[i] @ w2[i])
 
   def test_grad_of_composition_matches_closed_form(self):
     rng = np.random.default_rng(5)
     w1, w2, c = rng.normal(size=(2, 3)), rng.normal(size=(3, 4)), rng.normal(size=(2, 4))
     # d/dW1 <C, W1 W2> = C W2^T
     grad = jax.grad(lambda a: jnp.sum(c * compose([a, w2])))(w1)
-    np.testing.assert_allclose(grad, c @ w2.T, rtol=1e-12)
+    assert_close(grad, c @ w2.T)
 
   def test_float32_inputs_stay_float32(self):
     ws = [np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)]
@@ -88,7 +89,7 @@ class ComposeTest(parameterized.TestCase):
     rng = np.random.default_rng(seed)
     ws = [rng.normal(size=(dims[i], dims[i + 1])) for i in range(len(dims) - 1)]
     for cut in range(1, len(ws)):
-      np.testing.assert_allclose(compose(ws[:cut]) @ compose(ws[cut:]), compose(ws), rtol=1e-9, atol=1e-9)
+      assert_close(compose(ws[:cut]) @ compose(ws[cut:]), compose(ws))
 
 
 if __name__ == "__main__":

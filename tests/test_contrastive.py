@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from bcjax.contrastive import (icl_objective, info_nce, log_change_ratio, mixed_info_nce, nce_ii,
                                nce_ii_from_log_ratio, new_negative_mask, old_negative_count)
+from tests._tolerance import assert_close
 
 TAU = 0.1
 
@@ -40,18 +41,18 @@ class TheoremTest(parameterized.TestCase):
     f_pos = np.exp(np.sum(np_logf(anchor, positive) * np.eye(6), axis=1))
     e_old, e_new = np.exp(np_logf(anchor, s_old)).mean(1), np.exp(np_logf(anchor, s_new)).mean(1)
     l_grown = -np.log(f_pos / (f_pos + k * ((1 - alpha) * e_old + alpha * e_new)))  # L^{I,X'} with E_X' (Lemma 1)
-    np.testing.assert_allclose(l_old + l_ii, l_grown, rtol=1e-9, atol=1e-9)
+    assert_close(l_old + l_ii, l_grown)
 
   def test_nce_ii_vanishes(self):
     anchor, positive, z_new, _ = views(0)
     self.assertEqual(float(nce_ii(anchor, positive, z_new, 0.0)), 0.0)  # α = 0: nothing new
     # r = 1 when the new negatives are the old ones
-    np.testing.assert_allclose(float(nce_ii(anchor, positive, z_new, 0.4, old_negatives=z_new)), 0.0, atol=1e-12)
-    np.testing.assert_allclose(nce_ii_from_log_ratio(jnp.zeros(3), 0.7), 0.0, atol=1e-12)
-    np.testing.assert_allclose(nce_ii_from_log_ratio(jnp.array([0.3]), 1.0), [0.3])
+    assert_close(float(nce_ii(anchor, positive, z_new, 0.4, old_negatives=z_new)), 0.0, scale=10.0)  # log-sums of cos/τ = O(10)
+    assert_close(nce_ii_from_log_ratio(jnp.zeros(3), 0.7), 0.0, scale=1.0)
+    assert_close(nce_ii_from_log_ratio(jnp.array([0.3]), 1.0), [0.3])
 
   def test_icl_objective_weights(self):
-    self.assertAlmostEqual(float(icl_objective(2.0, 4.0, 0.25)), 0.75 * 2.0 + 0.25 * 4.0)
+    assert_close(float(icl_objective(2.0, 4.0, 0.25)), 0.75 * 2.0 + 0.25 * 4.0)
     with self.assertRaisesRegex(ValueError, "`alpha`"):
       icl_objective(1.0, 1.0, 1.5)
 
@@ -62,8 +63,8 @@ class ReferenceFormTest(parameterized.TestCase):
     anchor, positive, _, _ = views(1)
     logits = np_logf(anchor, positive)
     expected = np.mean(np.log(np.exp(logits).sum(1)) - np.diag(logits))  # B − 1 cross-view negatives
-    self.assertAlmostEqual(float(info_nce(anchor, positive)), expected, places=10)
-    self.assertAlmostEqual(float(jax.jit(info_nce)(anchor, positive)), expected, places=10)
+    assert_close(float(info_nce(anchor, positive)), expected)
+    assert_close(float(jax.jit(info_nce)(anchor, positive)), expected)
 
   def test_nce_ii_against_numpy(self):
     anchor, positive, z_new, _ = views(2)
@@ -72,8 +73,8 @@ class ReferenceFormTest(parameterized.TestCase):
     d = logits.sum(1)
     alpha = 0.3
     expected = np.mean(np.log((1 - alpha) + alpha * u / d))
-    self.assertAlmostEqual(float(nce_ii(anchor, positive, z_new, alpha)), expected, places=10)
-    np.testing.assert_allclose(log_change_ratio(anchor, positive, z_new), np.log(u / d), rtol=1e-10)
+    assert_close(float(nce_ii(anchor, positive, z_new, alpha)), expected)
+    assert_close(log_change_ratio(anchor, positive, z_new), np.log(u / d))
 
   def test_negative_counts_match_the_reference_table(self):
     counts = [old_negative_count(a / 10, 32) for a in range(1, 10)]
@@ -93,7 +94,7 @@ class ReferenceFormTest(parameterized.TestCase):
     mask = np.asarray(new_negative_mask(b, new_num))
     den = np.diag(logits) + (logits * mask).sum(1) + np.exp(np_logf(anchor, z_old)).sum(1)
     expected = np.mean(np.log(den / np.diag(logits)))
-    self.assertAlmostEqual(float(mixed_info_nce(anchor, positive, z_old, new_num)), expected, places=10)
+    assert_close(float(mixed_info_nce(anchor, positive, z_old, new_num)), expected)
 
 
 class RobustnessTest(parameterized.TestCase):
@@ -122,9 +123,8 @@ class RobustnessTest(parameterized.TestCase):
     pad_n = np.concatenate([z_new, rng.normal(size=(2, 5))])
     where = np.arange(9) < 6
     nwhere = np.arange(6) < 4
-    self.assertAlmostEqual(float(info_nce(pad_a, pad_p, where=where)), float(info_nce(anchor, positive)), places=10)
-    self.assertAlmostEqual(float(nce_ii(pad_a, pad_p, pad_n, 0.3, where=where, new_negatives_where=nwhere)),
-                           float(nce_ii(anchor, positive, z_new, 0.3)), places=10)
+    assert_close(float(info_nce(pad_a, pad_p, where=where)), float(info_nce(anchor, positive)))
+    assert_close(float(nce_ii(pad_a, pad_p, pad_n, 0.3, where=where, new_negatives_where=nwhere)), float(nce_ii(anchor, positive, z_new, 0.3)))
     g = jax.grad(lambda a: nce_ii(a, pad_p, pad_n, 0.3, where=where, new_negatives_where=nwhere))(pad_a)
     np.testing.assert_array_equal(np.asarray(g)[6:], 0.0)
 
@@ -133,8 +133,8 @@ class RobustnessTest(parameterized.TestCase):
     shard = lambda x: x.reshape(2, -1, x.shape[-1])  # noqa: E731
     sharded = jax.vmap(lambda a, p, n: (info_nce(a, p, axis_name="d"), nce_ii(a, p, n, 0.4, axis_name="d")),
                        axis_name="d")(shard(anchor), shard(positive), shard(z_new))
-    self.assertAlmostEqual(float(sharded[0][0]), float(info_nce(anchor, positive)), places=10)
-    self.assertAlmostEqual(float(sharded[1][1]), float(nce_ii(anchor, positive, z_new, 0.4)), places=10)
+    assert_close(float(sharded[0][0]), float(info_nce(anchor, positive)))
+    assert_close(float(sharded[1][1]), float(nce_ii(anchor, positive, z_new, 0.4)))
 
   def test_bad_inputs(self):
     anchor, positive, z_new, _ = views(6)
@@ -146,7 +146,7 @@ class RobustnessTest(parameterized.TestCase):
       nce_ii(anchor, positive, z_new[:, :3], 0.5)
     with self.assertRaisesRegex(ValueError, r"`new_num` must be an integer in \[0, B-1\] = \[0, 5\], got 6"):
       mixed_info_nce(anchor, positive, z_new, 6)
-    with self.assertRaisesRegex(ValueError, "`temperature` must be > 0"):
+    with self.assertRaisesRegex(ValueError, r"`temperature` must lie in \(0, inf\)"):
       info_nce(anchor, positive, temperature=0.0)
 
 

@@ -14,6 +14,7 @@ from absl.testing import absltest
 from bcjax.versioning import Registry
 from experiments.error_amplification.configs import PRESETS
 from experiments.error_amplification.train import train_and_evaluate
+from tests._tolerance import assert_close
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,7 +61,7 @@ class ErrorAmplificationTest(absltest.TestCase):
       infos = reg.versions()
       self.assertEqual([i.dim for i in infos], list(self.cfg.dims))
       gain = np.linalg.norm(reg.compose(0), ord=2)
-      self.assertAlmostEqual(gain, self.results["methods"][method]["composed_gain"][-1], places=5)
+      assert_close(gain, self.results["methods"][method]["composed_gain"][-1])
 
   def test_notrans_methods_have_unit_gain_and_post_hoc_shares_non_bc_models(self):
     methods = self.results["methods"]

@@ -16,6 +16,7 @@ from bcjax.data import (TASKS, amazon_files, evolving_graph, item_rating_stats, 
                         load_amazon, load_graph_dataset, movielens_graph, load_movielens, num_edges_at,
                         split_version, split_versions, synthetic_evolving_graph, task_examples)
 from tests.test_data import ml100k
+from tests._tolerance import assert_close
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("BCJAX_DATA_DIR", ROOT.parent / "shared" / "data"))
@@ -128,15 +129,15 @@ class TaskLabelTest(absltest.TestCase):
     keep, mean, std = item_rating_stats(item, rating, 8, min_edges=10)
     expected = [i for i in range(8) if np.sum(item == i) >= 10]
     np.testing.assert_array_equal(keep, expected)
-    np.testing.assert_allclose(mean, [rating[item == i].mean() for i in expected])
-    np.testing.assert_allclose(std, [rating[item == i].std(ddof=1) for i in expected])
+    assert_close(mean, [rating[item == i].mean() for i in expected])
+    assert_close(std, [rating[item == i].std(ddof=1) for i in expected])
 
   def test_item_tasks_and_threshold(self):
     g = synthetic_evolving_graph(300, 150, 4000, seed=1)
     splits = split_versions(g)
     tau = item_rating_threshold(splits[0])
     fit = task_examples("binary-item-rating-avg", splits[0], fit=True, tau=tau)
-    self.assertAlmostEqual(fit.label.mean(), 0.5, delta=0.1)  # tau is the median of these means
+    assert_close(fit.label.mean(), 0.5, "statistical", rtol=0, atol=0.1)  # tau is the median of these means
     std = task_examples("binary-item-rating-std", splits[1])
     keep, _, s = item_rating_stats(np.concatenate([splits[1].train_item, splits[1].val_item]),
                                    np.concatenate([splits[1].train_rating, splits[1].val_rating]),

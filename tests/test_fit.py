@@ -9,6 +9,7 @@ from flax import nnx
 from bcjax.alignment import (BackwardLinear, apply_backward, fit_posthoc, init_backward, least_squares_backward,
                              multi_step_loss, single_step_loss)
 from tests._chains import random_chain
+from tests._tolerance import assert_close
 
 
 class PosthocTest(parameterized.TestCase):
@@ -20,29 +21,29 @@ class PosthocTest(parameterized.TestCase):
 
   def test_least_squares_matches_numpy(self):
     expected = np.linalg.lstsq(self.z_new, self.z_prev, rcond=None)[0].T
-    np.testing.assert_allclose(least_squares_backward(self.z_new, self.z_prev), expected, rtol=1e-9, atol=1e-10)
+    assert_close(least_squares_backward(self.z_new, self.z_prev), expected)
 
   def test_ridge_matches_normal_equations(self):
     n, d = self.z_new.shape
     rho = 0.3
     expected = np.linalg.solve(self.z_new.T @ self.z_new + n * rho * np.eye(d), self.z_new.T @ self.z_prev).T
-    np.testing.assert_allclose(least_squares_backward(self.z_new, self.z_prev, ridge=rho), expected, rtol=1e-10)
+    assert_close(least_squares_backward(self.z_new, self.z_prev, ridge=rho), expected)
     # and it is a stationary point of the penalised objective
     grad = jax.grad(lambda w: single_step_loss(self.z_new, self.z_prev, w) + rho * (w ** 2).sum())(expected)
-    np.testing.assert_allclose(grad, 0.0, atol=1e-10)
+    assert_close(grad, 0.0, scale=10.0)  # the data and ridge terms are O(10)
 
   def test_least_squares_solution_is_stationary_for_both_losses(self):
     w = least_squares_backward(self.z_new, self.z_prev)
     for loss in (lambda w: single_step_loss(self.z_new, self.z_prev, w),
                  lambda w: multi_step_loss(self.z_new, self.z_prev, w, self.history)):
-      np.testing.assert_allclose(jax.grad(loss)(w), 0.0, atol=1e-9)
+      assert_close(jax.grad(loss)(w), 0.0, scale=10.0)
 
   @parameterized.parameters("single", "multi")
   def test_gradient_fit_converges_to_least_squares(self, loss):
     fit = fit_posthoc(self.z_new, self.z_prev, self.history, key=jax.random.key(0), loss=loss, steps=4000,
                       learning_rate=2e-2)
     w_star = least_squares_backward(self.z_new, self.z_prev)
-    np.testing.assert_allclose(fit.w, w_star, atol=2e-3)
+    assert_close(fit.w, w_star, "statistical", rtol=0, atol=2e-3)
     self.assertEqual(fit.losses.shape, (4000,))
     self.assertLess(float(fit.losses[-1]), float(fit.losses[0]))
 
@@ -63,7 +64,7 @@ class PosthocTest(parameterized.TestCase):
 
   def test_backward_linear_module_applies_its_weight(self):
     module = BackwardLinear(d_new=6, d_prev=4, rngs=nnx.Rngs(0))
-    np.testing.assert_allclose(module(self.z_new), apply_backward(self.z_new, module.w[...]), rtol=1e-6)
+    assert_close(module(self.z_new), apply_backward(self.z_new, module.w[...]))
     self.assertEqual(module.w[...].shape, (4, 6))
 
 

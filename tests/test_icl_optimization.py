@@ -9,6 +9,7 @@ from absl.testing import absltest, parameterized
 
 from bcjax.contrastive import (DDPG, AgentConfig, LearningRateAgent, ReplayBuffer, first_order_meta_gradient,
                                inner_step_count, sgd_step)
+from tests._tolerance import assert_close
 
 
 class InnerStepTest(parameterized.TestCase):
@@ -50,11 +51,10 @@ class MetaStepTest(absltest.TestCase):
     # by hand: θ1 = θ − lr1 Aᵀ(Aθ − b), θ2 = θ1 − lr2 Aᵀ(Aθ1 − 2b); gradient of the query loss at θ2
     t1 = theta - lr_s[0] * a_s.T @ (a_s @ theta - b_s)
     t2 = t1 - lr_s[1] * a_s.T @ (a_s @ t1 - 2 * b_s)
-    np.testing.assert_allclose(np.asarray(out.fast_params["w"]), t2, rtol=1e-10)
-    np.testing.assert_allclose(np.asarray(out.grads["w"]), a_q.T @ (a_q @ t2 - b_q), rtol=1e-10)
-    np.testing.assert_allclose(float(out.query_loss), 0.5 * np.sum((a_q @ t2 - b_q) ** 2), rtol=1e-10)
-    np.testing.assert_allclose([float(v) for v in out.support_losses],
-                               [0.5 * np.sum((a_s @ theta - b_s) ** 2), 0.5 * np.sum((a_s @ t1 - 2 * b_s) ** 2)])
+    assert_close(np.asarray(out.fast_params["w"]), t2)
+    assert_close(np.asarray(out.grads["w"]), a_q.T @ (a_q @ t2 - b_q))
+    assert_close(float(out.query_loss), 0.5 * np.sum((a_q @ t2 - b_q) ** 2))
+    assert_close([float(v) for v in out.support_losses], [0.5 * np.sum((a_s @ theta - b_s) ** 2), 0.5 * np.sum((a_s @ t1 - 2 * b_s) ** 2)])
     self.assertEqual(int(out.aux), 3)  # two support calls and one query call threaded the state
 
   def test_jit_matches_eager_and_bad_rates(self):
@@ -62,10 +62,10 @@ class MetaStepTest(absltest.TestCase):
     params = {"w": jnp.arange(3.0)}
     eager = first_order_meta_gradient(loss, loss, params, 0, (1.0, 1.0, 1.0), 0.5, 0.1)
     jitted = jax.jit(lambda p: first_order_meta_gradient(loss, loss, p, 0, (1.0, 1.0, 1.0), 0.5, 0.1))(params)
-    np.testing.assert_allclose(np.asarray(eager.grads["w"]), np.asarray(jitted.grads["w"]), rtol=1e-12)
+    assert_close(np.asarray(eager.grads["w"]), np.asarray(jitted.grads["w"]))
     with self.assertRaisesRegex(ValueError, "learning rates"):
       first_order_meta_gradient(loss, loss, params, 0, (1.0, 1.0), 0.5, [0.1])
-    np.testing.assert_allclose(np.asarray(sgd_step(params, {"w": jnp.ones(3)}, 0.5)["w"]), [-0.5, 0.5, 1.5])
+    assert_close(np.asarray(sgd_step(params, {"w": jnp.ones(3)}, 0.5)["w"]), [-0.5, 0.5, 1.5])
 
 
 class AgentTest(absltest.TestCase):
@@ -99,9 +99,9 @@ class AgentTest(absltest.TestCase):
     self.assertTrue(all(config.lr_min <= r <= config.lr_max for r in rates))
     buf = agent.ddpg.buffer
     self.assertEqual(buf.size, 3)
-    np.testing.assert_allclose(buf.data.reward[:3], [1.0, -0.5, 1.5])  # L_t − L_(t+1) for the action at t
-    np.testing.assert_allclose(buf.data.state[0], [9.0, 5.0, 0.0])  # oldest first, zero right-padding
-    np.testing.assert_allclose(buf.data.next_state[2], [4.0, 4.5, 3.0])
+    assert_close(buf.data.reward[:3], [1.0, -0.5, 1.5])  # L_t − L_(t+1) for the action at t
+    assert_close(buf.data.state[0], [9.0, 5.0, 0.0])  # oldest first, zero right-padding
+    assert_close(buf.data.next_state[2], [4.0, 4.5, 3.0])
     with self.assertRaisesRegex(ValueError, "finite"):
       agent(float("nan"))
 

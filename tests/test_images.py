@@ -20,6 +20,7 @@ from bcjax.data import (AugmentConfig, augment_images, color_jitter, gaussian_bl
 from bcjax.data._image_augment import adjust_brightness, adjust_contrast, adjust_saturation
 from bcjax.models import BasicBlock, ResNet18, SmallCNN
 from experiments.icl.images import ImageData, load_images
+from tests._tolerance import assert_close
 
 
 def idx_bytes(array: np.ndarray) -> bytes:
@@ -87,25 +88,23 @@ class ColourTest(absltest.TestCase):
   def test_hsv_matches_colorsys_and_round_trips(self):
     expected = np.array([colorsys.rgb_to_hsv(*p) for p in self.pixels])
     hsv = np.asarray(rgb_to_hsv(jnp.asarray(self.pixels)))
-    np.testing.assert_allclose(hsv, expected, atol=1e-10)
+    assert_close(hsv, expected)
     back = np.array([colorsys.hsv_to_rgb(*p) for p in expected])
-    np.testing.assert_allclose(np.asarray(hsv_to_rgb(jnp.asarray(expected))), back, atol=1e-10)
+    assert_close(np.asarray(hsv_to_rgb(jnp.asarray(expected))), back)
 
   def test_adjustments_match_numpy(self):
     img = self.pixels.reshape(10, 20, 3)
     gray = img @ np.array([0.299, 0.587, 0.114])
-    np.testing.assert_allclose(adjust_brightness(jnp.asarray(img), 1.3), np.clip(img * 1.3, 0, 1), atol=1e-12)
-    np.testing.assert_allclose(adjust_contrast(jnp.asarray(img), 0.7),
-                               np.clip(0.7 * img + 0.3 * gray.mean(), 0, 1), atol=1e-12)
-    np.testing.assert_allclose(adjust_saturation(jnp.asarray(img), 0.5),
-                               np.clip(0.5 * img + 0.5 * gray[..., None], 0, 1), atol=1e-12)
+    assert_close(adjust_brightness(jnp.asarray(img), 1.3), np.clip(img * 1.3, 0, 1))
+    assert_close(adjust_contrast(jnp.asarray(img), 0.7), np.clip(0.7 * img + 0.3 * gray.mean(), 0, 1))
+    assert_close(adjust_saturation(jnp.asarray(img), 0.5), np.clip(0.5 * img + 0.5 * gray[..., None], 0, 1))
     g = np.asarray(grayscale(jnp.asarray(img)))
-    np.testing.assert_allclose(g, np.repeat(gray[..., None], 3, -1), atol=1e-12)
+    assert_close(g, np.repeat(gray[..., None], 3, -1))
 
   def test_zero_strength_jitter_is_the_identity(self):
     img = jnp.asarray(self.pixels.reshape(10, 20, 3))
     out = color_jitter(jax.random.key(0), img, 0.0, 0.0, 0.0, 0.0)
-    np.testing.assert_allclose(out, img, atol=1e-6)
+    assert_close(out, img)
 
 
 class GeometryTest(absltest.TestCase):
@@ -113,16 +112,16 @@ class GeometryTest(absltest.TestCase):
   def test_full_crop_is_the_image_and_bilinear_halving_averages_blocks(self):
     img = jnp.asarray(np.random.default_rng(1).uniform(size=(6, 6, 3)))
     crop = random_resized_crop(jax.random.key(0), img, 6, scale=(1.0, 1.0), ratio=(1.0, 1.0))
-    np.testing.assert_allclose(crop, img, atol=1e-6)
+    assert_close(crop, img)
     half = np.asarray(resample(img, 0.0, 0.0, 6.0, 6.0, 3))
     blocks = np.asarray(img).reshape(3, 2, 3, 2, 3).mean(axis=(1, 3))
-    np.testing.assert_allclose(half, blocks, atol=1e-6)
+    assert_close(half, blocks)
 
   def test_blur_matches_scipy(self):
     img = np.random.default_rng(2).uniform(size=(12, 12, 3))
     ours = np.asarray(gaussian_blur(jnp.asarray(img), 1.0, 3))
     ref = np.stack([ndimage.gaussian_filter(img[..., c], 1.0, mode="nearest", truncate=3.0) for c in range(3)], -1)
-    np.testing.assert_allclose(ours, ref, atol=1e-6)
+    assert_close(ours, ref)
 
   def test_views_are_keyed_normalised_and_jit_invariant(self):
     images = jnp.asarray(np.random.default_rng(3).uniform(size=(4, 10, 10, 3)))
@@ -133,13 +132,12 @@ class GeometryTest(absltest.TestCase):
     np.testing.assert_array_equal(a, augment_images(jax.random.key(0), images, cfg))
     self.assertGreater(float(jnp.max(jnp.abs(a - augment_images(jax.random.key(1), images, cfg)))), 0.1)
     jitted = jax.jit(augment_images, static_argnums=2)(jax.random.key(0), images, cfg)
-    np.testing.assert_allclose(jitted, a, atol=1e-5)
+    assert_close(jitted, a)
     grey = augment_images(jax.random.key(0), images, cfg._replace(grayscale_p=1.0))
     raw = np.asarray(grey) * np.asarray(cfg.std) + np.asarray(cfg.mean)
-    np.testing.assert_allclose(raw[..., 0], raw[..., 1], atol=1e-5)
+    assert_close(raw[..., 0], raw[..., 1])
     flat = AugmentConfig(size=10, scale=(1, 1), ratio=(1, 1), jitter_p=0, grayscale_p=0, blur_p=0, flip_p=0)
-    np.testing.assert_allclose(augment_images(jax.random.key(0), images, flat), resize_images(images, flat),
-                               atol=1e-5)
+    assert_close(augment_images(jax.random.key(0), images, flat), resize_images(images, flat))
     with self.assertRaisesRegex(ValueError, r"\[B, H, W, 3\]"):
       augment_images(jax.random.key(0), images[..., :1], cfg)
 
@@ -161,7 +159,7 @@ class EncoderTest(absltest.TestCase):
       call = jax.jit(lambda m, v, k: m(v, mask=k) if isinstance(m, SmallCNN) else m(v, k))
       alone = call(model, x, None)  # batch statistics of the three real rows
       padded = call(model, jnp.concatenate([x, junk]), mask)[:3]
-      np.testing.assert_allclose(padded, alone, rtol=1e-4, atol=1e-4)
+      assert_close(padded, alone, "network")
     with self.assertRaisesRegex(ValueError, r"\[B, H, W, 3\]"):
       SmallCNN(rngs=nnx.Rngs(0))(jnp.ones((2, 8, 8)))
 
@@ -187,7 +185,7 @@ class ImageDataTest(absltest.TestCase):
     folder = Path(self.create_tempdir().full_path)
     raw, labels = write_mnist(folder, n=12)
     images, y = load_images("mnist-2", str(folder))
-    np.testing.assert_allclose(images[..., 0], raw[labels < 2] / 255.0, atol=1e-6)
+    assert_close(images[..., 0], raw[labels < 2] / 255.0)
     np.testing.assert_array_equal(images[..., 0], images[..., 2])
 
 

@@ -11,6 +11,7 @@ from jax.test_util import check_grads
 
 from bcjax.alignment import alignment_error, apply_chain, compose, multi_step_loss, single_step_loss
 from tests._chains import np_compose, random_chain
+from tests._tolerance import assert_close
 
 
 def np_single(z_new, z_prev, w, per_dim=False):
@@ -39,28 +40,25 @@ class LossValueTest(parameterized.TestCase):
     rng = np.random.default_rng(sum(dims))
     zs, ws = random_chain(rng, list(dims), n=11)
     z_new, z_prev, w, history = zs[-1], zs[-2], ws[-1], ws[:-1]
-    np.testing.assert_allclose(single_step_loss(z_new, z_prev, w, per_dim=per_dim),
-                               np_single(z_new, z_prev, w, per_dim), rtol=1e-12)
-    np.testing.assert_allclose(multi_step_loss(z_new, z_prev, w, history, per_dim=per_dim),
-                               np_multi(z_new, z_prev, w, history, per_dim), rtol=1e-12)
+    assert_close(single_step_loss(z_new, z_prev, w, per_dim=per_dim), np_single(z_new, z_prev, w, per_dim))
+    assert_close(multi_step_loss(z_new, z_prev, w, history, per_dim=per_dim), np_multi(z_new, z_prev, w, history, per_dim))
 
   def test_multi_step_with_empty_history_is_single_step(self):
     zs, ws = random_chain(np.random.default_rng(0), [4, 5], n=8)
     for per_dim in (False, True):
-      np.testing.assert_allclose(multi_step_loss(zs[1], zs[0], ws[0], [], per_dim=per_dim),
-                                 single_step_loss(zs[1], zs[0], ws[0], per_dim=per_dim), rtol=1e-14)
+      assert_close(multi_step_loss(zs[1], zs[0], ws[0], [], per_dim=per_dim), single_step_loss(zs[1], zs[0], ws[0], per_dim=per_dim))
 
   def test_per_dim_equals_torch_style_mse_of_each_term(self):
     # The reference's nn.MSELoss: mean over rows and coordinates of each term.
     zs, ws = random_chain(np.random.default_rng(1), [3, 4, 6], n=10)
     delta = zs[2] @ ws[1].T - zs[1]
     expected = (np.mean(delta ** 2) + np.mean((delta @ ws[0].T) ** 2)) / 2
-    np.testing.assert_allclose(multi_step_loss(zs[2], zs[1], ws[1], ws[:1], per_dim=True), expected, rtol=1e-12)
+    assert_close(multi_step_loss(zs[2], zs[1], ws[1], ws[:1], per_dim=True), expected)
 
   def test_alignment_error_is_mean_l2_distance(self):
     rng = np.random.default_rng(2)
     a, b = rng.normal(size=(13, 4)), rng.normal(size=(13, 4))
-    np.testing.assert_allclose(alignment_error(a, b), np.linalg.norm(a - b, axis=1).mean(), rtol=1e-12)
+    assert_close(alignment_error(a, b), np.linalg.norm(a - b, axis=1).mean())
 
 
 class ErrorDecompositionTest(parameterized.TestCase):
@@ -76,7 +74,7 @@ class ErrorDecompositionTest(parameterized.TestCase):
     for j in range(big_k):
       direct = np.asarray(apply_chain(zs[big_k], ws[j:])) - zs[j]  # eq. (8): W^j_k z_k - z_j
       summed = sum(single[i] @ np.asarray(compose(ws[j:i - 1], dim=dims[i - 1])).T for i in range(j + 1, big_k + 1))
-      np.testing.assert_allclose(direct, summed, rtol=1e-9, atol=1e-9)
+      assert_close(direct, summed)
 
   def test_multi_step_loss_is_mean_of_carried_last_error(self):
     # The terms of eq. (10) are exactly the last summands of eq. (9) for j = 0..k-1.
@@ -84,7 +82,7 @@ class ErrorDecompositionTest(parameterized.TestCase):
     zs, ws = random_chain(rng, [3, 5, 4, 6], n=12)
     delta_k = zs[3] @ ws[2].T - zs[2]
     terms = [np.mean(np.sum((delta_k @ np_compose(ws[j:2], 4).T) ** 2, 1)) for j in range(3)]
-    np.testing.assert_allclose(multi_step_loss(zs[3], zs[2], ws[2], ws[:2]), np.mean(terms), rtol=1e-12)
+    assert_close(multi_step_loss(zs[3], zs[2], ws[2], ws[:2]), np.mean(terms))
 
 
 class LossTransformTest(parameterized.TestCase):
@@ -104,8 +102,7 @@ class LossTransformTest(parameterized.TestCase):
     # d/dW mean ||W z - y||^2 = (2/n) (Z W^T - Y)^T Z
     n = self.z_new.shape[0]
     expected = 2.0 / n * (self.z_new @ self.w.T - self.z_prev).T @ self.z_new
-    np.testing.assert_allclose(jax.grad(single_step_loss, argnums=2)(self.z_new, self.z_prev, self.w), expected,
-                               rtol=1e-10)
+    assert_close(jax.grad(single_step_loss, argnums=2)(self.z_new, self.z_prev, self.w), expected)
 
   def test_alignment_error_gradient_is_finite_at_exact_match(self):
     grad = jax.grad(alignment_error)(self.z_prev, self.z_prev)
@@ -116,11 +113,10 @@ class LossTransformTest(parameterized.TestCase):
     args = (self.z_new, self.z_prev, self.w)
     for per_dim in (False, True):
       f = functools.partial(single_step_loss, per_dim=per_dim)
-      np.testing.assert_allclose(jax.jit(f)(*args), f(*args), rtol=1e-13)
+      assert_close(jax.jit(f)(*args), f(*args))
       g = functools.partial(multi_step_loss, per_dim=per_dim)
-      np.testing.assert_allclose(jax.jit(g)(*args, self.history), g(*args, self.history), rtol=1e-13)
-    np.testing.assert_allclose(jax.jit(alignment_error)(self.z_new[:, :4], self.z_prev),
-                               alignment_error(self.z_new[:, :4], self.z_prev), rtol=1e-13)
+      assert_close(jax.jit(g)(*args, self.history), g(*args, self.history))
+    assert_close(jax.jit(alignment_error)(self.z_new[:, :4], self.z_prev), alignment_error(self.z_new[:, :4], self.z_prev))
 
   def test_vmap_over_independent_problems_equals_loop(self):
     rng = np.random.default_rng(4)
@@ -128,16 +124,14 @@ class LossTransformTest(parameterized.TestCase):
     w, h = rng.normal(size=(3, 4, 5)), rng.normal(size=(3, 2, 4))
     batched = jax.vmap(lambda a, b, c, d: multi_step_loss(a, b, c, [d]))(z_new, z_prev, w, h)
     for i in range(3):
-      np.testing.assert_allclose(batched[i], np_multi(z_new[i], z_prev[i], w[i], [h[i]]), rtol=1e-12)
+      assert_close(batched[i], np_multi(z_new[i], z_prev[i], w[i], [h[i]]))
 
   def test_where_mask_ignores_padded_rows(self):
     pad = np.concatenate([self.z_new, np.full((3, 5), 1e3)]), np.concatenate([self.z_prev, np.zeros((3, 4))])
     where = np.arange(9) < 6
-    np.testing.assert_allclose(single_step_loss(*pad, self.w, where=where),
-                               single_step_loss(self.z_new, self.z_prev, self.w), rtol=1e-12)
-    np.testing.assert_allclose(multi_step_loss(*pad, self.w, self.history, where=where),
-                               multi_step_loss(self.z_new, self.z_prev, self.w, self.history), rtol=1e-12)
-    np.testing.assert_allclose(alignment_error(pad[1], pad[1] + 1.0, where=where), 2.0, rtol=1e-12)
+    assert_close(single_step_loss(*pad, self.w, where=where), single_step_loss(self.z_new, self.z_prev, self.w))
+    assert_close(multi_step_loss(*pad, self.w, self.history, where=where), multi_step_loss(self.z_new, self.z_prev, self.w, self.history))
+    assert_close(alignment_error(pad[1], pad[1] + 1.0, where=where), 2.0)
 
   def test_all_masked_batch_gives_zero_and_finite_gradient(self):
     where = np.zeros(6, bool)
@@ -153,10 +147,9 @@ class LossTransformTest(parameterized.TestCase):
     where = np.array([[True, True, False], [True, True, True]])
     got = f(shard(self.z_new), shard(self.z_prev), where)
     expected = multi_step_loss(self.z_new, self.z_prev, self.w, self.history, where=where.reshape(-1))
-    np.testing.assert_allclose(got, np.full(2, expected), rtol=1e-12)
+    assert_close(got, np.full(2, expected))
     g = jax.vmap(lambda a, b: alignment_error(a, b, axis_name="data"), axis_name="data")
-    np.testing.assert_allclose(g(shard(self.z_new[:, :4]), shard(self.z_prev)),
-                               np.full(2, alignment_error(self.z_new[:, :4], self.z_prev)), rtol=1e-12)
+    assert_close(g(shard(self.z_new[:, :4]), shard(self.z_prev)), np.full(2, alignment_error(self.z_new[:, :4], self.z_prev)))
 
   def test_float32_stays_float32(self):
     f32 = lambda x: np.asarray(x, np.float32)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
 from bcjax.metrics import average_precision_at_k, evaluate_retrieval, mean_over_queries, recall_at_k, roc_auc
+from tests._tolerance import assert_close
 
 
 def np_metrics(scores, relevant, k, where=None):
@@ -41,18 +42,18 @@ class RankingTest(parameterized.TestCase):
     where = rng.random((20, 15)) < 0.8
     for w in (None, where):
       want_r, want_ap = np_metrics(scores, relevant, k, w)
-      np.testing.assert_allclose(recall_at_k(scores, relevant, k, where=w), want_r, atol=1e-12)
-      np.testing.assert_allclose(average_precision_at_k(scores, relevant, k, where=w), want_ap, atol=1e-12)
+      assert_close(recall_at_k(scores, relevant, k, where=w), want_r)
+      assert_close(average_precision_at_k(scores, relevant, k, where=w), want_ap)
 
   def test_closed_forms(self):
     scores = np.array([[4.0, 3.0, 2.0, 1.0]])
     relevant = np.array([[True, False, True, False]])
     # ranks 1 and 3 relevant: AP@3 = (1/1 + 2/3) / 2
-    np.testing.assert_allclose(average_precision_at_k(scores, relevant, 3), [(1 + 2 / 3) / 2])
-    np.testing.assert_allclose(recall_at_k(scores, relevant, 2), [0.5])
+    assert_close(average_precision_at_k(scores, relevant, 3), [(1 + 2 / 3) / 2])
+    assert_close(recall_at_k(scores, relevant, 2), [0.5])
     # excluding the top item moves the second relevant item to rank 2
     where = np.array([[False, True, True, True]])
-    np.testing.assert_allclose(average_precision_at_k(scores, relevant, 3, where=where), [0.5])
+    assert_close(average_precision_at_k(scores, relevant, 3, where=where), [0.5])
 
   def test_jit_matches_eager_and_mean(self):
     rng = np.random.default_rng(0)
@@ -60,8 +61,8 @@ class RankingTest(parameterized.TestCase):
     relevant[0] = False
     eager = average_precision_at_k(scores, relevant, 4)
     jitted = jax.jit(average_precision_at_k, static_argnums=2)(scores, relevant, 4)
-    np.testing.assert_allclose(eager, jitted)
-    np.testing.assert_allclose(mean_over_queries(eager, relevant), np.asarray(eager)[relevant.any(1)].mean())
+    assert_close(eager, jitted)
+    assert_close(mean_over_queries(eager, relevant), np.asarray(eager)[relevant.any(1)].mean())
     with self.assertRaisesRegex(ValueError, "no query has a relevant item"):
       mean_over_queries(eager, np.zeros_like(relevant))
 
@@ -82,15 +83,15 @@ class RocAucTest(absltest.TestCase):
     labels = np.array([y for _, y in rows])
     if labels.all() or not labels.any():
       return
-    self.assertAlmostEqual(float(roc_auc(scores, labels)), roc_auc_score(labels, scores), places=12)
+    assert_close(float(roc_auc(scores, labels)), roc_auc_score(labels, scores), scale=1.0)  # AUC lies in [0, 1]
 
   def test_mask_jit_and_errors(self):
     rng = np.random.default_rng(0)
     scores, labels = rng.normal(size=50), rng.random(50) < 0.4
     where = rng.random(50) < 0.7
     want = roc_auc_score(labels[where], scores[where])
-    self.assertAlmostEqual(float(roc_auc(scores, labels, where=where)), want, places=12)
-    self.assertAlmostEqual(float(jax.jit(roc_auc)(scores, labels, where=where)), want, places=12)
+    assert_close(float(roc_auc(scores, labels, where=where)), want, scale=1.0)
+    assert_close(float(jax.jit(roc_auc)(scores, labels, where=where)), want, scale=1.0)
     with self.assertRaisesRegex(ValueError, "needs both classes, got 0 positive"):
       roc_auc(scores, np.zeros(50, bool))
     with self.assertRaisesRegex(ValueError, "`labels` must be binary"):
@@ -122,12 +123,53 @@ class RetrievalTest(parameterized.TestCase):
     got = evaluate_retrieval(u, v, rel, exclude=exc, ks=(5, 10), candidates=candidates, chunk_size=7)
     for k in (5, 10):
       want_r, want_ap = self.brute_force(u, v, rel, exc, k, candidates)
-      self.assertAlmostEqual(got[f"recall@{k}"], want_r, places=10)
-      self.assertAlmostEqual(got[f"map@{k}"], want_ap, places=10)
+      assert_close(got[f"recall@{k}"], want_r)
+      assert_close(got[f"map@{k}"], want_ap)
     self.assertEqual(got["queries"], len(set(rel[0])))
+
+  def test_excluded_relevant_items_count_in_the_recall_denominator(self):
+    # BC-Aligner's reference rule: a re-interaction with a training item is not ranked, but it still counts among
+    # the query's |R| relevant items, so Recall@K = |top K of the eligible items ∩ R| / |R|.
+    rng = np.random.default_rng(7)
+    u, v = rng.normal(size=(12, 3)), rng.normal(size=(30, 3))
+    rel = (rng.integers(0, 12, 80), rng.integers(0, 30, 80))
+    exc = (np.concatenate([rel[0][:40], rng.integers(0, 12, 60)]), np.concatenate([rel[1][:40], rng.integers(0, 30, 60)]))
+    got = evaluate_retrieval(u, v, rel, exclude=exc, ks=(3, 8), chunk_size=5, rank_excluded_relevant=False)
+    for k in (3, 8):
+      recalls = []
+      for q in sorted(set(rel[0])):
+        relevant = set(rel[1][rel[0] == q].tolist())
+        excluded = set(exc[1][exc[0] == q].tolist())
+        ranked = [i for i in np.argsort(-(u[q] @ v.T), kind="stable") if i not in excluded][:k]
+        recalls.append(len(relevant.intersection(ranked)) / len(relevant))
+      assert_close(got[f"recall@{k}"], np.mean(recalls), err_msg=f"K={k}")
+    # the rule matters on this data: ranking the excluded relevant items gives other numbers
+    ranked_too = evaluate_retrieval(u, v, rel, exclude=exc, ks=(3, 8), chunk_size=5)
+    self.assertGreater(abs(ranked_too["recall@8"] - got["recall@8"]), 1e-3)
+
+  def test_numpy_scalars_are_accepted_where_python_numbers_are(self):
+    scores, relevant = np.array([[0.3, 0.9, 0.1]]), np.array([[True, False, True]])
+    assert_close(recall_at_k(scores, relevant, np.int64(2)), recall_at_k(scores, relevant, 2))
+    assert_close(average_precision_at_k(scores, relevant, np.array(2)), average_precision_at_k(scores, relevant, 2))
+    u, v = np.eye(3), np.eye(3)
+    got = evaluate_retrieval(u, v, (np.array([0, 1]), np.array([0, 2])), ks=(np.int32(1),), chunk_size=np.int64(1))
+    self.assertEqual(got["recall@1"], 0.5)
+    with self.assertRaisesRegex(ValueError, "`k` must be an integer"):
+      recall_at_k(scores, relevant, 2.0)
 
   def test_bad_inputs(self):
     u, v = np.zeros((3, 2)), np.zeros((4, 2))
+    for chunk in (0, -3, 1.5):
+      with self.assertRaisesRegex(ValueError, "`chunk_size` must be a positive integer"):
+        evaluate_retrieval(u, v, ([0], [1]), chunk_size=chunk)
+    with self.assertRaisesRegex(TypeError, r"`relevant\[1\]` must hold integer indices, got dtype float64"):
+      evaluate_retrieval(u, v, ([0], [1.7]))
+    with self.assertRaisesRegex(TypeError, r"`candidates` must hold integer indices"):
+      evaluate_retrieval(u, v, ([0], [1]), candidates=[0.5, 2.0])
+    with self.assertRaisesRegex(ValueError, r"`exclude` indexes outside \[0, 3\) x \[0, 4\)"):
+      evaluate_retrieval(u, v, ([0], [1]), exclude=([0], [-1]))
+    with self.assertRaisesRegex(ValueError, r"every K in `ks` must be an integer in \[1, 4\]"):
+      evaluate_retrieval(u, v, ([0], [1]), ks=(5,))
     with self.assertRaisesRegex(ValueError, r"`relevant` indexes outside \[0, 3\) x \[0, 4\)"):
       evaluate_retrieval(u, v, ([0], [4]))
     with self.assertRaisesRegex(ValueError, "no relevant pairs"):

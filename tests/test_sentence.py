@@ -14,6 +14,7 @@ from bcjax.sentence import (GENRES, NLTK_ENGLISH_STOPWORDS, ca_embed, ca_initial
                             encode_token_ids, keep_token, load_sts_genres, load_sts_pairs, load_stsb,
                             load_word_frequencies, load_word_vectors, pearson, principal_direction,
                             remove_direction, sif_weights, tokenize, weighted_average)
+from tests._tolerance import assert_close
 
 VOCAB = ["the", "cat", "sat", "on", "mat", "dog", "ran"]
 
@@ -32,7 +33,7 @@ class SifTest(parameterized.TestCase):
     total = sum(self.counts.values())
     a = 1e-3
     weight = {w: a / (a + self.counts.get(w, 0) / total) for w in VOCAB}
-    np.testing.assert_allclose(sif_weights(VOCAB, self.counts, a), [weight[w] for w in VOCAB], rtol=1e-14)
+    assert_close(sif_weights(VOCAB, self.counts, a), [weight[w] for w in VOCAB])
     # Direct NumPy: filter tokens, weighted average normalised by the sum of weights, then remove the first PC.
     expected = []
     for s in self.sentences:
@@ -46,11 +47,10 @@ class SifTest(parameterized.TestCase):
     expected = np.stack(expected)
     ids, mask = encode_token_ids(self.sentences, self.index)
     q = np.asarray(weighted_average(self.vectors, sif_weights(VOCAB, self.counts, a), ids, mask))
-    np.testing.assert_allclose(q, expected, rtol=1e-12, atol=1e-14)
+    assert_close(q, expected)
     u = np.linalg.svd(expected, full_matrices=False)[2][0]
-    np.testing.assert_allclose(np.abs(np.asarray(principal_direction(q)) @ u), 1.0, rtol=1e-10)
-    np.testing.assert_allclose(remove_direction(q, principal_direction(q)), expected - np.outer(expected @ u, u),
-                               atol=1e-12)
+    assert_close(np.abs(np.asarray(principal_direction(q)) @ u), 1.0)
+    assert_close(remove_direction(q, principal_direction(q)), expected - np.outer(expected @ u, u))
 
   def test_sentence_without_kept_tokens_is_zero(self):
     ids, mask = encode_token_ids(["42 !!", "the cat"], self.index)
@@ -64,19 +64,19 @@ class SifTest(parameterized.TestCase):
     stop, corpus = rng.normal(size=(5, 4)), rng.normal(size=(20, 4))
     r_z, r_1 = stop.T @ stop / 5, corpus.T @ corpus / 20
     c0 = np.asarray(ca_initial(stop))
-    np.testing.assert_allclose(c0, r_z @ np.linalg.pinv(r_z + np.eye(4)), atol=1e-12)
+    assert_close(c0, r_z @ np.linalg.pinv(r_z + np.eye(4)))
     c1 = np.asarray(ca_update(c0, corpus))
     # C_0 OR C(R_1) = C(R_Z + R_1): the correlations of stop words and corpus are summed.
-    np.testing.assert_allclose(c1, conceptor_from_correlation(r_z + r_1), atol=1e-10)
-    np.testing.assert_allclose(ca_embed(corpus, c1), corpus @ (np.eye(4) - c1).T, atol=1e-12)
-    np.testing.assert_allclose(ca_update(np.zeros((4, 4)), corpus), conceptor(corpus), atol=1e-10)
+    assert_close(c1, conceptor_from_correlation(r_z + r_1))
+    assert_close(ca_embed(corpus, c1), corpus @ (np.eye(4) - c1).T)
+    assert_close(ca_update(np.zeros((4, 4)), corpus), conceptor(corpus))
 
   def test_cosine_and_pearson_match_numpy_and_scipy(self):
     rng = np.random.default_rng(2)
     a, b = rng.normal(size=(30, 5)), rng.normal(size=(30, 5))
     cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
-    np.testing.assert_allclose(cosine_similarity(a, b), cos, rtol=1e-12)
-    np.testing.assert_allclose(pearson(cos, a[:, 0]), pearsonr(cos, a[:, 0])[0], rtol=1e-10)
+    assert_close(cosine_similarity(a, b), cos)
+    assert_close(pearson(cos, a[:, 0]), pearsonr(cos, a[:, 0])[0])
     with self.assertRaisesRegex(ValueError, "constant"):
       pearson(np.ones(4), np.arange(4.0))
 

@@ -20,13 +20,13 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from bcjax import _checks
-from bcjax._reduce import row_mean
+from bcjax._reduce import row_mean, zero_padded
 
 
 def _check_pair(fn: str, z_new, z_prev, w, where):
-  """Validates (z_new [n, d_k], z_prev [n, d_{k-1}], W_k [d_{k-1}, d_k], where [n])."""
-  z_new = _checks.as_float_array(fn, "z_new", z_new, ndim=2)
-  z_prev = _checks.as_float_array(fn, "z_prev", z_prev, ndim=2)
+  """Validates (z_new [n, d_k], z_prev [n, d_{k-1}], W_k [d_{k-1}, d_k], where [n]); padded rows become zeros."""
+  z_new = _checks.as_float_array(fn, "z_new", z_new, ndim=2, finite=False)
+  z_prev = _checks.as_float_array(fn, "z_prev", z_prev, ndim=2, finite=False)
   w = _checks.as_float_array(fn, "w", w, ndim=2)
   if z_new.shape[0] != z_prev.shape[0]:
     raise ValueError(f"{fn}: `z_new` has shape {tuple(z_new.shape)} and `z_prev` has shape {tuple(z_prev.shape)}; "
@@ -36,7 +36,9 @@ def _check_pair(fn: str, z_new, z_prev, w, where):
                      f"{(z_prev.shape[1], z_new.shape[1])} for `z_new` {tuple(z_new.shape)} and `z_prev` "
                      f"{tuple(z_prev.shape)}")
   where = _checks.check_row_mask(fn, where, z_new.shape[0])
-  return z_new, z_prev, w, where
+  _checks.check_finite(fn, "z_new", z_new, where)
+  _checks.check_finite(fn, "z_prev", z_prev, where)
+  return zero_padded(z_new, where), zero_padded(z_prev, where), w, where
 
 
 def _squared_norm(v: jax.Array, per_dim: bool) -> jax.Array:
@@ -175,13 +177,15 @@ def alignment_error(
     2.5
   """
   fn = "alignment_error"
-  z_approx = _checks.as_float_array(fn, "z_approx", z_approx, ndim=2)
-  z_true = _checks.as_float_array(fn, "z_true", z_true, ndim=2)
+  z_approx = _checks.as_float_array(fn, "z_approx", z_approx, ndim=2, finite=False)
+  z_true = _checks.as_float_array(fn, "z_true", z_true, ndim=2, finite=False)
   if z_approx.shape != z_true.shape:
     raise ValueError(f"{fn}: `z_approx` has shape {tuple(z_approx.shape)} but `z_true` has shape "
                      f"{tuple(z_true.shape)}; they must match")
   where = _checks.check_row_mask(fn, where, z_true.shape[0])
-  diff = z_approx - z_true
+  _checks.check_finite(fn, "z_approx", z_approx, where)
+  _checks.check_finite(fn, "z_true", z_true, where)
+  diff = zero_padded(z_approx, where) - zero_padded(z_true, where)
   sq = jnp.sum(diff * diff, axis=-1)
   # The derivative of sqrt is infinite at 0; take it on a safe value so exact matches give a zero gradient.
   nonzero = sq > 0

@@ -24,6 +24,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from bcjax import _checks
+from bcjax._reduce import zero_padded
 
 
 # Helpers ---------------------------------------------------------------------------------------------------------
@@ -63,6 +64,33 @@ def _as_square(fn: str, name: str, m) -> jax.Array:
     if asym > math.sqrt(float(jnp.finfo(m.dtype).eps)) * scale:
       raise ValueError(f"{fn}: `{name}` must be symmetric; max |M - M^T| = {asym:.3g} (shape {tuple(m.shape)})")
   return m
+
+
+def _as_conceptor(fn: str, name: str, c) -> jax.Array:
+  """A square symmetric [..., N, N] array whose eigenvalues lie in [0, 1] (checked on concrete inputs, to round-off
+  100·N·eps): the Boolean operations are only defined, and only return conceptors, for such matrices."""
+  c = _as_square(fn, name, c)
+  if _checks.is_concrete(c) and c.size:
+    host = np.asarray(c, np.float64)
+    s = np.linalg.eigvalsh((host + np.swapaxes(host, -1, -2)) / 2)
+    slack = 100.0 * c.shape[-1] * float(jnp.finfo(c.dtype).eps)
+    lo, hi = float(s.min()), float(s.max())
+    if lo < -slack or hi > 1.0 + slack:
+      raise ValueError(f"{fn}: `{name}` is not a conceptor: its eigenvalues span [{lo:.4g}, {hi:.4g}], outside "
+                       f"[0, 1] (shape {tuple(c.shape)}); build conceptors with `conceptor` or "
+                       f"`conceptor_from_correlation`")
+  return c
+
+
+def _conceptor_pair(fn: str, c, b, tol) -> tuple[jax.Array, jax.Array, float]:
+  """Validates two conceptors of the same N, broadcast to a common batch shape and dtype, and the tolerance."""
+  c, b = _as_conceptor(fn, "c", c), _as_conceptor(fn, "b", b)
+  if c.shape[-1] != b.shape[-1]:
+    raise ValueError(f"{fn}: `c` has shape {tuple(c.shape)} and `b` has shape {tuple(b.shape)}; both must be "
+                     "N x N with the same N")
+  dtype = jnp.promote_types(c.dtype, b.dtype)
+  c, b = jnp.broadcast_arrays(c.astype(dtype), b.astype(dtype))
+  return c, b, default_tol(c.shape[-1], dtype) if tol is None else float(tol)
 
 
 def _check_scalar(fn: str, name: str, value, *, allow_zero: bool = False, allow_inf: bool = False) -> None:
@@ -145,15 +173,20 @@ def correlation(x: ArrayLike, *, where: ArrayLike | None = None, axis_name: str 
     R, [..., N, N].
   """
   fn = "correlation"
-  x = _checks.as_float_array(fn, "x", x)
+  x = _checks.as_float_array(fn, "x", x, finite=False)
   if x.ndim < 2:
     raise ValueError(f"{fn}: `x` must hold samples as rows, [..., n, N]; got shape {tuple(x.shape)}")
-  mask = jnp.ones(x.shape[:-1], x.dtype) if where is None else jnp.asarray(where).astype(x.dtype)
-  if mask.shape != x.shape[:-1]:
-    raise ValueError(f"{fn}: `where` has shape {tuple(mask.shape)}; expected {tuple(x.shape[:-1])}")
-  xm = x * mask[..., None]
-  total = _t(xm) @ x
-  count = jnp.sum(mask, axis=-1)
+  if where is None:
+    count = jnp.full(x.shape[:-2], x.shape[-2], x.dtype)
+  else:
+    where = jnp.asarray(where)
+    if where.shape != x.shape[:-1] or where.dtype != jnp.bool_:
+      raise ValueError(f"{fn}: `where` must be a boolean mask of shape {tuple(x.shape[:-1])}, got "
+                       f"{tuple(where.shape)} {where.dtype}")
+    count = jnp.sum(where, axis=-1, dtype=x.dtype)
+  _checks.check_finite(fn, "x", x, where)
+  x = zero_padded(x, where)
+  total = _t(x) @ x
   if axis_name is not None:
     total, count = jax.lax.psum((total, count), axis_name)
   if _checks.is_concrete(count) and np.any(np.asarray(count) == 0):
@@ -198,7 +231,7 @@ def negation(c: ArrayLike) -> jax.Array:
     >>> negation(jnp.diag(jnp.array([0.25, 1.0]))).diagonal().tolist()
     [0.75, 0.0]
   """
-  c = _as_square("negation", "c", c)
+  c = _as_conceptor("negation", "c", c)
   return _eye_like(c) - c
 
 
@@ -263,14 +296,7 @@ def conjunction(c: ArrayLike, b: ArrayLike, *, tol: float | None = None) -> jax.
     >>> conjunction(p, q).round(6).diagonal().tolist()  # projectors: intersection of subspaces
     [0.0, 1.0, 0.0]
   """
-  c = _as_square("conjunction", "c", c)
-  b = _as_square("conjunction", "b", b)
-  if c.shape[-1] != b.shape[-1]:
-    raise ValueError(f"conjunction: `c` has shape {tuple(c.shape)} and `b` has shape {tuple(b.shape)}; both must be "
-                     "N x N with the same N")
-  dtype = jnp.promote_types(c.dtype, b.dtype)
-  c, b = jnp.broadcast_arrays(c.astype(dtype), b.astype(dtype))
-  tol = default_tol(c.shape[-1], dtype) if tol is None else float(tol)
+  c, b, tol = _conceptor_pair("conjunction", c, b, tol)
   return _conjunction(c, b, tol)
 
 
@@ -286,7 +312,8 @@ def disjunction(c: ArrayLike, b: ArrayLike, *, tol: float | None = None) -> jax.
     >>> [round(float(v), 4) for v in disjunction(c, c).diagonal()]
     [0.6667, 0.0]
   """
-  return negation(conjunction(negation(c), negation(b), tol=tol))
+  c, b, tol = _conceptor_pair("disjunction", c, b, tol)
+  return _eye_like(c) - _conjunction(_eye_like(c) - c, _eye_like(b) - b, tol)
 
 
 # Aperture and quota ----------------------------------------------------------------------------------------------
@@ -354,7 +381,7 @@ def aperture_adaptation(c: ArrayLike, gamma: ArrayLike, *, tol: float | None = N
     >>> aperture_adaptation(c, float("inf")).diagonal().tolist(), aperture_adaptation(c, 0.0).diagonal().tolist()
     ([1.0, 1.0, 0.0], [0.0, 1.0, 0.0])
   """
-  c = _as_square("aperture_adaptation", "c", c)
+  c = _as_conceptor("aperture_adaptation", "c", c)
   _check_scalar("aperture_adaptation", "gamma", gamma, allow_zero=True, allow_inf=True)
   gamma = jnp.broadcast_to(jnp.asarray(gamma, c.dtype), c.shape[:-2])
   tol = default_tol(c.shape[-1], c.dtype) if tol is None else float(tol)
@@ -370,5 +397,5 @@ def quota(c: ArrayLike) -> jax.Array:
     >>> float(quota(jnp.diag(jnp.array([1.0, 0.5, 0.0, 0.5]))))
     0.5
   """
-  c = _as_square("quota", "c", c)
+  c = _as_conceptor("quota", "c", c)
   return jnp.trace(c, axis1=-2, axis2=-1) / c.shape[-1]

@@ -29,39 +29,66 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from bcjax import _checks
-from bcjax._reduce import row_mean
+from bcjax._reduce import row_mean, zero_padded
 
 NEG_INF = -jnp.inf
 
 
 def _normalise(z: jax.Array) -> jax.Array:
-  return z / jnp.maximum(jnp.linalg.norm(z, axis=-1, keepdims=True), 1e-12)
+  # rsqrt of max(|z|², tiny): a zero row (e.g. a zeroed padded row) maps to 0 with a zero, not NaN, gradient.
+  sq = jnp.sum(z * z, axis=-1, keepdims=True)
+  return z * jax.lax.rsqrt(jnp.maximum(sq, jnp.asarray(1e-24, z.dtype)))
+
+
+def _check_temperature(fn: str, temperature):
+  """τ > 0 and finite; a traced τ (inside jit) is passed through."""
+  if not _checks.is_concrete(temperature):
+    return temperature
+  tau = _checks.as_float_in(fn, "temperature", temperature, 0.0, math.inf, low_open=True, high_open=True)
+  return tau
 
 
 def log_similarity(a: ArrayLike, b: ArrayLike, temperature: float = 0.1) -> jax.Array:
-  r""":math:`\log f(a_i, b_j) = \cos(a_i, b_j) / \tau`, [Ba, Bb]."""
-  return _normalise(jnp.asarray(a)) @ _normalise(jnp.asarray(b)).T / temperature
+  r""":math:`\log f(a_i, b_j) = \cos(a_i, b_j) / \tau`, [Ba, Bb], for rows a [Ba, D] and b [Bb, D]; τ > 0."""
+  fn = "log_similarity"
+  temperature = _check_temperature(fn, temperature)
+  a = _checks.as_float_array(fn, "a", a, ndim=2)
+  b = _checks.as_float_array(fn, "b", b, ndim=2)
+  if a.shape[1] != b.shape[1]:
+    raise ValueError(f"{fn}: `a` {tuple(a.shape)} and `b` {tuple(b.shape)} must have the same dimension D")
+  return _cosine_logits(a, b, temperature)
+
+
+def _cosine_logits(a: jax.Array, b: jax.Array, temperature) -> jax.Array:
+  return _normalise(a) @ _normalise(b).T / temperature
+
+
+def _mask_rows(fn: str, name: str, x, mask_name: str, mask):
+  """Validates a boolean row mask for x [n, D], checks x's valid rows for NaN/inf and zeroes its padded rows."""
+  if mask is not None:
+    mask = jnp.asarray(mask)
+    if mask.shape != (x.shape[0],) or mask.dtype != jnp.bool_:
+      raise ValueError(f"{fn}: `{mask_name}` must be a boolean vector of shape ({x.shape[0]},), got "
+                       f"{tuple(mask.shape)} {mask.dtype}")
+  _checks.check_finite(fn, name, x, mask)
+  return zero_padded(x, mask), mask
 
 
 def _check(fn, anchor, positive, where, negatives=None, negatives_where=None, temperature=0.1):
-  anchor = _checks.as_float_array(fn, "anchor", anchor, ndim=2)
-  positive = _checks.as_float_array(fn, "positive", positive, ndim=2)
+  anchor = _checks.as_float_array(fn, "anchor", anchor, ndim=2, finite=False)
+  positive = _checks.as_float_array(fn, "positive", positive, ndim=2, finite=False)
   if positive.shape != anchor.shape:
     raise ValueError(f"{fn}: `positive` has shape {tuple(positive.shape)} but `anchor` has {tuple(anchor.shape)}; "
                      f"row i of both must be two views of sample i")
-  if not temperature > 0:
-    raise ValueError(f"{fn}: `temperature` must be > 0, got {temperature}")
-  where = _checks.check_row_mask(fn, where, anchor.shape[0])
+  _check_temperature(fn, temperature)
+  anchor, where = _mask_rows(fn, "anchor", anchor, "where", where)
+  positive, _ = _mask_rows(fn, "positive", positive, "where", where)
   if negatives is not None:
-    negatives = _checks.as_float_array(fn, "negatives", negatives, ndim=2)
+    negatives = _checks.as_float_array(fn, "negatives", negatives, ndim=2, finite=False)
     if negatives.shape[1] != anchor.shape[1]:
       raise ValueError(f"{fn}: `negatives` has shape {tuple(negatives.shape)}; its rows must have the anchors' "
                        f"dimension {anchor.shape[1]}")
-    if negatives_where is not None:
-      negatives_where = jnp.asarray(negatives_where)
-      if negatives_where.shape != (negatives.shape[0],) or negatives_where.dtype != jnp.bool_:
-        raise ValueError(f"{fn}: `negatives_where` must be a boolean vector of shape ({negatives.shape[0]},), got "
-                         f"{tuple(negatives_where.shape)} {negatives_where.dtype}")
+    negatives, negatives_where = _mask_rows(fn, "negatives", negatives, "negatives_where", negatives_where)
   return anchor, positive, where, negatives, negatives_where
 
 
@@ -89,7 +116,7 @@ def _in_batch_terms(anchor, positive, where, temperature, axis_name):
   """(log f⁺ [B], in-batch log-similarities [B, B_global], mask of other real samples [B, B_global])."""
   all_pos = _gather(positive, axis_name)
   all_where = _gather(jnp.ones(anchor.shape[0], bool) if where is None else where, axis_name)
-  logits = log_similarity(anchor, all_pos, temperature)
+  logits = _cosine_logits(anchor, all_pos, temperature)
   own = _row_offset(anchor.shape[0], axis_name) + jnp.arange(anchor.shape[0])
   is_self = jnp.arange(all_pos.shape[0])[None, :] == own[:, None]
   log_pos = jnp.take_along_axis(logits, own[:, None], axis=1)[:, 0]
@@ -100,7 +127,7 @@ def _extra_terms(anchor, negatives, negatives_where, temperature, axis_name):
   """log Σ_k f(a_i, n_k) over the real extra negatives of every device, [B]."""
   negs = _gather(negatives, axis_name)
   mask = _gather(jnp.ones(negatives.shape[0], bool) if negatives_where is None else negatives_where, axis_name)
-  return _masked_logsumexp(log_similarity(anchor, negs, temperature), jnp.broadcast_to(mask, (anchor.shape[0],
+  return _masked_logsumexp(_cosine_logits(anchor, negs, temperature), jnp.broadcast_to(mask, (anchor.shape[0],
                                                                                                negs.shape[0])))
 
 
@@ -211,8 +238,10 @@ def mixed_info_nce(anchor: ArrayLike, positive: ArrayLike, old_negatives: ArrayL
   anchor, positive, where, old_negatives, old_negatives_where = _check(fn, anchor, positive, where, old_negatives,
                                                                        old_negatives_where, temperature)
   b = anchor.shape[0]
-  if isinstance(new_num, bool) or not isinstance(new_num, int) or not 0 <= new_num <= b - 1:
-    raise ValueError(f"{fn}: `new_num` must be an integer in [0, B-1] = [0, {b - 1}], got {new_num!r}")
+  try:
+    new_num = _checks.as_int(fn, "new_num", new_num, low=0, high=b - 1)
+  except (TypeError, ValueError):
+    raise ValueError(f"{fn}: `new_num` must be an integer in [0, B-1] = [0, {b - 1}], got {new_num!r}") from None
   log_pos, logits, others = _in_batch_terms(anchor, positive, where, temperature, None)
   log_new = _masked_logsumexp(logits, others & new_negative_mask(b, new_num))
   log_old = _extra_terms(anchor, old_negatives, old_negatives_where, temperature, None)

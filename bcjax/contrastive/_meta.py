@@ -19,6 +19,8 @@ from typing import Any, NamedTuple
 
 import jax
 
+from bcjax import _checks
+
 INNER_RULES = ("paper", "batch-ratio")
 
 # loss_fn(params, aux, batch) -> (loss, aux): aux threads e.g. BatchNorm statistics through the steps.
@@ -30,15 +32,17 @@ def inner_step_count(alpha: float, rule: str = "paper", *, old_batches: int | No
   r"""Support steps per query batch: :math:`\max(\lceil (1-\alpha)/\alpha \rceil, 1)` (the paper), or
   ``rule="batch-ratio"``: :math:`\max(\lfloor \#\text{old batches} / \#\text{new batches} \rfloor, 1)` (the
   reference code; e.g. 2 instead of 3 on PROTEINS at α = 0.3)."""
-  if not (isinstance(alpha, (int, float)) and 0.0 < alpha < 1.0):
-    raise ValueError(f"inner_step_count: `alpha` must be in (0, 1), got {alpha!r}")
+  alpha = _checks.as_float_in("inner_step_count", "alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
   if rule == "paper":
     # the tolerance keeps (1 - 0.5) / 0.5 = 1 from becoming 2 through rounding error
     return max(math.ceil((1.0 - alpha) / alpha - 1e-9), 1)
   if rule == "batch-ratio":
-    if not (isinstance(old_batches, int) and isinstance(new_batches, int) and old_batches >= 1 and new_batches >= 1):
+    try:
+      old_batches = _checks.check_positive_int("inner_step_count", "old_batches", old_batches)
+      new_batches = _checks.check_positive_int("inner_step_count", "new_batches", new_batches)
+    except ValueError:
       raise ValueError(f"inner_step_count: rule 'batch-ratio' needs positive `old_batches` and `new_batches`, got "
-                       f"{old_batches!r} and {new_batches!r}")
+                       f"{old_batches!r} and {new_batches!r}") from None
     return max(old_batches // new_batches, 1)
   raise ValueError(f"inner_step_count: `rule` must be one of {INNER_RULES}, got {rule!r}")
 

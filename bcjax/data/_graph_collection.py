@@ -1,10 +1,11 @@
 """A collection of small graphs (graph classification datasets) held as flat NumPy arrays, and the operations the
 contrastive experiments need on it: selecting graphs, node features, and the old/new split by growth ratio."""
 
-import math
 from typing import NamedTuple
 
 import numpy as np
+
+from bcjax import _checks
 
 
 class GraphCollection(NamedTuple):
@@ -132,8 +133,8 @@ def growth_split(num: int, alpha: float, rng: np.random.Generator) -> tuple[np.n
   Returns:
     (old indices, new indices), each sorted.
   """
-  if not (isinstance(alpha, (int, float)) and 0.0 < alpha < 1.0 and math.isfinite(alpha)):
-    raise ValueError(f"growth_split: `alpha` must be in (0, 1), got {alpha!r}")
+  alpha = _checks.as_float_in("growth_split", "alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
+  num = _checks.check_positive_int("growth_split", "num", num)
   n_old = round((1.0 - alpha) * num)
   if not 0 < n_old < num:
     raise ValueError(f"growth_split: alpha={alpha} leaves {n_old} old and {num - n_old} new of {num} samples; both "

@@ -135,9 +135,9 @@ def color_jitter(key: jax.Array, image: jax.Array, brightness=0.4, contrast=0.4,
 def gaussian_blur(image: jax.Array, sigma, radius: int) -> jax.Array:
   """Separable Gaussian blur with standard deviation ``sigma`` (pixels), kernel half-width ``radius``, edge
   padding."""
-  offsets = jnp.arange(-radius, radius + 1, dtype=jnp.float32)
-  kernel = jnp.exp(-0.5 * (offsets / sigma) ** 2)
-  kernel = (kernel / jnp.sum(kernel)).astype(image.dtype)
+  offsets = jnp.arange(-radius, radius + 1, dtype=image.dtype)  # the kernel in the image's precision
+  kernel = jnp.exp(-0.5 * (offsets / jnp.asarray(sigma, image.dtype)) ** 2)
+  kernel = kernel / jnp.sum(kernel)
   padded = jnp.pad(image, ((radius, radius), (radius, radius), (0, 0)), mode="edge")
   h, w = image.shape[:2]
   rows = sum(kernel[k] * padded[k:k + h] for k in range(2 * radius + 1))

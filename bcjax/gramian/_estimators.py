@@ -72,17 +72,61 @@ def _dtype_of(embeddings):
   return getattr(embeddings, "dtype", None) or jnp.result_type(embeddings)
 
 
-def _check_batch(fn: str, x, k: int, prior, prior_dim: int):
-  x = _checks.as_float_array(fn, "x", x, ndim=2)
-  if x.shape[1] != k:
+def _check_batch(fn: str, x, k: int | None, prior, prior_dim: int, where=None):
+  """Validates a batch x [B, k] (k=None: any width) and its prior [B, prior_dim]; NaN/inf only matter in valid rows
+  (the Gramians select padded rows away)."""
+  x = _checks.as_float_array(fn, "x", x, ndim=2, finite=False)
+  if k is not None and x.shape[1] != k:
     raise ValueError(f"{fn}: `x` has shape {tuple(x.shape)} but the estimator tracks k={k} dimensions")
+  where = _checks.check_row_mask(fn, where, x.shape[0])
+  _checks.check_finite(fn, "x", x, where)
   if prior_dim and prior is None:
     raise ValueError(f"{fn}: this estimator has a low-rank prior (prior_dim={prior_dim}); pass `prior` [B, {prior_dim}]")
   if prior is not None:
-    prior = _checks.as_float_array(fn, "prior", prior, ndim=2)
+    if not prior_dim:
+      raise ValueError(f"{fn}: `prior` was given but the estimator was built without a low-rank prior (prior_dim=0)")
+    prior = _checks.as_float_array(fn, "prior", prior, ndim=2, finite=False)
     if prior.shape != (x.shape[0], prior_dim):
       raise ValueError(f"{fn}: `prior` has shape {tuple(prior.shape)}; expected ({x.shape[0]}, {prior_dim})")
+    _checks.check_finite(fn, "prior", prior, where)
   return x, prior
+
+
+def _has_valid_rows(n: int, where, axis_name) -> jax.Array:
+  """Whether the (global) batch holds at least one valid row, as a boolean scalar."""
+  count = jnp.asarray(n, jnp.int32) if where is None else jnp.sum(jnp.asarray(where), dtype=jnp.int32)
+  if axis_name is not None:
+    count = jax.lax.psum(count, axis_name)
+  return count > 0
+
+
+def _check_indices(fn: str, indices, b: int, n: int) -> jax.Array:
+  """Integer example ids [B] in [0, n): floats would be truncated and out-of-range ids clamped by a gather."""
+  if indices is None:
+    raise ValueError(f"{fn}: pass the batch's example `indices` [{b}]")
+  dtype = jnp.result_type(indices)
+  if not jnp.issubdtype(dtype, jnp.integer):
+    raise TypeError(f"{fn}: `indices` must be integer example ids, got dtype {dtype}")
+  indices = jnp.asarray(indices)
+  if indices.shape != (b,):
+    raise ValueError(f"{fn}: `indices` must have shape ({b},) (one id per row of `x`), got {tuple(indices.shape)}")
+  if _checks.is_concrete(indices) and indices.size:
+    lo, hi = int(np.min(np.asarray(indices))), int(np.max(np.asarray(indices)))
+    if lo < 0 or hi >= n:
+      raise ValueError(f"{fn}: `indices` must lie in [0, {n}), got range [{lo}, {hi}]")
+  return indices
+
+
+def _check_weights(fn: str, weights, b: int, dtype) -> jax.Array:
+  """Per-row weights [B], finite and non-negative; ones when None."""
+  if weights is None:
+    return jnp.ones((b,), dtype)
+  w = _checks.as_float_array(fn, "weights", weights, ndim=1)
+  if w.shape != (b,):
+    raise ValueError(f"{fn}: `weights` has shape {tuple(w.shape)}; expected one weight per row, ({b},)")
+  if _checks.is_concrete(w) and np.any(np.asarray(w) < 0):
+    raise ValueError(f"{fn}: `weights` must be non-negative (min {float(np.min(np.asarray(w)))})")
+  return w.astype(dtype)
 
 
 def _gather(axis_name, *arrays):
@@ -121,11 +165,8 @@ def sogram(alpha: float, *, prior_dim: int = 0, axis_name: str | None = None) ->
     >>> g.gramian.tolist()
     [[2.0, 0.0], [0.0, 0.0]]
   """
-  if not (isinstance(alpha, (int, float)) and 0.0 < alpha <= 1.0):
-    raise ValueError(f"sogram: `alpha` must lie in (0, 1], got {alpha!r}")
-  prior_dim = int(prior_dim)
-  if prior_dim < 0:
-    raise ValueError(f"sogram: `prior_dim` must be >= 0, got {prior_dim}")
+  alpha = _checks.as_float_in("sogram", "alpha", alpha, 0.0, 1.0, low_open=True)
+  prior_dim = _checks.as_int("sogram", "prior_dim", prior_dim, low=0)
 
   def init(embeddings) -> SOGramState:
     k = _shape_of("sogram.init", embeddings)[-1]
@@ -134,14 +175,18 @@ def sogram(alpha: float, *, prior_dim: int = 0, axis_name: str | None = None) ->
 
   def update(state: SOGramState, x, *, indices=None, weights=None, prior=None, where=None):
     del indices  # accepted so every estimator's update takes the same arguments
-    x, prior = _check_batch("sogram.update", x, state.gramian.shape[0], prior, prior_dim)
+    x, prior = _check_batch("sogram.update", x, state.gramian.shape[0], prior, prior_dim, where)
     batch = gramian(x, weights, where=where, axis_name=axis_name).astype(state.gramian.dtype)
     g = (1 - alpha) * state.gramian + alpha * batch
     h = state.cross
     if prior_dim:
       batch_h = cross_gramian(x, prior, weights, where=where, axis_name=axis_name).astype(h.dtype)
       h = (1 - alpha) * h + alpha * batch_h
-    return GramianEstimate(g, h), SOGramState(g, h, state.count + 1)
+    # A batch without a valid row (all padding, on every device) carries no information: the estimate must not
+    # decay towards 0 by (1 - alpha), so it and the step count stay as they were.
+    seen = _has_valid_rows(x.shape[0], where, axis_name)
+    g, h = jnp.where(seen, g, state.gramian), jnp.where(seen, h, state.cross)
+    return GramianEstimate(g, h), SOGramState(g, h, state.count + seen.astype(state.count.dtype))
 
   return GramianEstimator(init, update)
 
@@ -180,13 +225,10 @@ def sagram(n: int, beta: Literal["sag", "saga"] = "saga", *, project: bool = Fal
     ``init(embeddings [n, k], *, weights=None [n], prior=None [n, k_P])`` (the initial cache, Alg. 1 line 4) and
     ``update(state, x [B, k], *, indices [B], weights=None [B], prior=None [B, k_P]) -> (GramianEstimate, state)``.
   """
-  if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
-    raise ValueError(f"sagram: `n` must be a positive integer, got {n!r}")
+  n = _checks.check_positive_int("sagram", "n", n)
   if beta not in ("sag", "saga"):
     raise ValueError(f"sagram: `beta` must be 'sag' (beta = 1/n) or 'saga' (beta = 1), got {beta!r}")
-  prior_dim = int(prior_dim)
-  if prior_dim < 0:
-    raise ValueError(f"sagram: `prior_dim` must be >= 0, got {prior_dim}")
+  prior_dim = _checks.as_int("sagram", "prior_dim", prior_dim, low=0)
 
   def init(embeddings, *, weights=None, prior=None) -> SAGramState:
     cache = _checks.as_float_array("sagram.init", "embeddings", embeddings, ndim=2)
@@ -206,16 +248,8 @@ def sagram(n: int, beta: Literal["sag", "saga"] = "saga", *, project: bool = Fal
   def update(state: SAGramState, x, *, indices, weights=None, prior=None):
     k = state.cache.shape[1]
     x, prior = _check_batch("sagram.update", x, k, prior, prior_dim)
-    indices = jnp.asarray(indices)
-    if indices.shape != (x.shape[0],) or not jnp.issubdtype(indices.dtype, jnp.integer):
-      raise ValueError(f"sagram.update: `indices` must be integer example ids of shape ({x.shape[0]},), got "
-                       f"{tuple(indices.shape)} {indices.dtype}")
-    if _checks.is_concrete(indices) and indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n):
-      raise ValueError(f"sagram.update: `indices` must lie in [0, {n}), got range [{int(indices.min())}, "
-                       f"{int(indices.max())}]")
-    a = jnp.ones((x.shape[0],), x.dtype) if weights is None else jnp.asarray(weights, x.dtype)
-    if weights is not None and _checks.is_concrete(a) and np.any(np.asarray(a) < 0):
-      raise ValueError("sagram.update: `weights` must be non-negative")
+    indices = _check_indices("sagram.update", indices, x.shape[0], n)
+    a = _check_weights("sagram.update", weights, x.shape[0], x.dtype)
     x, indices, a, prior = _gather(axis_name, x, indices, a, prior)
     x = x.astype(state.cache.dtype)
     old = state.cache[indices]
@@ -295,18 +329,17 @@ def batch_gramian(sampling: Literal["uniform", "linear", "sqrt"] = "uniform", *,
     return BatchGramianState(jnp.zeros((), jnp.int32))
 
   def update(state: BatchGramianState, x, *, indices=None, weights=None, prior=None, where=None):
-    x = _checks.as_float_array("batch_gramian.update", "x", x, ndim=2)
-    w = None if weights is None else jnp.asarray(weights, x.dtype)
+    fn = "batch_gramian.update"
+    x, prior = _check_batch(fn, x, None, prior, prior_dim, where)
+    w = None if weights is None else _check_weights(fn, weights, x.shape[0], x.dtype)
     if mu is not None and sampling != "uniform":
       if indices is None:
-        raise ValueError(f"batch_gramian.update: sampling={sampling!r} needs the sampled `indices`")
-      mu_b = mu[jnp.asarray(indices)].astype(x.dtype)
+        raise ValueError(f"{fn}: sampling={sampling!r} needs the sampled `indices`")
+      mu_b = mu[_check_indices(fn, indices, x.shape[0], mu.shape[0])].astype(x.dtype)
       w = mu_b if w is None else w * mu_b
     g = gramian(x, w, where=where, axis_name=axis_name)
     h = jnp.zeros((x.shape[1], prior_dim), x.dtype)
     if prior_dim:
-      if prior is None:
-        raise ValueError(f"batch_gramian.update: pass `prior` [B, {prior_dim}]")
       h = cross_gramian(x, prior, w, where=where, axis_name=axis_name)
     return GramianEstimate(g, h), BatchGramianState(state.count + 1)
 

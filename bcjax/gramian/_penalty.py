@@ -19,27 +19,40 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from bcjax import _checks
+from bcjax._reduce import zero_padded
 
 
-def _rows(fn: str, name: str, x) -> jax.Array:
-  return _checks.as_float_array(fn, name, x, ndim=2)
+def _rows(fn: str, name: str, x, *, finite: bool = True) -> jax.Array:
+  return _checks.as_float_array(fn, name, x, ndim=2, finite=finite)
 
 
-def _row_weights(fn: str, name: str, weights, n: int, dtype) -> jax.Array:
-  """Optional per-row weights [n] (non-negative); ones when None."""
+def _row_weights(fn: str, name: str, weights, n: int, dtype, *, where=None) -> jax.Array:
+  """Optional per-row weights [n] (non-negative on valid rows); ones when None."""
   if weights is None:
     return jnp.ones((n,), dtype)
-  w = _checks.as_float_array(fn, name, weights, ndim=1)
+  w = _checks.as_float_array(fn, name, weights, ndim=1, finite=False)
   if w.shape[0] != n:
     raise ValueError(f"{fn}: `{name}` has shape {tuple(w.shape)}; expected one weight per row, ({n},)")
-  if _checks.is_concrete(w) and np.any(np.asarray(w) < 0):
-    raise ValueError(f"{fn}: `{name}` must be non-negative (min {float(np.min(np.asarray(w)))})")
+  _checks.check_finite(fn, name, w, where)
+  if _checks.is_concrete(w) and (where is None or _checks.is_concrete(where)):
+    valid = np.asarray(w) if where is None else np.asarray(w)[np.asarray(where)]
+    if np.any(valid < 0):
+      raise ValueError(f"{fn}: `{name}` must be non-negative (min {float(np.min(valid))})")
   return w.astype(dtype)
 
 
-def _mask(fn: str, where, n: int, dtype) -> jax.Array:
+def _valid_rows(fn: str, where, arrays: dict) -> tuple[jax.Array | None, jax.Array, list]:
+  """Validates the row mask, checks the valid rows of ``arrays`` (name -> [n, ...]) for NaN/inf and zeroes the padded
+  ones. Returns (mask or None, count of valid rows, the arrays)."""
+  n = next(iter(arrays.values())).shape[0]
   where = _checks.check_row_mask(fn, where, n)
-  return jnp.ones((n,), dtype) if where is None else where.astype(dtype)
+  dtype = next(iter(arrays.values())).dtype
+  out = []
+  for name, x in arrays.items():
+    _checks.check_finite(fn, name, x, where)
+    out.append(zero_padded(x, where))
+  count = jnp.asarray(n, dtype) if where is None else jnp.sum(where, dtype=dtype)
+  return where, count, out
 
 
 def cross_gramian(x: ArrayLike, y: ArrayLike, weights: ArrayLike | None = None, *, where: ArrayLike | None = None,
@@ -53,14 +66,13 @@ def cross_gramian(x: ArrayLike, y: ArrayLike, weights: ArrayLike | None = None, 
     [k, r].
   """
   fn = "cross_gramian"
-  x, y = _rows(fn, "x", x), _rows(fn, "y", y)
+  x, y = _rows(fn, "x", x, finite=False), _rows(fn, "y", y, finite=False)
   if x.shape[0] != y.shape[0]:
     raise ValueError(f"{fn}: `x` {tuple(x.shape)} and `y` {tuple(y.shape)} must have the same rows")
   n = x.shape[0]
-  m = _mask(fn, where, n, x.dtype)
-  a = _row_weights(fn, "weights", weights, n, x.dtype) * m
+  where, count, (x, y) = _valid_rows(fn, where, {"x": x, "y": y})
+  a = zero_padded(_row_weights(fn, "weights", weights, n, x.dtype, where=where), where)
   total = x.T @ (a[:, None] * y)
-  count = jnp.sum(m)
   if axis_name is not None:
     total, count = jax.lax.psum((total, count), axis_name)
   return total / jnp.maximum(count, 1)  # an all-padded batch gives 0, not 0/0
@@ -128,31 +140,32 @@ def penalty_surrogate(u: ArrayLike, v: ArrayLike, gu_hat: ArrayLike, gv_hat: Arr
     axis_name: mapped axis over which the batch is sharded.
   """
   fn = "penalty_surrogate"
-  u, v = _rows(fn, "u", u), _rows(fn, "v", v)
+  u, v = _rows(fn, "u", u, finite=False), _rows(fn, "v", v, finite=False)
   if u.shape != v.shape:
     raise ValueError(f"{fn}: `u` {tuple(u.shape)} and `v` {tuple(v.shape)} must have the same shape [B, k]")
   n, k = u.shape
+  where, count, (u, v) = _valid_rows(fn, where, {"u": u, "v": v})
   for name, g in (("gu_hat", gu_hat), ("gv_hat", gv_hat)):
     g = _checks.as_float_array(fn, name, g, ndim=2)
     if g.shape != (k, k):
       raise ValueError(f"{fn}: `{name}` has shape {tuple(g.shape)} but the embeddings have k={k}")
   gu_hat, gv_hat = jax.lax.stop_gradient(jnp.asarray(gu_hat)), jax.lax.stop_gradient(jnp.asarray(gv_hat))
-  a = _row_weights(fn, "u_weights", u_weights, n, u.dtype)
-  b = _row_weights(fn, "v_weights", v_weights, n, u.dtype)
+  a = zero_padded(_row_weights(fn, "u_weights", u_weights, n, u.dtype, where=where), where)
+  b = zero_padded(_row_weights(fn, "v_weights", v_weights, n, u.dtype, where=where), where)
   per_row = a * jnp.einsum("bi,ij,bj->b", u, gv_hat, u) + b * jnp.einsum("bi,ij,bj->b", v, gu_hat, v)
   prior = [x is not None for x in (q, r, hu_hat, hv_hat)]
   if any(prior):
     if not all(prior):
       raise ValueError(f"{fn}: a low-rank prior needs all of `q`, `r`, `hu_hat` and `hv_hat`")
-    q, r = _rows(fn, "q", q), _rows(fn, "r", r)
+    q, r = _rows(fn, "q", q, finite=False), _rows(fn, "r", r, finite=False)
     hu_hat = jax.lax.stop_gradient(_checks.as_float_array(fn, "hu_hat", hu_hat, ndim=2))
     hv_hat = jax.lax.stop_gradient(_checks.as_float_array(fn, "hv_hat", hv_hat, ndim=2))
     if q.shape[0] != n or r.shape != q.shape or hu_hat.shape != (k, q.shape[1]) or hv_hat.shape != hu_hat.shape:
       raise ValueError(f"{fn}: prior shapes disagree: `q` {tuple(q.shape)}, `r` {tuple(r.shape)}, `hu_hat` "
                        f"{tuple(hu_hat.shape)}, `hv_hat` {tuple(hv_hat.shape)} for embeddings [B, k] = {(n, k)}")
+    _, _, (q, r) = _valid_rows(fn, where, {"q": q, "r": r})
     per_row = per_row - 2.0 * jnp.einsum("bi,ij,bj->b", u, hv_hat, q) - 2.0 * jnp.einsum("bi,ij,bj->b", v, hu_hat, r)
-  m = _mask(fn, where, n, u.dtype)
-  total, count = jnp.sum(per_row * m), jnp.sum(m)
+  total = jnp.sum(zero_padded(per_row, where))
   if axis_name is not None:
     total, count = jax.lax.psum((total, count), axis_name)
   return total / jnp.maximum(count, 1)

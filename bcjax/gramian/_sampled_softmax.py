@@ -2,9 +2,11 @@ r"""The sampled-softmax baseline with logQ correction (Yi et al., RecSys 2019; T
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from bcjax import _checks
+from bcjax._reduce import row_mean, zero_padded
 
 
 def sampled_softmax_loss(query: ArrayLike, candidates: ArrayLike, labels: ArrayLike, *,
@@ -20,7 +22,8 @@ def sampled_softmax_loss(query: ArrayLike, candidates: ArrayLike, labels: ArrayL
   With in-batch negatives, ``candidates`` are the batch's items and ``labels = arange(B)``.
 
   Args:
-    query: [B, k]; candidates: [C, k]; labels: index of each row's positive among the candidates, [B].
+    query: [B, k]; candidates: [C, k]; labels: index of each row's positive among the candidates, [B], in
+      [0, C) (checked on concrete inputs; a traced out-of-range label cannot be caught inside ``jit``).
     log_q: :math:`\log Q_j`, [C]; no correction when None.
     where: optional boolean row mask, [B].
     axis_name: mapped axis over which the rows (not the candidates) are sharded, for the mean.
@@ -29,26 +32,33 @@ def sampled_softmax_loss(query: ArrayLike, candidates: ArrayLike, labels: ArrayL
     The mean loss over valid rows.
   """
   fn = "sampled_softmax_loss"
-  query = _checks.as_float_array(fn, "query", query, ndim=2)
+  query = _checks.as_float_array(fn, "query", query, ndim=2, finite=False)
   candidates = _checks.as_float_array(fn, "candidates", candidates, ndim=2)
   if query.shape[1] != candidates.shape[1]:
     raise ValueError(f"{fn}: `query` {tuple(query.shape)} and `candidates` {tuple(candidates.shape)} must share k")
+  b, c = query.shape[0], candidates.shape[0]
+  where = _checks.check_row_mask(fn, where, b)
+  _checks.check_finite(fn, "query", query, where)
+  if not jnp.issubdtype(jnp.result_type(labels), jnp.integer):
+    raise TypeError(f"{fn}: `labels` must be integer candidate indices, got dtype {jnp.result_type(labels)}")
   labels = jnp.asarray(labels)
-  if labels.shape != (query.shape[0],):
-    raise ValueError(f"{fn}: `labels` has shape {tuple(labels.shape)}; expected ({query.shape[0]},)")
-  logits = query @ candidates.T
+  if labels.shape != (b,):
+    raise ValueError(f"{fn}: `labels` has shape {tuple(labels.shape)}; expected ({b},)")
+  if _checks.is_concrete(labels) and (where is None or _checks.is_concrete(where)):
+    valid = np.asarray(labels) if where is None else np.asarray(labels)[np.asarray(where)]
+    if valid.size and (valid.min() < 0 or valid.max() >= c):
+      raise ValueError(f"{fn}: `labels` must index the {c} candidates, in [0, {c}); got range "
+                       f"[{int(valid.min())}, {int(valid.max())}]")
+  # Padded rows may carry any label (e.g. -1): point them at candidate 0 so the gather stays in range.
+  labels = labels if where is None else jnp.where(where, labels, 0)
+  logits = zero_padded(query, where) @ candidates.T
   if log_q is not None:
     log_q = _checks.as_float_array(fn, "log_q", log_q, ndim=1)
-    if log_q.shape[0] != candidates.shape[0]:
-      raise ValueError(f"{fn}: `log_q` has shape {tuple(log_q.shape)}; expected ({candidates.shape[0]},)")
+    if log_q.shape[0] != c:
+      raise ValueError(f"{fn}: `log_q` has shape {tuple(log_q.shape)}; expected ({c},)")
     logits = logits - log_q[None, :]
   # log-sum-exp with the max shifted out under stop_gradient for stability.
   shift = jax.lax.stop_gradient(jnp.max(logits, axis=1, keepdims=True))
   lse = jnp.log(jnp.sum(jnp.exp(logits - shift), axis=1)) + shift[:, 0]
   per_row = lse - jnp.take_along_axis(logits, labels[:, None], axis=1)[:, 0]
-  mask = jnp.ones_like(per_row) if where is None else _checks.check_row_mask(fn, where, per_row.shape[0]).astype(
-      per_row.dtype)
-  total, count = jnp.sum(per_row * mask), jnp.sum(mask)
-  if axis_name is not None:
-    total, count = jax.lax.psum((total, count), axis_name)
-  return total / jnp.maximum(count, 1)
+  return row_mean(per_row, where, axis_name)

@@ -8,6 +8,7 @@ the probability that a random positive outscores a random negative (ties count o
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from bcjax import _checks
@@ -20,13 +21,17 @@ def roc_auc(scores: ArrayLike, labels: ArrayLike, *, where: ArrayLike | None = N
     ValueError: (on concrete inputs) when only one class is present, where AUC is undefined.
   """
   fn = "roc_auc"
-  scores = _checks.as_float_array(fn, "scores", scores, ndim=1)
+  scores = _checks.as_float_array(fn, "scores", scores, ndim=1, finite=False)
   labels = jnp.asarray(labels)
   if labels.shape != scores.shape:
     raise ValueError(f"{fn}: `labels` has shape {tuple(labels.shape)}, expected {tuple(scores.shape)}")
-  if _checks.is_concrete(labels) and not bool(jnp.all((labels == 0) | (labels == 1))):
-    raise ValueError(f"{fn}: `labels` must be binary (0/1 or bool)")
-  valid = jnp.ones(scores.shape, bool) if where is None else _checks.check_row_mask(fn, where, scores.shape[0])
+  where = _checks.check_row_mask(fn, where, scores.shape[0])
+  _checks.check_finite(fn, "scores", scores, where)
+  valid = jnp.ones(scores.shape, bool) if where is None else where
+  if _checks.is_concrete(labels) and _checks.is_concrete(valid):
+    binary = np.asarray((labels == 0) | (labels == 1))[np.asarray(valid)]
+    if not binary.all():
+      raise ValueError(f"{fn}: `labels` must be binary (0/1 or bool) on the valid entries")
   positive = (labels == 1) & valid
   n_pos, n_neg = jnp.sum(positive), jnp.sum(~positive & valid)
   if _checks.is_concrete(n_pos) and (int(n_pos) == 0 or int(n_neg) == 0):

@@ -20,18 +20,24 @@ from bcjax import _checks
 
 
 def _ranked_hits(fn: str, scores, relevant, k: int, where):
-  scores = _checks.as_float_array(fn, "scores", scores, ndim=2)
+  scores = _checks.as_float_array(fn, "scores", scores, ndim=2, finite=False)
   relevant = jnp.asarray(relevant)
   if relevant.shape != scores.shape or relevant.dtype != jnp.bool_:
     raise ValueError(f"{fn}: `relevant` must be a boolean mask of the scores' shape {tuple(scores.shape)}, got "
                      f"{tuple(relevant.shape)} {relevant.dtype}")
-  if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= scores.shape[1]:
-    raise ValueError(f"{fn}: `k` must be an integer in [1, {scores.shape[1]}] (the number of items), got {k!r}")
+  try:
+    k = _checks.as_int(fn, "k", k, low=1, high=scores.shape[1])
+  except (TypeError, ValueError):
+    raise ValueError(f"{fn}: `k` must be an integer in [1, {scores.shape[1]}] (the number of items), got "
+                     f"{k!r}") from None
   if where is not None:
     where = jnp.asarray(where)
     if where.shape != scores.shape or where.dtype != jnp.bool_:
       raise ValueError(f"{fn}: `where` must be a boolean mask of shape {tuple(scores.shape)}, got "
                        f"{tuple(where.shape)} {where.dtype}")
+  # Ineligible entries are never ranked, so whatever they hold (inf, NaN) only matters where `where` is True.
+  _checks.check_finite(fn, "scores", scores, where)
+  if where is not None:
     relevant = relevant & where
     scores = jnp.where(where, scores, -jnp.inf)
   _, top = jax.lax.top_k(scores, k)

@@ -11,15 +11,32 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bcjax import _checks
+
 from bcjax.metrics._ranking import average_precision_at_k, recall_at_k
 
 
+def _indices(name: str, values) -> np.ndarray:
+  """An integer index vector; floats are refused because casting would truncate 2.7 to 2 without a word."""
+  arr = np.asarray(values)
+  if arr.size == 0:
+    return arr.astype(np.int64).reshape(-1) if arr.ndim <= 1 else arr.astype(np.int64)
+  if not np.issubdtype(arr.dtype, np.integer):
+    raise TypeError(f"evaluate_retrieval: `{name}` must hold integer indices, got dtype {arr.dtype}")
+  return arr.astype(np.int64)
+
+
 def _pairs(name: str, pairs, num_queries: int, num_items: int) -> tuple[np.ndarray, np.ndarray]:
-  q, i = (np.asarray(a, np.int64) for a in pairs)
+  try:
+    q, i = pairs
+  except (TypeError, ValueError):
+    raise ValueError(f"evaluate_retrieval: `{name}` must be a pair (query indices, item indices)") from None
+  q, i = _indices(f"{name}[0]", q), _indices(f"{name}[1]", i)
   if q.shape != i.shape or q.ndim != 1:
     raise ValueError(f"evaluate_retrieval: `{name}` must be two equal-length index vectors, got {q.shape}, {i.shape}")
   if q.size and (q.min() < 0 or q.max() >= num_queries or i.min() < 0 or i.max() >= num_items):
-    raise ValueError(f"evaluate_retrieval: `{name}` indexes outside [0, {num_queries}) x [0, {num_items})")
+    raise ValueError(f"evaluate_retrieval: `{name}` indexes outside [0, {num_queries}) x [0, {num_items}): queries "
+                     f"span [{q.min()}, {q.max()}], items [{i.min()}, {i.max()}]")
   return q, i
 
 
@@ -50,17 +67,19 @@ def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=N
   Returns:
     ``{"recall@K": ..., "map@K": ..., "queries": number evaluated}``.
   """
-  queries = jnp.asarray(query_embeddings)
-  items = jnp.asarray(item_embeddings)
-  if queries.ndim != 2 or items.ndim != 2 or queries.shape[1] != items.shape[1]:
-    raise ValueError(f"evaluate_retrieval: embeddings must be [Q, k] and [N, k], got {queries.shape}, {items.shape}")
+  fn = "evaluate_retrieval"
+  queries = _checks.as_float_array(fn, "query_embeddings", query_embeddings, ndim=2)
+  items = _checks.as_float_array(fn, "item_embeddings", item_embeddings, ndim=2)
+  if queries.shape[1] != items.shape[1]:
+    raise ValueError(f"{fn}: embeddings must be [Q, k] and [N, k], got {queries.shape}, {items.shape}")
+  chunk_size = _checks.check_positive_int(fn, "chunk_size", chunk_size)
   num_q, num_items = queries.shape[0], items.shape[0]
   rel_q, rel_i = _pairs("relevant", relevant, num_q, num_items)
   if rel_q.size == 0:
     raise ValueError("evaluate_retrieval: no relevant pairs")
   exc_q, exc_i = _pairs("exclude", exclude if exclude is not None else ([], []), num_q, num_items)
   if candidates is not None:
-    candidates = np.unique(np.asarray(candidates, np.int64))
+    candidates = np.unique(_indices("candidates", candidates))
     if candidates.size and (candidates.min() < 0 or candidates.max() >= num_items):
       raise ValueError(f"evaluate_retrieval: `candidates` must index items in [0, {num_items})")
     universe = np.union1d(candidates, rel_i)  # only these items are ever scored
@@ -68,9 +87,13 @@ def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=N
     universe = np.arange(num_items)
   column = np.full(num_items, -1, np.int64)
   column[universe] = np.arange(len(universe))
-  ks = tuple(int(k) for k in ks)
-  if any(k < 1 or k > len(universe) for k in ks):
-    raise ValueError(f"evaluate_retrieval: every K must lie in [1, {len(universe)}], got {ks}")
+  try:
+    ks = tuple(_checks.as_int(fn, "ks", k, low=1, high=len(universe)) for k in ks)
+  except (TypeError, ValueError):
+    raise ValueError(f"{fn}: every K in `ks` must be an integer in [1, {len(universe)}] (the ranked items), got "
+                     f"{tuple(ks)!r}") from None
+  if not ks:
+    raise ValueError(f"{fn}: `ks` is empty; give at least one cut-off K")
   items_u = items[jnp.asarray(universe)]
   eval_queries = np.unique(rel_q)
   totals = {f"{m}@{k}": 0.0 for k in ks for m in ("recall", "map")}
@@ -92,7 +115,7 @@ def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=N
       eligible |= rel
       undercount = 1.0
     else:  # recall_at_k divides by the eligible relevant items; rescale to all relevant items
-      undercount = jnp.asarray((rel & eligible).sum(1) / np.maximum(rel.sum(1), 1), jnp.float32)
+      undercount = jnp.asarray((rel & eligible).sum(1) / np.maximum(rel.sum(1), 1), queries.dtype)
     scores = _scores(queries[jnp.asarray(chunk)], items_u)
     for k in ks:
       totals[f"recall@{k}"] += float(jnp.sum(recall_at_k(scores, rel, k, where=eligible) * undercount))

@@ -52,7 +52,7 @@ class TwoTower(nnx.Module):
     if not sizes:
       raise ValueError("TwoTower: `sizes` needs at least the output dimension k")
     init = nnx.initializers.normal(stddev=input_dim ** -0.5)
-    self.inputs = nnx.Param(init(rngs.params(), (vocab_size, input_dim)))
+    self.inputs = nnx.Param(init(rngs.params(), (vocab_size, input_dim), jnp.float32))  # float32 under x64 too
     self.left = Tower(left_groups * input_dim, sizes, rngs=rngs)
     self.right = Tower(right_groups * input_dim, sizes, rngs=rngs)
 

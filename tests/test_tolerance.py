@@ -1,0 +1,75 @@
+"""The tolerance policy of tests/_tolerance.py, and a scan that keeps every comparison in the suite going through it."""
+
+import ast
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl.testing import absltest
+
+from tests._tolerance import RTOL, assert_close, close
+
+# Calls that would bypass the policy.
+_RAW = {"assert_allclose", "allclose", "isclose", "assert_almost_equal", "assert_array_almost_equal",
+        "assertAlmostEqual", "assertNotAlmostEqual", "assert_approx_equal"}
+
+
+class PolicyTest(absltest.TestCase):
+
+  def test_float32_reassociation_at_large_values_passes(self):
+    # The flake that motivated the policy: jit vs eager differed by 1.9e-6 at values near 1.9 (relative 1e-6).
+    x = np.float32(1.9)
+    assert_close(np.array([x + np.float32(1.9e-6)]), np.array([x]))
+
+  def test_float32_sum_reordering_passes_as_a_reduction(self):
+    v = jax.random.normal(jax.random.key(0), (4096,), jnp.float32) * 100.0
+    assert_close(jnp.sum(v), np.sum(np.asarray(v)[::-1]), scale=float(jnp.sum(jnp.abs(v))))
+
+  def test_a_flipped_sign_or_dropped_factor_fails(self):
+    want = np.linspace(1.0, 2.0, 5)
+    for wrong in (-want, 0.5 * want, want + 1e-3):
+      with self.assertRaises(AssertionError):
+        assert_close(wrong, want)
+      self.assertFalse(close(wrong, want))
+
+  def test_float64_is_held_to_rounding(self):
+    want = np.linspace(1.0, 2.0, 5)
+    with self.assertRaises(AssertionError):
+      assert_close(want * (1 + 1e-7), want)  # passes in float32, not in float64
+    assert_close(np.float32(1.0) * np.ones(5, np.float32) * (1 + 1e-7), np.ones(5))
+
+  def test_float32_tolerances_are_relative_and_at_least_1e_5_for_reductions(self):
+    self.assertGreaterEqual(RTOL["reduction"][1], 1e-5)
+    for op, (f64, f32) in RTOL.items():
+      self.assertLess(f64, f32, op)
+
+  def test_nan_is_never_close(self):
+    with self.assertRaises(AssertionError):
+      assert_close(np.array([np.nan]), np.array([np.nan]))
+
+  def test_zero_expectation_needs_a_scale_and_other_tolerances_need_statistical(self):
+    with self.assertRaisesRegex(TypeError, "scale="):
+      assert_close(np.zeros(3), np.zeros(3))
+    assert_close(np.full(3, 1e-12), np.zeros(3), scale=1.0)
+    with self.assertRaisesRegex(TypeError, "statistical"):
+      assert_close(np.ones(3), np.ones(3), atol=1e-6)
+    with self.assertRaisesRegex(TypeError, "explicit"):
+      assert_close(np.ones(3), np.ones(3), "statistical", atol=0.1)
+    assert_close(np.ones(3) * 1.01, np.ones(3), "statistical", rtol=0.02, atol=0.0)
+
+  def test_no_test_compares_floats_outside_the_policy(self):
+    offenders = []
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+      if path.name == "_tolerance.py":
+        continue
+      for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+          name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+          if name in _RAW:
+            offenders.append(f"{path.name}:{node.lineno} {name}")
+    self.assertEqual(offenders, [], "compare through tests._tolerance.assert_close / close")
+
+
+if __name__ == "__main__":
+  absltest.main()
