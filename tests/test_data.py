@@ -2,6 +2,7 @@
 malformed lines: the error names file and line), the download cache (file:// URLs, offline error), the synthetic
 corpus, and the real ML-100K when the development data is present."""
 
+import hashlib
 import io
 import os
 import zipfile
@@ -10,8 +11,11 @@ from pathlib import Path
 import numpy as np
 from absl.testing import absltest, parameterized
 
-from bcjax.data import (PAD, fetch, load_movielens, load_wikipedia_links, movielens_corpus, movielens_dir,
+from bcjax.data import (GRAPH_DATASETS, PAD, DataFormatError, fetch, identify_movielens, load_graph_dataset,
+                        load_movielens, load_wikipedia_links, movielens_corpus, movielens_dir, read_tu,
                         synthetic_link_corpus, title_ngrams)
+from bcjax.data._download import extract_zip
+from bcjax.data._movielens import SHA256 as MOVIELENS_SHA256
 from tests._tolerance import assert_close
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +80,7 @@ class MovieLensTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ("too_few_fields", "1\t2\t3\n", "u.data, line 1: expected 4 fields"),
       ("non_numeric", "1\t2\t3\t5\n1\tx\t3\t5\n", "u.data, line 2: non-numeric"),
-      ("nan_rating", "1\t2\tnan\t5\n", "u.data, line 1: non-finite"),
+      ("nan_rating", "1\t2\tnan\t5\n", "u.data, line 1: non-numeric"),
   )
   def test_malformed_ratings_name_file_and_line(self, ratings, message):
     d = ml100k(Path(self.create_tempdir()) / "ml", ratings)
@@ -102,6 +106,46 @@ class MovieLensTest(parameterized.TestCase):
     self.assertEqual(movielens_dir("100k", root), root / "ml-100k")
     with self.assertRaisesRegex(FileNotFoundError, "ml-1m.zip"):
       movielens_dir("1m", root)
+
+  def test_variant_comes_from_the_content_not_the_folder_name(self):
+    root = Path(self.create_tempdir())
+    small = root / "ml-20m"  # a latest-small folder under a misleading name
+    write(small, "ratings.csv", "userId,movieId,rating,timestamp\n1,31,2.5,1260759144\n")
+    write(small, "movies.csv", "movieId,title,genres\n31,Heat (1995),Action\n")
+    self.assertEqual(identify_movielens(small)[0], "latest-small")
+    with self.assertRaisesRegex(DataFormatError, r"ml-20m holds MovieLens latest-small \(ratings.csv has 1 ratings"
+                                                 r".*not the requested 20m"):
+      load_movielens(small, "20m")
+    with self.assertRaisesRegex(DataFormatError, r"MovieLens 20m was requested, but .*ml-20m holds latest-small"):
+      movielens_dir("20m", small)
+    self.assertEqual(load_movielens(small).variant, "latest-small")
+    # a README that names the release decides, whatever the row count
+    write(small, "README.txt", "Summary\n=======\n\nThis dataset (ml-20m) describes 5-star rating ...\n")
+    self.assertEqual(identify_movielens(small), ("20m", "README.txt names it ml-20m"))
+    write(small, "README.txt", "This dataset (ml-latest-small) describes ...\n")
+    self.assertEqual(movielens_dir("latest-small", root / "ml-20m"), small)
+    write(small, "README.txt", "This dataset (ml-latest) describes ...\n")
+    with self.assertRaisesRegex(DataFormatError, "ml-latest, a release bcjax does not know"):
+      load_movielens(small)
+    # 1M and 10M share ratings.dat; only 1M ships users.dat
+    d = root / "ml-x"
+    write(d, "ratings.dat", "1::10::4::978300760\n")
+    self.assertEqual(identify_movielens(d)[0], "10m")
+    write(d, "users.dat", "1::F::1::10::48067\n")
+    self.assertEqual(identify_movielens(d)[0], "1m")
+
+  def test_every_variant_is_an_evolving_graph_dataset(self):
+    d = Path(self.create_tempdir()) / "ml-latest-small"
+    rows = "".join(f"{u},{m},{(u + m) % 5 + 1},{1000 + 7 * u + m}\n" for u in range(1, 30) for m in (31, 40, 50))
+    write(d, "ratings.csv", "userId,movieId,rating,timestamp\n" + rows)
+    write(d, "movies.csv", "movieId,title,genres\n31,Heat (1995),Action\n40,Up (2009),Animation\n"
+                           "50,Alien (1979),Horror|Sci-Fi\n")
+    g = load_graph_dataset("movielens-latest-small", d)
+    self.assertEqual((g.num_edges, g.num_users, g.num_items), (87, 29, 3))
+    self.assertTrue(any("no user attributes" in n for n in g.notes), g.notes)
+    self.assertIn("movielens-25m", GRAPH_DATASETS)
+    with self.assertRaisesRegex(ValueError, "unknown MovieLens variant"):
+      load_graph_dataset("movielens-5k", d)
 
   def test_movielens_corpus_features(self):
     c = movielens_corpus(load_movielens(ml100k(Path(self.create_tempdir()) / "ml")), val_fraction=0.34)
@@ -191,6 +235,30 @@ class DownloadTest(absltest.TestCase):
     self.assertEqual(path.read_bytes(), buf.getvalue())
     (src / "ml-100k.zip").unlink()
     self.assertEqual(fetch((src / "ml-100k.zip").as_uri(), cache), path)  # cached: no second download
+
+  def test_fixed_releases_are_checked_against_their_sha256(self):
+    src = Path(self.create_tempdir())
+    (src / "a.zip").write_bytes(b"release bytes")
+    good = hashlib.sha256(b"release bytes").hexdigest()
+    cache = Path(self.create_tempdir())
+    with self.assertRaisesRegex(DataFormatError, r"SHA-256 .* is not the release's 0000"):
+      fetch((src / "a.zip").as_uri(), cache, sha256="0" * 64)
+    self.assertEqual(list(cache.iterdir()), [])  # the bad download is not kept
+    path = fetch((src / "a.zip").as_uri(), cache, sha256=good)
+    self.assertEqual(path.read_bytes(), b"release bytes")
+    path.write_bytes(b"damaged")  # a cached copy that no longer matches
+    with self.assertRaisesRegex(DataFormatError, "delete it to download it again"):
+      fetch((src / "a.zip").as_uri(), cache, sha256=good)
+    self.assertEqual(set(MOVIELENS_SHA256), {"100k", "1m", "20m", "25m"})
+
+  def test_a_corrupt_zip_gets_the_same_clear_error_by_path_and_from_the_cache(self):
+    folder = Path(self.create_tempdir())
+    bad = folder / "PROTEINS.zip"
+    bad.write_bytes(b"PK\x03\x04 this is not a zip archive")
+    with self.assertRaisesRegex(DataFormatError, r"PROTEINS.zip: not a readable zip archive .*download it again"):
+      read_tu(bad)
+    with self.assertRaisesRegex(DataFormatError, r"PROTEINS.zip: not a readable zip archive .*download it again"):
+      extract_zip(bad, folder / "out")
 
   def test_offline_error_says_where_to_put_the_file(self):
     cache = Path(self.create_tempdir())

@@ -52,11 +52,31 @@ class TUReaderTest(parameterized.TestCase):
     self.assertEqual(c.node_features.shape, (10, 2 + 3))  # attributes ‖ one-hot of labels {0, 1, 2}
     assert_close(c.node_features[3], [3.5, -3.0, 0, 0, 1])
     x, s, r = c.graph(2)
-    np.testing.assert_array_equal(s, [0, 1, 0, 2, 0, 3])
-    np.testing.assert_array_equal(r, [1, 0, 2, 0, 3, 0])
+    np.testing.assert_array_equal(s, [0, 0, 0, 1, 2, 3])  # coalesced: sorted by (sender, receiver) as in PyG
+    np.testing.assert_array_equal(r, [1, 2, 3, 0, 0, 0])
     self.assertEqual(len(x), 5)
+    raw = read_tu(write_tu(Path(self.create_tempdir().full_path) / "TOY"), keep_duplicates=True, keep_self_loops=True)
+    np.testing.assert_array_equal(raw.graph(2)[1], [0, 1, 0, 2, 0, 3])  # the file's order
+    self.assertEqual(c.notes, ())
     self.assertEqual(read_tu(write_tu(Path(self.create_tempdir().full_path) / "TOY"),
                              use_node_attributes=False).node_features.shape, (10, 3))
+
+  def test_duplicate_edges_and_self_loops_are_coalesced_as_pyg_does(self):
+    # IMDB-BINARY lists every undirected edge twice per direction; here the triangle's edges come twice and node 2
+    # has a self-loop. By hand: 6 distinct directed edges in graph 1 (no loop), degrees 2, 2, 2.
+    doubled = TU_FILES["_A.txt"].split("\n")[:6]
+    a_txt = "\n".join(doubled + doubled + ["2, 2"]) + "\n" + "\n".join(TU_FILES["_A.txt"].split("\n")[6:])
+    folder = write_tu(Path(self.create_tempdir().full_path) / "DUP", "DUP", {"_A.txt": a_txt})
+    c = read_tu(folder)
+    np.testing.assert_array_equal(c.n_edge, [6, 2, 6])
+    np.testing.assert_array_equal(np.bincount(c.graph(0)[1], minlength=3), [2, 2, 2])
+    self.assertEqual(c.notes, ("DUP: 1 self-loop(s) removed (as PyTorch Geometric does)",
+                               "DUP: 6 repeated directed edge(s) coalesced (as PyTorch Geometric does)"))
+    assert_close(local_degree_profile(c)[:3, 0], [2.0, 2.0, 2.0])  # not the doubled 4, 5, 4
+    raw = read_tu(folder, keep_duplicates=True, keep_self_loops=True)
+    np.testing.assert_array_equal(raw.n_edge, [13, 2, 6])
+    np.testing.assert_array_equal(np.bincount(raw.graph(0)[1], minlength=3), [4, 5, 4])
+    self.assertEqual(read_tu(folder, keep_self_loops=True).n_edge.tolist(), [7, 2, 6])
 
   def test_zip_with_double_slash_members(self):
     folder = write_tu(Path(self.create_tempdir().full_path) / "src")

@@ -1,7 +1,11 @@
 """Datasets in their public formats, a download cache, and the seeded synthetic defaults."""
 
+from bcjax._textfile import DataFormatError
+from bcjax.data._amazon import AMAZON_RELEASES
 from bcjax.data._amazon import amazon_files
 from bcjax.data._amazon import load_amazon
+from bcjax.data._amazon import read_metadata as read_amazon_metadata
+from bcjax.data._amazon import read_reviews as read_amazon_reviews
 from bcjax.data._consumer_tasks import TASKS
 from bcjax.data._consumer_tasks import TaskExamples
 from bcjax.data._consumer_tasks import item_rating_stats
@@ -47,7 +51,9 @@ from bcjax.data._corpora import page_corpus
 from bcjax.data._corpora import title_ngrams
 from bcjax.data._download import default_cache_dir
 from bcjax.data._download import fetch
+from bcjax.data._movielens import VARIANTS as MOVIELENS_VARIANTS
 from bcjax.data._movielens import Ratings
+from bcjax.data._movielens import identify as identify_movielens
 from bcjax.data._movielens import load_movielens
 from bcjax.data._movielens import movielens_dir
 from bcjax.data._pairs import PAD
@@ -76,7 +82,13 @@ from bcjax.data._mnist import mnist_path
 
 
 __all__ = (
+    "AMAZON_RELEASES",
     "amazon_files",
+    "DataFormatError",
+    "identify_movielens",
+    "MOVIELENS_VARIANTS",
+    "read_amazon_metadata",
+    "read_amazon_reviews",
     "augment_graphs",
     "augment_image",
     "augment_images",

@@ -1,128 +1,270 @@
-"""Amazon Review Data (2018) as an evolving user–item graph: 5-core reviews plus product metadata.
+"""Amazon review data (McAuley lab) as an evolving user–item graph: 5-core reviews plus product metadata, in either
+public release, told apart by the files' content rather than their names.
 
-Files (public, McAuley lab): ``{category}_5.json.gz`` (one JSON review per line) and ``meta_{category}.json.gz``
-(one JSON product per line). Files named ``reviews_*`` belong to the 2014 release and are refused.
-Processing follows BC-Aligner's reference ``process.py``: the date comes from ``reviewTime`` ("10 30, 2016") at day
-resolution; reviews of products without metadata are dropped; duplicate reviews stay as multi-edges; brands (the
-empty brand counts) and categories (entries containing ``</span>`` removed) are kept when at least 5 items carry them.
+* 2018 release (Ni, Li & McAuley 2019): ``{Category}_5.json.gz`` and ``meta_{Category}.json.gz``, one JSON object per
+  line; reviews carry ``verified``/``vote``/``style``, products a flat ``category`` list and ``brand``.
+* 2014 release (McAuley et al. 2015; He & McAuley 2016): ``reviews_{Category}_5.json.gz`` (JSON, with ``helpful``)
+  and ``meta_{Category}.json.gz``, whose lines are Python literals (single quotes) with ``categories``, a list of
+  category paths (a list of lists), and an optional ``brand``. Copies renamed to the 2018 names read the same.
 
-Reference: J. Ni, J. Li, J. McAuley, "Justifying Recommendations using Distantly-Labeled Reviews and Fine-Grained
-Aspects", EMNLP 2019. https://nijianmo.github.io/amazon/
+Processing follows BC-Aligner's reference ``process.py``: the date comes from ``reviewTime`` ("10 30, 2016"; the
+2014 release's ``unixReviewTime`` when it is absent) at day resolution; reviews of products without metadata are
+dropped; duplicate reviews stay as multi-edges; brands (the empty brand counts) and categories (2018 entries
+containing ``</span>`` removed; 2014 paths flattened to the set of their names) are kept when at least 5 items carry
+them. Everything dropped is counted in the graph's ``notes``; reviews without a metadata file give a graph without
+item attributes, announced there too.
+
+References: J. Ni, J. Li, J. McAuley, "Justifying Recommendations using Distantly-Labeled Reviews and Fine-Grained
+Aspects", EMNLP 2019 (https://nijianmo.github.io/amazon/); J. McAuley, C. Targett, Q. Shi, A. van den Hengel,
+"Image-based Recommendations on Styles and Substitutes", SIGIR 2015 (https://jmcauley.ucsd.edu/data/amazon/).
 """
 
 import ast
-import gzip
+import datetime
 import json
 import os
+from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
+from bcjax._textfile import DataFormatError, fail, iter_lines
 from bcjax.data._download import default_cache_dir, fetch
 from bcjax.data._evolving import EvolvingGraph, evolving_graph
 
-AMAZON_URL = "https://mcauleylab.ucsd.edu/public_datasets/data/amazon_v2"
+AMAZON_URLS = {
+    "2018": ("https://mcauleylab.ucsd.edu/public_datasets/data/amazon_v2/categoryFilesSmall/{category}_5.json.gz",
+             "https://mcauleylab.ucsd.edu/public_datasets/data/amazon_v2/metaFiles2/meta_{category}.json.gz"),
+    "2014": ("https://snap.stanford.edu/data/amazon/productGraph/categoryFiles/reviews_{category}_5.json.gz",
+             "https://snap.stanford.edu/data/amazon/productGraph/categoryFiles/meta_{category}.json.gz"),
+}
+AMAZON_RELEASES = RELEASES = tuple(AMAZON_URLS)
 CATEGORIES = ("Musical_Instruments", "Video_Games", "Grocery_and_Gourmet_Food")  # the paper's three
+# Product fields the loader turns into item attributes; a metadata file with none of them is refused.
+ATTRIBUTE_KEYS = ("category", "categories", "brand")
+_REVIEW_2018 = {"verified", "vote", "style", "image"}
+_REVIEW_2014 = {"helpful"}
+
+
+class Reviews(NamedTuple):
+  """Reviews in file order: reviewer ids, product ids (asin), ratings, YYYYMMDD days, and the release the content
+  matches ("2014", "2018", or "2014/2018" when no line carries a release-specific field)."""
+  users: list
+  items: list
+  ratings: list
+  days: list
+  release: str
+
+
+class Metadata(NamedTuple):
+  """Product attributes: ``attributes[group][asin]`` is a list of values ("category", "brand"), ``release`` the
+  release the content matches, ``notes`` what was dropped on the way."""
+  attributes: dict[str, dict[str, list[str]]]
+  release: str
+  notes: tuple[str, ...]
 
 
 def _records(path: Path):
-  """(line number, dict) per non-empty line of a gzipped JSON-lines file; a bad line raises with file and line."""
-  opener = gzip.open if path.suffix == ".gz" else open
-  try:
-    with opener(path, "rt", encoding="utf-8") as f:
-      for lineno, line in enumerate(f, start=1):
-        line = line.strip()
-        if not line:
-          continue
-        try:
-          record = json.loads(line)
-        except json.JSONDecodeError:
-          try:  # some metadata dumps are Python literals rather than JSON
-            record = ast.literal_eval(line)
-          except (ValueError, SyntaxError):
-            raise ValueError(f"{path}, line {lineno}: not a JSON object: {line[:120]!r}") from None
-        if not isinstance(record, dict):
-          raise ValueError(f"{path}, line {lineno}: expected a JSON object, got {type(record).__name__}")
-        yield lineno, record
-  except (OSError, EOFError) as e:
-    raise ValueError(f"{path}: cannot read the gzipped JSON lines ({e})") from e
+  """(line number, dict, 'json' or 'literal') per non-empty line; anything else is an error naming file and line."""
+  for lineno, line in iter_lines(path):
+    text = line.strip()
+    if not text:
+      continue
+    try:
+      record, syntax = json.loads(text), "json"
+    except (json.JSONDecodeError, RecursionError):
+      try:  # the 2014 metadata dumps are Python literals (single quotes)
+        record, syntax = ast.literal_eval(text), "literal"
+      except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        fail(str(path), lineno, "neither a JSON object nor a Python dict literal", text)
+    if not isinstance(record, dict):
+      fail(str(path), lineno, f"expected an object (dict), got {type(record).__name__}", text)
+    yield lineno, record, syntax
 
 
-def _day(review_time: str) -> int:
-  """'10 30, 2016' -> 20161030 (the reference's YYYYMMDD integer)."""
-  month, day, year = review_time.replace(",", "").split()
-  month, day, year = int(month), int(day), int(year)
-  if not (1 <= month <= 12 and 1 <= day <= 31):
-    raise ValueError(review_time)
-  return year * 10000 + month * 100 + day
+def _day_of(record: dict) -> int:
+  """YYYYMMDD from 'reviewTime' ("10 30, 2016", the reference's choice) or else 'unixReviewTime' (UTC)."""
+  if "reviewTime" in record:
+    parts = str(record["reviewTime"]).replace(",", " ").split()
+    if len(parts) != 3 or not all(p.isascii() and p.isdigit() for p in parts):
+      raise ValueError(f"'reviewTime' {record['reviewTime']!r} is not 'MM DD, YYYY'")
+    month, day, year = (int(p) for p in parts)
+    datetime.date(year, month, day)  # raises ValueError for an impossible date
+    return year * 10000 + month * 100 + day
+  if "unixReviewTime" in record:
+    stamp = record["unixReviewTime"]
+    if isinstance(stamp, bool) or not isinstance(stamp, int):
+      raise ValueError(f"'unixReviewTime' {stamp!r} is not an integer")
+    try:
+      date = datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc).date()
+    except (OverflowError, OSError) as e:
+      raise ValueError(f"'unixReviewTime' {stamp} is out of range") from e
+    return date.year * 10000 + date.month * 100 + date.day
+  raise ValueError("the review has neither 'reviewTime' nor 'unixReviewTime'")
 
 
-def read_reviews(path: str | os.PathLike) -> tuple[list, list, list, list]:
-  """(reviewer ids, asins, ratings, YYYYMMDD days) in file order."""
+def _release(seen_2014: bool, seen_2018: bool, path: Path, evidence: str) -> str:
+  if seen_2014 and seen_2018:
+    raise DataFormatError(f"{path}: lines of both releases ({evidence}); it is not one public file")
+  return "2014" if seen_2014 else "2018" if seen_2018 else "2014/2018"
+
+
+def read_reviews(path: str | os.PathLike) -> Reviews:
+  """Reads a reviews file of either release (gzipped or plain JSON lines)."""
   path = Path(path)
   users, items, ratings, days = [], [], [], []
-  for lineno, r in _records(path):
+  seen_2014 = seen_2018 = False
+  for lineno, r, _ in _records(path):
+    missing = [k for k in ("reviewerID", "asin", "overall") if k not in r]
+    if missing:
+      fail(str(path), lineno, f"review lacks the field(s) {missing} (has {sorted(r)[:12]})")
+    rating = r["overall"]
+    if isinstance(rating, bool) or not isinstance(rating, (int, float)) or not 0 <= rating <= 5:
+      fail(str(path), lineno, f"'overall' must be a rating in [0, 5], got {rating!r}")
     try:
-      user, item, rating, day = str(r["reviewerID"]), str(r["asin"]), float(r["overall"]), _day(r["reviewTime"])
-    except KeyError as e:
-      raise ValueError(f"{path}, line {lineno}: review lacks the field {e.args[0]!r}") from None
-    except (TypeError, ValueError, AttributeError):
-      raise ValueError(f"{path}, line {lineno}: bad 'overall' or 'reviewTime' "
-                       f"({r.get('overall')!r}, {r.get('reviewTime')!r})") from None
-    users.append(user)
-    items.append(item)
-    ratings.append(rating)
+      day = _day_of(r)
+    except ValueError as e:
+      fail(str(path), lineno, str(e))
+    seen_2014 |= bool(_REVIEW_2014 & r.keys())
+    seen_2018 |= bool(_REVIEW_2018 & r.keys())
+    users.append(str(r["reviewerID"]))
+    items.append(str(r["asin"]))
+    ratings.append(float(rating))
     days.append(day)
   if not users:
-    raise ValueError(f"{path}: no reviews")
-  return users, items, ratings, days
+    raise DataFormatError(f"{path}: no reviews")
+  return Reviews(users, items, ratings, days, _release(seen_2014, seen_2018, path, "'helpful' and 'verified'"))
 
 
-def read_metadata(path: str | os.PathLike) -> dict[str, tuple[str, list[str]]]:
-  """asin -> (brand, categories without ``</span>`` entries); a later line for the same asin wins."""
+def _string_list(path: Path, lineno: int, key: str, value) -> list[str]:
+  if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+    fail(str(path), lineno, f"'{key}' must be a list of strings, got {type(value).__name__} {str(value)[:60]}")
+  return value
+
+
+def read_metadata(path: str | os.PathLike) -> Metadata:
+  """Reads a product metadata file of either release: brand and category bags per asin (a later line for the same
+  asin wins). 2018's ``category`` loses its ``</span>`` entries (the reference's filter); 2014's ``categories``
+  paths are flattened to the distinct names on them.
+
+  Raises:
+    DataFormatError: a malformed line (file and line), a field of the wrong type, lines of both releases, or a file
+      whose products carry none of :data:`ATTRIBUTE_KEYS` (the error lists the keys it found).
+  """
   path = Path(path)
-  meta = {}
-  for lineno, r in _records(path):
+  category, brand = {}, {}
+  seen_2014 = seen_2018 = False
+  keys_found, dropped_span, with_attributes = Counter(), 0, 0
+  for lineno, r, _ in _records(path):
     if "asin" not in r:
-      raise ValueError(f"{path}, line {lineno}: product lacks the field 'asin'")
-    categories = r.get("category") or []
-    if not isinstance(categories, list):
-      raise ValueError(f"{path}, line {lineno}: 'category' must be a list, got {type(categories).__name__}")
-    meta[str(r["asin"])] = (str(r.get("brand") or ""), [str(c) for c in categories if "</span>" not in str(c)])
-  return meta
+      fail(str(path), lineno, f"product lacks the field 'asin' (has {sorted(r)[:12]})")
+    keys_found.update(r.keys())
+    asin = str(r["asin"])
+    if "category" in r:
+      values = _string_list(path, lineno, "category", r["category"])
+      kept = [c for c in values if "</span>" not in c]
+      dropped_span += len(values) - len(kept)
+      category[asin] = kept
+      seen_2018 = True
+    if "categories" in r:
+      paths = r["categories"]
+      if not isinstance(paths, list):
+        fail(str(path), lineno, f"'categories' must be a list of category paths, got {type(paths).__name__}")
+      names = []
+      for p in paths:
+        names += _string_list(path, lineno, "categories", p)
+      category[asin] = list(dict.fromkeys(names))
+      seen_2014 = True
+    if "brand" in r:
+      if not isinstance(r["brand"], str):
+        fail(str(path), lineno, f"'brand' must be a string, got {type(r['brand']).__name__}")
+    brand[asin] = [str(r.get("brand") or "")]  # a missing brand is the empty brand, which the reference counts
+    with_attributes += any(k in r for k in ATTRIBUTE_KEYS)
+  if not brand:
+    raise DataFormatError(f"{path}: no products")
+  if not with_attributes:
+    common = ", ".join(k for k, _ in keys_found.most_common(20))
+    raise DataFormatError(f"{path}: no product has any of the fields {ATTRIBUTE_KEYS} that become item attributes; "
+                          f"the keys found are: {common}")
+  release = _release(seen_2014, seen_2018, path, "2014 'categories' and 2018 'category'")
+  notes = []
+  if dropped_span:
+    notes.append(f"{path.name}: {dropped_span} category entries containing '</span>' dropped (the reference's filter)")
+  no_category = len(brand) - len(category)
+  if no_category:
+    notes.append(f"{path.name}: {no_category} of {len(brand)} products have no category field (empty category bag)")
+  return Metadata({"category": category, "brand": brand}, release, tuple(notes))
 
 
-def amazon_files(category: str, data_dir: str | os.PathLike | None = None, *,
-                 download: bool = False) -> tuple[Path, Path]:
-  """Paths of ``{category}_5.json.gz`` and ``meta_{category}.json.gz``: in ``data_dir`` (or its ``category``
-  sub-folder), else in the download cache; with ``download=True`` missing files are fetched into the cache."""
-  if category.startswith("reviews_"):
-    raise ValueError(f"amazon_files: {category!r} names the 2014 release; use the 2018 category name, e.g. "
-                     f"'Musical_Instruments'")
-  names = (f"{category}_5.json.gz", f"meta_{category}.json.gz")
+def _first_file(folders, names) -> Path | None:
+  return next((f / n for f in folders for n in names if (f / n).is_file()), None)
+
+
+def amazon_files(category: str, data_dir: str | os.PathLike | None = None, *, download: bool = False,
+                 release: str = "2018") -> tuple[Path, Path | None]:
+  """Paths of a category's 5-core reviews and metadata in ``data_dir`` (or its ``category`` sub-folder) or the
+  cache, under either release's names (``{category}_5.json.gz`` / ``reviews_{category}_5.json.gz``, and
+  ``meta_{category}.json.gz``; plain ``.json`` too). Missing files are fetched from ``release``'s site when
+  ``download``. The metadata path is None when there is none (the graph then has no item attributes).
+
+  Raises:
+    FileNotFoundError: no reviews file and ``download`` is False (the message lists where it looked).
+  """
+  if release not in RELEASES:
+    raise ValueError(f"amazon_files: `release` must be one of {RELEASES}, got {release!r}")
+  category = category.removeprefix("reviews_").removesuffix("_5")
   cache = default_cache_dir() / "amazon" / category
   folders = ([Path(data_dir), Path(data_dir) / category] if data_dir is not None else []) + [cache]
-  found = []
-  for name, sub in zip(names, ("categoryFilesSmall", "metaFiles2")):
-    path = next((f / name for f in folders if (f / name).is_file()), None)
-    if path is None:
-      if not download:
-        raise FileNotFoundError(f"amazon_files: {name} is not in {', '.join(map(str, folders))}; pass --data-dir "
-                                f"with the 2018 files, or download=True to fetch {AMAZON_URL}/{sub}/{name}")
-      path = fetch(f"{AMAZON_URL}/{sub}/{name}", cache)
-    found.append(path)
-  return found[0], found[1]
+  review_names = [f"{p}{category}_5.json{z}" for p in ("", "reviews_") for z in (".gz", "")]
+  meta_names = [f"meta_{category}.json{z}" for z in (".gz", "")]
+  reviews, meta = _first_file(folders, review_names), _first_file(folders, meta_names)
+  urls = tuple(u.format(category=category) for u in AMAZON_URLS[release])
+  if reviews is None:
+    if not download:
+      raise FileNotFoundError(f"amazon_files: no reviews file ({' or '.join(review_names[::2])}) in "
+                              f"{', '.join(map(str, folders))}; pass --data-dir, --reviews/--meta, or download=True "
+                              f"to fetch {urls[0]}")
+    reviews = fetch(urls[0], cache)
+  if meta is None and download:
+    meta = fetch(urls[1], cache)
+  return reviews, meta
 
 
-def load_amazon(category: str, data_dir: str | os.PathLike | None = None, *, download: bool = False,
-                min_count: int = 5) -> EvolvingGraph:
-  """The 2018 5-core reviews of ``category`` with brand and category bags (see the module docstring)."""
-  reviews_path, meta_path = amazon_files(category, data_dir, download=download)
-  users, items, ratings, days = read_reviews(reviews_path)
-  meta = read_metadata(meta_path)
-  keep = [i for i, asin in enumerate(items) if asin in meta]
+def load_amazon(category: str | None = None, data_dir: str | os.PathLike | None = None, *,
+                reviews: str | os.PathLike | None = None, meta: str | os.PathLike | None = None,
+                download: bool = False, release: str = "2018", min_count: int = 5) -> EvolvingGraph:
+  """A category's reviews with brand and category bags (see the module docstring), from ``reviews``/``meta``
+  paths or found by :func:`amazon_files`. Without metadata the graph has no item attributes; the graph's ``notes``
+  say so, and count every review, product or category entry that was dropped."""
+  if reviews is None:
+    if category is None:
+      raise ValueError("load_amazon: pass a `category` (with `data_dir` or `download`) or a `reviews` file")
+    reviews, found_meta = amazon_files(category, data_dir, download=download, release=release)
+    meta = meta if meta is not None else found_meta
+  reviews = Path(reviews)
+  if not reviews.is_file():
+    raise FileNotFoundError(f"load_amazon: reviews file {reviews} does not exist")
+  data = read_reviews(reviews)
+  name = f"amazon-{category or reviews.name.split('.')[0].removeprefix('reviews_').removesuffix('_5')}"
+  notes = [f"{reviews.name}: {len(data.users)} reviews, release {data.release} by content"]
+  if meta is None:
+    notes.append("no metadata file: items have no attributes (no brand or category bags)")
+    return evolving_graph(data.users, data.items, data.ratings, data.days, min_count=min_count, name=name,
+                          notes=tuple(notes))
+  meta = Path(meta)
+  if not meta.is_file():
+    raise FileNotFoundError(f"load_amazon: metadata file {meta} does not exist")
+  products = read_metadata(meta)
+  notes.append(f"{meta.name}: {len(products.attributes['brand'])} products, release {products.release} by content")
+  notes += products.notes
+  known = products.attributes["brand"]
+  keep = [i for i, asin in enumerate(data.items) if asin in known]
   if len(keep) < 2:
-    raise ValueError(f"{reviews_path}: only {len(keep)} review(s) have a product in {meta_path}")
+    raise DataFormatError(f"{reviews}: only {len(keep)} review(s) have a product in {meta}; are they the same "
+                          f"category?")
+  if len(keep) < len(data.items):
+    lost = len({data.items[i] for i in range(len(data.items))} - set(known))
+    notes.append(f"{len(data.items) - len(keep)} reviews of {lost} products without metadata dropped (the "
+                 f"reference's rule)")
   pick = lambda xs: [xs[i] for i in keep]  # noqa: E731
-  return evolving_graph(pick(users), pick(items), pick(ratings), pick(days),
-                        item_attributes={"category": {a: m[1] for a, m in meta.items()},
-                                         "brand": {a: [m[0]] for a, m in meta.items()}},
-                        min_count=min_count, name=f"amazon-{category}")
+  return evolving_graph(pick(data.users), pick(data.items), pick(data.ratings), pick(data.days),
+                        item_attributes=products.attributes, min_count=min_count, name=name, notes=tuple(notes))

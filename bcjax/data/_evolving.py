@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bcjax import _checks
+
 SNAPSHOT_TIMES = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # t_0 .. t_5: versions k = 0..4 train at t_k, validate on (t_k, t_k+1]
 
 
@@ -41,6 +43,7 @@ class EvolvingGraph(NamedTuple):
   item_attributes: dict[str, Bags]
   user_attributes: dict[str, Bags]
   name: str
+  notes: tuple[str, ...] = ()  # what the loader dropped or could not find, to be shown before a run starts
 
   @property
   def num_edges(self) -> int:
@@ -64,9 +67,9 @@ def _first_appearance(keys: np.ndarray) -> np.ndarray:
 
 
 def _bags(fn: str, group: str, values: Mapping[Hashable, Sequence[str]], owner_keys: Sequence[Hashable],
-          min_count: int) -> Bags:
-  """Bags of the owners (in id order); values occurring fewer than ``min_count`` times are dropped and the kept
-  vocabulary is ordered by frequency (ties by first occurrence)."""
+          min_count: int) -> tuple[Bags, str]:
+  """Bags of the owners (in id order) and a note of what was kept; values occurring fewer than ``min_count`` times
+  are dropped and the kept vocabulary is ordered by frequency (ties by first occurrence)."""
   per_owner = []
   for key in owner_keys:
     bag = values.get(key, ())
@@ -83,13 +86,16 @@ def _bags(fn: str, group: str, values: Mapping[Hashable, Sequence[str]], owner_k
       if v in index:
         owner.append(i)
         value.append(index[v])
-  return Bags(np.asarray(owner, np.int32), np.asarray(value, np.int32), vocab)
+  empty = sum(1 for bag in per_owner if not any(v in index for v in bag))
+  note = (f"{group}: {len(vocab)} of {len(counts)} values kept (those on >= {min_count} owners); "
+          f"{empty} of {len(per_owner)} owners have an empty bag")
+  return Bags(np.asarray(owner, np.int32), np.asarray(value, np.int32), vocab), note
 
 
 def evolving_graph(users: Sequence[Hashable], items: Sequence[Hashable], ratings: Sequence[float],
                    times: Sequence[int], *, item_attributes: Mapping[str, Mapping] | None = None,
                    user_attributes: Mapping[str, Mapping] | None = None, min_count: int = 5,
-                   name: str = "graph") -> EvolvingGraph:
+                   name: str = "graph", notes: Sequence[str] = ()) -> EvolvingGraph:
   """Builds the schema from raw interactions.
 
   Edges are sorted stably by time, then users and items are re-numbered by first appearance (the reference's
@@ -103,6 +109,7 @@ def evolving_graph(users: Sequence[Hashable], items: Sequence[Hashable], ratings
     user_attributes: the same for users (optional; the reference model ignores them).
     min_count: a value is kept when it occurs at least this often over all bags of its group (the reference: 5).
     name: dataset name.
+    notes: the loader's notes; one per attribute group (what ``min_count`` kept) is appended.
   """
   fn = "evolving_graph"
   users, items = np.asarray(users), np.asarray(items)
@@ -118,8 +125,7 @@ def evolving_graph(users: Sequence[Hashable], items: Sequence[Hashable], ratings
     raise ValueError(f"{fn}: `times` must be integers (e.g. days or unix seconds), got dtype {times.dtype}")
   if not np.all(np.isfinite(ratings)):
     raise ValueError(f"{fn}: `ratings` holds {int(np.sum(~np.isfinite(ratings)))} non-finite value(s)")
-  if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
-    raise ValueError(f"{fn}: `min_count` must be a positive integer, got {min_count!r}")
+  min_count = _checks.check_positive_int(fn, "min_count", min_count)
   order = np.argsort(times, kind="stable")
   users, items, ratings, times = users[order], items[order], ratings[order], times[order].astype(np.int64)
   user, item = _first_appearance(users), _first_appearance(items)
@@ -130,9 +136,14 @@ def evolving_graph(users: Sequence[Hashable], items: Sequence[Hashable], ratings
     return out
 
   item_keys, user_keys = keys_in_id_order(item, items), keys_in_id_order(user, users)
-  item_bags = {g: _bags(fn, g, v, item_keys, min_count) for g, v in (item_attributes or {}).items()}
-  user_bags = {g: _bags(fn, g, v, user_keys, min_count) for g, v in (user_attributes or {}).items()}
-  return EvolvingGraph(user, item, ratings, times, item_bags, user_bags, name)
+  notes = list(notes)
+  groups = {}
+  for side, attributes, keys in (("item", item_attributes, item_keys), ("user", user_attributes, user_keys)):
+    groups[side] = {}
+    for g, v in (attributes or {}).items():
+      groups[side][g], note = _bags(fn, g, v, keys, min_count)
+      notes.append(f"{side} {note}")
+  return EvolvingGraph(user, item, ratings, times, groups["item"], groups["user"], name, tuple(notes))
 
 
 def num_edges_at(num_edges: int, t: float) -> int:

@@ -21,6 +21,7 @@ class GraphCollection(NamedTuple):
   receivers: np.ndarray  # [E] int64, local
   node_features: np.ndarray  # [N, F] float32 (F may be 0)
   labels: np.ndarray  # [G] int64 in 0..C-1
+  notes: tuple[str, ...] = ()  # what the reader removed or could not find
 
   @property
   def num_graphs(self) -> int:

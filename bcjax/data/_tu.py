@@ -6,17 +6,17 @@
 * GIN/DGCNN text format: the number of graphs, then per graph a line ``n_nodes label`` followed by ``n_nodes`` lines
   ``tag n_neighbours neighbour ids... [features...]`` with 0-based ids within the graph.
 
-Malformed lines raise ``ValueError`` naming the file and the line number.
+Malformed lines raise :class:`DataFormatError` (a ``ValueError``) naming the file and the line number.
 """
 
-import io
 import os
-import zipfile
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
+from bcjax._textfile import fail, iter_lines, open_zip
 from bcjax.data._download import default_cache_dir, extract_zip, fetch
 from bcjax.data._graph_collection import GraphCollection, from_graphs
 
@@ -28,7 +28,7 @@ class _Source:
 
   def __init__(self, root: Path):
     self.root = root
-    self.zip = zipfile.ZipFile(root) if root.is_file() else None
+    self.zip = open_zip(root) if root.is_file() else None
     self.members = {}
     if self.zip is not None:
       for member in self.zip.namelist():
@@ -45,29 +45,32 @@ class _Source:
     if not self.has(filename):
       raise FileNotFoundError(f"{self.root}: no file {filename!r}")
     if self.zip is not None:
-      handle = io.TextIOWrapper(self.zip.open(self.members[filename]), encoding="utf-8")
+      lines = iter_lines(self.root, member=self.members[filename], archive=self.zip, name=self.name(filename))
     else:
-      handle = open(self.root / filename, encoding="utf-8")
-    with handle:
-      for lineno, line in enumerate(handle, start=1):
-        line = line.strip()
-        if line:
-          yield lineno, line
+      lines = iter_lines(self.root / filename)
+    for lineno, line in lines:
+      line = line.strip()
+      if line:
+        yield lineno, line
 
 
 def _fail(source: _Source, filename: str, lineno: int, what: str, line: str):
-  raise ValueError(f"{source.name(filename)}, line {lineno}: {what}: {line[:120]!r}")
+  fail(source.name(filename), lineno, what, line)
+
+
+_INT = re.compile(r"[-+]?[0-9]+")
+_FLOAT = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:nan|inf)", re.IGNORECASE)
 
 
 def _numbers(source: _Source, filename: str, kind, width: int | None = None) -> tuple[np.ndarray, list[int]]:
   """Rows of comma/space-separated numbers, [n, width]; also returns their line numbers."""
+  pattern = _INT if kind is int else _FLOAT
   rows, linenos = [], []
   for lineno, line in source.lines(filename):
-    fields = [f for f in line.replace(",", " ").split()]
-    try:
-      values = [kind(f) for f in fields]
-    except ValueError:
+    fields = line.replace(",", " ").split()
+    if not all(pattern.fullmatch(f) for f in fields):
       _fail(source, filename, lineno, f"expected {kind.__name__} values", line)
+    values = [kind(f) for f in fields]
     if kind is float and not np.all(np.isfinite(values)):
       _fail(source, filename, lineno, "non-finite value", line)
     width = len(values) if width is None else width
@@ -87,12 +90,19 @@ def _one_hot_columns(labels: np.ndarray) -> np.ndarray:
   return np.concatenate(blocks, axis=1) if blocks else np.zeros((len(labels), 0), np.float32)
 
 
-def read_tu(path: str | os.PathLike, name: str | None = None, *, use_node_attributes: bool = True) -> GraphCollection:
+def read_tu(path: str | os.PathLike, name: str | None = None, *, use_node_attributes: bool = True,
+            keep_duplicates: bool = False, keep_self_loops: bool = False) -> GraphCollection:
   """Reads a TU-format dataset from a folder or zip archive.
 
   Node features are ``[node attributes ‖ one-hot node labels]`` (PyTorch Geometric's ``TUDataset`` with
   ``use_node_attr=True``; attributes are left out with ``use_node_attributes=False``); a dataset with neither has
   0-wide features. Graph labels are re-indexed to 0..C−1 in sorted order (e.g. TU's 1/2 or −1/1).
+
+  Edges are cleaned as PyTorch Geometric's ``read_tu_data`` does: self-loops are removed and repeated directed
+  pairs coalesced into one (some TU files, e.g. IMDB-BINARY's, list every edge twice per direction, which would
+  double degrees, degree profiles and GCN normalisation), leaving each graph's edges sorted by (sender, receiver).
+  ``keep_duplicates`` / ``keep_self_loops`` keep the file's edges as they are. What was removed is counted in the
+  collection's ``notes``.
 
   Args:
     path: the folder holding ``{name}_A.txt`` etc., or the official ``{name}.zip``.
@@ -100,7 +110,8 @@ def read_tu(path: str | os.PathLike, name: str | None = None, *, use_node_attrib
 
   Raises:
     FileNotFoundError: a required file is missing.
-    ValueError: a malformed line (file and line number) or inconsistent files.
+    DataFormatError: (a ValueError) a malformed line (file and line number), a damaged archive, or inconsistent
+      files.
   """
   root = Path(path)
   if not root.exists():
@@ -112,12 +123,12 @@ def read_tu(path: str | os.PathLike, name: str | None = None, *, use_node_attrib
   graph_labels, _ = _numbers(source, f"{name}_graph_labels.txt", int, 1)
   num_graphs, n = len(graph_labels), len(indicator)
   if n == 0 or indicator.min() < 1 or indicator.max() > num_graphs or np.any(np.diff(indicator) < 0):
-    raise ValueError(f"{source.name(f'{name}_graph_indicator.txt')}: graph ids must be sorted and in 1..{num_graphs} "
-                     f"(the number of graph labels)")
+    fail(source.name(f"{name}_graph_indicator.txt"), None,
+         f"graph ids must be sorted and in 1..{num_graphs} (the number of graph labels)")
   n_node = np.bincount(indicator - 1, minlength=num_graphs)
   if np.any(n_node == 0):
-    raise ValueError(f"{source.name(f'{name}_graph_indicator.txt')}: graph(s) "
-                     f"{(np.flatnonzero(n_node == 0) + 1)[:5].tolist()} have no nodes")
+    fail(source.name(f"{name}_graph_indicator.txt"), None,
+         f"graph(s) {(np.flatnonzero(n_node == 0) + 1)[:5].tolist()} have no nodes")
   pairs, linenos = _numbers(source, f"{name}_A.txt", int, 2)
   bad = np.flatnonzero((pairs < 1).any(axis=1) | (pairs > n).any(axis=1))
   if len(bad):
@@ -128,6 +139,18 @@ def read_tu(path: str | os.PathLike, name: str | None = None, *, use_node_attrib
   if len(cross):
     _fail(source, f"{name}_A.txt", linenos[cross[0]], "edge joins nodes of two different graphs",
           str((pairs[cross[0]] + 1).tolist()))
+  notes = []
+  if not keep_self_loops:
+    loops = pairs[:, 0] == pairs[:, 1]
+    if loops.any():
+      notes.append(f"{name}: {int(loops.sum())} self-loop(s) removed (as PyTorch Geometric does)")
+    pairs = pairs[~loops]
+  if not keep_duplicates:
+    unique = np.unique(pairs, axis=0)  # sorted by (sender, receiver), hence by graph too
+    if len(unique) < len(pairs):
+      notes.append(f"{name}: {len(pairs) - len(unique)} repeated directed edge(s) coalesced (as PyTorch Geometric "
+                   f"does)")
+    pairs = unique
   order = np.argsort(graph_of[pairs[:, 0]], kind="stable")
   pairs = pairs[order]
   offsets = np.concatenate([[0], np.cumsum(n_node)])
@@ -140,15 +163,17 @@ def read_tu(path: str | os.PathLike, name: str | None = None, *, use_node_attrib
     node_labels, _ = _numbers(source, f"{name}_node_labels.txt", int)
     blocks.append(_one_hot_columns(_check_rows(source, f"{name}_node_labels.txt", node_labels, n)))
   features = np.concatenate(blocks, axis=1) if blocks else np.zeros((n, 0), np.float32)
+  if not blocks:
+    notes.append(f"{name}: no node attributes or labels (0-wide node features)")
   _, labels = np.unique(graph_labels[:, 0], return_inverse=True)
   return GraphCollection(n_node.astype(np.int64), np.bincount(edge_graph, minlength=num_graphs).astype(np.int64),
                          pairs[:, 0] - offsets[edge_graph], pairs[:, 1] - offsets[edge_graph], features,
-                         labels.astype(np.int64))
+                         labels.astype(np.int64), tuple(notes))
 
 
 def _check_rows(source: _Source, filename: str, rows: np.ndarray, n: int) -> np.ndarray:
   if len(rows) != n:
-    raise ValueError(f"{source.name(filename)}: {len(rows)} rows, but the graph indicator lists {n} nodes")
+    fail(source.name(filename), None, f"{len(rows)} rows, but the graph indicator lists {n} nodes")
   return rows
 
 
@@ -168,7 +193,7 @@ def read_gin(path: str | os.PathLike, member: str | None = None) -> GraphCollect
     if member is None:
       texts = [m for m in source.members if m.endswith(".txt") and "_idx" not in m]
       if len(texts) != 1:
-        raise ValueError(f"read_gin: {root} holds {len(texts)} candidate .txt files {texts[:5]}; pass `member`")
+        fail(str(root), None, f"holds {len(texts)} candidate .txt files {texts[:5]}; pass `member`")
       member = texts[0]
     filename = member.rsplit("/", 1)[-1]
   else:
@@ -179,11 +204,14 @@ def read_gin(path: str | os.PathLike, member: str | None = None) -> GraphCollect
     try:
       lineno, line = next(lines)
     except StopIteration:
-      raise ValueError(f"{source.name(filename)}: the file ends early (expected {what})") from None
-    try:
-      return lineno, [float(f) if "." in f or "e" in f.lower() else int(f) for f in line.split()], line
-    except ValueError:
+      fail(source.name(filename), None, f"the file ends early (expected {what})")
+    fields = line.split()
+    if not all(_FLOAT.fullmatch(f) for f in fields):
       _fail(source, filename, lineno, f"non-numeric field in {what}", line)
+    values = [int(f) if _INT.fullmatch(f) else float(f) for f in fields]
+    if not all(np.isfinite(values)):
+      _fail(source, filename, lineno, f"non-finite value in {what}", line)
+    return lineno, values, line
 
   lineno, head, line = take("the number of graphs")
   if len(head) != 1 or not isinstance(head[0], int) or head[0] < 1:
@@ -210,7 +238,7 @@ def read_gin(path: str | os.PathLike, member: str | None = None) -> GraphCollect
       node_tags.append(fields[0])
       feats.append(fields[2 + k:])
     if len({len(f) for f in feats}) > 1:
-      raise ValueError(f"{source.name(filename)}: graph {g} has nodes with different numbers of feature values")
+      fail(source.name(filename), None, f"graph {g} has nodes with different numbers of feature values")
     graphs.append((np.array(feats, np.float32).reshape(n, -1), np.array(senders, np.int64),
                    np.array(receivers, np.int64)))
     tags.append(np.array(node_tags, np.int64))
@@ -228,8 +256,9 @@ def read_gin(path: str | os.PathLike, member: str | None = None) -> GraphCollect
 
 
 def tu_dataset_path(name: str, data_dir: str | os.PathLike | None = None, *, download: bool = False) -> Path:
-  """Locates a TU dataset: ``data_dir`` itself, ``data_dir/{name}`` or ``data_dir/{name}.zip``, else the download
-  cache (fetching the official zip when ``download``).
+  """Locates a TU dataset: ``data_dir`` itself (a folder with ``{name}_A.txt`` or any zip archive),
+  ``data_dir/{name}`` or ``data_dir/{name}.zip``, else the download cache (fetching the official zip when
+  ``download``).
 
   Raises:
     FileNotFoundError: not found and ``download`` is False (the message says where to put the files).
@@ -238,6 +267,8 @@ def tu_dataset_path(name: str, data_dir: str | os.PathLike | None = None, *, dow
   roots = [Path(data_dir)] if data_dir is not None else []
   cache = default_cache_dir() / "tu"
   roots.append(cache)
+  if data_dir is not None and Path(data_dir).is_file() and Path(data_dir).suffix == ".zip":
+    return Path(data_dir)  # the archive itself, whatever its name; read_tu checks its members
   for root in roots:
     for candidate in (root, root / name, root / f"{name}.zip"):
       if candidate.is_dir() and (candidate / f"{name}_A.txt").is_file():

@@ -7,18 +7,19 @@
 
 import argparse
 import dataclasses
+import os
 import sys
 import time
 
 import jax
 from tqdm.auto import tqdm
 
-from bcjax.data import GRAPH_DATASETS, item_rating_threshold, load_graph_dataset
+from bcjax.data import GRAPH_DATASETS, MOVIELENS_VARIANTS, TASKS, load_graph_dataset
 from experiments import common
 from experiments.bc_aligner import report
 from experiments.bc_aligner.configs import JOINT, METHODS, PRESETS, Config, preset
-from experiments.bc_aligner.consumers import unintended_aucs
-from experiments.bc_aligner.data import attribute_sizes, version_data
+from experiments.bc_aligner.consumers import plan_tasks, unintended_aucs
+from experiments.bc_aligner.data import attribute_sizes, check_versions, version_data, with_item_ids
 from experiments.bc_aligner.methods import MethodRunner
 
 BASELINES = ("fix-m0", "non-bc")  # the degradations are relative to these; they always run
@@ -33,7 +34,11 @@ def parse_args(argv):
                   "consumer tasks (ROC-AUC). Writes config.json, metrics.jsonl, results.json, table.md, figure3.png "
                   "(figure5.png with --lambda-sweep) and the linear methods' registries.")
   parser.add_argument("--dataset", default="synthetic", help=f"one of {', '.join(GRAPH_DATASETS)}")
-  parser.add_argument("--data-dir", help="folder with the dataset's files (MovieLens folder, Amazon 2018 .json.gz)")
+  parser.add_argument("--data-dir", help="folder with the dataset's files (a MovieLens folder of any variant; Amazon "
+                                         "reviews and metadata .json.gz of the 2014 or 2018 release)")
+  parser.add_argument("--reviews", help="Amazon: the reviews file itself (instead of --data-dir)")
+  parser.add_argument("--meta", help="Amazon: the product metadata file (optional: without it items have no "
+                                     "attributes and get learned id embeddings)")
   parser.add_argument("--download", action="store_true", help="download missing public files into the cache")
   parser.add_argument("--preset", choices=sorted(PRESETS), default="quick",
                       help="quick: minutes on CPU; paper: the reference's protocol; test: seconds")
@@ -51,6 +56,15 @@ def parse_args(argv):
   parser.add_argument("--lambda-sweep", help="comma-separated λ values for BC-Aligner (Fig. 5), e.g. 1,2,4,8,16,32")
   parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
   args = parser.parse_args(argv)
+  amazon = args.dataset.startswith("amazon-") and len(args.dataset) > len("amazon-")
+  movielens = args.dataset.removeprefix("movielens-") in MOVIELENS_VARIANTS and args.dataset.startswith("movielens-")
+  if not (args.dataset == "synthetic" or amazon or movielens):
+    parser.error(f"--dataset {args.dataset!r} is not one of {', '.join(GRAPH_DATASETS)}")
+  if (args.reviews or args.meta) and not amazon:
+    parser.error("--reviews and --meta go with an amazon-<Category> dataset")
+  for flag, path in (("--reviews", args.reviews), ("--meta", args.meta), ("--data-dir", args.data_dir)):
+    if path is not None and not os.path.exists(path):
+      parser.error(f"{flag} {path} does not exist")
   cfg = preset(args.preset, args.dataset)
   if args.seed is not None:
     cfg = dataclasses.replace(cfg, seed=args.seed)
@@ -107,15 +121,24 @@ def main(argv=None) -> int:
   args, cfg, methods, sweep = parse_args(argv)
   started = time.perf_counter()
   def load():
-    graph = load_graph_dataset(args.dataset, args.data_dir, download=args.download, seed=cfg.seed,
-                               **dict(cfg.synthetic))
-    return graph, version_data(graph)
+    extra = {"reviews": args.reviews, "meta": args.meta} if args.reviews or args.meta else dict(cfg.synthetic)
+    graph = with_item_ids(load_graph_dataset(args.dataset, args.data_dir, download=args.download, seed=cfg.seed,
+                                             **extra))
+    versions = version_data(graph)
+    check_versions(versions)
+    return graph, versions, plan_tasks([v.split for v in versions])
   opened = common.open_run(args.out, "bc_aligner", load)
   if opened is None:
     return 2
-  out, (graph, versions) = opened
+  out, (graph, versions, (tau, left_out)) = opened
+  for note in graph.notes:
+    print(f"data: {note}")
+  for task, reason in left_out.items():
+    print(f"consumer task {task} left out: {reason}")
+  tasks = tuple(t for t in TASKS if t not in left_out)
   common.write_json(out / "config.json", {"dataset": args.dataset, "preset": args.preset, "methods": methods,
-                                          "lambda_sweep": sweep, **common.jsonable(dataclasses.asdict(cfg))})
+                                          "lambda_sweep": sweep, "reviews": args.reviews, "meta": args.meta,
+                                          **common.jsonable(dataclasses.asdict(cfg))})
   splits = [v.split for v in versions]
   key = jax.random.key(cfg.seed)
   with common.MetricWriter(out / "metrics.jsonl") as writer:
@@ -132,15 +155,15 @@ def main(argv=None) -> int:
     if sweep and cfg.lam in sweep and "bc-aligner" not in runs:
       runs["bc-aligner"] = runner.run("bc-aligner")
     published = {m: r.published for m, r in runs.items()}
-    n_consumers = 5 * (len(cfg.consumer_hidden) * len(cfg.consumer_dropout) + cfg.consumer_seeds)
+    n_consumers = len(tasks) * (len(cfg.consumer_hidden) * len(cfg.consumer_dropout) + cfg.consumer_seeds)
     with tqdm(total=n_consumers, desc="consumer models", disable=args.no_progress) as bar:
-      consumers = unintended_aucs(splits, runs["fix-m0"].published, published, item_rating_threshold(splits[0]),
-                                  cfg, writer.write, bar)
+      consumers = unintended_aucs(splits, runs["fix-m0"].published, published, tau, cfg, writer.write, bar, tasks)
   summary = report.summarise({m: r.recall_by_version for m, r in runs.items()}, published, consumers)
   results = {"dataset": args.dataset, "preset": args.preset, "seed": cfg.seed, "config": {"lam": cfg.lam},
              "graph": {"users": graph.num_users, "items": graph.num_items, "edges": graph.num_edges,
                        "versions": [{"users": s.num_users, "items": s.num_items, "train_edges": len(s.train_user),
                                      "val_edges": len(s.val_user)} for s in splits]},
+             "data_notes": list(graph.notes), "consumers_left_out": left_out,
              "methods": {m: summary[m] for m in methods},
              "consumers": {t: {k: c[k] for k in ("config", "steps", "stop_auc")} for t, c in consumers.items()}}
   if sweep:

@@ -19,7 +19,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from bcjax.data import TASKS, TaskExamples, VersionSplit, task_examples
+from bcjax.data import TASKS, TaskExamples, VersionSplit, item_rating_threshold, task_examples
 from bcjax.metrics import roc_auc
 from bcjax.models import torch_linear_init
 from experiments.bc_aligner.configs import Config
@@ -55,6 +55,36 @@ class ConsumerMLP(nnx.Module):
     h = self._drop(jax.nn.relu(self.bn1(self.l1(x), mask=m)), k1)
     h = self._drop(self.bn2(self.l2(h), mask=m), k2)
     return self.l3(h)[:, 0]
+
+
+def plan_tasks(splits: list[VersionSplit]) -> tuple[float | None, dict[str, str]]:
+  """Checks, before any training, that every set each consumer task uses (its fit set, its early-stop set and the
+  evaluation set of every reported step) has examples of both classes: ROC-AUC is undefined otherwise. Returns
+  ``(tau, left_out)``: the item-rating threshold (None when no item has 10 train edges at step 0) and
+  ``{task: reason}`` for the tasks that cannot be run on this data."""
+  left_out = {}
+  try:
+    tau = item_rating_threshold(splits[0])
+  except ValueError as e:
+    tau = None
+    left_out["binary-item-rating-avg"] = f"no threshold tau: {e}"
+  for task in TASKS:
+    if task in left_out:
+      continue
+    sets = [(f"fit set (version {FIT_STEP[task]})", task_examples(task, splits[FIT_STEP[task]], fit=True, tau=tau)),
+            (f"early-stop set (version {STOP_STEP[task]})", task_examples(task, splits[STOP_STEP[task]], tau=tau))]
+    sets += [(f"evaluation set (version {s})", task_examples(task, splits[s], tau=tau))
+             for s in reported_steps(task, len(splits))]
+    for what, examples in sets:
+      positives = int(np.sum(examples.label))
+      if len(examples.label) == 0:
+        left_out[task] = f"its {what} has no examples"
+      elif positives in (0, len(examples.label)):
+        left_out[task] = (f"its {what} has one class only ({len(examples.label)} examples, {positives} positive): "
+                          f"ROC-AUC is undefined")
+      if task in left_out:
+        break
+  return tau, left_out
 
 
 def consumer_inputs(examples: TaskExamples, z: np.ndarray, num_users: int) -> np.ndarray:
@@ -139,13 +169,15 @@ def score(consumer: Consumer, x: np.ndarray, y: np.ndarray) -> float:
 
 
 def unintended_aucs(splits: list[VersionSplit], reference: list[np.ndarray], published: dict[str, list[np.ndarray]],
-                    tau: float, cfg: Config, log: Callable[..., None], progress=None) -> dict:
-  """Trains the consumers on ``reference`` (Fix-M0's embeddings per step) and scores every method.
+                    tau: float | None, cfg: Config, log: Callable[..., None], progress=None,
+                    tasks: tuple[str, ...] = TASKS) -> dict:
+  """Trains the consumers of ``tasks`` (those :func:`plan_tasks` kept) on ``reference`` (Fix-M0's embeddings per
+  step) and scores every method.
 
   Returns ``{task: {"config": {...}, "stop_auc": [...], "auc": {method: [[AUC per reported step] per seed]}}}``.
   """
   out = {}
-  for task in TASKS:
+  for task in tasks:
     fit_s, stop_s = FIT_STEP[task], STOP_STEP[task]
     fit = task_examples(task, splits[fit_s], fit=True, tau=tau)
     stop = task_examples(task, splits[stop_s], tau=tau)

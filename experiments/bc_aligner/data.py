@@ -9,7 +9,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from bcjax.data import EvolvingGraph, VersionSplit, split_versions
+from bcjax.data import Bags, EvolvingGraph, VersionSplit, split_versions
 from bcjax.models import BipartiteInputs, bipartite_inputs
 
 
@@ -22,6 +22,19 @@ class VersionData(NamedTuple):
     return self.split.num_users + self.split.num_items
 
 
+def with_item_ids(graph: EvolvingGraph) -> EvolvingGraph:
+  """The graph, with one item attribute group holding each item's own id when it has no item attributes at all
+  (e.g. Amazon reviews without a metadata file): GraphSAGE over identical item inputs would give every item the
+  same embedding, so each item gets a learned embedding of its own instead (transductive: an item's vector is
+  trained once it has train edges)."""
+  if graph.item_attributes:
+    return graph
+  ids = np.arange(graph.num_items, dtype=np.int32)
+  bags = Bags(ids, ids, tuple(str(i) for i in range(graph.num_items)))
+  note = f"no item attributes: each of the {graph.num_items} items gets a learned id embedding (group 'item-id')"
+  return graph._replace(item_attributes={"item-id": bags}, notes=graph.notes + (note,))
+
+
 def version_data(graph: EvolvingGraph) -> list[VersionData]:
   """The five versions' splits and model inputs (item attribute groups in the graph's order)."""
   out = []
@@ -30,6 +43,22 @@ def version_data(graph: EvolvingGraph) -> list[VersionData]:
     out.append(VersionData(split, bipartite_inputs(split.train_user, split.train_item, split.num_users,
                                                    split.num_items, bags)))
   return out
+
+
+def check_versions(versions: list[VersionData]) -> None:
+  """What would otherwise fail mid-run, checked before the first step: every version has train and val edges, and
+  every user leaves at least one item to draw as a BPR negative."""
+  for k, v in enumerate(versions):
+    s = v.split
+    if len(s.train_user) == 0 or len(s.val_user) == 0:
+      raise ValueError(f"version {k} has {len(s.train_user)} train and {len(s.val_user)} val edges; both must be "
+                       f"non-empty (too few interactions for five versions?)")
+    distinct = np.bincount(np.unique(s.train_user.astype(np.int64) * s.num_items + s.train_item) // s.num_items,
+                           minlength=s.num_users)
+    full = np.flatnonzero(distinct >= s.num_items)
+    if full.size:
+      raise ValueError(f"version {k}: user(s) {full[:5].tolist()} interacted with all {s.num_items} items in "
+                       f"training, so BPR can draw no negative item for them")
 
 
 def attribute_sizes(graph: EvolvingGraph) -> tuple[int, ...]:

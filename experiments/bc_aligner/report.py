@@ -24,7 +24,8 @@ def summarise(recalls: dict[str, list[dict]], published: dict[str, list[np.ndarr
   """The ``methods`` block of results.json (keys of the issue's schema) for every method in ``recalls``."""
   intended = {m: float(np.mean([r["recall@50"] for r in rs])) for m, rs in recalls.items()}
   by_task = {m: {t: float(np.mean(c["auc"][m])) for t, c in consumers.items()} for m in recalls}
-  unintended = {m: float(np.mean(list(v.values()))) for m, v in by_task.items()}
+  # With every consumer task left out (degenerate data) there is no unintended measurement: None, never NaN.
+  unintended = {m: float(np.mean(list(v.values()))) if v else None for m, v in by_task.items()}
   x0, y0 = intended["non-bc"], unintended["fix-m0"]
   out = {}
   for m in recalls:
@@ -33,7 +34,8 @@ def summarise(recalls: dict[str, list[dict]], published: dict[str, list[np.ndarr
       for s, col in zip(c["steps"], np.mean(c["auc"][m], axis=0)):
         by_step.setdefault(s, []).append(float(col))
     errors = alignment_errors(published[m], published["fix-m0"])
-    di, du = 100.0 * (intended[m] - x0) / x0, 100.0 * (unintended[m] - y0) / y0
+    di = 100.0 * (intended[m] - x0) / x0
+    du = None if y0 is None else 100.0 * (unintended[m] - y0) / y0
     out[m] = {"intended_recall50_by_version": [r["recall@50"] for r in recalls[m]],
               "intended_recall_by_version": recalls[m],
               "intended_recall50_mean": intended[m],
@@ -41,7 +43,7 @@ def summarise(recalls: dict[str, list[dict]], published: dict[str, list[np.ndarr
               "unintended_auc_by_step": {str(s): float(np.mean(v)) for s, v in sorted(by_step.items())},
               "unintended_auc_mean": unintended[m],
               "intended_degradation_pct": di, "unintended_degradation_pct": du,
-              "combined_degradation_pct": di + du,
+              "combined_degradation_pct": None if du is None else di + du,
               "alignment_error_by_version": errors, "alignment_error": float(np.mean(errors))}
   return out
 
@@ -53,12 +55,17 @@ def table_3(results: dict) -> str:
     r = results["methods"].get(m)
     if r is None:
       continue
-    rows.append([m, f"{r['intended_degradation_pct']:+.2f}", f"{r['unintended_degradation_pct']:+.2f}",
-                 f"{r['combined_degradation_pct']:+.2f}", r["intended_recall50_mean"], r["unintended_auc_mean"],
+    pct = lambda v: "n/a" if v is None else f"{v:+.2f}"  # noqa: E731
+    rows.append([m, pct(r["intended_degradation_pct"]), pct(r["unintended_degradation_pct"]),
+                 pct(r["combined_degradation_pct"]), r["intended_recall50_mean"],
+                 "n/a" if r["unintended_auc_mean"] is None else r["unintended_auc_mean"],
                  r["alignment_error"], r["alignment_error_by_version"][-1]])
+  left_out = results.get("consumers_left_out") or {}
+  tasks = "the consumer tasks" if not left_out else \
+      f"the {5 - len(left_out)} consumer tasks run ({', '.join(sorted(left_out))} left out: see results.json)"
   head = (f"Dataset {results['dataset']}, preset {results['preset']}, seed {results['seed']}, "
           f"λ={results['config']['lam']}. Degradation (%) relative to Keep-All; Recall@50 = mean over versions "
-          f"0-4; AUC = mean over the five consumer tasks, seeds and reported steps.\n\n")
+          f"0-4; AUC = mean over {tasks}, seeds and reported steps.\n\n")
   return head + common.markdown_table(
       ["method", "intended degr. %", "unintended degr. %", "combined degr. %", "Recall@50", "unintended AUC",
        "align. err (mean)", "align. err (last)"], rows)
@@ -102,7 +109,8 @@ def figure_5(path: Path, sweep: dict) -> None:
   fig, ax = plt.subplots(figsize=(6, 4))
   for key, label in (("intended_degradation_pct", "intended"), ("unintended_degradation_pct", "unintended"),
                      ("combined_degradation_pct", "combined")):
-    ax.plot([float(x) for x in lams], [sweep[x][key] for x in lams], marker="o", label=label)
+    ax.plot([float(x) for x in lams], [np.nan if sweep[x][key] is None else sweep[x][key] for x in lams], marker="o",
+            label=label)
   ax.set(xscale="log", xlabel="λ", ylabel="degradation (%)", title="BC-Aligner: effect of λ")
   ax.grid(alpha=0.3)
   ax.legend()
