@@ -18,7 +18,7 @@ from sklearn.svm import SVC
 from bcjax.data import growth_split
 from experiments.icl import __main__ as icl_main
 from experiments.icl.configs import PRESETS
-from experiments.icl.data import Cycle, GraphData, graph_views, load_graphs
+from experiments.icl.data import Cycle, GraphData, graph_views, load_graphs, synthetic_graphs
 from experiments.icl.evaluate import C_GRID, svm_accuracy
 from experiments.icl.methods import METHODS, Context, converge, pretrain, train_method
 from experiments.icl.train import split_encoder
@@ -140,6 +140,60 @@ class CommandLineTest(absltest.TestCase):
     for argv in (["--alpha", "1.5"], ["--methods", "icl,bogus"], ["--patience", "0"], ["--alpha-sweep", "a,b"]):
       with self.assertRaises(SystemExit, msg=argv):
         icl_main.parse_args(argv)
+
+
+def write_featureless_tu(folder: Path, name: str, labels=None) -> Path:
+  """The synthetic two-class graphs as a TU dataset without node attributes or labels, every edge listed twice per
+  direction (IMDB-BINARY's layout)."""
+  c = synthetic_graphs(num_graphs=60, seed=3)
+  labels = c.labels if labels is None else np.asarray(labels)
+  offsets = c.node_offsets
+  pairs = []
+  for g in range(c.num_graphs):
+    _, s, r = c.graph(g)
+    pairs += [f"{a + offsets[g] + 1}, {b + offsets[g] + 1}" for a, b in zip(s, r)] * 2
+  folder.mkdir(parents=True, exist_ok=True)
+  (folder / f"{name}_A.txt").write_text("\n".join(pairs) + "\n")
+  (folder / f"{name}_graph_indicator.txt").write_text("".join(f"{g + 1}\n" for g in range(c.num_graphs)
+                                                             for _ in range(c.n_node[g])))
+  (folder / f"{name}_graph_labels.txt").write_text("".join(f"{2 * int(y) - 1}\n" for y in labels))
+  return folder
+
+
+class TuDatasetTest(absltest.TestCase):
+
+  def test_any_tu_dataset_runs_end_to_end_with_degree_profiles(self):
+    tmp = Path(self.create_tempdir().full_path)
+    folder = write_featureless_tu(tmp / "FAKE-BINARY", "FAKE-BINARY")
+    expected = synthetic_graphs(num_graphs=60, seed=3)
+    c = load_graphs("tu:FAKE-BINARY", str(tmp))
+    self.assertEqual(c.node_features.shape, (expected.node_features.shape[0], 5))  # LDP: 5 columns
+    np.testing.assert_array_equal(c.n_edge, expected.n_edge)  # the doubled edges are coalesced
+    self.assertIn("local degree profiles", " ".join(c.notes))
+    out = tmp / "run"
+    code = icl_main.main(["--preset", "test", "--dataset", "tu:FAKE-BINARY", "--data-dir", str(folder),
+                          "--methods", "icl", "--max-epochs", "1", "--out", str(out), "--no-progress"])
+    self.assertEqual(code, 0)
+    results = json.loads((out / "results.json").read_text())
+    self.assertEqual(results["dataset"], "tu:FAKE-BINARY")
+    self.assertEqual(results["num_samples"], 60)
+    self.assertIn("repeated directed edge(s) coalesced", " ".join(results["data_notes"]))
+    self.assertEqual(sorted(results["methods"]), ["icl", "retrain"])
+
+  def test_a_split_the_svm_cannot_stratify_is_refused_before_training(self):
+    tmp = Path(self.create_tempdir().full_path)
+    labels = np.zeros(60, int)
+    labels[:2] = 1  # two graphs of class 1: no 3-fold stratification possible
+    write_featureless_tu(tmp / "SKEW", "SKEW", labels)
+    out = tmp / "run"
+    code = icl_main.main(["--preset", "test", "--dataset", "tu:SKEW", "--data-dir", str(tmp), "--out", str(out),
+                          "--no-progress"])
+    self.assertEqual(code, 2)
+    self.assertFalse((out / "metrics.jsonl").exists())
+    with self.assertRaises(SystemExit):
+      icl_main.parse_args(["--dataset", "tu:"])
+    with self.assertRaises(SystemExit):
+      icl_main.parse_args(["--dataset", "imagenet"])
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ from bcjax.data import growth_split
 from experiments import common
 from experiments.icl import report
 from experiments.icl.configs import PRESETS
-from experiments.icl.datasets import DATASETS, load_dataset
-from experiments.icl.evaluate import accuracies
+from experiments.icl.datasets import DATASETS, known_dataset, load_dataset
+from experiments.icl.evaluate import accuracies, check_splits
 from experiments.icl.methods import METHODS, Context, pretrain, train_method
 from experiments.icl.train import split_encoder
 
@@ -32,7 +32,10 @@ def parse_args(argv):
                   "α = |ΔX| / |X ∪ ΔX|) and train each method until convergence; speed-ups vs retraining, SVM "
                   "accuracy on all/old/new data. Writes config.json, metrics.jsonl, results.json, table.md, "
                   "figure5.png (and figure4.png with --alpha-sweep).")
-  parser.add_argument("--dataset", default="synthetic-graphs", choices=DATASETS)
+  parser.add_argument("--dataset", default="synthetic-graphs",
+                      help=f"one of {', '.join(DATASETS)}; tu:NAME reads any TU dataset (e.g. tu:IMDB-BINARY) from "
+                           f"--data-dir (its folder or zip, or a folder holding NAME/ or NAME.zip) or, with --download, "
+                           f"from the TU Dortmund collection")
   parser.add_argument("--data-dir", help="folder with the dataset's files (TU folder/zip, GIN zip, MNIST idx)")
   parser.add_argument("--download", action="store_true", help="download missing public files into the cache")
   parser.add_argument("--alpha", type=float, default=0.3, help="growth ratio α in (0, 1) (default 0.3)")
@@ -61,6 +64,8 @@ def parse_args(argv):
   parser.add_argument("--seed", type=int, help="PRNG seed of splits, models, views and SVM folds (default 0)")
   parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
   args = parser.parse_args(argv)
+  if not known_dataset(args.dataset):
+    parser.error(f"--dataset {args.dataset!r} is not one of {', '.join(DATASETS)}")
   cfg = PRESETS[args.preset]
   changes = {name: getattr(args, name) for name in ("patience", "max_epochs", "runs", "learning_rate", "inner_rule",
                                                     "meta_outer", "agent_hidden", "seed", "image_encoder", "image_size",
@@ -98,6 +103,12 @@ def parse_args(argv):
   return args, cfg, alphas, methods
 
 
+def planned_splits(num: int, alphas, cfg) -> dict:
+  """The old/new split of every (α, run), exactly as :func:`run_alpha` will draw it."""
+  return {f"α = {alpha:g}, run {run}": growth_split(num, alpha, np.random.default_rng(cfg.seed + 1000 * run))
+          for alpha in alphas for run in range(cfg.runs)}
+
+
 def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar) -> tuple[dict, dict, dict]:
   """One independent run at growth ratio α: split, pre-train on X, train every method; returns the per-method
   records, their epoch losses and the pre-trained encoder's accuracies."""
@@ -128,11 +139,17 @@ def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar) -> tuple[dic
 def main(argv=None) -> int:
   args, cfg, alphas, methods = parse_args(argv)
   started = time.perf_counter()
-  opened = common.open_run(args.out, "icl", lambda: load_dataset(
-      args.dataset, args.data_dir, download=args.download, seed=cfg.seed, image_size=cfg.image_size))
+  def load():
+    data = load_dataset(args.dataset, args.data_dir, download=args.download, seed=cfg.seed,
+                        image_size=cfg.image_size)
+    check_splits(data.labels, planned_splits(data.num, alphas, cfg), cfg.svm_folds)
+    return data
+  opened = common.open_run(args.out, "icl", load)
   if opened is None:
     return 2
   out, data = opened
+  for note in data.notes:
+    print(f"data: {note}")
   common.write_json(out / "config.json", {"dataset": args.dataset, "preset": args.preset, "alphas": alphas,
                                           "methods": methods, **dataclasses.asdict(cfg)})
   sweep, pretrained, curves = {}, {}, {}
@@ -153,7 +170,8 @@ def main(argv=None) -> int:
   main_alpha = f"{alphas[0]:g}"
   results = {"dataset": args.dataset, "alpha": alphas[0], "methods": sweep[main_alpha]["methods"],
              "preset": args.preset, "runs": cfg.runs, "seed": cfg.seed, "num_samples": data.num,
-             "pretrained": pretrained, "alpha_sweep": sweep, "seconds": time.perf_counter() - started}
+             "pretrained": pretrained, "alpha_sweep": sweep, "data_notes": list(data.notes),
+             "seconds": time.perf_counter() - started}
   common.write_json(out / "results.json", common.jsonable(results))
   table = report.tables(results)
   common.write_text(out / "table.md", table)

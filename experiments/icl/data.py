@@ -17,7 +17,8 @@ from bcjax.data import (GraphCollection, augment_graphs, bucket, from_graphs, gr
                         pad_graphs, read_gin, read_tu, tu_dataset_path, with_features)
 from bcjax.models import GCNEncoder
 
-DATASETS = ("proteins", "proteins-full", "reddit-binary", "synthetic-graphs")
+DATASETS = ("proteins", "proteins-full", "reddit-binary", "synthetic-graphs", "tu:<NAME>")
+TU_PREFIX = "tu:"
 
 
 def synthetic_graphs(num_graphs: int = 300, seed: int = 0) -> GraphCollection:
@@ -45,11 +46,29 @@ def synthetic_graphs(num_graphs: int = 300, seed: int = 0) -> GraphCollection:
   return from_graphs(graphs, labels)
 
 
+def is_graph_dataset(name: str) -> bool:
+  return name in DATASETS[:-1] or (name.startswith(TU_PREFIX) and len(name) > len(TU_PREFIX))
+
+
+def with_node_features(c: GraphCollection) -> GraphCollection:
+  """Row-normalised node features (the reference's NormalizeFeatures); a dataset without node attributes or labels
+  gets local degree profiles instead, as the reference does for REDDIT-BINARY."""
+  if c.node_features.shape[1] == 0:
+    c = with_features(c, local_degree_profile(c))._replace(
+        notes=c.notes + ("node features: local degree profiles (the dataset has no node attributes or labels)",))
+  return with_features(c, normalize_rows(c.node_features))
+
+
 def load_graphs(name: str, data_dir: str | None = None, *, download: bool = False, seed: int = 0) -> GraphCollection:
   """The dataset with the reference's features: PROTEINS(_full) attributes ‖ one-hot labels, REDDIT-BINARY local
-  degree profiles (from the GIN-format zip or a TU folder), each row-normalised; ``synthetic-graphs`` as is."""
+  degree profiles (from the GIN-format zip or a TU folder), each row-normalised; ``synthetic-graphs`` as is;
+  ``tu:NAME`` any TU dataset (a folder or zip in ``data_dir``, ``data_dir`` itself, or the cache), with its
+  attributes ‖ one-hot node labels, or degree profiles when it has neither."""
   if name == "synthetic-graphs":
     return synthetic_graphs(seed=seed)
+  if name.startswith(TU_PREFIX) and len(name) > len(TU_PREFIX):
+    tu = name[len(TU_PREFIX):]
+    return with_node_features(read_tu(tu_dataset_path(tu, data_dir, download=download), tu))
   if name in ("proteins", "proteins-full"):
     tu = "PROTEINS" if name == "proteins" else "PROTEINS_full"
     c = read_tu(tu_dataset_path(tu, data_dir, download=download), tu)
@@ -58,7 +77,7 @@ def load_graphs(name: str, data_dir: str | None = None, *, download: bool = Fals
     gin = sorted(Path(data_dir).glob("REDDIT-BINARY*gin*.zip")) if data_dir is not None else []
     c = read_gin(gin[0]) if gin else read_tu(tu_dataset_path("REDDIT-BINARY", data_dir, download=download),
                                              "REDDIT-BINARY")
-    return with_features(c, normalize_rows(local_degree_profile(c)))
+    return with_node_features(with_features(c, np.zeros((c.node_features.shape[0], 0), np.float32)))
   raise ValueError(f"unknown dataset {name!r}; choose from {DATASETS}")
 
 
@@ -129,6 +148,7 @@ class GraphData:
     self.collection = collection
     self.labels = np.asarray(collection.labels)
     self.num = collection.num_graphs
+    self.notes = collection.notes
 
   def views(self, index, batch_size: int, rng: np.random.Generator, extra=None, extra_n: int = 0, timer=None):
     del timer  # graph views are built on the host; nothing compiles

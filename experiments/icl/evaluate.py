@@ -48,6 +48,21 @@ def svm_accuracy(x: np.ndarray, y: np.ndarray, folds: int = 5, seed: int = 0) ->
   return float(np.mean(scores))
 
 
+def check_splits(labels: np.ndarray, splits: dict, folds: int) -> None:
+  """Before any training: every split (``{description: (old, new)}``) must let :func:`svm_accuracy` stratify all,
+  old and new data, i.e. give at least two classes and ``folds`` samples of each. Raises ValueError naming the
+  split, the subset and its class counts."""
+  labels = np.asarray(labels)
+  classes = np.unique(labels)
+  for what, (old, new) in splits.items():
+    for subset, index in (("all", np.concatenate([old, new])), ("old", old), ("new", new)):
+      counts = np.array([np.sum(labels[index] == c) for c in classes])
+      if (counts > 0).sum() < 2 or counts[counts > 0].min() < folds:
+        raise ValueError(f"{what}: the {subset} data has class counts {counts.tolist()}; the SVM evaluation needs at "
+                         f"least two classes with >= {folds} samples each (a smaller --alpha, more data, or fewer "
+                         f"folds)")
+
+
 def accuracies(encoder: Encoder, data, old: np.ndarray, new: np.ndarray, folds: int, seed: int) -> dict:
   """SVM accuracy (in %) on all of X' = X ∪ ΔX, on the old data X and on the new data ΔX."""
   z_old, z_new = embed(encoder, data, old), embed(encoder, data, new)

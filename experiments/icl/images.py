@@ -84,6 +84,7 @@ class ImageData:
 
   def __init__(self, images: np.ndarray, labels: np.ndarray, image_size: int | None = None):
     self.images, self.labels, self.num = images, np.asarray(labels), len(images)
+    self.notes = ()
     self.augment = AugmentConfig(size=image_size or images.shape[1])
 
   def _batch(self, index: np.ndarray, rows: int, key: jax.Array | None, timer=None) -> ImageBatch:
