@@ -12,7 +12,7 @@ from absl.testing import absltest, parameterized
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bcjax.data import (TASKS, amazon_files, evolving_graph, item_rating_stats, item_rating_threshold,
+from bcjax.data import (TASKS, VersionSplit, amazon_files, evolving_graph, item_rating_stats, item_rating_threshold,
                         load_amazon, load_graph_dataset, movielens_graph, load_movielens, num_edges_at,
                         split_version, split_versions, synthetic_evolving_graph, task_examples)
 from tests.test_data import ml100k
@@ -131,6 +131,24 @@ class TaskLabelTest(absltest.TestCase):
     np.testing.assert_array_equal(keep, expected)
     assert_close(mean, [rating[item == i].mean() for i in expected])
     assert_close(std, [rating[item == i].std(ddof=1) for i in expected])
+
+  def test_reference_std_flips_an_item_at_exactly_one(self):
+    # torch_scatter.scatter_std(unbiased=True), transcribed: sqrt(sum((x - mean)^2) / (max(c - 1, 1) + 1e-6))
+    def scatter_std(x):
+      return np.sqrt(np.sum((x - x.mean()) ** 2) / (max(len(x) - 1, 1) + 1e-6))
+    exact_one = np.array([1.0] * 15 + [5.0])  # S / (N - 1) = 15 / 15: std exactly 1
+    rng = np.random.default_rng(1)
+    other = rng.integers(1, 6, 12).astype(np.float64)
+    item = np.concatenate([np.zeros(16, int), np.ones(12, int)])
+    rating = np.concatenate([exact_one, other])
+    _, _, unbiased = item_rating_stats(item, rating, 2)
+    _, _, reference = item_rating_stats(item, rating, 2, std="torch_scatter")
+    self.assertEqual(unbiased[0], 1.0)
+    assert_close(reference, [scatter_std(exact_one), scatter_std(other)])
+    self.assertLess(reference[0], 1.0)
+    split = VersionSplit(item * 0, item, rating.astype(np.float32), item * 0, item, rating.astype(np.float32), 1, 2, 1)
+    self.assertEqual(task_examples("binary-item-rating-std", split, fit=True).label[0], 1)
+    self.assertEqual(task_examples("binary-item-rating-std", split, fit=True, std="torch_scatter").label[0], 0)
 
   def test_item_tasks_and_threshold(self):
     g = synthetic_evolving_graph(300, 150, 4000, seed=1)

@@ -175,6 +175,24 @@ class FeatureAndSplitTest(absltest.TestCase):
         want = [deg[v], *(([nbrs.min(), nbrs.max(), nbrs.mean(), nbrs.std()]) if len(nbrs) else [0, 0, 0, 0])]
         assert_close(ldp[offsets[g] + v], want, scale=max(deg.max(), 1))
 
+  def test_local_degree_profile_reference_std(self):
+    # PyG 1.6.3's LocalDegreeProfile with torch_scatter's scatter_std, transcribed loop by loop
+    c = random_collection(1)
+    ldp = local_degree_profile(c, std="torch_scatter")
+    offsets = c.node_offsets
+    for g in range(c.num_graphs):
+      _, s, r = c.graph(g)
+      deg = np.bincount(s, minlength=c.n_node[g]).astype(float)
+      for v in range(c.n_node[g]):
+        x = deg[r[s == v]]
+        want = np.sqrt(np.sum((x - x.mean()) ** 2) / (max(len(x) - 1, 1) + 1e-6)) if len(x) else 0.0
+        assert_close(ldp[offsets[g] + v, 4], want, scale=max(deg.max(), 1))
+    population = local_degree_profile(c)
+    np.testing.assert_array_equal(ldp[:, :4], population[:, :4])
+    self.assertFalse(close(ldp[:, 4], population[:, 4], scale=1.0))
+    with self.assertRaisesRegex(ValueError, "`convention` must be one of"):
+      local_degree_profile(c, std="sample")
+
   def test_normalize_rows(self):
     x = np.array([[1.0, 3.0], [0.2, 0.3], [0.0, 0.0]])
     assert_close(normalize_rows(x), [[0.25, 0.75], [0.2, 0.3], [0.0, 0.0]])
@@ -298,6 +316,34 @@ class GCNEncoderTest(absltest.TestCase):
     out = gcn_propagate(graph._replace(nodes=None), jnp.asarray(graph.nodes))
     assert_close(np.asarray(out)[:2], [[0.5, 0.5], [0.5, 0.5]])
     del s, r
+
+  def test_self_loops_as_pyg_gcn_norm(self):
+    # PyG's gcn_norm, transcribed: add_remaining_self_loops drops the data's loops and adds one of weight 1 per
+    # node; deg = column sums; out = D^-1/2 (A + I) D^-1/2 h
+    senders, receivers = np.array([0, 1, 1, 2, 2, 2]), np.array([1, 0, 2, 1, 2, 2])  # node 2 has two loops
+    h = np.random.default_rng(0).normal(size=(3, 2)).astype(np.float32)
+    graph = batch_graphs(from_graphs([(h, senders, receivers)], [0]), [0])
+    a = np.zeros((3, 3))
+    keep = senders != receivers
+    np.add.at(a, (receivers[keep], senders[keep]), 1.0)
+    a += np.eye(3)
+    d = a.sum(1)
+    want = (a / np.sqrt(np.outer(d, d))) @ h
+    got = gcn_propagate(graph._replace(nodes=None), jnp.asarray(graph.nodes), "remaining")
+    assert_close(np.asarray(got)[:3], want)
+    # "always" keeps the data's loops as edges and adds one more: node 2 sees three
+    a_always = np.zeros((3, 3))
+    np.add.at(a_always, (receivers, senders), 1.0)
+    a_always += np.eye(3)
+    d = a_always.sum(1)
+    always = gcn_propagate(graph._replace(nodes=None), jnp.asarray(graph.nodes))
+    assert_close(np.asarray(always)[:3], (a_always / np.sqrt(np.outer(d, d))) @ h)
+    # without self-loops in the data the two agree
+    loop_free = batch_graphs(from_graphs([(h, senders[keep], receivers[keep])], [0]), [0])
+    assert_close(gcn_propagate(loop_free._replace(nodes=None), jnp.asarray(loop_free.nodes), "remaining"),
+                 gcn_propagate(loop_free._replace(nodes=None), jnp.asarray(loop_free.nodes)))
+    with self.assertRaisesRegex(ValueError, "`self_loops` must be one of"):
+      GCNEncoder(2, self_loops="none", rngs=nnx.Rngs(0))
 
   def test_dropout_needs_a_key_and_jit_matches(self):
     c = random_collection(6, num_graphs=4)

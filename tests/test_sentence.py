@@ -10,7 +10,8 @@ from absl.testing import absltest, parameterized
 from scipy.stats import pearsonr
 
 from bcjax.conceptors import conceptor, conceptor_from_correlation
-from bcjax.sentence import (GENRES, NLTK_ENGLISH_STOPWORDS, ca_embed, ca_initial, ca_update, cosine_similarity,
+from bcjax.sentence import (GENRES, NLTK_ENGLISH_STOPWORDS, WordVectors, ca_embed, ca_initial, ca_update,
+                            cosine_similarity, stopword_conceptor,
                             encode_token_ids, keep_token, load_sts_genres, load_sts_pairs, load_stsb,
                             load_word_frequencies, load_word_vectors, pearson, principal_direction,
                             remove_direction, sif_weights, tokenize, weighted_average)
@@ -96,10 +97,27 @@ class TokenizeTest(parameterized.TestCase):
     self.assertEqual([t for t in tokenize("Don't stop 5 !") if keep_token(t, vocab)], ["n't", "stop"])
 
   def test_stop_word_list(self):
-    self.assertLen(NLTK_ENGLISH_STOPWORDS, 179)
-    self.assertLen(set(NLTK_ENGLISH_STOPWORDS), 178)  # "it's" and "its" coincide without apostrophes
+    # NLTK's 179 entries; "it's" and "its" coincide without apostrophes, and the notebook's set keeps one
+    self.assertLen(NLTK_ENGLISH_STOPWORDS, 178)
+    self.assertLen(set(NLTK_ENGLISH_STOPWORDS), 178)
+    self.assertEqual(NLTK_ENGLISH_STOPWORDS.count("its"), 1)
     self.assertIn("dont", NLTK_ENGLISH_STOPWORDS)
     self.assertTrue(all("'" not in w for w in NLTK_ENGLISH_STOPWORDS))
+
+  def test_stop_word_conceptor_counts_every_word_once(self):
+    rng = np.random.default_rng(5)
+    words = NLTK_ENGLISH_STOPWORDS[:30] + ("the", "zebra")
+    vectors = WordVectors(words, rng.normal(size=(len(words), 6)), {w: i for i, w in enumerate(words)})
+    listed = ["its", "its", "it", "its", "zebra", "unknownword", "the", "it"]  # repeats and an OOV word
+    c0, count = stopword_conceptor(vectors, listed, alpha=1.5)
+    z = np.stack([vectors.vectors[vectors.index[w]] for w in ("its", "it", "zebra", "the")])  # de-duplicated
+    r = z.T @ z / len(z)
+    assert_close(c0, r @ np.linalg.inv(r + 1.5 ** -2 * np.eye(6)), "linalg")
+    self.assertEqual(count, 4)
+    c_dup = np.asarray(ca_initial(np.stack([vectors.vectors[vectors.index[w]] for w in listed if w in words]), 1.5))
+    self.assertGreater(np.abs(c_dup - np.asarray(c0)).max(), 1e-3)  # counting repeats would change C_0
+    with self.assertRaisesRegex(ValueError, "none of the stop words"):
+      stopword_conceptor(vectors, ["nope"])
 
 
 class LoaderTest(parameterized.TestCase):

@@ -22,6 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bcjax.data._evolving import VersionSplit
+from bcjax.data._segment_std import Convention, segment_std
 
 TASKS = ("binary-edge-rating", "user-activity", "user-positive-activity", "binary-item-rating-avg",
          "binary-item-rating-std")
@@ -36,14 +37,19 @@ class TaskExamples(NamedTuple):
   label: np.ndarray  # int32
 
 
-def item_rating_stats(item: np.ndarray, rating: np.ndarray, num_items: int,
-                      min_edges: int = MIN_ITEM_EDGES) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """(items with >= ``min_edges`` edges, their mean rating, their unbiased (N-1) rating std)."""
+def item_rating_stats(item: np.ndarray, rating: np.ndarray, num_items: int, min_edges: int = MIN_ITEM_EDGES, *,
+                      std: Convention = "unbiased") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(items with >= ``min_edges`` edges, their mean rating, their rating std).
+
+  ``std="unbiased"`` (N − 1, the definition) by default; ``"torch_scatter"`` reproduces the reference code's
+  ``scatter_std``, whose :math:`10^{-6}` in the divisor puts an item whose std is exactly 1.0 (e.g. fifteen
+  1-star ratings and one 5-star: S/(N−1) = 15/15) just below the task's threshold of 1.0, so its
+  ``binary-item-rating-std`` label flips from 1 to 0. Only such exact ties change.
+  """
   count = np.bincount(item, minlength=num_items).astype(np.float64)
   total = np.bincount(item, weights=rating, minlength=num_items)
   mean = total / np.maximum(count, 1)
-  sq = np.bincount(item, weights=(rating - mean[item]) ** 2, minlength=num_items)
-  std = np.sqrt(sq / np.maximum(count - 1, 1))
+  std = segment_std(rating, item, num_items, std)
   keep = np.flatnonzero(count >= min_edges)
   return keep.astype(np.int32), mean[keep], std[keep]
 
@@ -56,10 +62,12 @@ def item_rating_threshold(split0: VersionSplit) -> float:
   return float(np.median(mean))
 
 
-def task_examples(task: str, split: VersionSplit, *, fit: bool = False, tau: float | None = None) -> TaskExamples:
+def task_examples(task: str, split: VersionSplit, *, fit: bool = False, tau: float | None = None,
+                  std: Convention = "unbiased") -> TaskExamples:
   """The examples of ``task`` at one step: ``fit=True`` gives the consumer's training set (train edges / train-only
   item statistics), ``fit=False`` the evaluation set (val edges / train-plus-val statistics). User tasks are the
-  same either way. ``tau`` is required by ``binary-item-rating-avg``."""
+  same either way. ``tau`` is required by ``binary-item-rating-avg``; ``std`` is the convention of
+  ``binary-item-rating-std``'s standard deviation (see :func:`item_rating_stats`)."""
   if task == "binary-edge-rating":
     user, item, rating = ((split.train_user, split.train_item, split.train_rating) if fit else
                           (split.val_user, split.val_item, split.val_rating))
@@ -79,7 +87,7 @@ def task_examples(task: str, split: VersionSplit, *, fit: bool = False, tau: flo
     else:
       item = np.concatenate([split.train_item, split.val_item])
       rating = np.concatenate([split.train_rating, split.val_rating])
-    keep, mean, std = item_rating_stats(item, rating.astype(np.float64), split.num_items)
+    keep, mean, std = item_rating_stats(item, rating.astype(np.float64), split.num_items, std=std)
     if task == "binary-item-rating-avg":
       if tau is None:
         raise ValueError("task_examples: `tau` (item_rating_threshold of step 0) is required for "

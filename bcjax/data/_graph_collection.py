@@ -6,6 +6,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bcjax import _checks
+from bcjax.data._segment_std import Convention, segment_std
 
 
 class GraphCollection(NamedTuple):
@@ -98,26 +99,32 @@ def _global_edges(collection: GraphCollection) -> tuple[np.ndarray, np.ndarray]:
   return collection.senders + shift, collection.receivers + shift
 
 
-def local_degree_profile(collection: GraphCollection) -> np.ndarray:
+def local_degree_profile(collection: GraphCollection, *, std: Convention = "population") -> np.ndarray:
   r"""Local degree profile features (Cai & Wang 2018), [N, 5]: for node v,
   :math:`[\deg v, \min_{u \in N(v)} \deg u, \max, \operatorname{mean}, \operatorname{std}]` with N(v) the
   out-neighbours and degrees counted over senders, as PyTorch Geometric's ``LocalDegreeProfile`` (the same thing on
-  the symmetric edge lists of undirected graphs). Nodes without neighbours get 0 for the four neighbour statistics;
-  the standard deviation is the population one (divide by |N(v)|)."""
+  the symmetric edge lists of undirected graphs). Nodes without neighbours get 0 for the four neighbour statistics.
+
+  ``std`` picks the standard deviation's convention (:func:`segment_std`): the population one by default (the
+  definition of the profile); ``"torch_scatter"`` reproduces the ICL reference code's pinned PyG 1.6.3, whose
+  ``scatter_std`` is unbiased with :math:`10^{-6}` added to the divisor. Measured on PROTEINS (43,471 nodes,
+  38,723 with a non-zero std): the reference's column is larger by a factor sqrt(c / (c − 1)), 1.02–1.41 (median
+  1.15); mean absolute difference 0.142 against a mean std of 0.758. Use ``"torch_scatter"`` to match the
+  reference's features exactly.
+  """
   node, neighbour = _global_edges(collection)
   n = collection.node_features.shape[0]
   count = np.bincount(node, minlength=n)
   deg = count.astype(np.float64)
   nbr = deg[neighbour]
   mean = np.bincount(node, nbr, minlength=n) / np.maximum(count, 1)
-  var = np.bincount(node, nbr * nbr, minlength=n) / np.maximum(count, 1) - mean ** 2
   lo = np.full(n, np.inf)
   hi = np.full(n, -np.inf)
   np.minimum.at(lo, node, nbr)
   np.maximum.at(hi, node, nbr)
   empty = count == 0
   lo[empty], hi[empty] = 0.0, 0.0
-  return np.stack([deg, lo, hi, mean, np.sqrt(np.maximum(var, 0.0))], axis=1).astype(np.float32)
+  return np.stack([deg, lo, hi, mean, segment_std(nbr, node, n, std)], axis=1).astype(np.float32)
 
 
 def normalize_rows(features: np.ndarray) -> np.ndarray:

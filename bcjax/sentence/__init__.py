@@ -9,6 +9,7 @@ from bcjax.sentence._encoders import pearson
 from bcjax.sentence._encoders import principal_direction
 from bcjax.sentence._encoders import remove_direction
 from bcjax.sentence._encoders import sif_weights
+from bcjax.sentence._encoders import stopword_conceptor
 from bcjax.sentence._encoders import weighted_average
 from bcjax.sentence._stopwords import NLTK_ENGLISH_STOPWORDS
 from bcjax.sentence._sts import GENRES
@@ -42,6 +43,7 @@ __all__ = (
     "principal_direction",
     "remove_direction",
     "sif_weights",
+    "stopword_conceptor",
     "tokenize",
     "weighted_average",
 )

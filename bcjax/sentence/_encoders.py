@@ -19,6 +19,7 @@ from jax.typing import ArrayLike
 from bcjax import _checks
 from bcjax.conceptors import conceptor, disjunction
 from bcjax.sentence._tokenize import keep_token, tokenize
+from bcjax.sentence._vectors import WordVectors
 
 
 def sif_weights(words: Sequence[str], counts: Mapping[str, int], a: float = 1e-3) -> np.ndarray:
@@ -110,6 +111,20 @@ def remove_direction(q: ArrayLike, u: ArrayLike) -> jax.Array:
 def ca_initial(stopword_vectors: ArrayLike, alpha: float = 1.0) -> jax.Array:
   r"""Zero-shot conceptor :math:`C_0 = R_Z (R_Z + \alpha^{-2} I)^{-1}` of stop-word vectors [|Z|, d]."""
   return conceptor(stopword_vectors, alpha)
+
+
+def stopword_conceptor(vectors: WordVectors, stopwords: Sequence[str], alpha: float = 1.0) -> tuple[jax.Array, int]:
+  r"""The zero-shot conceptor :math:`C_0` of the distinct stop words that have a vector, and their number.
+
+  Each word counts once however often the list repeats it (the CA notebook builds :math:`R_Z` from a set).
+
+  Raises:
+    ValueError: none of the stop words is in the vocabulary.
+  """
+  rows = [vectors.index[w] for w in dict.fromkeys(stopwords) if w in vectors.index]
+  if not rows:
+    raise ValueError("stopword_conceptor: none of the stop words is in the word-vector vocabulary")
+  return ca_initial(jnp.asarray(vectors.vectors)[np.asarray(rows)], alpha), len(rows)
 
 
 def ca_update(c_prev: ArrayLike, q_corpus: ArrayLike, alpha: float = 1.0) -> jax.Array:

@@ -13,6 +13,6 @@ ain aren aren't couldn couldn't didn didn't doesn doesn't hadn hadn't hasn hasn'
 mightn't mustn mustn't needn needn't shan shan't shouldn shouldn't wasn wasn't weren weren't won won't wouldn wouldn't
 """
 
-# All 179 entries are kept in order. Deleting apostrophes turns "it's" into a second "its"; the reference stacks the
-# list as is, so that vector counts twice in R_Z.
-NLTK_ENGLISH_STOPWORDS: tuple[str, ...] = tuple(w.replace("'", "") for w in _NLTK_ENGLISH.split())
+# Deleting apostrophes turns "it's" into a second "its". The CA notebook builds its stop-word conceptor from a set,
+# so every word counts once in R_Z: the 179 NLTK entries give 178 distinct words, kept in NLTK's order.
+NLTK_ENGLISH_STOPWORDS: tuple[str, ...] = tuple(dict.fromkeys(w.replace("'", "") for w in _NLTK_ENGLISH.split()))

@@ -54,6 +54,9 @@ def parse_args(argv):
   parser.add_argument("--consumer-seeds", type=int, help="override the number of consumer seeds (paper: 10)")
   parser.add_argument("--consumer-epochs", type=int, help="override the consumer epochs (paper: 300)")
   parser.add_argument("--lambda-sweep", help="comma-separated λ values for BC-Aligner (Fig. 5), e.g. 1,2,4,8,16,32")
+  parser.add_argument("--item-std", choices=("unbiased", "torch_scatter"),
+                      help="std of binary-item-rating-std: unbiased (default) or the reference code's torch_scatter "
+                           "convention (1e-6 in the divisor: an item whose std is exactly 1.0 gets label 0)")
   parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
   args = parser.parse_args(argv)
   amazon = args.dataset.startswith("amazon-") and len(args.dataset) > len("amazon-")
@@ -70,6 +73,8 @@ def parse_args(argv):
     cfg = dataclasses.replace(cfg, seed=args.seed)
   if args.lam is not None:
     cfg = dataclasses.replace(cfg, lam=args.lam)
+  if args.item_std is not None:
+    cfg = dataclasses.replace(cfg, item_std=args.item_std)
   if args.epochs is not None:
     if args.epochs < 1:
       parser.error(f"--epochs must be >= 1, got {args.epochs}")
@@ -126,7 +131,7 @@ def main(argv=None) -> int:
                                              **extra))
     versions = version_data(graph)
     check_versions(versions)
-    return graph, versions, plan_tasks([v.split for v in versions])
+    return graph, versions, plan_tasks([v.split for v in versions], cfg.item_std)
   opened = common.open_run(args.out, "bc_aligner", load)
   if opened is None:
     return 2

@@ -31,6 +31,7 @@ class Config:
   lam: float = 16.0
   consumer_batch_size: int = 2048
   synthetic: tuple[tuple[str, int], ...] = ()  # synthetic_evolving_graph arguments
+  item_std: str = "unbiased"  # binary-item-rating-std's std; "torch_scatter" = the reference code's
   seed: int = 42
 
 

@@ -57,7 +57,7 @@ class ConsumerMLP(nnx.Module):
     return self.l3(h)[:, 0]
 
 
-def plan_tasks(splits: list[VersionSplit]) -> tuple[float | None, dict[str, str]]:
+def plan_tasks(splits: list[VersionSplit], std: str = "unbiased") -> tuple[float | None, dict[str, str]]:
   """Checks, before any training, that every set each consumer task uses (its fit set, its early-stop set and the
   evaluation set of every reported step) has examples of both classes: ROC-AUC is undefined otherwise. Returns
   ``(tau, left_out)``: the item-rating threshold (None when no item has 10 train edges at step 0) and
@@ -71,9 +71,11 @@ def plan_tasks(splits: list[VersionSplit]) -> tuple[float | None, dict[str, str]
   for task in TASKS:
     if task in left_out:
       continue
-    sets = [(f"fit set (version {FIT_STEP[task]})", task_examples(task, splits[FIT_STEP[task]], fit=True, tau=tau)),
-            (f"early-stop set (version {STOP_STEP[task]})", task_examples(task, splits[STOP_STEP[task]], tau=tau))]
-    sets += [(f"evaluation set (version {s})", task_examples(task, splits[s], tau=tau))
+    sets = [(f"fit set (version {FIT_STEP[task]})",
+             task_examples(task, splits[FIT_STEP[task]], fit=True, tau=tau, std=std)),
+            (f"early-stop set (version {STOP_STEP[task]})",
+             task_examples(task, splits[STOP_STEP[task]], tau=tau, std=std))]
+    sets += [(f"evaluation set (version {s})", task_examples(task, splits[s], tau=tau, std=std))
              for s in reported_steps(task, len(splits))]
     for what, examples in sets:
       positives = int(np.sum(examples.label))
@@ -179,8 +181,8 @@ def unintended_aucs(splits: list[VersionSplit], reference: list[np.ndarray], pub
   out = {}
   for task in tasks:
     fit_s, stop_s = FIT_STEP[task], STOP_STEP[task]
-    fit = task_examples(task, splits[fit_s], fit=True, tau=tau)
-    stop = task_examples(task, splits[stop_s], tau=tau)
+    fit = task_examples(task, splits[fit_s], fit=True, tau=tau, std=cfg.item_std)
+    stop = task_examples(task, splits[stop_s], tau=tau, std=cfg.item_std)
     x_fit = consumer_inputs(fit, reference[fit_s], splits[fit_s].num_users)
     x_stop = consumer_inputs(stop, reference[stop_s], splits[stop_s].num_users)
     grid = [(h, p) for h in cfg.consumer_hidden for p in cfg.consumer_dropout]
@@ -197,7 +199,7 @@ def unintended_aucs(splits: list[VersionSplit], reference: list[np.ndarray], pub
       if progress is not None:
         progress.update(1)
     steps = reported_steps(task, len(splits))
-    evals = [task_examples(task, splits[s], tau=tau) for s in steps]
+    evals = [task_examples(task, splits[s], tau=tau, std=cfg.item_std) for s in steps]
     aucs = {}
     for method, embeddings in published.items():
       xs = [consumer_inputs(ex, embeddings[s], splits[s].num_users) for ex, s in zip(evals, steps)]

@@ -19,9 +19,9 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from bcjax.sentence import (NLTK_ENGLISH_STOPWORDS, StsPairs, WordVectors, ca_embed, ca_initial, ca_update,
+from bcjax.sentence import (NLTK_ENGLISH_STOPWORDS, StsPairs, WordVectors, ca_embed, ca_update,
                             cosine_similarity, encode_token_ids, pearson, principal_direction, remove_direction,
-                            sif_weights, weighted_average)
+                            sif_weights, stopword_conceptor, weighted_average)
 
 
 def _pcc(e1, e2, gold) -> float:
@@ -46,10 +46,7 @@ def run_time_course(vectors: WordVectors, counts: Mapping[str, int], genres: Map
       raw[g] = pair
     # Both sentences of every pair, interleaved s1, s2, s1, s2, ... as the reference stacks them.
     corpus = {g: jnp.stack(raw[g], axis=1).reshape(-1, vec.shape[1]) for g in names}
-    stop_rows = [vectors.index[w] for w in stopwords if w in vectors.index]
-    if not stop_rows:
-      raise ValueError("run_time_course: none of the stop words is in the word-vector vocabulary")
-    c0 = ca_initial(vec[np.asarray(stop_rows)], alpha)
+    c0, stop_count = stopword_conceptor(vectors, stopwords, alpha)
 
     zero_shot = {g: _pcc(ca_embed(raw[g][0], c0), ca_embed(raw[g][1], c0), genres[g].scores) for g in names}
     specialized = {}
@@ -79,6 +76,6 @@ def run_time_course(vectors: WordVectors, counts: Mapping[str, int], genres: Map
       "corpus_specialized_sif": specialized,
       "pairs": {g: int(len(genres[g].scores)) for g in names},
       "sentences_without_tokens": empty,
-      "stopwords_in_vocabulary": len(stop_rows),
+      "stopwords_in_vocabulary": stop_count,
       "alpha": alpha, "sif_a": a,
   }

@@ -59,6 +59,12 @@ def parse_args(argv):
   parser.add_argument("--agent-hidden", type=int, help="LSTM width of the DDPG actors (paper 20, code 10)")
   parser.add_argument("--agent-layer-norm", action="store_true",
                       help="reproduce the reference actor's size-1 LayerNorm (makes the learned rate constant)")
+  parser.add_argument("--ldp-std", choices=("population", "torch_scatter"),
+                      help="std of the local degree profiles (featureless graphs): population (default) or the "
+                           "reference's pinned PyG 1.6.3 (torch_scatter: unbiased, 1e-6 in the divisor)")
+  parser.add_argument("--gcn-self-loops", choices=("always", "remaining"),
+                      help="GCN self-loops: one added to every node (default) or PyG's gcn_norm (replaces the "
+                           "data's loops; the same on loop-free graphs)")
   parser.add_argument("--image-encoder", choices=("cnn", "resnet18"), help="image encoder (paper: resnet18)")
   parser.add_argument("--image-size", type=int, help="crop side of the image views (paper: 224)")
   parser.add_argument("--seed", type=int, help="PRNG seed of splits, models, views and SVM folds (default 0)")
@@ -69,6 +75,7 @@ def parse_args(argv):
   cfg = PRESETS[args.preset]
   changes = {name: getattr(args, name) for name in ("patience", "max_epochs", "runs", "learning_rate", "inner_rule",
                                                     "meta_outer", "agent_hidden", "seed", "image_encoder", "image_size",
+                                                    "ldp_std", "gcn_self_loops",
                                                     "inner_learning_rate", "outer_learning_rate")
              if getattr(args, name) is not None}
   for name in ("patience", "max_epochs", "runs", "agent_hidden", "image_size"):
@@ -141,7 +148,7 @@ def main(argv=None) -> int:
   started = time.perf_counter()
   def load():
     data = load_dataset(args.dataset, args.data_dir, download=args.download, seed=cfg.seed,
-                        image_size=cfg.image_size)
+                        image_size=cfg.image_size, ldp_std=cfg.ldp_std)
     check_splits(data.labels, planned_splits(data.num, alphas, cfg), cfg.svm_folds)
     return data
   opened = common.open_run(args.out, "icl", load)

@@ -32,6 +32,8 @@ class Config:
   image_features: int = 64  # embedding width (the reference's ResNet-18 fc: 1000)
   image_width: int = 32  # SmallCNN's first stage
   image_size: int | None = None  # crop side (the reference: 224); None = the images' own size
+  ldp_std: str = "population"  # degree-profile std; "torch_scatter" = the reference's pinned PyG 1.6.3
+  gcn_self_loops: str = "always"  # "remaining" = PyG's gcn_norm (the same on loop-free graphs)
   seed: int = 0
 
 

@@ -50,16 +50,17 @@ def is_graph_dataset(name: str) -> bool:
   return name in DATASETS[:-1] or (name.startswith(TU_PREFIX) and len(name) > len(TU_PREFIX))
 
 
-def with_node_features(c: GraphCollection) -> GraphCollection:
+def with_node_features(c: GraphCollection, ldp_std: str = "population") -> GraphCollection:
   """Row-normalised node features (the reference's NormalizeFeatures); a dataset without node attributes or labels
   gets local degree profiles instead, as the reference does for REDDIT-BINARY."""
   if c.node_features.shape[1] == 0:
-    c = with_features(c, local_degree_profile(c))._replace(
+    c = with_features(c, local_degree_profile(c, std=ldp_std))._replace(
         notes=c.notes + ("node features: local degree profiles (the dataset has no node attributes or labels)",))
   return with_features(c, normalize_rows(c.node_features))
 
 
-def load_graphs(name: str, data_dir: str | None = None, *, download: bool = False, seed: int = 0) -> GraphCollection:
+def load_graphs(name: str, data_dir: str | None = None, *, download: bool = False, seed: int = 0,
+                ldp_std: str = "population") -> GraphCollection:
   """The dataset with the reference's features: PROTEINS(_full) attributes ‖ one-hot labels, REDDIT-BINARY local
   degree profiles (from the GIN-format zip or a TU folder), each row-normalised; ``synthetic-graphs`` as is;
   ``tu:NAME`` any TU dataset (a folder or zip in ``data_dir``, ``data_dir`` itself, or the cache), with its
@@ -68,7 +69,7 @@ def load_graphs(name: str, data_dir: str | None = None, *, download: bool = Fals
     return synthetic_graphs(seed=seed)
   if name.startswith(TU_PREFIX) and len(name) > len(TU_PREFIX):
     tu = name[len(TU_PREFIX):]
-    return with_node_features(read_tu(tu_dataset_path(tu, data_dir, download=download), tu))
+    return with_node_features(read_tu(tu_dataset_path(tu, data_dir, download=download), tu), ldp_std)
   if name in ("proteins", "proteins-full"):
     tu = "PROTEINS" if name == "proteins" else "PROTEINS_full"
     c = read_tu(tu_dataset_path(tu, data_dir, download=download), tu)
@@ -77,7 +78,7 @@ def load_graphs(name: str, data_dir: str | None = None, *, download: bool = Fals
     gin = sorted(Path(data_dir).glob("REDDIT-BINARY*gin*.zip")) if data_dir is not None else []
     c = read_gin(gin[0]) if gin else read_tu(tu_dataset_path("REDDIT-BINARY", data_dir, download=download),
                                              "REDDIT-BINARY")
-    return with_node_features(with_features(c, np.zeros((c.node_features.shape[0], 0), np.float32)))
+    return with_node_features(with_features(c, np.zeros((c.node_features.shape[0], 0), np.float32)), ldp_std)
   raise ValueError(f"unknown dataset {name!r}; choose from {DATASETS}")
 
 
@@ -162,4 +163,4 @@ class GraphData:
 
   def new_model(self, cfg, key):
     return GCNEncoder(self.collection.node_features.shape[1], cfg.hidden, cfg.layers, cfg.dropout,
-                      rngs=nnx.Rngs(params=key))
+                      self_loops=cfg.gcn_self_loops, rngs=nnx.Rngs(params=key))

@@ -11,9 +11,9 @@ def known_dataset(name: str) -> bool:
 
 
 def load_dataset(name: str, data_dir: str | None = None, *, download: bool = False, seed: int = 0,
-                 image_size: int | None = None):
+                 image_size: int | None = None, ldp_std: str = "population"):
   if is_graph_dataset(name):
-    return GraphData(load_graphs(name, data_dir, download=download, seed=seed))
+    return GraphData(load_graphs(name, data_dir, download=download, seed=seed, ldp_std=ldp_std))
   if name in IMAGE_DATASETS:
     return ImageData(*load_images(name, data_dir, download=download), image_size=image_size)
   raise ValueError(f"unknown dataset {name!r}; choose from {DATASETS}")
