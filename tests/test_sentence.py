@@ -2,11 +2,13 @@
 and the loaders on small fixtures written by the tests (malformed lines included)."""
 
 import gzip
+import os
 import zipfile
 from pathlib import Path
 
 import numpy as np
 from absl.testing import absltest, parameterized
+from nltk.tokenize import NLTKWordTokenizer
 from scipy.stats import pearsonr
 
 from bcjax.conceptors import conceptor, conceptor_from_correlation
@@ -15,7 +17,10 @@ from bcjax.sentence import (GENRES, NLTK_ENGLISH_STOPWORDS, WordVectors, ca_embe
                             encode_token_ids, keep_token, load_sts_genres, load_sts_pairs, load_stsb,
                             load_word_frequencies, load_word_vectors, pearson, principal_direction,
                             remove_direction, sif_weights, tokenize, weighted_average)
+from bcjax.sentence._tokenize import sentences
 from tests._tolerance import assert_close
+
+DATA = Path(os.environ.get("BCJAX_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 VOCAB = ["the", "cat", "sat", "on", "mat", "dog", "ran"]
 
@@ -86,8 +91,12 @@ class TokenizeTest(parameterized.TestCase):
 
   @parameterized.parameters(
       ("Don’t stop!", ["do", "n't", "stop", "!"]),
-      ("He said: \"It's 5 p.m.\"", ["he", "said", ":", '"', "it", "'s", "5", "p.m", ".", '"']),
-      ("Well-known U.K. firms' shares", ["well-known", "u.k", ".", "firms", "'", "shares"]),
+      ("He said: \"It's 5 p.m.\"", ["he", "said", ":", "``", "it", "'s", "5", "p.m", ".", "''"]),
+      ("Well-known U.K. firms' shares", ["well-known", "u.k.", "firms", "'", "shares"]),
+      ("Mr. Smith met U.S. officials. They cannot agree...", ["mr.", "smith", "met", "u.s.", "officials", ".", "they",
+                                                             "can", "not", "agree", "..."]),
+      ("Prices rose 3,000% to $5.50 -- at 10:30 (e.g. today)!", ["prices", "rose", "3,000", "%", "to", "$", "5.50",
+                                                                 "--", "at", "10:30", "(", "e.g.", "today", ")", "!"]),
   )
   def test_treebank_style_tokens(self, text, tokens):
     self.assertEqual(tokenize(text), tokens)
@@ -95,6 +104,36 @@ class TokenizeTest(parameterized.TestCase):
   def test_filter_keeps_lowercase_vocabulary_words_only(self):
     vocab = {"stop", "5", "n't", "!"}
     self.assertEqual([t for t in tokenize("Don't stop 5 !") if keep_token(t, vocab)], ["n't", "stop"])
+
+  def test_sentences_split_after_a_full_stop_but_not_after_abbreviations(self):
+    text = "Dr. J. Smith left at five. He said yes. \"Fine!\" 3 more came. The U.S. Army agreed? Yes. No. 5 won."
+    self.assertEqual(sentences(text), ["Dr. J. Smith left at five.", "He said yes.", '"Fine!"', "3 more came.",
+                                       "The U.S. Army agreed?", "Yes.", "No. 5 won."])
+    self.assertEqual(tokenize("He said no. Then left."), ["he", "said", "no", ".", "then", "left", "."])
+
+  def test_tokens_equal_nltks_treebank_tokenizer(self):
+    treebank = NLTKWordTokenizer()
+    texts = ["It's a dog-friendly café, isn't it?", "Mr. Smith met U.S. officials.", "wait a sec..",
+             "with..a kind of phobia.. only", "Is 'tough love' for rock 'n' roll fans in the '90s?",
+             "''politicizing'' the ``report''", "(often followed by `of') a large number, etc..",
+             "al-Bayoumi—despite the en–dash; 50% of $3 & #tags @users *stars*", "I'd've gone; we'll see, y'all.",
+             "They cannot, gonna, gotta and wanna: 'tis true!", "x -'y z <b>{c}[d]</b>", "A: 1,000 B:2 C, D",
+             "\"Quoted start and end\" then \"another\" one.", "Ends with a quote.\"", "Sie sagte: „Nein“ «non»."]
+    for text in texts:
+      ascii_quotes = text.translate(str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'}))
+      self.assertEqual(tokenize(text), [t.lower() for t in treebank.tokenize(ascii_quotes)], text)
+
+  @absltest.skipUnless((DATA / "sts" / "STSBenchmark").is_dir(), "development STS data not present")
+  def test_tokens_equal_nltk_on_every_sts_sentence(self):
+    treebank = NLTKWordTokenizer()
+    differ = []
+    for genre, pairs in load_sts_genres(DATA / "sts").items():
+      for text in pairs.sentence1 + pairs.sentence2:
+        ascii_quotes = text.translate(str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'}))
+        ref = [t.lower() for sentence in sentences(ascii_quotes) for t in treebank.tokenize(sentence)]
+        if tokenize(text) != ref:
+          differ.append((genre, text))
+    self.assertEqual(differ, [])
 
   def test_stop_word_list(self):
     # NLTK's 179 entries; "it's" and "its" coincide without apostrophes, and the notebook's set keeps one
