@@ -221,7 +221,7 @@ class LoaderTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
       ("length_mismatch", "a\tb\nc\td\n", "1\n", "has 2 pairs but"),
-      ("one_field", "just one sentence\n", "1\n", "line 1: expected tab-separated"),
+      ("one_field", "just one sentence\n", "1\n", r"line 1: expected 2 \(or, in 2016, 4\) tab-separated fields"),
       ("score_out_of_range", "a\tb\n", "7.5\n", "outside \\[0, 5\\]"),
       ("score_not_number", "a\tb\n", "high\n", "is not a number"),
   )

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import numpy as np
 
+from bcjax._textfile import DataFormatError, fail, iter_lines
 from bcjax.data._movielens import Ratings
 from bcjax.data._pairs import FeatureBags, PairCorpus, Pairs, Vocabulary, split_pairs
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_PAGE_ID = re.compile(r"-?[0-9]+")
 
 
 def movielens_corpus(ratings: Ratings, *, val_fraction: float = 0.2, seed: int = 0) -> PairCorpus:
@@ -66,42 +68,36 @@ def load_wikipedia_links(path: str | os.PathLike, *, val_fraction: float = 0.1, 
     if not f.exists():
       raise FileNotFoundError(f"{f} is missing (the Wikipedia-links format needs pages.tsv and links.tsv)")
   index, titles, categories = {}, [], []
-  with open(pages_file, encoding="utf-8") as f:
-    for lineno, line in enumerate(f, start=1):
-      line = line.rstrip("\r\n")
-      if not line.strip():
-        continue
-      fields = line.split("\t")
-      if len(fields) not in (2, 3):
-        raise ValueError(f"{pages_file}, line {lineno}: expected 'id<TAB>title<TAB>categories', got "
-                         f"{len(fields)} field(s): {line[:120]!r}")
-      try:
-        page = int(fields[0])
-      except ValueError:
-        raise ValueError(f"{pages_file}, line {lineno}: non-integer page id {fields[0]!r}") from None
-      if page in index:
-        raise ValueError(f"{pages_file}, line {lineno}: duplicate page id {page}")
-      index[page] = len(titles)
-      titles.append(fields[1])
-      categories.append(tuple(c for c in (fields[2].split("|") if len(fields) == 3 else []) if c))
+  for lineno, line in iter_lines(pages_file):
+    if not line.strip():
+      continue
+    fields = line.split("\t")
+    if len(fields) not in (2, 3):
+      fail(str(pages_file), lineno, f"expected 'id<TAB>title<TAB>categories', got {len(fields)} field(s)", line)
+    if not _PAGE_ID.fullmatch(fields[0]):
+      fail(str(pages_file), lineno, f"non-integer page id {fields[0]!r}", line)
+    page = int(fields[0])
+    if page in index:
+      fail(str(pages_file), lineno, f"duplicate page id {page}", line)
+    index[page] = len(titles)
+    titles.append(fields[1])
+    categories.append(tuple(c for c in (fields[2].split("|") if len(fields) == 3 else []) if c))
   links = []
-  with open(links_file, encoding="utf-8") as f:
-    for lineno, line in enumerate(f, start=1):
-      if not line.strip():
-        continue
-      fields = line.split()
-      if len(fields) != 2:
-        raise ValueError(f"{links_file}, line {lineno}: expected 'source<TAB>target', got {len(fields)} field(s)")
-      try:
-        src, dst = int(fields[0]), int(fields[1])
-      except ValueError:
-        raise ValueError(f"{links_file}, line {lineno}: non-integer page id in {line.strip()[:120]!r}") from None
-      for page in (src, dst):
-        if page not in index:
-          raise ValueError(f"{links_file}, line {lineno}: page id {page} is not in {pages_file.name}")
-      if src != dst:
-        links.append((index[src], index[dst]))
+  for lineno, line in iter_lines(links_file):
+    if not line.strip():
+      continue
+    fields = line.split()
+    if len(fields) != 2:
+      fail(str(links_file), lineno, f"expected 'source<TAB>target', got {len(fields)} field(s)", line)
+    if not all(_PAGE_ID.fullmatch(f) for f in fields):
+      fail(str(links_file), lineno, "non-integer page id", line)
+    src, dst = int(fields[0]), int(fields[1])
+    for page in (src, dst):
+      if page not in index:
+        fail(str(links_file), lineno, f"page id {page} is not in {pages_file.name}", line)
+    if src != dst:
+      links.append((index[src], index[dst]))
   if not links:
-    raise ValueError(f"{links_file}: no links")
+    raise DataFormatError(f"{links_file}: no links")
   links = np.unique(np.asarray(links, np.int32), axis=0)
   return page_corpus(titles, categories, links, val_fraction=val_fraction, seed=seed, name=path.name)

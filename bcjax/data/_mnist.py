@@ -5,15 +5,23 @@ IDX: a big-endian header — two zero bytes, a type code (0x08 = uint8), the num
 big-endian uint32 sizes, then the data in C order. Images are idx3 [N, 28, 28], labels idx1 [N].
 """
 
-import gzip
 import os
 from pathlib import Path
 
 import numpy as np
 
+from bcjax._textfile import DataFormatError, read_bytes
 from bcjax.data._download import default_cache_dir, fetch
 
 MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/{name}"
+# SHA-256 of the canonical gzipped files (TensorFlow Datasets' url_checksums/mnist.txt; the test set's two agree with
+# the development copy's).
+MNIST_SHA256 = {
+    "train-images-idx3-ubyte.gz": "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+    "train-labels-idx1-ubyte.gz": "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+    "t10k-images-idx3-ubyte.gz": "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+    "t10k-labels-idx1-ubyte.gz": "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+}
 MNIST_FILES = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
                "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
 
@@ -26,25 +34,20 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
       (the message names the file and the sizes).
   """
   path = Path(path)
-  opener = gzip.open if path.suffix == ".gz" else open
-  try:
-    with opener(path, "rb") as f:
-      raw = f.read()
-  except (OSError, EOFError) as e:
-    raise ValueError(f"{path}: not a readable IDX file ({e})") from e
+  raw = read_bytes(path)
   if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
-    raise ValueError(f"{path}: not an IDX file (magic {raw[:4].hex() or 'missing'}; expected 0000 08 0d)")
+    raise DataFormatError(f"{path}: not an IDX file (magic {raw[:4].hex() or 'missing'}; expected 0000 08 0d)")
   if raw[2] != 0x08:
-    raise ValueError(f"{path}: IDX type code 0x{raw[2]:02x} is not supported (only 0x08 = unsigned byte)")
+    raise DataFormatError(f"{path}: IDX type code 0x{raw[2]:02x} is not supported (only 0x08 = unsigned byte)")
   ndim = raw[3]
   header = 4 + 4 * ndim
   if ndim == 0 or len(raw) < header:
-    raise ValueError(f"{path}: IDX header declares {ndim} dimensions but the file has only {len(raw)} bytes")
+    raise DataFormatError(f"{path}: IDX header declares {ndim} dimensions but the file has only {len(raw)} bytes")
   shape = tuple(int(v) for v in np.frombuffer(raw[4:header], ">u4"))
-  expected = int(np.prod(shape))
+  expected = int(np.prod(shape, dtype=object))  # exact: a flipped header byte can declare 2^32-sized axes
   if len(raw) - header != expected:
-    raise ValueError(f"{path}: IDX header shape {shape} needs {expected} data bytes, the file has "
-                     f"{len(raw) - header}")
+    raise DataFormatError(f"{path}: IDX header shape {shape} needs {expected} data bytes, the file has "
+                          f"{len(raw) - header}")
   return np.frombuffer(raw[header:], np.uint8).reshape(shape)
 
 
@@ -73,7 +76,7 @@ def mnist_path(data_dir: str | os.PathLike | None = None, split: str = "test", *
         raise FileNotFoundError(f"MNIST file {name} not found in {' or '.join(map(str, roots))}; pass the folder "
                                 f"with the IDX files, or download {MNIST_URL.format(name=name)} "
                                 f"(download=True uses the cache {cache})")
-      found.append(fetch(MNIST_URL.format(name=name), cache))
+      found.append(fetch(MNIST_URL.format(name=name), cache, sha256=MNIST_SHA256[name]))
   return found[0], found[1]
 
 

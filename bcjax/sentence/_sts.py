@@ -2,11 +2,15 @@
 genres (Liu, Ungar & Sedoc 2019, section 2.5 of the reference note)."""
 
 import os
+import re
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
+from bcjax._textfile import DataFormatError, fail, iter_lines
+
+_SCORE = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 GENRES = ("news", "captions", "WordNet", "forums", "tweets")  # the reference's presentation order
 
 
@@ -19,9 +23,19 @@ class StsPairs(NamedTuple):
 
 
 def _read_lines(path: Path) -> list[str]:
+  """Every line (blank ones included: they mark unscored pairs), decoded as UTF-8 line by line."""
   if not path.is_file():
     raise FileNotFoundError(f"STS file {path} does not exist")
-  return path.read_text(encoding="utf-8").split("\n")
+  return [line for _, line in iter_lines(path)]
+
+
+def _score(path: Path, lineno: int, text: str) -> float:
+  if not _SCORE.fullmatch(text.strip()):
+    fail(str(path), lineno, "the score is not a number", text)
+  score = float(text)
+  if not 0.0 <= score <= 5.0:
+    fail(str(path), lineno, f"score {score} outside [0, 5]", text)
+  return score
 
 
 def load_sts_pairs(input_path: str | os.PathLike, gold_path: str | os.PathLike, name: str | None = None) -> StsPairs:
@@ -40,23 +54,19 @@ def load_sts_pairs(input_path: str | os.PathLike, gold_path: str | os.PathLike, 
   while golds and not golds[-1].strip():
     golds.pop()
   if len(inputs) != len(golds):
-    raise ValueError(f"{input_path} has {len(inputs)} pairs but {gold_path} has {len(golds)} scores")
+    raise DataFormatError(f"{input_path} has {len(inputs)} pairs but {gold_path} has {len(golds)} scores")
   s1, s2, scores = [], [], []
   for lineno, (line, gold) in enumerate(zip(inputs, golds), start=1):
     if not gold.strip():
       continue
     fields = line.split("\t")
-    if len(fields) < 2:
-      raise ValueError(f"{input_path}, line {lineno}: expected tab-separated sentence pair, got {line[:60]!r}")
-    try:
-      score = float(gold)
-    except ValueError as e:
-      raise ValueError(f"{gold_path}, line {lineno}: score {gold!r} is not a number") from e
-    if not 0.0 <= score <= 5.0:
-      raise ValueError(f"{gold_path}, line {lineno}: score {score} outside [0, 5]")
+    if len(fields) not in (2, 4):
+      fail(str(input_path), lineno, f"expected 2 (or, in 2016, 4) tab-separated fields, got {len(fields)}", line)
+    scores.append(_score(gold_path, lineno, gold))
     s1.append(fields[0])
     s2.append(fields[1])
-    scores.append(score)
+  if not scores:
+    raise DataFormatError(f"{gold_path}: no scored pairs")
   name = name or input_path.name
   return StsPairs(tuple(s1), tuple(s2), np.asarray(scores, np.float64), (name,) * len(scores))
 
@@ -74,16 +84,15 @@ def load_stsb(path: str | os.PathLike) -> tuple[StsPairs, tuple[str, ...]]:
       continue
     fields = line.split("\t")  # quoting disabled: sentences contain unbalanced double quotes
     if len(fields) not in (7, 9):
-      raise ValueError(f"{path}, line {lineno}: expected 7 or 9 tab-separated fields, got {len(fields)}")
-    try:
-      score = float(fields[4])
-    except ValueError as e:
-      raise ValueError(f"{path}, line {lineno}: score {fields[4]!r} is not a number") from e
+      fail(str(path), lineno, f"expected 7 or 9 tab-separated fields, got {len(fields)}", line)
+    score = _score(path, lineno, fields[4])
     genres.append(fields[0])
     sources.append(f"{fields[1]}-{fields[2]}")
     scores.append(score)
     s1.append(fields[5])
     s2.append(fields[6])
+  if not scores:
+    raise DataFormatError(f"{path}: no sentence pairs")
   return StsPairs(tuple(s1), tuple(s2), np.asarray(scores, np.float64), tuple(sources)), tuple(genres)
 
 

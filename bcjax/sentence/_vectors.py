@@ -1,14 +1,16 @@
 """Loaders for word vectors in GloVe text format and for SIF word-frequency files."""
 
-import gzip
-import io
 import os
-import zipfile
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+
+from bcjax._textfile import DataFormatError, fail, iter_lines, open_zip
+
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
 
 class WordVectors(NamedTuple):
@@ -18,24 +20,22 @@ class WordVectors(NamedTuple):
   index: dict  # word -> row
 
 
-def _open_text(path: Path, member: str | None):
-  """Text stream of a .txt, .gz or .zip (its only .txt member, or ``member``)."""
+def _lines(path: Path, member: str | None):
+  """(line number, line) of a .txt, .gz or .zip (its only .txt member, or ``member``)."""
   if not path.is_file():
     raise FileNotFoundError(f"word-vector file {path} does not exist")
-  if path.suffix == ".gz":
-    return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-  if path.suffix == ".zip":
-    archive = zipfile.ZipFile(path)
-    names = [n for n in archive.namelist() if not n.endswith("/")]
-    if member is None:
-      candidates = [n for n in names if n.endswith(".txt")]
-      if len(candidates) != 1:
-        raise ValueError(f"{path}: pass `member`; the archive holds {len(candidates)} .txt files: {candidates[:5]}")
-      member = candidates[0]
-    if member not in names:
-      raise ValueError(f"{path}: no member {member!r}; members: {names[:5]}")
-    return io.TextIOWrapper(archive.open(member), encoding="utf-8")
-  return open(path, encoding="utf-8")
+  if path.suffix != ".zip":
+    return iter_lines(path)
+  archive = open_zip(path)
+  names = [n for n in archive.namelist() if not n.endswith("/")]
+  if member is None:
+    candidates = [n for n in names if n.endswith(".txt")]
+    if len(candidates) != 1:
+      raise DataFormatError(f"{path}: pass `member`; the archive holds {len(candidates)} .txt files: {candidates[:5]}")
+    member = candidates[0]
+  if member not in names:
+    raise DataFormatError(f"{path}: no member {member!r}; members: {names[:5]}")
+  return iter_lines(path, member=member, archive=archive)
 
 
 def load_word_vectors(path: str | os.PathLike, *, vocabulary: Iterable[str] | None = None,
@@ -57,45 +57,50 @@ def load_word_vectors(path: str | os.PathLike, *, vocabulary: Iterable[str] | No
     :class:`WordVectors` in file order.
 
   Raises:
-    ValueError: naming the file and line of the first malformed line (unless ``skip_malformed``).
+    DataFormatError: (a ValueError) naming the file and line of the first malformed line (unless
+      ``skip_malformed``), or a file without a usable vector.
   """
   path = Path(path)
   keep = None if vocabulary is None else set(vocabulary)
   words, rows, index = [], [], {}
   dim = None
   skipped = 0
-  with _open_text(path, member) as f:
-    for lineno, line in enumerate(f, start=1):
-      fields = line.rstrip("\n").rstrip(" ").split(" ")
-      if lineno == 1 and len(fields) == 2 and all(x.isdigit() for x in fields):
-        continue  # word2vec header
-      if not line.strip():
+  for lineno, line in _lines(path, member):
+    fields = line.rstrip(" ").split(" ")
+    if lineno == 1 and len(fields) == 2 and all(x.isascii() and x.isdigit() for x in fields):
+      continue  # word2vec header
+    if not line.strip():
+      continue
+    try:
+      if dim is None:
+        dim = len(fields) - 1
+        if dim < 1:
+          raise ValueError("no vector values")
+      if len(fields) < dim + 1:
+        raise ValueError(f"expected a word and {dim} values, got {len(fields)} fields")
+      word = " ".join(fields[:len(fields) - dim])
+      if not word.strip():
+        raise ValueError("empty word")
+      if keep is not None and word not in keep:
         continue
-      try:
-        if dim is None:
-          dim = len(fields) - 1
-          if dim < 1:
-            raise ValueError("no vector values")
-        if len(fields) < dim + 1:
-          raise ValueError(f"expected a word and {dim} values, got {len(fields)} fields")
-        word = " ".join(fields[:len(fields) - dim])
-        if keep is not None and word not in keep:
-          continue
-        vector = np.asarray(fields[len(fields) - dim:], dtype=np.float64)
-        if not np.all(np.isfinite(vector)):
-          raise ValueError("non-finite value")
-      except ValueError as e:
-        if not skip_malformed:
-          raise ValueError(f"{path}, line {lineno}: malformed word-vector line ({e})") from e
-        skipped += 1
-        continue
-      if word in index:
-        continue
-      index[word] = len(words)
-      words.append(word)
-      rows.append(vector)
+      values = fields[len(fields) - dim:]
+      if not all(_NUMBER.fullmatch(v) for v in values):
+        raise ValueError("non-numeric value")
+      vector = np.asarray(values, dtype=np.float64)
+      if not np.all(np.isfinite(vector)):
+        raise ValueError("non-finite value")
+    except ValueError as e:
+      if not skip_malformed:
+        raise DataFormatError(f"{path}, line {lineno}: malformed word-vector line ({e})") from e
+      skipped += 1
+      continue
+    if word in index:
+      continue
+    index[word] = len(words)
+    words.append(word)
+    rows.append(vector)
   if not rows:
-    raise ValueError(f"{path}: no usable word vectors (skipped {skipped} malformed line(s))")
+    raise DataFormatError(f"{path}: no usable word vectors (skipped {skipped} malformed line(s))")
   return WordVectors(tuple(words), np.stack(rows), index)
 
 
@@ -110,15 +115,13 @@ def load_word_frequencies(path: str | os.PathLike) -> dict[str, int]:
   if not path.is_file():
     raise FileNotFoundError(f"word-frequency file {path} does not exist")
   counts: dict[str, int] = {}
-  opener = gzip.open if path.suffix == ".gz" else open
-  with opener(path, "rt", encoding="utf-8") as f:
-    for lineno, line in enumerate(f, start=1):
-      if not line.strip():
-        continue
-      fields = line.split()
-      if len(fields) != 2 or not fields[1].isdigit():
-        raise ValueError(f"{path}, line {lineno}: expected 'word count', got {line.strip()[:60]!r}")
-      counts.setdefault(fields[0], int(fields[1]))
+  for lineno, line in iter_lines(path):
+    if not line.strip():
+      continue
+    fields = line.split()
+    if len(fields) != 2 or not (fields[1].isascii() and fields[1].isdigit()):
+      fail(str(path), lineno, "expected 'word count'", line.strip())
+    counts.setdefault(fields[0], int(fields[1]))
   if not counts:
-    raise ValueError(f"{path}: no word counts")
+    raise DataFormatError(f"{path}: no word counts")
   return counts
