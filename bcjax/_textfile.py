@@ -12,8 +12,10 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-# What a damaged compressed stream raises: gzip.BadGzipFile is an OSError, zlib.error and EOFError are not.
-_STREAM_ERRORS = (OSError, EOFError, zlib.error, zipfile.BadZipFile, zipfile.LargeZipFile)
+# What a damaged compressed stream raises: gzip.BadGzipFile is an OSError, zlib.error and EOFError are not, and a
+# zip whose flag bits were damaged claims encryption (RuntimeError) or an unknown method (NotImplementedError).
+_STREAM_ERRORS = (OSError, EOFError, zlib.error, zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError,
+                  NotImplementedError)
 
 
 class DataFormatError(ValueError):

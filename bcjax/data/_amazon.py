@@ -23,6 +23,7 @@ import ast
 import datetime
 import json
 import os
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
@@ -73,7 +74,9 @@ def _records(path: Path):
       record, syntax = json.loads(text), "json"
     except (json.JSONDecodeError, RecursionError):
       try:  # the 2014 metadata dumps are Python literals (single quotes)
-        record, syntax = ast.literal_eval(text), "literal"
+        with warnings.catch_warnings():  # a stray backslash would warn of an invalid escape; the value decides
+          warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
+          record, syntax = ast.literal_eval(text), "literal"
       except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         fail(str(path), lineno, "neither a JSON object nor a Python dict literal", text)
     if not isinstance(record, dict):

@@ -43,6 +43,8 @@ class _Source:
   def lines(self, filename: str) -> Iterator[tuple[int, str]]:
     """(1-based line number, stripped line) of the non-empty lines."""
     if not self.has(filename):
+      if self.zip is not None:  # the archive is there but incomplete or damaged
+        fail(str(self.root), None, f"the archive holds no {filename!r} (members: {sorted(self.members)[:8]})")
       raise FileNotFoundError(f"{self.root}: no file {filename!r}")
     if self.zip is not None:
       lines = iter_lines(self.root, member=self.members[filename], archive=self.zip, name=self.name(filename))

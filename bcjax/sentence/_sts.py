@@ -30,9 +30,10 @@ def _read_lines(path: Path) -> list[str]:
 
 
 def _score(path: Path, lineno: int, text: str) -> float:
-  if not _SCORE.fullmatch(text.strip()):
+  value = text.strip(" \t\r")
+  if not _SCORE.fullmatch(value):
     fail(str(path), lineno, "the score is not a number", text)
-  score = float(text)
+  score = float(value)
   if not 0.0 <= score <= 5.0:
     fail(str(path), lineno, f"score {score} outside [0, 5]", text)
   return score
