@@ -14,6 +14,8 @@ from absl.testing import absltest
 
 from bcjax.sentence import load_sts_genres
 from experiments.conceptors_sts.__main__ import main
+from experiments.conceptors_sts.pipeline import check_inputs
+from experiments.conceptors_sts.synthetic import make_synthetic_sts
 from tests._tolerance import assert_close
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,6 +83,22 @@ class ConceptorsStsTest(absltest.TestCase):
     with contextlib.redirect_stderr(io.StringIO()):
       self.assertEqual(main(["--out", str(self.out), "--no-progress"]), 2)
     self.assertEqual((self.out / "results.json").read_bytes(), before)
+
+  def test_degenerate_inputs_are_refused_before_anything_is_computed(self):
+    vectors, _, genres = make_synthetic_sts(0)
+    g = next(iter(genres))
+    flat = dict(genres)
+    flat[g] = genres[g]._replace(scores=np.full(len(genres[g].scores), 3.0))
+    with self.assertRaisesRegex(ValueError, f"genre '{g}' has .* scores spanning 0.0; Pearson's r"):
+      check_inputs(vectors, flat)
+    empty = dict(genres)
+    empty[g] = genres[g]._replace(sentence1=("zzzz qqqq",) * len(genres[g].scores),
+                                  sentence2=("xxxx",) * len(genres[g].scores))
+    with self.assertRaisesRegex(ValueError, "no sentence has a word in the word-vector vocabulary"):
+      check_inputs(vectors, empty)
+    with self.assertRaisesRegex(ValueError, "none of the stop words"):
+      check_inputs(vectors, genres, stopwords=("notaword",))
+    check_inputs(vectors, genres)
 
   @absltest.skipUnless((DATA / "sts" / "STSBenchmark").is_dir(), "development STS data not present")
   def test_real_sts_genres_have_the_reference_counts(self):

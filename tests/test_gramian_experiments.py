@@ -5,10 +5,14 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 from absl.testing import absltest
+
+from bcjax.data import synthetic_link_corpus
 
 from experiments.gramian_estimation.__main__ import main as estimation_main
 from experiments.gramian_training.__main__ import main as training_main
+from experiments.two_tower.data import check_corpus, load_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("BCJAX_DATA_DIR", ROOT.parent / "shared" / "data"))
@@ -52,6 +56,15 @@ class GramianTrainingTest(absltest.TestCase):
       self.assertBetween(res["exact"]["recall@50"], 0.0, 1.0)
     self.assertIn("| uniform |", (out / "table.md").read_text())
     self.assertTrue((out / "figure3.png").stat().st_size > 0)
+
+  def test_a_corpus_without_validation_pairs_is_refused_before_training(self):
+    corpus = synthetic_link_corpus(50, 200, num_clusters=5, seed=0)
+    with self.assertRaisesRegex(ValueError, r"200 training and 0 validation pairs"):
+      check_corpus(corpus._replace(train=corpus.train._replace(left=np.zeros(200, np.int32)),
+                                   val=corpus.val._replace(left=np.zeros(0, np.int32))))
+    self.assertIs(check_corpus(corpus), corpus)
+    with self.assertRaisesRegex(ValueError, "unknown MovieLens variant"):
+      load_corpus("movielens-5k", None, num_pages=1, num_links=1, seed=0)
 
   def test_unknown_method_is_rejected(self):
     with self.assertRaises(SystemExit):

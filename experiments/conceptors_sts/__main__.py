@@ -13,7 +13,7 @@ import numpy as np
 
 from bcjax.sentence import load_sts_genres, load_word_frequencies, load_word_vectors
 from experiments import common
-from experiments.conceptors_sts.pipeline import run_time_course
+from experiments.conceptors_sts.pipeline import check_inputs, run_time_course
 from experiments.conceptors_sts.synthetic import make_synthetic_sts
 
 LABELS = {"sif": "train-from-scratch SIF", "zero-shot-ca": "zero-shot CA", "ca": "CA"}
@@ -79,6 +79,7 @@ def main(argv=None) -> int:
     else:
       vectors, counts, genres = make_synthetic_sts(args.seed)
       source = {"synthetic_seed": args.seed}
+    check_inputs(vectors, genres)
     common.write_json(out / "config.json", {"alpha": args.alpha, "sif_a": args.sif_a, **source})
     with common.MetricWriter(out / "metrics.jsonl") as writer:
       results = run_time_course(vectors, counts, genres, alpha=args.alpha, a=args.sif_a,

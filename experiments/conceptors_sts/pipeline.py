@@ -28,6 +28,23 @@ def _pcc(e1, e2, gold) -> float:
   return 100.0 * float(pearson(cosine_similarity(e1, e2), gold))
 
 
+def check_inputs(vectors: WordVectors, genres: Mapping[str, StsPairs],
+                 stopwords: Sequence[str] = NLTK_ENGLISH_STOPWORDS) -> None:
+  """What would fail after the embeddings are built, checked first: every genre needs two scored pairs with
+  scores that vary (Pearson's r is undefined otherwise) and a sentence with a word in the vocabulary, and some stop
+  word must have a vector (C_0)."""
+  if not any(w in vectors.index for w in stopwords):
+    raise ValueError("none of the stop words is in the word-vector vocabulary; C_0 cannot be built (are the vectors "
+                     "lower-cased, as the protocol expects?)")
+  for g, pairs in genres.items():
+    if len(pairs.scores) < 2 or np.ptp(pairs.scores) == 0:
+      raise ValueError(f"genre {g!r} has {len(pairs.scores)} scored pair(s) with scores spanning "
+                       f"{np.ptp(pairs.scores) if len(pairs.scores) else 0}; Pearson's r needs two or more that vary")
+    _, mask = encode_token_ids(pairs.sentence1 + pairs.sentence2, vectors.index)
+    if not mask.any():
+      raise ValueError(f"genre {g!r}: no sentence has a word in the word-vector vocabulary")
+
+
 def run_time_course(vectors: WordVectors, counts: Mapping[str, int], genres: Mapping[str, StsPairs], *,
                     alpha: float = 1.0, a: float = 1e-3, stopwords: Sequence[str] = NLTK_ENGLISH_STOPWORDS,
                     progress: bool = True, log=None) -> dict:

@@ -4,14 +4,14 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from bcjax.data import PairCorpus
+from bcjax.data import MOVIELENS_VARIANTS, PairCorpus
 from experiments import common
-from experiments.two_tower.data import load_corpus
+from experiments.two_tower.data import check_corpus, load_corpus
 
 
 def add_data_arguments(parser: argparse.ArgumentParser, presets, name: str) -> None:
   parser.add_argument("--dataset", default="synthetic",
-                      help="synthetic (embedded default), movielens-{100k,1m,10m,20m,latest-small}, or wikipedia")
+                      help=f"synthetic (embedded default), movielens-{{{','.join(MOVIELENS_VARIANTS)}}}, or wikipedia")
   parser.add_argument("--data-dir", help="extracted dataset folder (MovieLens, or pages.tsv + links.tsv)")
   parser.add_argument("--preset", choices=sorted(presets), default="quick")
   parser.add_argument("--seed", type=int, default=0)
@@ -22,8 +22,8 @@ def add_data_arguments(parser: argparse.ArgumentParser, presets, name: str) -> N
 def open_run(args, cfg, name: str) -> tuple[Path, PairCorpus] | None:
   """Creates the run directory, loads the corpus and writes config.json; prints the error and returns None when the
   directory is taken or the data cannot be read."""
-  opened = common.open_run(args.out, name, lambda: load_corpus(
-      args.dataset, args.data_dir, num_pages=cfg.num_pages, num_links=cfg.num_links, seed=cfg.seed))
+  opened = common.open_run(args.out, name, lambda: check_corpus(load_corpus(
+      args.dataset, args.data_dir, num_pages=cfg.num_pages, num_links=cfg.num_links, seed=cfg.seed)))
   if opened is None:
     return None
   out, corpus = opened

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bcjax.data import (PairCorpus, counts, load_movielens, load_wikipedia_links, movielens_corpus, movielens_dir,
+from bcjax.data import (MOVIELENS_VARIANTS, PairCorpus, counts, load_movielens, load_wikipedia_links, movielens_corpus, movielens_dir,
                         synthetic_link_corpus)
 from bcjax.gramian import sampling_probabilities
 
@@ -60,13 +60,24 @@ def gather(groups: tuple[jax.Array, ...], idx: jax.Array) -> tuple[jax.Array, ..
   return tuple(g[idx] for g in groups)
 
 
+def check_corpus(corpus: PairCorpus) -> PairCorpus:
+  """Before the first step: training needs pairs, and the evaluation needs held-out pairs to rank."""
+  if len(corpus.train.left) == 0 or len(corpus.val.left) == 0:
+    raise ValueError(f"{corpus.name}: {len(corpus.train.left)} training and {len(corpus.val.left)} validation pairs; "
+                     f"both must be non-empty (too few interactions?)")
+  return corpus
+
+
 def load_corpus(dataset: str, data_dir: str | None, *, num_pages: int, num_links: int, seed: int) -> PairCorpus:
   """``synthetic`` (embedded default), ``movielens-<variant>`` (from ``data_dir``) or ``wikipedia`` (a folder in the
   Wikipedia-links format)."""
   if dataset == "synthetic":
     return synthetic_link_corpus(num_pages, num_links, seed=seed)
   if dataset.startswith("movielens-"):
-    return movielens_corpus(load_movielens(movielens_dir(dataset.removeprefix("movielens-"), data_dir)), seed=seed)
+    variant = dataset.removeprefix("movielens-")
+    if variant not in MOVIELENS_VARIANTS:
+      raise ValueError(f"unknown MovieLens variant {variant!r}; choose from {', '.join(MOVIELENS_VARIANTS)}")
+    return movielens_corpus(load_movielens(movielens_dir(variant, data_dir), variant), seed=seed)
   if dataset == "wikipedia":
     if data_dir is None:
       raise FileNotFoundError("--dataset wikipedia needs --data-dir (a folder with pages.tsv and links.tsv)")
