@@ -9,6 +9,8 @@ steps are vectorised.
 
 import numpy as np
 
+from bcjax import _checks
+
 from bcjax.data._pairs import PAD, FeatureBags, PairCorpus, Pairs, split_pairs
 
 
@@ -34,8 +36,7 @@ def synthetic_link_corpus(num_pages: int = 20_000, num_links: int = 200_000, *, 
   """
   for name, value in (("num_pages", num_pages), ("num_links", num_links), ("num_clusters", num_clusters),
                       ("words_per_cluster", words_per_cluster)):
-    if not isinstance(value, (int, np.integer)) or value <= 0:
-      raise ValueError(f"synthetic_link_corpus: `{name}` must be a positive integer, got {value!r}")
+    _checks.check_positive_int("synthetic_link_corpus", name, value)
   if num_clusters > num_pages:
     raise ValueError(f"synthetic_link_corpus: `num_clusters` ({num_clusters}) exceeds `num_pages` ({num_pages})")
   if not (0 <= own_cluster and 0 <= neighbour_cluster and own_cluster + neighbour_cluster <= 1):

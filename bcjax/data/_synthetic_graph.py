@@ -14,6 +14,8 @@ that a graph embedding can pick up, and so that the graph keeps changing:
 
 import numpy as np
 
+from bcjax import _checks
+
 from bcjax.data._evolving import EvolvingGraph, evolving_graph
 
 
@@ -42,8 +44,7 @@ def synthetic_evolving_graph(num_users: int = 2000, num_items: int = 800, num_ed
   for name, value in (("num_users", num_users), ("num_items", num_items), ("num_edges", num_edges),
                       ("num_categories", num_categories), ("num_brands", num_brands),
                       ("num_segments", num_segments), ("latent_dim", latent_dim), ("num_days", num_days)):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-      raise ValueError(f"synthetic_evolving_graph: `{name}` must be a positive integer, got {value!r}")
+    _checks.check_positive_int("synthetic_evolving_graph", name, value)
   if num_edges < 10 * max(num_users, num_items) ** 0.5:
     raise ValueError(f"synthetic_evolving_graph: `num_edges`={num_edges} is too small for {num_users} users and "
                      f"{num_items} items")
