@@ -11,11 +11,17 @@ from pathlib import Path
 from bcjax import write_atomic
 
 
+def check_out_dir(out: str | os.PathLike) -> Path:
+  """Refuses a directory that already holds results, so no run is overwritten; creates nothing."""
+  out = Path(out)
+  if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    raise FileExistsError(f"output directory {out} is not empty; choose a new --out so earlier results are kept")
+  return out
+
+
 def prepare_out_dir(out: str | os.PathLike) -> Path:
   """Creates ``out`` for a new run; refuses a directory that already holds results, so no run is overwritten."""
-  out = Path(out)
-  if out.exists() and any(out.iterdir()):
-    raise FileExistsError(f"output directory {out} is not empty; choose a new --out so earlier results are kept")
+  out = check_out_dir(out)
   out.mkdir(parents=True, exist_ok=True)
   return out
 
@@ -24,11 +30,13 @@ LOAD_ERRORS = (FileNotFoundError, FileExistsError, ValueError, ConnectionError)
 
 
 def open_run(out: str | os.PathLike | None, name: str, load: Callable):
-  """Creates the run directory (``out``, default ``runs/<name>-<time>``) and returns ``(directory, load())``; when the
-  directory holds results or the data cannot be read it prints the one-line error and returns None."""
+  """Loads and checks the data, then creates the run directory (``out``, default ``runs/<name>-<time>``) and returns
+  ``(directory, load())``; when the directory holds results or the data cannot be read it prints the one-line error,
+  creates nothing and returns None."""
   try:
-    path = prepare_out_dir(out or f"runs/{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}")
-    return path, load()
+    path = check_out_dir(out or f"runs/{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+    data = load()
+    return prepare_out_dir(path), data
   except LOAD_ERRORS as e:
     print(f"error: {e}", file=sys.stderr)
     return None

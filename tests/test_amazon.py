@@ -141,6 +141,16 @@ class CommandLineTest(parameterized.TestCase):
       with self.assertRaises(SystemExit, msg=args):
         cli.main(args + ["--out", str(out)])
       self.assertFalse(out.exists(), args)
+    # data that cannot be read or is not what was asked for: exit 2, and no run directory is created
+    folder = Path(self.create_tempdir())
+    (folder / "u.data").write_text("1\t2\t3\t4\n")
+    (folder / "u.item").write_text("2|x (1990)|||" + "|0" * 19 + "\n")
+    self.assertEqual(cli.main(["--dataset", "movielens-20m", "--data-dir", str(folder), "--out", str(out)]), 2)
+    self.assertFalse(out.exists())
+    reviews, _ = write_category(folder, "Toys", "2018", meta=False)
+    reviews.write_bytes(reviews.read_bytes()[:-40])  # a truncated gzip stream
+    self.assertEqual(cli.main(["--dataset", "amazon-Toys", "--reviews", str(reviews), "--out", str(out)]), 2)
+    self.assertFalse(out.exists())
 
 
 if __name__ == "__main__":
