@@ -88,6 +88,7 @@ class ReleaseTest(parameterized.TestCase):
         ([good, json.dumps({"reviewerID": "A", "asin": "B", "overall": 5, "helpful": [0, 0], "verified": True,
                             "reviewTime": "01 2, 2014"})], "lines of both releases"),
         (["[1, 2]"], "line 1: expected an object"),
+        ([good, "{'reviewerID': 'A', 'asin': 'B', b'overall': 5}"], "line 2: every field name must be a string"),
     ]
     for lines, message in cases:
       with self.assertRaisesRegex(DataFormatError, message):

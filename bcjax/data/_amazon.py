@@ -81,6 +81,8 @@ def _records(path: Path):
         fail(str(path), lineno, "neither a JSON object nor a Python dict literal", text)
     if not isinstance(record, dict):
       fail(str(path), lineno, f"expected an object (dict), got {type(record).__name__}", text)
+    if not all(isinstance(k, str) for k in record):
+      fail(str(path), lineno, "every field name must be a string", text)
     yield lineno, record, syntax
 
 
