@@ -205,6 +205,9 @@ class AmazonTest(parameterized.TestCase):
     self.assertEqual(g.item_attributes["category"].vocab, ("Toys",))  # "Dolls</span>" removed, "Cars" too rare
     self.assertEqual(g.item_attributes["brand"].vocab, ("Acme",))  # A and B (its later line wins): Acme twice
     self.assertEqual(g.name, "amazon-Toys")
+    self.assertIn("1 reviews of 1 products without metadata dropped (the reference's rule)", g.notes)
+    self.assertIn("meta_Toys.json.gz: 6 category entries containing '</span>' dropped (the reference's filter)",
+                  g.notes)
 
   def test_brand_min_count_over_graph_items(self):
     reviews = [review(f"U{i}", a, 5.0, f"01 {i + 1}, 2015") for i, a in enumerate("ABCDEF")]

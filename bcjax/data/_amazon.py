@@ -267,7 +267,7 @@ def load_amazon(category: str | None = None, data_dir: str | os.PathLike | None 
     raise DataFormatError(f"{reviews}: only {len(keep)} review(s) have a product in {meta}; are they the same "
                           f"category?")
   if len(keep) < len(data.items):
-    lost = len({data.items[i] for i in range(len(data.items))} - set(known))
+    lost = len(set(data.items) - known.keys())
     notes.append(f"{len(data.items) - len(keep)} reviews of {lost} products without metadata dropped (the "
                  f"reference's rule)")
   pick = lambda xs: [xs[i] for i in keep]  # noqa: E731
