@@ -7,6 +7,7 @@ file (and the line), never in a bare ``UnicodeDecodeError``, ``zlib.error``, ``E
 
 import gzip
 import os
+import re
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -16,6 +17,12 @@ from pathlib import Path
 # zip whose flag bits were damaged claims encryption (RuntimeError) or an unknown method (NotImplementedError).
 _STREAM_ERRORS = (OSError, EOFError, zlib.error, zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError,
                   NotImplementedError)
+
+
+# Numbers as the public formats write them: plain ASCII decimals. Python's int() and float() would also take '1_0',
+# full-width or Arabic-Indic digits and 'nan', which a damaged file can produce.
+INTEGER = re.compile(r"[-+]?[0-9]+")
+DECIMAL = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
 
 class DataFormatError(ValueError):

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bcjax._textfile import DataFormatError, fail, iter_lines
+from bcjax._textfile import INTEGER, DataFormatError, fail, iter_lines
 from bcjax.data._movielens import Ratings
 from bcjax.data._pairs import FeatureBags, PairCorpus, Pairs, Vocabulary, split_pairs
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_PAGE_ID = re.compile(r"-?[0-9]+")
 
 
 def movielens_corpus(ratings: Ratings, *, val_fraction: float = 0.2, seed: int = 0) -> PairCorpus:
@@ -74,7 +73,7 @@ def load_wikipedia_links(path: str | os.PathLike, *, val_fraction: float = 0.1, 
     fields = line.split("\t")
     if len(fields) not in (2, 3):
       fail(str(pages_file), lineno, f"expected 'id<TAB>title<TAB>categories', got {len(fields)} field(s)", line)
-    if not _PAGE_ID.fullmatch(fields[0]):
+    if not INTEGER.fullmatch(fields[0]):
       fail(str(pages_file), lineno, f"non-integer page id {fields[0]!r}", line)
     page = int(fields[0])
     if page in index:
@@ -89,7 +88,7 @@ def load_wikipedia_links(path: str | os.PathLike, *, val_fraction: float = 0.1, 
     fields = line.split()
     if len(fields) != 2:
       fail(str(links_file), lineno, f"expected 'source<TAB>target', got {len(fields)} field(s)", line)
-    if not all(_PAGE_ID.fullmatch(f) for f in fields):
+    if not all(INTEGER.fullmatch(f) for f in fields):
       fail(str(links_file), lineno, "non-integer page id", line)
     src, dst = int(fields[0]), int(fields[1])
     for page in (src, dst):

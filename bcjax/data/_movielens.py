@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bcjax._textfile import DataFormatError, decode_text, fail, iter_lines, read_bytes
+from bcjax._textfile import DECIMAL, INTEGER, DataFormatError, decode_text, fail, iter_lines, read_bytes
 from bcjax.data._download import default_cache_dir, extract_zip, fetch
 
 VARIANTS = ("100k", "1m", "10m", "20m", "25m", "32m", "latest-small")
@@ -32,8 +32,6 @@ SHA256 = {
 CSV_RATINGS = {"20m": 20_000_263, "25m": 25_000_095, "32m": 32_000_204}
 SMALL_MAX_RATINGS = 1_000_000
 _README_NAME = re.compile(r"\((ml-[A-Za-z0-9-]+)\)")
-_INT = re.compile(r"-?[0-9]+")
-_FLOAT = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 GENRES_100K = ("unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary", "Drama",
                "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi", "Thriller", "War",
                "Western")
@@ -77,14 +75,14 @@ def _fail(path: Path, lineno: int, what: str, line: str):
 
 def _int(text: str) -> int:
   """A plain ASCII decimal integer (Python's int() would also take '1_0', ' ١٢ ' or '+3')."""
-  if not _INT.fullmatch(text):
+  if not INTEGER.fullmatch(text):
     raise ValueError(text)
   return int(text)
 
 
 def _float(text: str) -> float:
   """A plain ASCII decimal number."""
-  if not _FLOAT.fullmatch(text):
+  if not DECIMAL.fullmatch(text):
     raise ValueError(text)
   return float(text)
 

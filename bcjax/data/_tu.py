@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bcjax._textfile import fail, iter_lines, open_zip
+from bcjax._textfile import DECIMAL, INTEGER, fail, iter_lines, open_zip
 from bcjax.data._download import default_cache_dir, extract_zip, fetch
 from bcjax.data._graph_collection import GraphCollection, from_graphs
 
@@ -60,13 +60,13 @@ def _fail(source: _Source, filename: str, lineno: int, what: str, line: str):
   fail(source.name(filename), lineno, what, line)
 
 
-_INT = re.compile(r"[-+]?[0-9]+")
-_FLOAT = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:nan|inf)", re.IGNORECASE)
+# NaN and inf parse, so that the error can say the value is non-finite rather than not a number.
+_FLOAT = re.compile(rf"{DECIMAL.pattern}|[-+]?(?:nan|inf)", re.IGNORECASE)
 
 
 def _numbers(source: _Source, filename: str, kind, width: int | None = None) -> tuple[np.ndarray, list[int]]:
   """Rows of comma/space-separated numbers, [n, width]; also returns their line numbers."""
-  pattern = _INT if kind is int else _FLOAT
+  pattern = INTEGER if kind is int else _FLOAT
   rows, linenos = [], []
   for lineno, line in source.lines(filename):
     fields = line.replace(",", " ").split()
@@ -210,7 +210,7 @@ def read_gin(path: str | os.PathLike, member: str | None = None) -> GraphCollect
     fields = line.split()
     if not all(_FLOAT.fullmatch(f) for f in fields):
       _fail(source, filename, lineno, f"non-numeric field in {what}", line)
-    values = [int(f) if _INT.fullmatch(f) else float(f) for f in fields]
+    values = [int(f) if INTEGER.fullmatch(f) else float(f) for f in fields]
     if not all(np.isfinite(values)):
       _fail(source, filename, lineno, f"non-finite value in {what}", line)
     return lineno, values, line

@@ -2,15 +2,13 @@
 genres (Liu, Ungar & Sedoc 2019, section 2.5 of the reference note)."""
 
 import os
-import re
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-from bcjax._textfile import DataFormatError, fail, iter_lines
+from bcjax._textfile import DECIMAL, DataFormatError, fail, iter_lines
 
-_SCORE = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 GENRES = ("news", "captions", "WordNet", "forums", "tweets")  # the reference's presentation order
 
 
@@ -31,7 +29,7 @@ def _read_lines(path: Path) -> list[str]:
 
 def _score(path: Path, lineno: int, text: str) -> float:
   value = text.strip(" \t\r")
-  if not _SCORE.fullmatch(value):
+  if not DECIMAL.fullmatch(value):  # a negative one is refused by the range check
     fail(str(path), lineno, "the score is not a number", text)
   score = float(value)
   if not 0.0 <= score <= 5.0:

@@ -1,16 +1,14 @@
 """Loaders for word vectors in GloVe text format and for SIF word-frequency files."""
 
 import os
-import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-from bcjax._textfile import DataFormatError, fail, iter_lines, open_zip
+from bcjax._textfile import DECIMAL, DataFormatError, fail, iter_lines, open_zip
 
-_NUMBER = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
 
 class WordVectors(NamedTuple):
@@ -84,7 +82,7 @@ def load_word_vectors(path: str | os.PathLike, *, vocabulary: Iterable[str] | No
       if keep is not None and word not in keep:
         continue
       values = fields[len(fields) - dim:]
-      if not all(_NUMBER.fullmatch(v) for v in values):
+      if not all(DECIMAL.fullmatch(v) for v in values):
         raise ValueError("non-numeric value")
       vector = np.asarray(values, dtype=np.float64)
       if not np.all(np.isfinite(vector)):
