@@ -30,7 +30,7 @@ def time_jitted(fn: Callable, *args, repeats: int = 20, warmup: int = 2) -> dict
 
 def write_report(out: str, benchmark: str, **content) -> None:
   """Writes a benchmark's JSON report (with the platform it ran on), atomically and never over an existing file."""
-  from bcjax import write_atomic  # pylint: disable=import-outside-toplevel
+  from bcjax.files import write_atomic  # pylint: disable=import-outside-toplevel
   report = {"benchmark": benchmark, "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
             "jax": jax.__version__, "python": platform.python_version(), **content}
   write_atomic(out, (json.dumps(report, indent=2) + "\n").encode())

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from bcjax import write_atomic
+from bcjax.files import write_atomic
 
 
 def check_out_dir(out: str | os.PathLike) -> Path:

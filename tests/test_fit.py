@@ -53,7 +53,7 @@ class PosthocTest(parameterized.TestCase):
     b = fit_posthoc(self.z_new, self.z_prev, self.history, **kwargs)
     np.testing.assert_array_equal(a.w, b.w)
     full = lambda w: float(multi_step_loss(self.z_new, self.z_prev, w, self.history))
-    w0 = init_backward(jax.random.split(jax.random.key(3))[0], 4, 6, np.float64)
+    w0 = init_backward(jax.random.split(jax.random.key(3))[0], 4, 6, dtype=np.float64)
     self.assertLess(full(a.w), 0.5 * full(w0))
 
   def test_init_backward_is_torch_default_uniform(self):
@@ -63,7 +63,7 @@ class PosthocTest(parameterized.TestCase):
     self.assertGreater(np.abs(w).max(), 0.9 / 4)  # spread over the whole interval
 
   def test_backward_linear_module_applies_its_weight(self):
-    module = BackwardLinear(d_new=6, d_prev=4, rngs=nnx.Rngs(0))
+    module = BackwardLinear(4, 6, rngs=nnx.Rngs(0))
     assert_close(module(self.z_new), apply_backward(self.z_new, module.w[...]))
     self.assertEqual(module.w[...].shape, (4, 6))
 

@@ -263,7 +263,7 @@ BAD = [
     ("n_zero", lambda: sagram(0), ValueError, ["`n`"]),
     ("init_rows_mismatch", lambda: sagram(5).init(np.ones((4, 3))), ValueError, ["`embeddings`", "n=5"]),
     ("k_mismatch", lambda: sogram(0.1).update(sogram(0.1).init(np.ones((2, 3))), np.ones((2, 4))), ValueError,
-     ["`x`", "k=3"]),
+     ["`embeddings`", "k=3"]),
     ("negative_weights", lambda: gramian(np.ones((2, 2)), np.array([1.0, -1.0])), ValueError,
      ["`weights`", "non-negative"]),
     ("index_out_of_range", lambda: sagram(3).update(sagram(3).init(np.ones((3, 2))), np.ones((1, 2)),

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from absl.testing import absltest
 
-from bcjax import write_atomic
+from bcjax.files import write_atomic
 from bcjax.alignment import apply_chain
 from bcjax.versioning import (CorruptRegistryError, InconsistentRegistryError, Registry, VersionExistsError,
                               VersionNotFoundError)

@@ -27,7 +27,7 @@ class PosthocFit(NamedTuple):
   losses: jax.Array  # [steps], the training loss at every step
 
 
-def init_backward(key: jax.Array, d_prev: int, d_new: int, dtype=jnp.float32) -> jax.Array:
+def init_backward(key: jax.Array, d_prev: int, d_new: int, *, dtype=jnp.float32) -> jax.Array:
   r"""Initial :math:`W_k \sim U(\pm 1/\sqrt{D_k})` of shape [d_prev, d_new] (PyTorch's ``Linear`` default, which the
   reference code uses for :math:`B_k`).
 
@@ -56,7 +56,7 @@ def least_squares_backward(z_new: ArrayLike, z_prev: ArrayLike, *, ridge: float 
   Args:
     z_new: :math:`z_k`, [n, d_k].
     z_prev: :math:`z_{k-1}`, [n, d_{k-1}].
-    ridge: :math:`\rho \ge 0`.
+    ridge: :math:`\rho \ge 0`; may be traced (then a negative value gives NaN instead of an error).
 
   Returns:
     :math:`W_k`, [d_{k-1}, d_k].
@@ -74,14 +74,24 @@ def least_squares_backward(z_new: ArrayLike, z_prev: ArrayLike, *, ridge: float 
   if z_new.shape[0] != z_prev.shape[0]:
     raise ValueError(f"{fn}: `z_new` has shape {tuple(z_new.shape)} and `z_prev` has shape {tuple(z_prev.shape)}; "
                      "both must hold the same rows")
-  if not (ridge >= 0.0):  # also rejects NaN
-    raise ValueError(f"{fn}: `ridge` must be >= 0, got {ridge!r}")
-  if ridge == 0.0:
-    solution, *_ = jnp.linalg.lstsq(z_new, z_prev)
-    return solution.T
+  if _checks.is_concrete(ridge):
+    ridge = _checks.as_float(fn, "ridge", ridge)
+    if ridge < 0.0:
+      raise ValueError(f"{fn}: `ridge` must be >= 0, got {ridge!r}")
   n, d = z_new.shape
-  gram = z_new.T @ z_new + n * ridge * jnp.eye(d, dtype=z_new.dtype)
-  return jnp.linalg.solve(gram, z_new.T @ z_prev).T
+  dtype = jnp.result_type(z_new, z_prev)
+  ridge = jnp.asarray(ridge, dtype)
+  # One spectral formula for every ridge, so a traced ridge (a sweep under jit or vmap) takes the same path:
+  # W^T = V diag(f(s)) U^T Z_(k-1), f(s) = s / (s^2 + n rho); at rho = 0 the pseudo-inverse's 1/s, with singular
+  # values below lstsq's cut-off dropped (the minimum-norm solution).
+  u, s, vt = jnp.linalg.svd(z_new.astype(dtype), full_matrices=False)
+  cutoff = jnp.finfo(dtype).eps * max(n, d) * jnp.max(s, initial=0.0)
+  denominator = s * s + n * ridge
+  keep = (s > cutoff) | (ridge > 0)
+  f = jnp.where(keep, s / jnp.where(keep & (denominator > 0), denominator, 1.0), 0.0)
+  w = ((vt.T * f) @ (u.T @ z_prev.astype(dtype))).T
+  # A negative traced ridge cannot raise inside jit; it poisons the result instead of returning a wrong map.
+  return jnp.where(ridge >= 0, w, jnp.nan)
 
 
 @functools.lru_cache(maxsize=32)
@@ -161,7 +171,7 @@ def fit_posthoc(
       raise ValueError(f"{fn}: `learning_rate` must be > 0, got {learning_rate!r}")
     optimizer = _adam(float(learning_rate))
   init_key, data_key = jax.random.split(key)
-  w0 = init_backward(init_key, z_prev.shape[1], z_new.shape[1], jnp.result_type(z_new, z_prev))
+  w0 = init_backward(init_key, z_prev.shape[1], z_new.shape[1], dtype=jnp.result_type(z_new, z_prev))
   # Shape checks of the pair and the history run eagerly here, with clear messages, before tracing.
   if loss == "single":
     single_step_loss(z_new[:1], z_prev[:1], w0, per_dim=per_dim)

@@ -15,7 +15,12 @@ The estimate must include the current batch before the gradient is taken (Alg. 1
 
   (loss, (state_u, state_v)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, est_state, batch)
 
-One estimator instance tracks one side (left or right embeddings); use two states for :math:`\hat G_u, \hat G_v`.
+Every estimator has the same signature, so one can replace another without touching the loss:
+``init(embeddings)`` with the entity table [n, k] (SAGram's initial cache; the others read only k and the dtype) and
+``update(state, embeddings [B, k], *, indices=None [B], weights=None [B], prior=None [B, k_P], where=None [B])``.
+``indices`` are the batch's entity ids (SAGram's cache rows; the inverse-probability weights of non-uniform
+sampling), ``where`` masks padded rows, which never reach a state or an estimate. One estimator instance tracks
+one side (left or right embeddings); use two states for :math:`\hat G_u, \hat G_v`.
 SAGram refreshes its cache with the embeddings passed to ``update`` (those of the current parameters, before the
 step), where Algorithm 1 line 11 recomputes them after the step; this saves a forward pass and keeps Prop. 3
 (unbiasedness holds for caches from any earlier parameters).
@@ -39,7 +44,8 @@ class GramianEstimate(NamedTuple):
 
 
 class GramianEstimator(NamedTuple):
-  """An estimator: ``init(embeddings, **kw) -> state`` and ``update(state, x, **kw) -> (estimate, state)``."""
+  """An estimator: ``init(embeddings, **kw) -> state`` and
+  ``update(state, embeddings, *, indices=None, weights=None, prior=None, where=None) -> (estimate, state)``."""
   init: Callable
   update: Callable
 
@@ -73,13 +79,13 @@ def _dtype_of(embeddings):
 
 
 def _check_batch(fn: str, x, k: int | None, prior, prior_dim: int, where=None):
-  """Validates a batch x [B, k] (k=None: any width) and its prior [B, prior_dim]; NaN/inf only matter in valid rows
-  (the Gramians select padded rows away)."""
-  x = _checks.as_float_array(fn, "x", x, ndim=2, finite=False)
+  """Validates a batch of embeddings [B, k] (k=None: any width) and its prior [B, prior_dim]; NaN/inf only matter in
+  valid rows (the Gramians select padded rows away)."""
+  x = _checks.as_float_array(fn, "embeddings", x, ndim=2, finite=False)
   if k is not None and x.shape[1] != k:
-    raise ValueError(f"{fn}: `x` has shape {tuple(x.shape)} but the estimator tracks k={k} dimensions")
+    raise ValueError(f"{fn}: `embeddings` has shape {tuple(x.shape)} but the estimator tracks k={k} dimensions")
   where = _checks.check_row_mask(fn, where, x.shape[0])
-  _checks.check_finite(fn, "x", x, where)
+  _checks.check_finite(fn, "embeddings", x, where)
   if prior_dim and prior is None:
     raise ValueError(f"{fn}: this estimator has a low-rank prior (prior_dim={prior_dim}); pass `prior` [B, {prior_dim}]")
   if prior is not None:
@@ -109,7 +115,8 @@ def _check_indices(fn: str, indices, b: int, n: int) -> jax.Array:
     raise TypeError(f"{fn}: `indices` must be integer example ids, got dtype {dtype}")
   indices = jnp.asarray(indices)
   if indices.shape != (b,):
-    raise ValueError(f"{fn}: `indices` must have shape ({b},) (one id per row of `x`), got {tuple(indices.shape)}")
+    raise ValueError(f"{fn}: `indices` must have shape ({b},) (one id per row of `embeddings`), got "
+                     f"{tuple(indices.shape)}")
   if _checks.is_concrete(indices) and indices.size:
     lo, hi = int(np.min(np.asarray(indices))), int(np.max(np.asarray(indices)))
     if lo < 0 or hi >= n:
@@ -136,7 +143,7 @@ def _gather(axis_name, *arrays):
   return tuple(None if a is None else jax.lax.all_gather(a, axis_name, tiled=True) for a in arrays)
 
 
-def sogram(alpha: float, *, prior_dim: int = 0, axis_name: str | None = None) -> GramianEstimator:
+def sogram(alpha, *, prior_dim: int = 0, axis_name: str | None = None) -> GramianEstimator:
   r"""Stochastic Online Gramian (eq. 10, Alg. 2; Alg. 4 with a prior):
 
   .. math::
@@ -147,14 +154,15 @@ def sogram(alpha: float, *, prior_dim: int = 0, axis_name: str | None = None) ->
   Prop. 5: variance :math:`\le \sigma^2 \alpha / (2 - \alpha)`; bias decays as :math:`(1-\alpha)^t`.
 
   Args:
-    alpha: :math:`\alpha \in (0, 1]`.
+    alpha: :math:`\alpha \in (0, 1]`; a traced value is accepted (e.g. to ``vmap`` over a sweep) and then not
+      range-checked.
     prior_dim: :math:`k_P` of a low-rank prior; 0 for none.
     axis_name: mapped axis over which the batch is sharded (the batch Gramian is summed over devices).
 
   Returns:
     ``init(embeddings)`` (any array or ``jax.ShapeDtypeStruct`` whose last axis is k) and
-    ``update(state, x, *, indices=None, weights=None, prior=None, where=None) -> (GramianEstimate, SOGramState)``
-    (``indices`` is ignored; it keeps the signature the same as :func:`sagram`'s and :func:`batch_gramian`'s).
+    ``update(state, embeddings, *, indices=None, weights=None, prior=None, where=None) -> (GramianEstimate,
+    SOGramState)`` (``indices`` is ignored; the signature is every estimator's).
 
   Examples:
     >>> import jax.numpy as jnp
@@ -165,7 +173,8 @@ def sogram(alpha: float, *, prior_dim: int = 0, axis_name: str | None = None) ->
     >>> g.gramian.tolist()
     [[2.0, 0.0], [0.0, 0.0]]
   """
-  alpha = _checks.as_float_in("sogram", "alpha", alpha, 0.0, 1.0, low_open=True)
+  if _checks.is_concrete(alpha):
+    alpha = _checks.as_float_in("sogram", "alpha", alpha, 0.0, 1.0, low_open=True)
   prior_dim = _checks.as_int("sogram", "prior_dim", prior_dim, low=0)
 
   def init(embeddings) -> SOGramState:
@@ -173,9 +182,9 @@ def sogram(alpha: float, *, prior_dim: int = 0, axis_name: str | None = None) ->
     dtype = _dtype_of(embeddings)
     return SOGramState(jnp.zeros((k, k), dtype), jnp.zeros((k, prior_dim), dtype), jnp.zeros((), jnp.int32))
 
-  def update(state: SOGramState, x, *, indices=None, weights=None, prior=None, where=None):
+  def update(state: SOGramState, embeddings, *, indices=None, weights=None, prior=None, where=None):
     del indices  # accepted so every estimator's update takes the same arguments
-    x, prior = _check_batch("sogram.update", x, state.gramian.shape[0], prior, prior_dim, where)
+    x, prior = _check_batch("sogram.update", embeddings, state.gramian.shape[0], prior, prior_dim, where)
     batch = gramian(x, weights, where=where, axis_name=axis_name).astype(state.gramian.dtype)
     g = (1 - alpha) * state.gramian + alpha * batch
     h = state.cross
@@ -223,7 +232,10 @@ def sagram(n: int, beta: Literal["sag", "saga"] = "saga", *, project: bool = Fal
 
   Returns:
     ``init(embeddings [n, k], *, weights=None [n], prior=None [n, k_P])`` (the initial cache, Alg. 1 line 4) and
-    ``update(state, x [B, k], *, indices [B], weights=None [B], prior=None [B, k_P]) -> (GramianEstimate, state)``.
+    ``update(state, embeddings [B, k], *, indices [B], weights=None [B], prior=None [B, k_P], where=None [B]) ->
+    (GramianEstimate, state)``; ``indices`` is required. Rows with ``where`` False leave the cache and the sums
+    untouched and do not count in the SAGA estimate's :math:`|B|`; a batch without a valid row leaves the state as
+    it was.
   """
   n = _checks.check_positive_int("sagram", "n", n)
   if beta not in ("sag", "saga"):
@@ -245,35 +257,43 @@ def sagram(n: int, beta: Literal["sag", "saga"] = "saga", *, project: bool = Fal
       cross = cross_gramian(cache, prior)
     return SAGramState(cache, gramian(cache, weights), cross, jnp.zeros((), jnp.int32))
 
-  def update(state: SAGramState, x, *, indices, weights=None, prior=None):
+  def update(state: SAGramState, embeddings, *, indices=None, weights=None, prior=None, where=None):
+    fn = "sagram.update"
     k = state.cache.shape[1]
-    x, prior = _check_batch("sagram.update", x, k, prior, prior_dim)
-    indices = _check_indices("sagram.update", indices, x.shape[0], n)
-    a = _check_weights("sagram.update", weights, x.shape[0], x.dtype)
-    x, indices, a, prior = _gather(axis_name, x, indices, a, prior)
-    x = x.astype(state.cache.dtype)
-    old = state.cache[indices]
-    b = x.shape[0]
-    # The last occurrence of each index wins; others are masked out of the cache and S updates.
-    position = jnp.arange(b)
-    winner = jnp.full((n,), -1, position.dtype).at[indices].max(position)
-    first = (winner[indices] == position).astype(x.dtype)
+    x, prior = _check_batch(fn, embeddings, k, prior, prior_dim, where)
+    indices = _check_indices(fn, indices, x.shape[0], n)
+    a = _check_weights(fn, weights, x.shape[0], x.dtype)
+    valid = jnp.ones(x.shape[:1], bool) if where is None else jnp.asarray(where, bool)
+    x, indices, a, prior, valid = _gather(axis_name, x, indices, a, prior, valid)
+    # Padded rows may hold anything (NaN, huge values, any id): they are zeroed before any product and never win a
+    # cache row.
+    x = jnp.where(valid[:, None], x, 0).astype(state.cache.dtype)
+    if prior is not None:
+      prior = jnp.where(valid[:, None], prior, 0)
+    a = jnp.where(valid, a, 0)
+    old = jnp.where(valid[:, None], state.cache[indices], 0)
+    b = jnp.sum(valid, dtype=jnp.int32)
+    # The last valid occurrence of each index wins; others are masked out of the cache and S updates.
+    position = jnp.arange(x.shape[0])
+    winner = jnp.full((n,), -1, position.dtype).at[indices].max(jnp.where(valid, position, -1))
+    first = (valid & (winner[indices] == position)).astype(x.dtype)
     delta = (x * (a * first)[:, None]).T @ x - (old * (a * first)[:, None]).T @ old
     gramian_sum = state.gramian_sum + delta / n
     if beta == "sag":
       estimate = gramian_sum
     else:
-      estimate = state.gramian_sum + ((x * a[:, None]).T @ x - (old * a[:, None]).T @ old) / b
+      estimate = state.gramian_sum + ((x * a[:, None]).T @ x - (old * a[:, None]).T @ old) / jnp.maximum(b, 1)
       if project:
         estimate = project_psd(estimate)
     cross_sum, cross = state.cross_sum, state.cross_sum
     if prior_dim:
       cross_delta = ((x - old) * first[:, None]).T @ prior
       cross_sum = state.cross_sum + cross_delta / n
-      cross = cross_sum if beta == "sag" else state.cross_sum + (x - old).T @ prior / b
-    # Non-winning duplicates write out of bounds and are dropped.
+      cross = cross_sum if beta == "sag" else state.cross_sum + (x - old).T @ prior / jnp.maximum(b, 1)
+    # Non-winning duplicates and padded rows write out of bounds and are dropped.
     cache = state.cache.at[jnp.where(first > 0, indices, n)].set(x, mode="drop")
-    return GramianEstimate(estimate, cross), SAGramState(cache, gramian_sum, cross_sum, state.count + 1)
+    return GramianEstimate(estimate, cross), SAGramState(cache, gramian_sum, cross_sum,
+                                                         state.count + (b > 0).astype(state.count.dtype))
 
   return GramianEstimator(init, update)
 
@@ -315,7 +335,7 @@ def batch_gramian(sampling: Literal["uniform", "linear", "sqrt"] = "uniform", *,
     axis_name: mapped axis over which the batch is sharded.
 
   Returns:
-    ``init(embeddings)`` and ``update(state, x, *, indices=None, weights=None, prior=None, where=None)``;
+    ``init(embeddings)`` and ``update(state, embeddings, *, indices=None, weights=None, prior=None, where=None)``;
     ``indices`` are needed for non-uniform sampling.
   """
   if sampling not in ("uniform", "linear", "sqrt"):
@@ -328,9 +348,9 @@ def batch_gramian(sampling: Literal["uniform", "linear", "sqrt"] = "uniform", *,
     _shape_of("batch_gramian.init", embeddings)
     return BatchGramianState(jnp.zeros((), jnp.int32))
 
-  def update(state: BatchGramianState, x, *, indices=None, weights=None, prior=None, where=None):
+  def update(state: BatchGramianState, embeddings, *, indices=None, weights=None, prior=None, where=None):
     fn = "batch_gramian.update"
-    x, prior = _check_batch(fn, x, None, prior, prior_dim, where)
+    x, prior = _check_batch(fn, embeddings, None, prior, prior_dim, where)
     w = None if weights is None else _check_weights(fn, weights, x.shape[0], x.dtype)
     if mu is not None and sampling != "uniform":
       if indices is None:

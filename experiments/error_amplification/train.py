@@ -92,7 +92,7 @@ def train_version(cfg: Config, method: str, k: int, data: ChainData, z_prev: jax
   init_key, batch_key, step_key = jax.random.split(key, 3)
   rngs = nnx.Rngs(params=init_key)
   encoder = Encoder(cfg.in_dim, cfg.dims[k], cfg.out_dim, cfg.layers[k], rngs=rngs)
-  backward = BackwardLinear(cfg.dims[k], cfg.dims[k - 1], rngs=rngs) if method in LINEAR and k else None
+  backward = BackwardLinear(cfg.dims[k - 1], cfg.dims[k], rngs=rngs) if method in LINEAR and k else None
   graphdef, params = nnx.split(VersionModel(encoder, backward))
   optimizer = optax.adam(cfg.learning_rate)
   state = TrainState(params, optimizer.init(params), jnp.zeros((), jnp.int32))

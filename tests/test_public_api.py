@@ -1,0 +1,163 @@
+"""The public API: every name of every ``__all__`` resolves, the flat namespace is curated, the argument conventions
+hold across modules, the Gramian estimators are interchangeable, and functions said to be jittable accept traced
+hyper-parameters."""
+
+import importlib
+import re
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl.testing import absltest, parameterized
+from flax import nnx
+
+import bcjax
+from bcjax import gramian as gram
+from tests._tolerance import assert_close
+
+PACKAGES = ("bcjax",) + tuple(f"bcjax.{name}" for name in bcjax._SUBPACKAGES)  # pylint: disable=protected-access
+PLUMBING = ("DDPG", "DDPGState", "ReplayBuffer", "Transitions", "INNER_RULES", "torch_linear_init", "write_atomic",
+            "BasicBlock", "SOGramState", "SAGramState", "BatchGramianState", "default_tol")
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+class NamespaceTest(parameterized.TestCase):
+
+  @parameterized.parameters(*PACKAGES)
+  def test_star_import_resolves_every_name(self, package):
+    module = importlib.import_module(package)
+    namespace = {}
+    exec(f"from {package} import *", namespace)  # pylint: disable=exec-used
+    self.assertEqual(len(set(module.__all__)), len(module.__all__), f"{package}.__all__ repeats a name")
+    for name in module.__all__:
+      self.assertIn(name, namespace, f"{package}.__all__ names {name}, which does not resolve")
+
+  def test_sub_packages_are_attributes(self):
+    for name in bcjax._SUBPACKAGES:  # pylint: disable=protected-access
+      self.assertIs(getattr(bcjax, name), importlib.import_module(f"bcjax.{name}"))
+    self.assertTrue(callable(bcjax.sentence.ca_embed))
+
+  def test_flat_namespace_holds_no_plumbing(self):
+    for name in PLUMBING:
+      self.assertNotIn(name, bcjax.__all__)
+      self.assertFalse(hasattr(bcjax, name), f"bcjax.{name} is plumbing; it belongs to its sub-package")
+    # ... while each stays reachable where it lives
+    self.assertTrue(hasattr(bcjax.contrastive, "DDPG") and hasattr(bcjax.models, "BasicBlock"))
+    self.assertTrue(hasattr(bcjax.files, "write_atomic"))
+
+  def test_flat_names_are_the_sub_packages_objects(self):
+    for name in bcjax.__all__:
+      obj = getattr(bcjax, name)
+      if isinstance(obj, type(bcjax)):
+        continue
+      homes = [p for p in bcjax._SUBPACKAGES if getattr(getattr(bcjax, p), name, None) is obj]  # pylint: disable=protected-access
+      self.assertLen(homes, 1, f"bcjax.{name} should come from exactly one sub-package, found {homes}")
+
+
+class ConventionTest(absltest.TestCase):
+
+  def test_backward_maps_take_d_prev_then_d_new(self):
+    w = bcjax.init_backward(jax.random.key(0), 3, 5)
+    module = bcjax.BackwardLinear(3, 5, rngs=nnx.Rngs(0))
+    self.assertEqual(w.shape, (3, 5))
+    self.assertEqual(module.w[...].shape, (3, 5))
+    self.assertEqual(module(jnp.ones((2, 5))).shape, (2, 3))
+    self.assertEqual(bcjax.notrans(jnp.ones((2, 5)), 3).shape, (2, 3))
+
+  def test_options_are_keyword_only(self):
+    with self.assertRaises(TypeError):
+      bcjax.init_backward(jax.random.key(0), 3, 5, jnp.float64)  # pylint: disable=too-many-function-args
+    with self.assertRaises(TypeError):
+      bcjax.least_squares_backward(jnp.ones((4, 2)), jnp.ones((4, 2)), 0.1)  # pylint: disable=too-many-function-args
+
+
+def _readme_gramian_block() -> str:
+  blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+  (block,) = [b for b in blocks if "estimator = sogram(" in b]
+  return block
+
+
+class EstimatorSwapTest(parameterized.TestCase):
+  """The README promises that any estimator can replace SOGram in its example: each one runs it unchanged and the
+  all-pairs penalty falls."""
+
+  def test_readme_names_every_alternative(self):
+    line = next(line for line in _readme_gramian_block().splitlines() if line.startswith("estimator = "))
+    self.assertEqual(re.findall(r"(sagram\([^)]*\)|batch_gramian\([^)]*\))", line),
+                     ['sagram(10_000, "saga")', 'sagram(10_000, "sag")', 'batch_gramian("uniform")'])
+
+  @parameterized.parameters('sogram(alpha=0.1)', 'sagram(10_000, "saga")', 'sagram(10_000, "sag")',
+                            'batch_gramian("uniform")')
+  def test_each_estimator_runs_the_readme_example(self, estimator):
+    block = _readme_gramian_block()
+    block = re.sub(r"(?m)^estimator = .*$", f"estimator = {estimator}", block)
+    block = block.replace("range(200)", "range(20)")  # the swap is what is tested, not the length of training
+    namespace = {}
+    exec(compile(block, "README.md", "exec"), namespace)  # pylint: disable=exec-used
+    before = float(gram.gramian_penalty(gram.gramian(namespace["U"]), gram.gramian(namespace["V"])))
+    self.assertLess(namespace["exact"], 0.9 * before)
+
+  def test_one_update_signature(self):
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(6, 3)))
+    idx = jnp.array([0, 1, 2, 3, 4, 5])
+    where = jnp.array([True, True, True, True, False, False])
+    padded = x.at[4:].set(jnp.nan)
+    for est in (gram.sogram(0.5), gram.sagram(6, "saga"), gram.sagram(6, "sag"), gram.batch_gramian("uniform")):
+      state = est.init(x)
+      masked, _ = est.update(state, padded, indices=idx, where=where)
+      kept, _ = est.update(state, x[:4], indices=idx[:4])
+      assert_close(masked.gramian, kept.gramian, "reduction")
+
+
+def _traced_cases():
+  rng = np.random.default_rng(0)
+  x = jnp.asarray(rng.normal(size=(12, 4)))
+  y = jnp.asarray(rng.normal(size=(12, 4)))
+  r = x.T @ x / 12
+  c = bcjax.conceptor(x, 1.0)
+  return {
+      "least_squares_backward": (lambda h: bcjax.least_squares_backward(x, y[:, :3], ridge=h), (0.0, 0.3)),
+      "conceptor": (lambda h: bcjax.conceptor(x, h), (0.5, 2.0)),
+      "conceptor_from_correlation": (lambda h: bcjax.conceptor_from_correlation(r, h), (0.5, 2.0)),
+      "aperture_adaptation": (lambda h: bcjax.aperture_adaptation(c, h), (0.5, 2.0)),
+      "info_nce": (lambda h: bcjax.info_nce(x, y, temperature=h), (0.1, 0.5)),
+      "nce_ii": (lambda h: bcjax.nce_ii(x, y, y[::-1], h, temperature=0.2), (0.3, 0.7)),
+      "mixed_info_nce": (lambda h: bcjax.mixed_info_nce(x, y, y[:5], 6, temperature=h), (0.1, 0.5)),
+      "icl_objective": (lambda h: bcjax.icl_objective(1.5, 2.0, h), (0.3, 0.7)),
+      "sgd_step": (lambda h: bcjax.sgd_step(x, y, h), (0.01, 0.5)),
+      "sogram": (lambda h: bcjax.sogram(h).update(bcjax.sogram(0.5).init(x), x)[0].gramian, (0.1, 1.0)),
+      "sampled_softmax_loss": (lambda h: bcjax.sampled_softmax_loss(x, y, jnp.arange(12), log_q=h * jnp.ones(12)),
+                               (0.0, 1.0)),
+      "alignment_error": (lambda h: bcjax.alignment_error(h * x, y), (0.5, 2.0)),
+  }
+
+
+class TracedHyperParameterTest(parameterized.TestCase):
+  """Each function runs under ``jit`` with its hyper-parameter traced and agrees with the eager call."""
+
+  @parameterized.named_parameters(*((name, name) for name in _traced_cases()))
+  def test_jit_with_traced_hyper_parameter(self, name):
+    fn, values = _traced_cases()[name]
+    jitted = jax.jit(fn)
+    for value in values:
+      assert_close(jitted(jnp.asarray(value)), fn(value), "linalg")
+
+  def test_traced_ridge_sweep_under_vmap_matches_the_closed_form(self):
+    rng = np.random.default_rng(1)
+    z_new, z_prev = rng.normal(size=(20, 5)), rng.normal(size=(20, 3))
+    ridges = np.array([0.0, 0.1, 1.0])
+    swept = jax.vmap(lambda h: bcjax.least_squares_backward(z_new, z_prev, ridge=h))(jnp.asarray(ridges))
+    for w, rho in zip(swept, ridges):
+      expected = np.linalg.solve(z_new.T @ z_new + 20 * rho * np.eye(5), z_new.T @ z_prev).T
+      assert_close(w, expected, "linalg")
+
+  def test_negative_traced_ridge_poisons_instead_of_answering(self):
+    w = jax.jit(lambda h: bcjax.least_squares_backward(jnp.eye(3), jnp.eye(3), ridge=h))(-1.0)
+    self.assertTrue(np.all(np.isnan(np.asarray(w))))
+    with self.assertRaisesRegex(ValueError, "ridge"):
+      bcjax.least_squares_backward(jnp.eye(3), jnp.eye(3), ridge=-1.0)
+
+
+if __name__ == "__main__":
+  absltest.main()
