@@ -1,12 +1,19 @@
-"""Output plumbing shared by the experiments: run directories, JSONL metrics, JSON results, markdown tables."""
+"""Small pieces shared by the experiments: run-directory checks, JSON and markdown outputs, host copies of
+pytrees, model splitting, cached optimisers and shuffled batches (one copy of each)."""
 
 import datetime
+import functools
 import io
 import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+
+import jax
+import numpy as np
+import optax
+from flax import nnx
 
 from bcjax.files import write_atomic
 
@@ -99,3 +106,49 @@ def save_figure(fig, path: Path, dpi: int = 110) -> None:
   fig.savefig(buf, format="png", dpi=dpi)
   plt.close(fig)
   write_atomic(path, buf.getvalue())
+
+
+def to_host(tree):
+  """A host (NumPy) copy of a pytree: kept checkpoints survive donated device buffers, and stages pickle it."""
+  return jax.tree.map(np.asarray, tree)
+
+
+def device_copy(tree):
+  """A fresh device copy of a pytree (so a donated step cannot invalidate the caller's arrays)."""
+  return jax.tree.map(jax.numpy.array, tree)
+
+
+def split_train_eval(model: nnx.Module):
+  """``(train_def, eval_def, params, batch_stats)``: graph definitions of ``model`` in training and evaluation mode
+  (BatchNorm, dropout) and its state, for pure jitted functions."""
+  model.train()
+  train_def, params, stats = nnx.split(model, nnx.Param, nnx.BatchStat)
+  model.eval()
+  eval_def, _, _ = nnx.split(model, nnx.Param, nnx.BatchStat)
+  return train_def, eval_def, params, stats
+
+
+@functools.lru_cache(maxsize=None)
+def adam(learning_rate: float, weight_decay: float = 0.0) -> optax.GradientTransformation:
+  """One Adam per (rate, coupled L2 decay as torch's ``Adam(weight_decay=...)``), so jitted steps that close over
+  it stay cached across versions, methods and runs."""
+  if weight_decay:
+    return optax.chain(optax.add_decayed_weights(weight_decay), optax.adam(learning_rate))
+  return optax.adam(learning_rate)
+
+
+def shuffled_batches(n: int, batch_size: int, rng: np.random.Generator):
+  """Index arrays of one epoch: a fresh permutation of ``range(n)`` cut into batches, the last one partial."""
+  perm = rng.permutation(n)
+  return [perm[start:start + batch_size] for start in range(0, n, batch_size)]
+
+
+def endless_batches(key: jax.Array, n: int, batch_size: int):
+  """Endless shuffled mini-batches of row indices drawn with JAX keys: a fresh permutation per epoch
+  (``fold_in(key, epoch)``), the last batch of each epoch partial."""
+  epoch = 0
+  while True:
+    perm = jax.random.permutation(jax.random.fold_in(key, epoch), n)
+    for start in range(0, n, batch_size):
+      yield perm[start:start + batch_size]
+    epoch += 1

@@ -6,6 +6,11 @@ Run with ``python -m experiments.error_amplification --preset quick --out DIR`` 
 
 import dataclasses
 
+from experiments.bc_methods import JOINT, POSTHOC
+from experiments.harness import option
+
+METHODS = ("non-bc", *POSTHOC, *JOINT)
+
 
 @dataclasses.dataclass(frozen=True)
 class Config:
@@ -16,27 +21,23 @@ class Config:
   out_dim: int = 12  # outputs of the intended (regression) task
   n_train: int = 3000
   n_test: int = 1000  # held-out points: the transforms are evaluated inductively
-  drift: float = 0.6  # per-version drift of the intended task's target map
-  steps: int = 2000  # optimiser steps per version
-  batch_size: int = 500
-  learning_rate: float = 3e-3
-  lam: float = 1.0  # lambda of eq. (3)
+  drift: float = option(0.6, help="per-version drift ρ of the intended task's target map", low=0.0, high=1.0)
+  steps: int = option(2000, help="optimiser steps per version (each post-hoc fit of B_k gets as many)", low=1)
+  batch_size: int = option(500, help="rows per step", low=1)
+  learning_rate: float = option(3e-3, help="Adam learning rate of M_k", low=0.0, low_open=True)
+  lam: float = option(1.0, help="alignment weight λ of eq. (3)", flag="--lambda", low=0.0)
   l2: float = 0.01  # L2 penalty on output embeddings (the reference's 0.01 * reg)
-  posthoc_steps: int = 2000  # Adam steps of the post-hoc fit of each B_k
   posthoc_learning_rate: float = 1e-2
-  methods: tuple[str, ...] = ("non-bc", "post-lin-sloss", "post-lin-mloss", "joint-notrans", "joint-lin-sloss",
-                              "bc-aligner")
+  methods: tuple[str, ...] = option(METHODS, help="methods to run", choices=METHODS)
   log_every: int = 100
-  seed: int = 0
+  seed: int = option(0, help="PRNG seed (same seed, same numbers)", low=0)
 
 
 PRESETS = {
     "quick": Config(),
     "paper": Config(dims=(256, 320, 384, 448, 512), layers=(2, 2, 3, 3, 3), in_dim=128, out_dim=32, n_train=20000,
-                    n_test=5000, steps=4000, batch_size=2048, learning_rate=1e-3, posthoc_steps=4000),
+                    n_test=5000, steps=4000, batch_size=2048, learning_rate=1e-3),
     # A tiny run for the test suite: same code path, seconds.
     "test": Config(dims=(6, 8, 8), layers=(1, 1, 1), in_dim=8, out_dim=4, n_train=256, n_test=64, steps=60,
-                   batch_size=64, posthoc_steps=60, log_every=20),
+                   batch_size=64, log_every=20),
 }
-
-METHODS = ("non-bc", "post-lin-sloss", "post-lin-mloss", "joint-notrans", "joint-lin-sloss", "bc-aligner")

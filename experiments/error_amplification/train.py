@@ -11,7 +11,6 @@ the true :math:`z_0 = M_0(x)` (metric 3 of section 4).
 import dataclasses
 import functools
 from collections.abc import Callable
-from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -21,17 +20,16 @@ import optax
 from flax import nnx
 from tqdm.auto import tqdm
 
-from bcjax.alignment import BackwardLinear, alignment_error, fit_posthoc, multi_step_loss, notrans
-from bcjax.alignment import single_step_loss
+from bcjax.alignment import BackwardLinear, alignment_error, fit_posthoc, notrans
 from bcjax.versioning import Registry
 from experiments import common
-from experiments.error_amplification.configs import METHODS, Config
+from experiments.bc_methods import JOINT, LINEAR, POSTHOC, alignment_loss
+from experiments.error_amplification.configs import Config
 from experiments.error_amplification.data import ChainData, make_chain
 from experiments.error_amplification.model import Encoder, VersionModel
+from experiments.harness import Run
 
-JOINT = ("joint-notrans", "joint-lin-sloss", "bc-aligner")
-POSTHOC = {"post-lin-sloss": "single", "post-lin-mloss": "multi"}
-LINEAR = ("post-lin-sloss", "post-lin-mloss", "joint-lin-sloss", "bc-aligner")
+POSTHOC_LOSS = {"linear-sloss": "single", "linear-mloss": "multi"}
 
 
 class TrainState(NamedTuple):
@@ -46,13 +44,9 @@ def _objective(model: VersionModel, batch: dict, method: str, history: tuple, la
   task = jnp.mean(jnp.sum((y_hat - batch["y"]) ** 2, axis=-1))
   loss = task + l2 * jnp.mean(jnp.sum(z * z, axis=-1))
   align = jnp.zeros(())
-  if method == "joint-notrans":
-    d_prev = batch["z_prev"].shape[1]
-    align = single_step_loss(z, batch["z_prev"], jnp.eye(d_prev, z.shape[1]))  # [I 0] keeps the first D_(k-1) dims
-  elif method == "joint-lin-sloss":
-    align = single_step_loss(z, batch["z_prev"], model.backward.w[...])
-  elif method == "bc-aligner":
-    align = multi_step_loss(z, batch["z_prev"], model.backward.w[...], history)
+  if method in JOINT:
+    w = None if model.backward is None else model.backward.w[...]
+    align = alignment_loss(JOINT[method], z, batch["z_prev"], w, history)
   return loss + lam * align, {"task": task, "align": align}
 
 
@@ -74,18 +68,8 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
   return train_step
 
 
-def _batches(key: jax.Array, n: int, batch_size: int):
-  """Endless shuffled mini-batches of row indices; a fresh permutation every epoch, the last batch partial."""
-  epoch = 0
-  while True:
-    perm = jax.random.permutation(jax.random.fold_in(key, epoch), n)
-    for start in range(0, n, batch_size):
-      yield perm[start:start + batch_size]
-    epoch += 1
-
-
 def train_version(cfg: Config, method: str, k: int, data: ChainData, z_prev: jax.Array | None, history: tuple,
-                  writer: common.MetricWriter, bar) -> VersionModel:
+                  log, bar) -> VersionModel:
   """Trains M_k (and B_k for linear joint methods) for ``cfg.steps`` steps."""
   # Every method gets the same initialisation and batch order at version k (common random numbers).
   key = jax.random.fold_in(jax.random.key(cfg.seed), k)
@@ -97,7 +81,7 @@ def train_version(cfg: Config, method: str, k: int, data: ChainData, z_prev: jax
   optimizer = optax.adam(cfg.learning_rate)
   state = TrainState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
   step_fn = make_train_step(graphdef, optimizer, method if k else "non-bc", history, cfg.lam, cfg.l2)
-  rows = _batches(batch_key, cfg.n_train, cfg.batch_size)
+  rows = common.endless_batches(batch_key, cfg.n_train, cfg.batch_size)
   for step in range(cfg.steps):
     idx = next(rows)
     batch = {"x": data.x_train[idx], "y": data.y_train[k][idx]}
@@ -106,8 +90,17 @@ def train_version(cfg: Config, method: str, k: int, data: ChainData, z_prev: jax
     state, metrics = step_fn(state, batch, jax.random.fold_in(step_key, step))
     bar.update(1)
     if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
-      writer.write(method=method, version=k, step=step + 1, **{m: float(v) for m, v in metrics.items()})
+      log(method=method, version=k, step=step + 1, **{m: float(v) for m, v in metrics.items()})
   return nnx.merge(graphdef, state.params)
+
+
+def _stored(model: VersionModel):
+  graphdef, state = nnx.split(model)
+  return graphdef, common.to_host(state)
+
+
+def _restored(stored) -> VersionModel:
+  return nnx.merge(*stored)
 
 
 def _evaluate(model: VersionModel, x: jax.Array, y: jax.Array) -> tuple[jax.Array, float]:
@@ -115,18 +108,12 @@ def _evaluate(model: VersionModel, x: jax.Array, y: jax.Array) -> tuple[jax.Arra
   return z, float(jnp.mean(jnp.sum((y_hat - y) ** 2, axis=-1)))
 
 
-def train_and_evaluate(cfg: Config, workdir: str | Path, *, progress: bool = True) -> dict:
-  """Runs every method of ``cfg.methods`` over all versions and writes results into ``workdir``.
-
-  Returns the results dictionary also written to ``workdir/results.json``.
-  """
-  unknown = sorted(set(cfg.methods) - set(METHODS))
-  if unknown:
-    raise ValueError(f"unknown methods {unknown}; choose from {list(METHODS)}")
+def train_and_evaluate(cfg: Config, run: Run) -> dict:
+  """Runs every method of ``cfg.methods`` over all versions, one stage per trained model and per post-hoc fit, and
+  returns the results (per method and version: alignment error to version 0, single-step error, intended MSE and
+  the composed map's spectral norm)."""
   if len(cfg.layers) != len(cfg.dims) or len(cfg.dims) < 2:
     raise ValueError(f"`dims` {cfg.dims} and `layers` {cfg.layers} must have the same length >= 2")
-  workdir = common.prepare_out_dir(workdir)
-  common.write_json(workdir / "config.json", dataclasses.asdict(cfg))
   num_versions = len(cfg.dims)
   data = make_chain(jax.random.fold_in(jax.random.key(cfg.seed), 10_000), num_versions=num_versions,
                     n_train=cfg.n_train, n_test=cfg.n_test, in_dim=cfg.in_dim, out_dim=cfg.out_dim, drift=cfg.drift)
@@ -134,9 +121,11 @@ def train_and_evaluate(cfg: Config, workdir: str | Path, *, progress: bool = Tru
   trained = [m for m in cfg.methods if m in JOINT] + (["non-bc"] if need_nonbc else [])
   total = cfg.steps * (1 + (num_versions - 1) * len(trained))
   results: dict = {}
-  with common.MetricWriter(workdir / "metrics.jsonl") as writer, \
-      tqdm(total=total, desc="training", disable=not progress, unit="step", mininterval=1.0) as bar:
-    m0 = train_version(cfg, "non-bc", 0, data, None, (), writer, bar)
+  with tqdm(total=total, desc="training", disable=not run.progress, unit="step", mininterval=1.0) as bar:
+    def version(method, k, z_prev, history):
+      return _restored(run.stage(f"{method}/v{k}", lambda: _stored(
+          train_version(cfg, method, k, data, z_prev, history, run.log, bar))))
+    m0 = version("non-bc", 0, None, ())
     z0_train, _ = _evaluate(m0, data.x_train, data.y_train[0])
     z0_test, mse0 = _evaluate(m0, data.x_test, data.y_test[0])
     models = {m: [m0] for m in trained}
@@ -146,29 +135,36 @@ def train_and_evaluate(cfg: Config, workdir: str | Path, *, progress: bool = Tru
         prev = models[method][k - 1]
         z_prev, _ = _evaluate(prev, data.x_train, data.y_train[k])
         history = tuple(m.backward.w[...] for m in models[method][1:]) if method in LINEAR else ()
-        models[method].append(train_version(cfg, method, k, data, z_prev, history, writer, bar))
+        models[method].append(version(method, k, z_prev, history))
     posthoc_weights = {}
-    for method, loss in POSTHOC.items():
+    for method, kind in POSTHOC.items():
       if method not in cfg.methods:
         continue
       ws: list[jax.Array] = []
       for k in range(1, num_versions):
         z_new, _ = _evaluate(models["non-bc"][k], data.x_train, data.y_train[k])
         z_old = z0_train if k == 1 else _evaluate(models["non-bc"][k - 1], data.x_train, data.y_train[k])[0]
-        fit = fit_posthoc(z_new, z_old, ws, key=jax.random.fold_in(jax.random.key(cfg.seed), 100 + k), loss=loss,
-                          steps=cfg.posthoc_steps, batch_size=cfg.batch_size, learning_rate=cfg.posthoc_learning_rate)
-        writer.write(method=method, version=k, step=cfg.posthoc_steps, loss=float(fit.losses[-1]))
-        ws.append(fit.w)
+
+        def fit(z_new=z_new, z_old=z_old, k=k):
+          fitted = fit_posthoc(z_new, z_old, ws, key=jax.random.fold_in(jax.random.key(cfg.seed), 100 + k),
+                               loss=POSTHOC_LOSS[kind], steps=cfg.steps, batch_size=cfg.batch_size,
+                               learning_rate=cfg.posthoc_learning_rate)
+          run.log(method=method, version=k, step=cfg.steps, loss=float(fitted.losses[-1]))
+          return np.asarray(fitted.w)
+        ws.append(jnp.asarray(run.stage(f"{method}/B{k}", fit)))
       posthoc_weights[method] = ws
 
     for method in cfg.methods:
       source = "non-bc" if method in POSTHOC else method
       registry = None
       if method in LINEAR:
-        registry = Registry.create(workdir / "registries" / method, cfg.dims[0], notes=f"{method}: M_0")
         weights = posthoc_weights[method] if method in POSTHOC else [m.backward.w[...] for m in models[method][1:]]
-        for k, w in enumerate(weights, start=1):
-          registry.append(np.asarray(w), notes=f"{method}: B_{k}")
+
+        def build(path, method=method, weights=weights):
+          reg = Registry.create(path, cfg.dims[0], notes=f"{method}: M_0")
+          for k, w in enumerate(weights, start=1):
+            reg.append(np.asarray(w), notes=f"{method}: B_{k}")
+        registry = Registry(run.publish_dir(f"registries/{method}", build))
       per_version = {"alignment_error_to_v0": [], "single_step_error": [], "intended_mse": [], "composed_gain": []}
       z_prev_test = z0_test
       for k in range(1, num_versions):
@@ -187,31 +183,34 @@ def train_and_evaluate(cfg: Config, workdir: str | Path, *, progress: bool = Tru
         per_version["intended_mse"].append(mse)
         per_version["composed_gain"].append(gain)
       results[method] = per_version
-  return _report(cfg, workdir, results, mse0)
+  return summarise(cfg, results, mse0)
 
 
-def _report(cfg: Config, workdir: Path, results: dict, mse0: float) -> dict:
-  """Writes results.json, table.md and alignment_error.png; returns the results dictionary."""
+def summarise(cfg: Config, results: dict, mse0: float) -> dict:
+  """The results dictionary: per-method curves plus the intended degradation relative to Non-BC."""
   versions = list(range(1, len(cfg.dims)))
   if "non-bc" in results:
     base = results["non-bc"]["intended_mse"]
     for res in results.values():
       res["intended_degradation_pct"] = [100.0 * (m - b) / b for m, b in zip(res["intended_mse"], base)]
-  out = {"dataset": "synthetic-chain", "preset_config": dataclasses.asdict(cfg), "seed": cfg.seed,
-         "versions": versions, "v0_intended_mse": mse0, "methods": results}
-  common.write_json(workdir / "results.json", common.jsonable(out))
+  return {"dataset": "synthetic-chain", "preset_config": dataclasses.asdict(cfg), "seed": cfg.seed,
+          "versions": versions, "v0_intended_mse": mse0, "methods": results}
+
+
+def report(run: Run, results: dict) -> str:
+  """Writes table.md and alignment_error.png; returns the table."""
+  versions, methods = results["versions"], results["methods"]
   header = ["method"] + [f"err→v0 @v{k}" for k in versions] + [f"1-step err @v{versions[-1]}",
                                                                 f"‖W^0_{versions[-1]}‖₂", "intended MSE (mean)"]
   rows = [[m] + r["alignment_error_to_v0"] + [r["single_step_error"][-1], r["composed_gain"][-1],
-                                               float(np.mean(r["intended_mse"]))] for m, r in results.items()]
+                                               float(np.mean(r["intended_mse"]))] for m, r in methods.items()]
   table = common.markdown_table(header, rows)
-  common.write_text(workdir / "table.md", table)
-  _plot(workdir / "alignment_error.png", versions, results)
-  out["table"] = table
-  return out
+  run.write_text("table.md", table)
+  _plot(run, versions, methods)
+  return table
 
 
-def _plot(path: Path, versions: list[int], results: dict) -> None:
+def _plot(run: Run, versions: list[int], results: dict) -> None:
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
@@ -226,4 +225,4 @@ def _plot(path: Path, versions: list[int], results: dict) -> None:
     ax.grid(alpha=0.3)
   axes[0].legend(fontsize=8)
   fig.tight_layout()
-  common.save_figure(fig, path, dpi=120)
+  run.save_figure(fig, "alignment_error.png")

@@ -1,0 +1,52 @@
+r"""The backward-compatibility method matrix shared by ``experiments.bc_aligner`` (the paper's Table 3) and
+``experiments.error_amplification``, and the alignment term each method trains with.
+
+A method is (how M_k is trained) × (how version-0 embeddings are published):
+
+=================  ================================  ==============================================
+method             training of M_k / B_k             published version-0 embeddings
+=================  ================================  ==============================================
+keep-all           independent (non-bc's)            the true z_0 (every model kept)
+fix-m0             none: M_0 applied to G_k          M_0's embeddings
+finetune-m0        M_0 fine-tuned per version        its embeddings
+non-bc             independent                       NoTrans: the first d_0 coordinates of z_k
+post-lin-sloss     independent, then B_k post hoc    B_1∘…∘B_k(z_k), single-step fit (eq. 7)
+post-lin-mloss     independent, then B_k post hoc    B_1∘…∘B_k(z_k), multi-step fit (eq. 10)
+joint-notrans      jointly, NoTrans alignment        the first d_0 coordinates of z_k
+joint-lin-sloss    jointly with B_k, eq. 7           B_1∘…∘B_k(z_k)
+bc-aligner         jointly with B_k, eq. 10          B_1∘…∘B_k(z_k)
+=================  ================================  ==============================================
+"""
+
+import jax
+import jax.numpy as jnp
+
+from bcjax.alignment import multi_step_loss, notrans, single_step_loss
+
+METHODS = ("keep-all", "fix-m0", "finetune-m0", "non-bc", "post-lin-sloss", "post-lin-mloss", "joint-notrans",
+           "joint-lin-sloss", "bc-aligner")
+# method -> alignment kind of the joint objective, and of the post-hoc fit
+JOINT = {"joint-notrans": "notrans", "joint-lin-sloss": "linear-sloss", "bc-aligner": "linear-mloss"}
+POSTHOC = {"post-lin-sloss": "linear-sloss", "post-lin-mloss": "linear-mloss"}
+# methods that publish through a keep-latest registry of W_1..W_k
+LINEAR = tuple(m for m in METHODS if POSTHOC.get(m, JOINT.get(m, "")).startswith("linear"))
+ALIGN_KINDS = ("notrans", "linear-sloss", "linear-mloss")
+
+
+def alignment_loss(kind: str, z: jax.Array, z_prev: jax.Array, w: jax.Array | None, history=(), *,
+                   per_dim: bool = False, where: jax.Array | None = None) -> jax.Array:
+  r"""The alignment term of a joint objective (eq. 3) or of a post-hoc fit.
+
+  ``notrans``: :math:`\lVert \mathrm{NoTrans}(z_k) - z_{k-1}\rVert^2` (:func:`bcjax.notrans`, the identity on
+  the first :math:`d_{k-1}` coordinates); ``linear-sloss``: eq. 7 with :math:`W_k`; ``linear-mloss``: eq. 10 with
+  :math:`W_k` and the frozen ``history``. ``per_dim`` and ``where`` as in the library's losses.
+  """
+  if kind == "notrans":
+    d_prev = z_prev.shape[-1]
+    return single_step_loss(notrans(z, d_prev), z_prev, jnp.eye(d_prev, dtype=z.dtype), per_dim=per_dim,
+                            where=where)
+  if kind == "linear-sloss":
+    return single_step_loss(z, z_prev, w, per_dim=per_dim, where=where)
+  if kind == "linear-mloss":
+    return multi_step_loss(z, z_prev, w, history, per_dim=per_dim, where=where)
+  raise ValueError(f"alignment kind must be one of {ALIGN_KINDS}, got {kind!r}")

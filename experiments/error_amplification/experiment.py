@@ -1,0 +1,26 @@
+"""The error-amplification experiment as a harness :class:`~experiments.harness.Experiment`."""
+
+from experiments import harness
+from experiments.error_amplification.configs import PRESETS, Config
+from experiments.error_amplification.train import report, train_and_evaluate
+
+
+class ErrorAmplification(harness.Experiment):
+  name = "error_amplification"
+  description = ("Chains of embedding versions with drift: backward transforms fitted post hoc and jointly with the "
+                 "single-step (eq. 7) and the multi-step (eq. 10) loss; prints the alignment error of every version "
+                 "mapped back to version 0. Writes config.json, metrics.jsonl, stages/, results.json, table.md, "
+                 "alignment_error.png and one keep-latest registry per linear method.")
+  config = Config
+  presets = PRESETS
+
+  def execute(self, run, args, cfg, data):
+    return train_and_evaluate(cfg, run)
+
+  def report(self, run, args, cfg, results):
+    table = report(run, results)
+    return (f"\nAlignment error of z̃_0 = B_1∘…∘B_k(z_k) vs z_0 on {cfg.n_test} held-out points (preset {args.preset}, "
+            f"seed {cfg.seed}, λ={cfg.lam}):\n\n{table}")
+
+
+EXPERIMENT = ErrorAmplification()

@@ -1,0 +1,446 @@
+"""The one harness behind every experiment and benchmark command line.
+
+**Configs become flags.** An experiment's settings are one frozen dataclass; a field declared with :func:`option`
+becomes a flag (``--field-name``, or the ``flag`` given), with its allowed range or choices declared next to it.
+Presets are instances of that dataclass; a flag overrides its field only when given. Tuples are comma lists.
+
+**Validation comes first.** Every range, every cross-field check (``Experiment.check``) and the data itself
+(``Experiment.load``) are checked before anything is written; a bad value exits with status 2 and a message naming
+the flag and the allowed range, and no run directory is created.
+
+**One run-directory lifecycle.** ``config.json`` (with the command line, so a run can be resumed exactly),
+``metrics.jsonl``, ``stages/`` where every finished stage is written atomically (a pickle of host values), and at
+the end ``results.json``, ``table.md`` and the figures. ``--resume DIR`` re-reads DIR's command line and skips every
+finished stage; when a stage fails, ``results.partial.json`` lists the finished stages and names the failed one, and
+the command exits with status 1.
+
+Exit status: 0 done; 1 a stage failed (``results.partial.json`` written); 2 a usage or data error (nothing written).
+
+Fault injection for tests: ``BCJAX_FAULT=kill:STAGE`` SIGKILLs the process right after STAGE is saved and
+``BCJAX_FAULT=fail:STAGE`` raises inside STAGE (STAGE is an ``fnmatch`` pattern).
+"""
+
+import argparse
+import dataclasses
+import datetime
+import fnmatch
+import json
+import os
+import pickle
+import shutil
+import signal
+import sys
+import types
+import typing
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from bcjax.files import write_atomic
+from experiments import common
+
+FAULT_ENV = "BCJAX_FAULT"
+
+
+class UsageError(ValueError):
+  """A bad flag value: ``flag`` names it, the message says what is allowed."""
+
+  def __init__(self, flag: str, message: str):
+    super().__init__(f"{flag} {message}")
+    self.flag = flag
+
+
+# Configs and flags ---------------------------------------------------------------------------------------------
+
+
+def option(default=dataclasses.MISSING, *, help: str, flag: str | None = None,  # pylint: disable=redefined-builtin
+           low: float | None = None, high: float | None = None, low_open: bool = False, high_open: bool = False,
+           choices: Sequence | None = None, nonempty: bool = True):
+  """A config field exposed as a flag. ``low``/``high`` bound numbers (closed unless ``*_open``), ``choices`` the
+  allowed values; for tuple fields both apply to every element and ``nonempty`` refuses an empty list."""
+  meta = {"help": help, "flag": flag, "low": low, "high": high, "low_open": low_open, "high_open": high_open,
+          "choices": None if choices is None else tuple(choices), "nonempty": nonempty}
+  if isinstance(default, (list, dict, set)):
+    raise TypeError("option: use a tuple default (configs are frozen)")
+  return dataclasses.field(default=default, metadata={"option": meta})
+
+
+def _options(config_cls) -> list[tuple[dataclasses.Field, dict]]:
+  return [(f, f.metadata["option"]) for f in dataclasses.fields(config_cls) if "option" in f.metadata]
+
+
+def flag_name(field: dataclasses.Field) -> str:
+  return field.metadata["option"]["flag"] or "--" + field.name.replace("_", "-")
+
+
+def _element_type(annotation):
+  """(element type, is_tuple, optional) of a field annotation such as ``int``, ``tuple[float, ...]``, ``str | None``."""
+  optional = False
+  origin = typing.get_origin(annotation)
+  if origin in (typing.Union, types.UnionType):
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    optional, annotation = True, args[0]
+    origin = typing.get_origin(annotation)
+  if origin is tuple:
+    return typing.get_args(annotation)[0], True, optional
+  return annotation, False, optional
+
+
+def _range_text(meta: dict) -> str:
+  if meta["choices"] is not None:
+    return "one of " + ", ".join(map(str, meta["choices"]))
+  parts = []
+  if meta["low"] is not None:
+    parts.append(f"{'>' if meta['low_open'] else '>='} {meta['low']:g}")
+  if meta["high"] is not None:
+    parts.append(f"{'<' if meta['high_open'] else '<='} {meta['high']:g}")
+  return " and ".join(parts)
+
+
+def add_config_flags(parser: argparse.ArgumentParser, config_cls) -> None:
+  """One flag per :func:`option` field; its default is the preset's, so a flag left out changes nothing."""
+  group = parser.add_argument_group("settings (override the preset)")
+  for field, meta in _options(config_cls):
+    kind, is_tuple, _ = _element_type(field.type)
+    allowed = _range_text(meta)
+    text = meta["help"] + (f" ({'comma-separated, each ' if is_tuple else ''}{allowed})" if allowed else
+                           " (comma-separated)" if is_tuple else "")
+    if kind is bool and not is_tuple:
+      group.add_argument(flag_name(field), dest=field.name, action=argparse.BooleanOptionalAction, default=None,
+                         help=text)
+    else:
+      group.add_argument(flag_name(field), dest=field.name, default=None, metavar=field.name.upper(), help=text)
+
+
+def _parse_value(field: dataclasses.Field, text: str):
+  kind, is_tuple, optional = _element_type(field.type)
+  meta = field.metadata["option"]
+  name = flag_name(field)
+
+  def one(item: str):
+    item = item.strip()
+    if optional and item.lower() == "none":
+      return None
+    try:
+      if kind is bool:
+        if item.lower() not in ("true", "false", "1", "0"):
+          raise ValueError(item)
+        return item.lower() in ("true", "1")
+      return kind(item)
+    except ValueError:
+      raise UsageError(name, f"must be {'comma-separated ' if is_tuple else 'a '}{kind.__name__}"
+                             f"{' values' if is_tuple else ''}, got {text!r}") from None
+
+  if not is_tuple:
+    return one(text)
+  values = tuple(one(item) for item in text.split(",") if item.strip())
+  if not values and meta["nonempty"]:
+    raise UsageError(name, f"needs at least one value, got {text!r}")
+  return values
+
+
+def check_field(field: dataclasses.Field, value) -> None:
+  """Raises :class:`UsageError` when ``value`` is outside the field's declared range or choices."""
+  meta = field.metadata["option"]
+  _, is_tuple, _ = _element_type(field.type)
+  name = flag_name(field)
+  values = value if is_tuple else (value,)
+  if is_tuple and not values and meta["nonempty"]:
+    raise UsageError(name, "needs at least one value")
+  for v in values:
+    if v is None:
+      continue
+    if meta["choices"] is not None and v not in meta["choices"]:
+      raise UsageError(name, f"must be {_range_text(meta)}; got {v!r}")
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+      if v != v:  # NaN
+        raise UsageError(name, f"must be a number ({_range_text(meta) or 'finite'}), got {v}")
+      low, high = meta["low"], meta["high"]
+      if (low is not None and (v < low or (meta["low_open"] and v == low))) or \
+         (high is not None and (v > high or (meta["high_open"] and v == high))):
+        raise UsageError(name, f"must be {_range_text(meta)}, got {v:g}")
+
+
+def apply_flags(args: argparse.Namespace, cfg):
+  """The preset ``cfg`` with every given flag applied, every option field validated."""
+  changes = {}
+  for field, _ in _options(type(cfg)):
+    given = getattr(args, field.name, None)
+    if given is not None:
+      changes[field.name] = given if isinstance(given, bool) else _parse_value(field, given)
+  cfg = dataclasses.replace(cfg, **changes)
+  for field, _ in _options(type(cfg)):
+    check_field(field, getattr(cfg, field.name))
+  return cfg
+
+
+def parse_number_list(flag: str, text: str | None, kind=float, valid: Callable | None = None,
+                      allowed: str = "") -> tuple:
+  """A comma list of numbers for a flag that is not a config field (e.g. a sweep); () when ``text`` is None."""
+  if text is None:
+    return ()
+  try:
+    values = tuple(kind(x) for x in text.split(",") if x.strip())
+  except ValueError:
+    raise UsageError(flag, f"must be comma-separated {kind.__name__} values, got {text!r}") from None
+  if not values:
+    raise UsageError(flag, f"needs at least one value, got {text!r}")
+  bad = [v for v in values if v != v or (valid is not None and not valid(v))]
+  if bad:
+    raise UsageError(flag, f"values must be {allowed}; got {', '.join(map(str, bad))}")
+  return values
+
+
+def parse_config(parser: argparse.ArgumentParser, argv, config_cls, preset: Callable[[argparse.Namespace], object],
+                 check: Callable | None = None):
+  """Parses ``argv`` into ``(args, cfg)``: the preset, the flags over it, the ranges and ``check(args, cfg)``; any
+  :class:`UsageError` exits with status 2 before anything is written. For commands without a run directory
+  (the benchmarks)."""
+  add_config_flags(parser, config_cls)
+  args = parser.parse_args(argv)
+  try:
+    cfg = apply_flags(args, preset(args))
+    if check is not None:
+      check(args, cfg)
+  except UsageError as e:
+    parser.error(str(e))
+  return args, cfg
+
+
+# Runs and stages -----------------------------------------------------------------------------------------------
+
+
+class StageFailed(RuntimeError):
+  """A stage raised; ``stage`` names it."""
+
+  def __init__(self, stage: str, error: BaseException):
+    super().__init__(f"stage {stage!r} failed: {type(error).__name__}: {error}")
+    self.stage, self.error = stage, error
+
+
+def _fault(kind: str, stage: str) -> bool:
+  spec = os.environ.get(FAULT_ENV, "")
+  what, _, pattern = spec.partition(":")
+  return what == kind and bool(pattern) and fnmatch.fnmatchcase(stage, pattern)
+
+
+class Run:
+  """An open run directory: resumable stages, the metrics log and atomic outputs."""
+
+  def __init__(self, out: Path, *, resumed: bool, progress: bool):
+    self.out, self.resumed, self.progress = out, resumed, progress
+    self.stages = out / "stages"
+    self.stages.mkdir(exist_ok=True)
+    self._metrics = open(out / "metrics.jsonl", "a", buffering=1)  # pylint: disable=consider-using-with
+    self._running: list[str] = []
+    self.loaded: list[str] = []
+    self.computed: list[str] = []
+
+  def log(self, **record) -> None:
+    """Appends one JSON object to ``metrics.jsonl`` (a resumed run appends after the killed one's lines)."""
+    record.setdefault("time", datetime.datetime.now(datetime.timezone.utc).isoformat())
+    self._metrics.write(json.dumps(common.jsonable(record)) + "\n")
+
+  def _path(self, name: str) -> Path:
+    if not name or any(part in ("", ".", "..") for part in name.split("/")):
+      raise ValueError(f"stage name {name!r} must be '/'-separated non-empty parts")
+    return self.stages / f"{name}.pkl"
+
+  def done(self, name: str) -> bool:
+    return self._path(name).is_file()
+
+  def stage(self, name: str, compute: Callable[[], object]):
+    """``compute()`` once per run: a stage finished earlier (before a kill, in the run being resumed) is read back
+    instead. The value (host arrays, dicts, NamedTuples, graph definitions) is pickled atomically."""
+    path = self._path(name)
+    if path.is_file():
+      with open(path, "rb") as f:
+        value = pickle.load(f)
+      self.loaded.append(name)
+      return value
+    self._running.append(name)
+    try:
+      if _fault("fail", name):
+        raise RuntimeError(f"fault injected by {FAULT_ENV}")
+      value = compute()
+    except StageFailed:
+      raise
+    except Exception as e:  # pylint: disable=broad-except
+      raise StageFailed(name, e) from e
+    finally:
+      self._running.pop()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    self.computed.append(name)
+    if _fault("kill", name):
+      os.kill(os.getpid(), signal.SIGKILL)
+    return value
+
+  def finished_stages(self) -> list[str]:
+    return sorted(str(p.relative_to(self.stages).with_suffix("")) for p in self.stages.rglob("*.pkl"))
+
+  def publish_dir(self, name: str, build: Callable[[Path], None]) -> Path:
+    """A folder of outputs (e.g. a registry) that appears complete or not at all: ``build`` fills a scratch folder,
+    which is renamed into place; a scratch folder left by a killed run is this run's own and is discarded."""
+    final = self.out / name
+    if final.exists():
+      return final
+    scratch = final.with_name(f".{final.name}.partial")
+    if scratch.exists():
+      shutil.rmtree(scratch)
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    build(scratch)
+    os.rename(scratch, final)
+    return final
+
+  def write_json(self, name: str, obj) -> None:
+    common.write_json(self.out / name, common.jsonable(obj))
+
+  def write_text(self, name: str, text: str) -> None:
+    common.write_text(self.out / name, text)
+
+  def save_figure(self, fig, name: str) -> None:
+    common.save_figure(fig, self.out / name)
+
+  def close(self) -> None:
+    self._metrics.close()
+
+
+# Experiments ---------------------------------------------------------------------------------------------------
+
+
+class Experiment:
+  """What an experiment declares; :func:`main` does the rest.
+
+  Subclasses set ``name``, ``description``, ``config`` (the dataclass) and ``presets`` ({name: config}), and
+  implement ``execute`` and ``report``; ``datasets`` (a description) adds ``--dataset``/``--data-dir``/``--download``.
+  """
+  name: str
+  description: str
+  config: type
+  presets: dict
+  default_preset = "quick"
+  datasets: str | None = None
+  default_dataset = "synthetic"
+
+  def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+    """Flags that are not config fields (input files, sweeps)."""
+
+  def preset(self, args: argparse.Namespace):
+    """The base config for ``--preset`` (and the dataset, where the presets depend on it)."""
+    return self.presets[args.preset]
+
+  def check(self, args: argparse.Namespace, cfg) -> None:
+    """Cross-field and non-config checks; raise :class:`UsageError`."""
+
+  def load(self, args: argparse.Namespace, cfg):
+    """Reads and validates the data before the run directory exists; raise ValueError/FileNotFoundError."""
+    return None
+
+  def describe(self, args: argparse.Namespace, cfg) -> dict:
+    """What config.json records besides the config (dataset, input files, sweeps)."""
+    return {"dataset": getattr(args, "dataset", None)}
+
+  def execute(self, run: Run, args: argparse.Namespace, cfg, data) -> dict:
+    raise NotImplementedError
+
+  def report(self, run: Run, args: argparse.Namespace, cfg, results: dict) -> str:
+    """Writes table.md and the figures; returns what is printed at the end."""
+    raise NotImplementedError
+
+  # The command line -----------------------------------------------------------------------------------------
+
+  def parser(self) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"python -m experiments.{self.name}", description=self.description)
+    if self.datasets is not None:
+      parser.add_argument("--dataset", default=self.default_dataset, help=self.datasets)
+      parser.add_argument("--data-dir", help="folder with the dataset's files")
+      parser.add_argument("--download", action="store_true", help="download missing public files into the cache")
+    parser.add_argument("--preset", choices=sorted(self.presets), default=self.default_preset,
+                        help="quick: minutes on CPU; paper: the paper's protocol; test: seconds (the test suite)")
+    parser.add_argument("--out", help=f"new or empty output directory (default: runs/{self.name}-<time>)")
+    parser.add_argument("--resume", metavar="DIR", help="finish the run in DIR (its own flags; finished stages are "
+                                                        "read back, not recomputed)")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    self.add_arguments(parser)
+    add_config_flags(parser, self.config)
+    return parser
+
+  def parse(self, argv: Sequence[str]):
+    parser = self.parser()
+    args = parser.parse_args(argv)
+    try:
+      cfg = apply_flags(args, self.preset(args))
+      self.check(args, cfg)
+    except UsageError as e:
+      parser.error(str(e))
+    return parser, args, cfg
+
+
+def _resume_argv(parser: argparse.ArgumentParser, argv: list[str], out: Path) -> list[str]:
+  """The stored command line of the run in ``out``; --resume takes no other flag but --no-progress."""
+  others = [a for a in argv if a not in ("--no-progress",)]
+  if len(others) != 2:
+    parser.error("--resume DIR takes no other flag (the run keeps its own settings) except --no-progress")
+  config = out / "config.json"
+  if not config.is_file():
+    parser.error(f"--resume {out}: no run there (missing config.json)")
+  if (out / "results.json").exists():
+    parser.error(f"--resume {out}: that run has finished (results.json exists)")
+  stored = json.loads(config.read_text())
+  return list(stored["argv"]) + (["--no-progress"] if "--no-progress" in argv else [])
+
+
+def main(experiment: Experiment, argv: Sequence[str] | None = None) -> int:
+  """Parses, validates, loads the data, opens (or resumes) the run directory, runs the stages, reports."""
+  argv = list(sys.argv[1:] if argv is None else argv)
+  parser, args, cfg = experiment.parse(argv)
+  resumed = args.resume is not None
+  if resumed:
+    out = Path(args.resume)
+    argv = _resume_argv(parser, argv, out)
+    parser, args, cfg = experiment.parse(argv)
+  else:
+    out = Path(args.out or f"runs/{experiment.name}-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+    try:
+      common.check_out_dir(out)
+    except FileExistsError as e:
+      print(f"error: {e}", file=sys.stderr)
+      return 2
+  try:
+    data = experiment.load(args, cfg)
+  except common.LOAD_ERRORS as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  if not resumed:
+    out.mkdir(parents=True, exist_ok=True)
+    common.write_json(out / "config.json", common.jsonable({
+        "experiment": experiment.name, "argv": argv, "preset": args.preset, **experiment.describe(args, cfg),
+        "config": dataclasses.asdict(cfg)}))
+  run = Run(out, resumed=resumed, progress=not args.no_progress)
+  try:
+    if resumed:
+      run.log(event="resumed", finished_stages=run.finished_stages())
+    try:
+      try:
+        results = experiment.execute(run, args, cfg, data)
+      except StageFailed:
+        raise
+      except Exception as e:  # pylint: disable=broad-except
+        raise StageFailed("(between stages)", e) from e
+    except StageFailed as e:
+      partial = {"failed_stage": e.stage, "error": f"{type(e.error).__name__}: {e.error}",
+                 "finished_stages": run.finished_stages(),
+                 "resume": f"python -m experiments.{experiment.name} --resume {out}"}
+      # the run's own status file: a second failure after --resume replaces the first one's
+      write_atomic(out / "results.partial.json", (json.dumps(partial, indent=2) + "\n").encode(), overwrite=True)
+      print(f"error: {e}\nfinished stages are kept in {run.stages}; after fixing the cause, continue with "
+            f"--resume {out}", file=sys.stderr)
+      return 1
+    run.log(event="finished", stages_read_back=run.loaded, stages_computed=run.computed)
+    run.write_json("results.json", results)
+    text = experiment.report(run, args, cfg, results)
+  finally:
+    run.close()
+  print(text)
+  print(f"outputs in {out}")
+  return 0
