@@ -232,6 +232,7 @@ class Run:
     self.stages.mkdir(exist_ok=True)
     self._metrics = open(out / "metrics.jsonl", "a", buffering=1)  # pylint: disable=consider-using-with
     self._running: list[str] = []
+    self._values: dict = {}  # stages of this process, so a shared stage (M_0) is read once
     self.loaded: list[str] = []
     self.computed: list[str] = []
 
@@ -251,11 +252,14 @@ class Run:
   def stage(self, name: str, compute: Callable[[], object]):
     """``compute()`` once per run: a stage finished earlier (before a kill, in the run being resumed) is read back
     instead. The value (host arrays, dicts, NamedTuples, graph definitions) is pickled atomically."""
+    if name in self._values:
+      return self._values[name]
     path = self._path(name)
     if path.is_file():
       with open(path, "rb") as f:
         value = pickle.load(f)
       self.loaded.append(name)
+      self._values[name] = value
       return value
     self._running.append(name)
     try:
@@ -269,7 +273,11 @@ class Run:
     finally:
       self._running.pop()
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    write_atomic(path, data)
+    # What later stages see is what a resumed run would read back, so both runs compute the same numbers.
+    value = pickle.loads(data)
+    self._values[name] = value
     self.computed.append(name)
     if _fault("kill", name):
       os.kill(os.getpid(), signal.SIGKILL)

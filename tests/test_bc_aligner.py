@@ -17,12 +17,14 @@ from bcjax.data import split_versions, synthetic_evolving_graph
 from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteSAGE, bipartite_inputs
 from experiments.bc_aligner import __main__ as cli
+from experiments.bc_aligner.experiment import EXPERIMENT
 from experiments.bc_aligner.configs import KEEP_LATEST, METHODS, PRESETS
 from experiments.bc_aligner.consumers import ConsumerMLP, score, train_consumer
 from experiments.bc_aligner.data import Batch, BPRSampler, attribute_sizes, version_data
 from experiments.bc_aligner.report import figure_5, summarise
-from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, adam, fold_batch, make_train_step, \
+from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, fold_batch, make_train_step, \
     new_model, posthoc_loss, train_posthoc
+from experiments.common import adam
 from tests._tolerance import assert_close
 
 CFG = PRESETS["test"]
@@ -276,14 +278,18 @@ class CommandLineTest(absltest.TestCase):
     for flag, value in (("--consumer-hidden", "0"), ("--consumer-dropout", "1.0"), ("--consumer-seeds", "0"),
                         ("--consumer-epochs", "-1"), ("--lambda-sweep", "0")):
       with self.assertRaises(SystemExit, msg=flag):
-        cli.parse_args([flag, value])
+        EXPERIMENT.parse([flag, value])
 
   def test_consumer_overrides(self):
-    _, cfg, _, _ = cli.parse_args(["--preset", "paper", "--consumer-hidden", "128,256", "--consumer-dropout", "0,0.5",
+    _, _, cfg = EXPERIMENT.parse(["--preset", "paper", "--consumer-hidden", "128,256", "--consumer-dropout", "0,0.5",
                                    "--consumer-seeds", "3", "--consumer-epochs", "50"])
     self.assertEqual((cfg.consumer_hidden, cfg.consumer_dropout, cfg.consumer_seeds, cfg.consumer_epochs),
                      ((128, 256), (0.0, 0.5), 3, 50))
     self.assertEqual(cfg.epochs, PRESETS["paper"].epochs)
+
+  def test_epochs_scale_the_schedule(self):
+    _, _, cfg = EXPERIMENT.parse(["--preset", "paper", "--epochs", "100"])
+    self.assertEqual((cfg.epochs, cfg.finetune_epochs, cfg.eval_every, cfg.select_after), (100, 50, 2, 10))
 
   def test_method_keys(self):
     self.assertEqual(len(METHODS), 9)

@@ -3,12 +3,11 @@
 
 import dataclasses
 
-# Result keys, in the layout of the paper's Table 3.
-METHODS = ("keep-all", "fix-m0", "finetune-m0", "non-bc", "post-lin-sloss", "post-lin-mloss", "joint-notrans",
-           "joint-lin-sloss", "bc-aligner")
+from experiments.bc_methods import JOINT, METHODS, POSTHOC  # noqa: F401  (re-exported: the result keys)
+from experiments.harness import option
+
 KEEP_LATEST = ("non-bc", "post-lin-sloss", "post-lin-mloss", "joint-notrans", "joint-lin-sloss", "bc-aligner")
-JOINT = {"joint-notrans": "notrans", "joint-lin-sloss": "linear-sloss", "bc-aligner": "linear-mloss"}
-POSTHOC = {"post-lin-sloss": "linear-sloss", "post-lin-mloss": "linear-mloss"}
+BASELINES = ("fix-m0", "non-bc")  # the degradations are relative to these; they always run
 KS = (10, 20, 50, 100)
 
 
@@ -16,24 +15,32 @@ KS = (10, 20, 50, 100)
 class Config:
   """One run's protocol; every field is in config.json."""
   versions: tuple[tuple[int, int], ...]  # (layers, width d_k) of M_0..M_4
-  epochs: int  # per version (joint, non-bc, M_0)
+  epochs: int = option(help="epochs per version; finetune gets half, and the evaluation interval and the epoch > N "
+                            "selection rule scale by the same factor", low=1)
   finetune_epochs: int  # per update of Finetune-M0
   posthoc_epochs: int  # B_k-only training of the post-hoc methods
   eval_every: int  # epochs between val Recall@50 evaluations (checkpoint selection)
   select_after: int  # joint and post-hoc selection only considers epochs > this (the reference: 50)
-  consumer_hidden: tuple[int, ...]
-  consumer_dropout: tuple[float, ...]
-  consumer_seeds: int
-  consumer_epochs: int
+  consumer_hidden: tuple[int, ...] = option(help="consumer grid's hidden widths, e.g. 128,256", low=1)
+  consumer_dropout: tuple[float, ...] = option(help="consumer grid's dropout rates, e.g. 0,0.25,0.5", low=0.0,
+                                               high=1.0, high_open=True)
+  consumer_seeds: int = option(help="consumer seeds (paper: 10)", low=1)
+  consumer_epochs: int = option(help="consumer epochs (paper: 300)", low=1)
   batch_size: int = 2048
   learning_rate: float = 1e-3
   weight_decay: float = 0.01  # L2 on the batch's output embeddings
-  lam: float = 16.0
+  lam: float = option(16.0, help="alignment weight λ", flag="--lambda", low=0.0)
   consumer_batch_size: int = 2048
   synthetic: tuple[tuple[str, int], ...] = ()  # synthetic_evolving_graph arguments
-  item_std: str = "unbiased"  # binary-item-rating-std's std; "torch_scatter" = the reference code's
-  seed: int = 42
-
+  item_std: str = option("unbiased", choices=("unbiased", "torch_scatter"),
+                         help="std of binary-item-rating-std: unbiased, or the reference code's torch_scatter "
+                              "convention (1e-6 in the divisor: an item whose std is exactly 1.0 gets label 0)")
+  methods: tuple[str, ...] = option(METHODS, choices=METHODS,
+                                    help="methods to run (fix-m0 and non-bc always run: the degradations are "
+                                         "relative to them)")
+  lambda_sweep: tuple[float, ...] = option((), help="λ values for BC-Aligner (Fig. 5), e.g. 1,2,4,8,16,32", low=0.0,
+                                           low_open=True, nonempty=False)
+  seed: int = option(42, help="PRNG seed of models, sampling and the synthetic data", low=0)
 
 PRESETS = {
     "paper": Config(versions=((2, 256), (2, 320), (3, 384), (3, 448), (3, 512)), epochs=500, finetune_epochs=250,

@@ -23,6 +23,7 @@ from bcjax.data import TASKS, TaskExamples, VersionSplit, item_rating_threshold,
 from bcjax.metrics import roc_auc
 from bcjax.models import torch_linear_init
 from experiments.bc_aligner.configs import Config
+from experiments.common import adam, split_train_eval, to_host
 
 FIT_STEP = {t: 0 for t in TASKS}
 STOP_STEP = {**{t: 0 for t in TASKS}, "user-activity": 1, "user-positive-activity": 1}
@@ -102,7 +103,7 @@ def consumer_inputs(examples: TaskExamples, z: np.ndarray, num_users: int) -> np
 @functools.lru_cache(maxsize=None)
 def _make_epoch(train_def: nnx.GraphDef, learning_rate: float):
   """Jitted ``epoch(state, x, y, rows [S, B], mask [S, B], key) -> state``: one pass of shuffled batches."""
-  optimizer = optax.adam(learning_rate)
+  optimizer = adam(learning_rate)
 
   def loss_fn(params, stats, xb, yb, mb, key):
     model = nnx.merge(train_def, params, stats, copy=True)
@@ -142,10 +143,7 @@ class Consumer(NamedTuple):
 def train_consumer(x_fit, y_fit, x_stop, y_stop, hidden: int, dropout: float, seed: int, cfg: Config) -> Consumer:
   """Trains one consumer; keeps the epoch with the strictly highest early-stop ROC-AUC."""
   model = ConsumerMLP(x_fit.shape[1], hidden, dropout, rngs=nnx.Rngs(params=seed))
-  model.train()
-  train_def, params, stats = nnx.split(model, nnx.Param, nnx.BatchStat)
-  model.eval()
-  eval_def, _, _ = nnx.split(model, nnx.Param, nnx.BatchStat)
+  train_def, eval_def, params, stats = split_train_eval(model)
   optimizer, epoch = _make_epoch(train_def, cfg.learning_rate)
   state = (params, stats, optimizer.init(params))
   x, y = jnp.asarray(x_fit), jnp.asarray(y_fit, jnp.float32)
@@ -162,7 +160,7 @@ def train_consumer(x_fit, y_fit, x_stop, y_stop, hidden: int, dropout: float, se
     state = epoch(state, x, y, jnp.asarray(perm.reshape(steps, b)), jnp.asarray(mask.reshape(steps, b)), sub)
     auc = float(roc_auc(_logits(eval_def, state[0], state[1], x_stop), y_stop))
     if best is None or auc > best.stop_auc:
-      best = Consumer(eval_def, jax.tree.map(np.asarray, state[0]), jax.tree.map(np.asarray, state[1]), auc)
+      best = Consumer(eval_def, to_host(state[0]), to_host(state[1]), auc)
   return best
 
 
@@ -172,40 +170,43 @@ def score(consumer: Consumer, x: np.ndarray, y: np.ndarray) -> float:
 
 def unintended_aucs(splits: list[VersionSplit], reference: list[np.ndarray], published: dict[str, list[np.ndarray]],
                     tau: float | None, cfg: Config, log: Callable[..., None], progress=None,
-                    tasks: tuple[str, ...] = TASKS) -> dict:
+                    tasks: tuple[str, ...] = TASKS, stage: Callable | None = None) -> dict:
   """Trains the consumers of ``tasks`` (those :func:`plan_tasks` kept) on ``reference`` (Fix-M0's embeddings per
-  step) and scores every method.
+  step) and scores every method; each task is one ``stage(name, compute)`` of the run when ``stage`` is given.
 
   Returns ``{task: {"config": {...}, "stop_auc": [...], "auc": {method: [[AUC per reported step] per seed]}}}``.
   """
-  out = {}
-  for task in tasks:
-    fit_s, stop_s = FIT_STEP[task], STOP_STEP[task]
-    fit = task_examples(task, splits[fit_s], fit=True, tau=tau, std=cfg.item_std)
-    stop = task_examples(task, splits[stop_s], tau=tau, std=cfg.item_std)
-    x_fit = consumer_inputs(fit, reference[fit_s], splits[fit_s].num_users)
-    x_stop = consumer_inputs(stop, reference[stop_s], splits[stop_s].num_users)
-    grid = [(h, p) for h in cfg.consumer_hidden for p in cfg.consumer_dropout]
-    tried = []
-    for h, p in grid:
-      tried.append(train_consumer(x_fit, fit.label, x_stop, stop.label, h, p, 0, cfg).stop_auc)
-      log(task=task, hidden=h, dropout=p, grid_stop_auc=tried[-1])
-      if progress is not None:
-        progress.update(1)
-    h, p = grid[int(np.argmax(tried))]
-    consumers = []
-    for seed in range(cfg.consumer_seeds):
-      consumers.append(train_consumer(x_fit, fit.label, x_stop, stop.label, h, p, seed, cfg))
-      if progress is not None:
-        progress.update(1)
-    steps = reported_steps(task, len(splits))
-    evals = [task_examples(task, splits[s], tau=tau, std=cfg.item_std) for s in steps]
-    aucs = {}
-    for method, embeddings in published.items():
-      xs = [consumer_inputs(ex, embeddings[s], splits[s].num_users) for ex, s in zip(evals, steps)]
-      aucs[method] = [[score(c, x, ex.label) for x, ex in zip(xs, evals)] for c in consumers]
-    log(task=task, hidden=h, dropout=p, stop_auc=[c.stop_auc for c in consumers],
-        mean_auc={m: float(np.mean(a)) for m, a in aucs.items()})
-    out[task] = {"config": {"hidden": h, "dropout": p}, "steps": steps,
-                 "stop_auc": [c.stop_auc for c in consumers], "auc": aucs}
-  return out
+  stage = stage or (lambda name, compute: compute())
+  return {task: stage(f"consumers/{task}", lambda task=task: _task_aucs(task, splits, reference, published, tau, cfg,
+                                                                         log, progress)) for task in tasks}
+
+
+def _task_aucs(task: str, splits, reference, published, tau, cfg: Config, log, progress) -> dict:
+  fit_s, stop_s = FIT_STEP[task], STOP_STEP[task]
+  fit = task_examples(task, splits[fit_s], fit=True, tau=tau, std=cfg.item_std)
+  stop = task_examples(task, splits[stop_s], tau=tau, std=cfg.item_std)
+  x_fit = consumer_inputs(fit, reference[fit_s], splits[fit_s].num_users)
+  x_stop = consumer_inputs(stop, reference[stop_s], splits[stop_s].num_users)
+  grid = [(h, p) for h in cfg.consumer_hidden for p in cfg.consumer_dropout]
+  tried = []
+  for h, p in grid:
+    tried.append(train_consumer(x_fit, fit.label, x_stop, stop.label, h, p, 0, cfg).stop_auc)
+    log(task=task, hidden=h, dropout=p, grid_stop_auc=tried[-1])
+    if progress is not None:
+      progress.update(1)
+  h, p = grid[int(np.argmax(tried))]
+  consumers = []
+  for seed in range(cfg.consumer_seeds):
+    consumers.append(train_consumer(x_fit, fit.label, x_stop, stop.label, h, p, seed, cfg))
+    if progress is not None:
+      progress.update(1)
+  steps = reported_steps(task, len(splits))
+  evals = [task_examples(task, splits[s], tau=tau, std=cfg.item_std) for s in steps]
+  aucs = {}
+  for method, embeddings in published.items():
+    xs = [consumer_inputs(ex, embeddings[s], splits[s].num_users) for ex, s in zip(evals, steps)]
+    aucs[method] = [[score(c, x, ex.label) for x, ex in zip(xs, evals)] for c in consumers]
+  log(task=task, hidden=h, dropout=p, stop_auc=[c.stop_auc for c in consumers],
+      mean_auc={m: float(np.mean(a)) for m, a in aucs.items()})
+  return {"config": {"hidden": h, "dropout": p}, "steps": steps, "stop_auc": [c.stop_auc for c in consumers],
+          "auc": aucs}

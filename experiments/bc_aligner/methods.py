@@ -12,22 +12,24 @@ version, which the version-0 consumers read:
 
 M_0 is trained once and shared. Version k's model initialisation and sampling keys are the same in every method, so
 methods differ only in their objective. Linear methods store W_1..W_4 in a keep-latest registry and publish
-z̃_0 = B_1∘…∘B_k(z_k) through it.
+z̃_0 = B_1∘…∘B_k(z_k) through it. Every trained model and every post-hoc B_k is one stage of the run
+(``m0``, ``non-bc/v2``, ``bc-aligner/v3``, ``post-lin-sloss/B1``; ``lam=4/...`` for a λ sweep), so a resumed run
+recomputes none of them.
 """
 
 import dataclasses
-from collections.abc import Callable
-from pathlib import Path
 from typing import NamedTuple
 
 import jax
 import numpy as np
 
+from bcjax.alignment import notrans
 from bcjax.versioning import Registry
 from experiments.bc_aligner.configs import JOINT, POSTHOC, Config
 from experiments.bc_aligner.data import VersionData
 from experiments.bc_aligner.train import AlignTarget, Trained, apply_model, new_model, recall, train_model, \
     train_posthoc
+from experiments.harness import Run
 
 
 class MethodRun(NamedTuple):
@@ -40,49 +42,52 @@ def _version_key(key: jax.Array, k: int) -> jax.Array:
 
 
 class MethodRunner:
-  """Runs methods on shared versions, training each shared model (M_0, non-bc's M_k) once."""
+  """Runs methods on shared versions, training each shared model (M_0, non-bc's M_k) once per run."""
 
   def __init__(self, versions: list[VersionData], attribute_sizes: tuple[int, ...], cfg: Config, key: jax.Array,
-               registry_dir: Path, log: Callable[..., None], progress=None):
+               run: Run, progress=None, prefix: str = ""):
     self.versions, self.sizes, self.cfg, self.key = versions, attribute_sizes, cfg, key
-    self.registry_dir, self.log, self.progress = registry_dir, log, progress
-    self._m0: Trained | None = None
-    self._nobc: list[Trained] | None = None
+    self.run_dir, self.progress, self.prefix = run, progress, prefix
 
   def with_lambda(self, lam: float) -> "MethodRunner":
-    """A runner for another λ that shares this one's M_0 (and Non-BC models); registries go to ``lam=<λ>/``."""
-    other = MethodRunner(self.versions, self.sizes, dataclasses.replace(self.cfg, lam=lam), self.key,
-                         self.registry_dir / f"lam={lam:g}", self.log, self.progress)
-    other._m0, other._nobc = self.m0(), self._nobc
-    return other
+    """A runner for another λ that shares this one's M_0 and Non-BC models; its stages and registries go under
+    ``lam=<λ>/``."""
+    return MethodRunner(self.versions, self.sizes, dataclasses.replace(self.cfg, lam=lam), self.key, self.run_dir,
+                        self.progress, f"lam={lam:g}/")
 
   def _fresh(self, k: int):
     layers, dim = self.cfg.versions[k]
     return new_model(self.sizes, layers, dim, _version_key(self.key, k))
 
   def _logger(self, method: str, version: int):
-    return lambda **record: self.log(method=method, version=version, **record)
+    return lambda **record: self.run_dir.log(method=method, version=version, **record)
+
+  def _stage(self, name: str, compute, *, shared: bool = False):
+    """A stage of this run; shared ones (M_0, Non-BC) do not depend on λ and carry no sweep prefix."""
+    return self.run_dir.stage(name if shared else self.prefix + name, compute)
 
   def m0(self) -> Trained:
-    if self._m0 is None:
-      self._m0 = train_model(self.versions[0], self._fresh(0), self.cfg, _version_key(self.key, 100),
-                             epochs=self.cfg.epochs, select_after=0, log=self._logger("m0", 0),
-                             progress=self.progress)
-    return self._m0
+    return self._stage("m0", lambda: train_model(
+        self.versions[0], self._fresh(0), self.cfg, _version_key(self.key, 100), epochs=self.cfg.epochs,
+        select_after=0, log=self._logger("m0", 0), progress=self.progress), shared=True)
 
   def nobc(self) -> list[Trained]:
-    if self._nobc is None:
-      models = [self.m0()]
-      for k in range(1, len(self.versions)):
-        models.append(train_model(self.versions[k], self._fresh(k), self.cfg, _version_key(self.key, 100 + k),
-                                  epochs=self.cfg.epochs, select_after=0, log=self._logger("non-bc", k),
-                                  progress=self.progress))
-      self._nobc = models
-    return self._nobc
+    models = [self.m0()]
+    for k in range(1, len(self.versions)):
+      models.append(self._stage(f"non-bc/v{k}", lambda k=k: train_model(
+          self.versions[k], self._fresh(k), self.cfg, _version_key(self.key, 100 + k), epochs=self.cfg.epochs,
+          select_after=0, log=self._logger("non-bc", k), progress=self.progress), shared=True))
+    return models
 
-  def _registry(self, method: str) -> Registry:
-    return Registry.create(self.registry_dir / method, self.cfg.versions[0][1],
-                           notes=f"{method}: W_k maps M_k's embeddings to M_(k-1)'s space")
+  def _publish(self, method: str, weights: list[np.ndarray], zs: list[np.ndarray], notes: list[str]):
+    """Writes the method's keep-latest registry (complete or not at all) and publishes z̃_0 = B_1∘…∘B_k(z_k)."""
+    def build(path):
+      registry = Registry.create(path, self.cfg.versions[0][1],
+                                 notes=f"{method}: W_k maps M_k's embeddings to M_(k-1)'s space")
+      for w, note in zip(weights, notes):
+        registry.append(w, notes=note)
+    registry = Registry(self.run_dir.publish_dir(f"registries/{self.prefix}{method}", build))
+    return [zs[0]] + [registry.transform(z, to=0, source=k) for k, z in enumerate(zs[1:], start=1)]
 
   def run(self, method: str) -> MethodRun:
     d0 = self.cfg.versions[0][1]
@@ -92,45 +97,46 @@ class MethodRunner:
       return MethodRun([recall(z, vd) for z, vd in zip(zs, self.versions)], zs)
     if method == "non-bc":
       models = self.nobc()
-      return MethodRun([m.recall for m in models], [m.z[:, :d0] for m in models])
+      return MethodRun([m.recall for m in models], [np.asarray(notrans(m.z, d0)) for m in models])
     if method == "keep-all":
       fixed = self.run("fix-m0")
       return MethodRun([m.recall for m in self.nobc()], fixed.published)
     if method == "finetune-m0":
       runs = [self.m0()]
       for k in range(1, len(self.versions)):
-        runs.append(train_model(self.versions[k], runs[-1].model, self.cfg, _version_key(self.key, 200 + k),
-                                epochs=self.cfg.finetune_epochs, select_after=0,
-                                log=self._logger(method, k), progress=self.progress))
+        runs.append(self._stage(f"{method}/v{k}", lambda k=k: train_model(
+            self.versions[k], runs[-1].model, self.cfg, _version_key(self.key, 200 + k),
+            epochs=self.cfg.finetune_epochs, select_after=0, log=self._logger(method, k), progress=self.progress),
+            shared=True))
       return MethodRun([r.recall for r in runs], [r.z for r in runs])
     if method in POSTHOC:
-      nobc, registry = self.nobc(), self._registry(method)
-      published, history = [nobc[0].z], []
+      nobc, history = self.nobc(), []
       for k in range(1, len(self.versions)):
         target = AlignTarget(apply_model(nobc[k - 1].model, self.versions[k]), tuple(history))
-        w, _ = train_posthoc(self.versions[k], nobc[k].z, target, POSTHOC[method], self.cfg,
-                             _version_key(self.key, 300 + k), log=self._logger(method, k))
+        w, _ = self._stage(f"{method}/B{k}", lambda k=k, target=target: train_posthoc(
+            self.versions[k], nobc[k].z, target, POSTHOC[method], self.cfg, _version_key(self.key, 300 + k),
+            log=self._logger(method, k)), shared=True)
         history.append(w)
-        registry.append(w, notes=f"post-hoc, selected by single-step error")
-        published.append(registry.transform(nobc[k].z, to=0, source=k))
+      published = self._publish(method, history, [m.z for m in nobc],
+                                ["post-hoc, selected by single-step error"] * len(history))
       return MethodRun([m.recall for m in nobc], published)
     if method in JOINT:
       kind = JOINT[method]
-      registry = None if kind == "notrans" else self._registry(method)
       runs, history = [self.m0()], []
-      published = [runs[0].z]
       for k in range(1, len(self.versions)):
         target = AlignTarget(apply_model(runs[-1].model, self.versions[k]), tuple(history))
-        run = train_model(self.versions[k], self._fresh(k), self.cfg, _version_key(self.key, 100 + k),
-                          epochs=self.cfg.epochs, select_after=self.cfg.select_after, kind=kind, target=target,
-                          log=self._logger(method, k), progress=self.progress)
+        run = self._stage(f"{method}/v{k}", lambda k=k, target=target: train_model(
+            self.versions[k], self._fresh(k), self.cfg, _version_key(self.key, 100 + k), epochs=self.cfg.epochs,
+            select_after=self.cfg.select_after, kind=kind, target=target, log=self._logger(method, k),
+            progress=self.progress))
         runs.append(run)
-        if registry is None:
-          published.append(run.z[:, :d0])
-        else:
+        if kind != "notrans":
           history.append(run.w)
-          registry.append(run.w, notes=f"joint, λ={self.cfg.lam}, epoch {run.epoch}")
-          published.append(registry.transform(run.z, to=0, source=k))
+      if kind == "notrans":
+        published = [runs[0].z] + [np.asarray(notrans(r.z, d0)) for r in runs[1:]]
+      else:
+        published = self._publish(method, history, [r.z for r in runs],
+                                  [f"joint, λ={self.cfg.lam}, epoch {r.epoch}" for r in runs[1:]])
       return MethodRun([r.recall for r in runs], published)
     raise ValueError(f"unknown method {method!r}")
 

@@ -24,13 +24,13 @@ import optax
 from flax import nnx
 
 from bcjax._reduce import row_mean
-from bcjax.alignment import init_backward, multi_step_loss, single_step_loss
+from bcjax.alignment import init_backward
 from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteInputs, BipartiteSAGE
 from experiments.bc_aligner.configs import KS, Config
 from experiments.bc_aligner.data import Batch, BPRSampler, VersionData
-
-ALIGN_KINDS = ("notrans", "linear-sloss", "linear-mloss")
+from experiments.bc_methods import alignment_loss
+from experiments.common import adam, split_train_eval, to_host
 
 
 class Model(NamedTuple):
@@ -44,16 +44,7 @@ class Model(NamedTuple):
 
 def new_model(attribute_sizes: tuple[int, ...], layers: int, dim: int, key: jax.Array) -> Model:
   model = BipartiteSAGE(attribute_sizes, dim, layers, rngs=nnx.Rngs(params=key))
-  model.train()
-  train_def, params, stats = nnx.split(model, nnx.Param, nnx.BatchStat)
-  model.eval()
-  eval_def, _, _ = nnx.split(model, nnx.Param, nnx.BatchStat)
-  return Model(train_def, eval_def, params, stats, dim)
-
-
-def to_host(tree):
-  """A host copy (so donated device buffers can be reused without losing a kept checkpoint)."""
-  return jax.tree.map(np.asarray, tree)
+  return Model(*split_train_eval(model), dim)
 
 
 class AlignTarget(NamedTuple):
@@ -76,24 +67,6 @@ class TrainState(NamedTuple):
   step: jax.Array
 
 
-def alignment_loss(kind: str, z: jax.Array, z_prev: jax.Array, w: jax.Array | None, history, mask) -> jax.Array:
-  """One row group's alignment term (the reference sums it over batch users, positives and negatives)."""
-  if kind == "notrans":
-    diff = z[:, :z_prev.shape[1]] - z_prev
-    return row_mean(jnp.mean(diff * diff, axis=-1), mask)
-  if kind == "linear-sloss":
-    return single_step_loss(z, z_prev, w, per_dim=True, where=mask)
-  if kind == "linear-mloss":
-    return multi_step_loss(z, z_prev, w, history, per_dim=True, where=mask)
-  raise ValueError(f"alignment kind must be one of {ALIGN_KINDS}, got {kind!r}")
-
-
-@functools.lru_cache(maxsize=None)
-def adam(learning_rate: float) -> optax.GradientTransformation:
-  """One optimizer object per rate, so jitted steps that close over it are cached across versions and methods."""
-  return optax.adam(learning_rate)
-
-
 @functools.lru_cache(maxsize=None)
 def make_train_step(train_def: nnx.GraphDef, kind: str | None, learning_rate: float, weight_decay: float,
                     lam: float) -> Callable:
@@ -114,8 +87,8 @@ def make_train_step(train_def: nnx.GraphDef, kind: str | None, learning_rate: fl
     if kind is not None:
       target = inputs.target
       history = tuple(jax.lax.stop_gradient(w) for w in target.history)
-      align = sum(alignment_loss(kind, h[rows], target.z_prev[rows], params.get("w"), history, b.mask)
-                  for rows in (b.user, b.pos, b.neg))
+      align = sum(alignment_loss(kind, h[rows], target.z_prev[rows], params.get("w"), history, per_dim=True,
+                                 where=b.mask) for rows in (b.user, b.pos, b.neg))
       loss = loss + lam * align
       metrics["align"] = align
     metrics["loss"] = loss
@@ -238,7 +211,8 @@ def posthoc_loss(kind: str, w, z_new, target: AlignTarget, fold: NodeWeights) ->
   """
   scale = jnp.sqrt(fold.count)[:, None]
   rows = fold.node
-  per_row_mean = alignment_loss(kind, scale * z_new[rows], scale * target.z_prev[rows], w, target.history, None)
+  per_row_mean = alignment_loss(kind, scale * z_new[rows], scale * target.z_prev[rows], w, target.history,
+                                per_dim=True)
   return 3.0 * per_row_mean * rows.shape[0] / jnp.maximum(jnp.sum(fold.count), 1.0)
 
 

@@ -1,0 +1,123 @@
+"""The BC-Aligner experiment (Table 3, Fig. 3 and, with --lambda-sweep, Fig. 5) as a harness experiment."""
+
+import dataclasses
+import os
+import time
+
+import jax
+from tqdm.auto import tqdm
+
+from bcjax.data import GRAPH_DATASETS, MOVIELENS_VARIANTS, TASKS, load_graph_dataset
+from experiments import harness
+from experiments.bc_aligner import report
+from experiments.bc_aligner.configs import BASELINES, METHODS, PRESETS, Config, preset
+from experiments.bc_aligner.consumers import plan_tasks, unintended_aucs
+from experiments.bc_aligner.data import attribute_sizes, check_versions, version_data, with_item_ids
+from experiments.bc_aligner.methods import MethodRunner
+
+
+class BCAligner(harness.Experiment):
+  name = "bc_aligner"
+  description = ("Backward-compatible embeddings on an evolving user-item graph: nine methods (Keep-All, Fix-M0, "
+                 "Finetune-M0, Non-BC, post-hoc and joint alignment, BC-Aligner) over five versions of a GraphSAGE "
+                 "recommender; intended task = link prediction (val Recall@50), unintended = five version-0 "
+                 "consumer tasks (ROC-AUC). Writes config.json, metrics.jsonl, stages/, results.json, table.md, "
+                 "figure3.png (figure5.png with --lambda-sweep) and the linear methods' registries.")
+  config = Config
+  presets = PRESETS
+  datasets = (f"one of {', '.join(GRAPH_DATASETS)}; --data-dir: a MovieLens folder of any variant, or Amazon "
+              f"reviews and metadata .json.gz of the 2014 or 2018 release")
+
+  def add_arguments(self, parser):
+    parser.add_argument("--reviews", help="Amazon: the reviews file itself (instead of --data-dir)")
+    parser.add_argument("--meta", help="Amazon: the product metadata file (optional: without it items have no "
+                                       "attributes and get learned id embeddings)")
+
+  def preset(self, args):
+    base = preset(args.preset, args.dataset)
+    epochs = getattr(args, "epochs", None)
+    if epochs is not None and epochs.strip().isdigit() and int(epochs) >= 1:
+      # the evaluation cadence, the selection rule and fine-tuning scale with the schedule
+      scale = int(epochs) / base.epochs
+      base = dataclasses.replace(base, finetune_epochs=max(int(epochs) // 2, 1),
+                                 eval_every=max(1, round(base.eval_every * scale)),
+                                 select_after=int(base.select_after * scale))
+    return base
+
+  def check(self, args, cfg):
+    amazon = args.dataset.startswith("amazon-") and len(args.dataset) > len("amazon-")
+    movielens = args.dataset.startswith("movielens-") and args.dataset.removeprefix("movielens-") in MOVIELENS_VARIANTS
+    if not (args.dataset == "synthetic" or amazon or movielens):
+      raise harness.UsageError("--dataset", f"must be one of {', '.join(GRAPH_DATASETS)}; got {args.dataset!r}")
+    if (args.reviews or args.meta) and not amazon:
+      raise harness.UsageError("--reviews", "and --meta go with an amazon-<Category> dataset")
+    for flag, path in (("--reviews", args.reviews), ("--meta", args.meta), ("--data-dir", args.data_dir)):
+      if path is not None and not os.path.exists(path):
+        raise harness.UsageError(flag, f"{path} does not exist")
+
+  def methods(self, cfg) -> tuple[str, ...]:
+    return tuple(m for m in METHODS if m in set(cfg.methods) | set(BASELINES))
+
+  def describe(self, args, cfg):
+    return {"dataset": args.dataset, "reviews": args.reviews, "meta": args.meta, "methods": self.methods(cfg)}
+
+  def load(self, args, cfg):
+    extra = {"reviews": args.reviews, "meta": args.meta} if args.reviews or args.meta else dict(cfg.synthetic)
+    graph = with_item_ids(load_graph_dataset(args.dataset, args.data_dir, download=args.download, seed=cfg.seed,
+                                             **extra))
+    versions = version_data(graph)
+    check_versions(versions)
+    tau, left_out = plan_tasks([v.split for v in versions], cfg.item_std)
+    for note in graph.notes:
+      print(f"data: {note}")
+    for task, reason in left_out.items():
+      print(f"consumer task {task} left out: {reason}")
+    return graph, versions, tau, left_out
+
+  def execute(self, run, args, cfg, data):
+    graph, versions, tau, left_out = data
+    started = time.perf_counter()
+    methods, sweep = self.methods(cfg), cfg.lambda_sweep
+    tasks = tuple(t for t in TASKS if t not in left_out)
+    splits = [v.split for v in versions]
+    runner = MethodRunner(versions, attribute_sizes(graph), cfg, jax.random.key(cfg.seed), run)
+    sweep_runners = {lam: runner.with_lambda(lam) for lam in sweep if lam != cfg.lam}
+    total = runner.epochs_needed(methods) + sum(r.epochs_needed(("bc-aligner",)) - cfg.epochs
+                                                for r in sweep_runners.values())
+    with tqdm(total=total, desc="embedding models (epochs)", disable=not run.progress) as bar:
+      for r in (runner, *sweep_runners.values()):
+        r.progress = bar
+      runs = {m: runner.run(m) for m in methods}
+      for lam, r in sweep_runners.items():
+        runs[f"bc-aligner@{lam:g}"] = r.run("bc-aligner")
+    if sweep and cfg.lam in sweep and "bc-aligner" not in runs:
+      runs["bc-aligner"] = runner.run("bc-aligner")
+    published = {m: r.published for m, r in runs.items()}
+    n_consumers = len(tasks) * (len(cfg.consumer_hidden) * len(cfg.consumer_dropout) + cfg.consumer_seeds)
+    with tqdm(total=n_consumers, desc="consumer models", disable=not run.progress) as bar:
+      consumers = unintended_aucs(splits, runs["fix-m0"].published, published, tau, cfg, run.log, bar, tasks,
+                                  stage=run.stage)
+    summary = report.summarise({m: r.recall_by_version for m, r in runs.items()}, published, consumers)
+    results = {"dataset": args.dataset, "preset": args.preset, "seed": cfg.seed, "config": {"lam": cfg.lam},
+               "graph": {"users": graph.num_users, "items": graph.num_items, "edges": graph.num_edges,
+                         "versions": [{"users": s.num_users, "items": s.num_items, "train_edges": len(s.train_user),
+                                       "val_edges": len(s.val_user)} for s in splits]},
+               "data_notes": list(graph.notes), "consumers_left_out": left_out,
+               "methods": {m: summary[m] for m in methods},
+               "consumers": {t: {k: c[k] for k in ("config", "steps", "stop_auc")} for t, c in consumers.items()}}
+    if sweep:
+      results["lambda_sweep"] = {f"{lam:g}": summary["bc-aligner" if lam == cfg.lam else f"bc-aligner@{lam:g}"]
+                                 for lam in sweep}
+    results["seconds"] = time.perf_counter() - started
+    return results
+
+  def report(self, run, args, cfg, results):
+    table = report.table_3(results)
+    run.write_text("table.md", table)
+    report.figure_3(run.out / "figure3.png", results)
+    if cfg.lambda_sweep:
+      report.figure_5(run.out / "figure5.png", results["lambda_sweep"])
+    return f"{table}\n({results['seconds']:.0f} s)"
+
+
+EXPERIMENT = BCAligner()
