@@ -1,93 +1,17 @@
-"""Command line of the Gramian-estimation experiment (Figure 2a: all estimators at |B| = 128 and 1024; Figure 2b:
-SOGram's bias-variance trade-off over alpha).
+"""Command line of the Gramian-estimation experiment (``--help`` for every flag).
 
-  python -m experiments.gramian_estimation --preset quick                       # synthetic default
+  python -m experiments.gramian_estimation --preset quick                          # synthetic default
   python -m experiments.gramian_estimation --dataset movielens-100k --data-dir ml-100k/
 """
 
-import argparse
-import dataclasses
 import sys
-from pathlib import Path
 
-from experiments import common
-from experiments.gramian_estimation.run import PRESETS, track
-from experiments.two_tower.cli import add_data_arguments, open_run
-
-
-def table(results: dict, cfg) -> str:
-  """Mean normalised Frobenius error over the second half of the trajectory, per method (rows) and |B| (columns)."""
-  methods = {}
-  for spec in results["specs"]:
-    label = spec["method"] if spec["alpha"] is None else f"sogram (alpha={spec['alpha']})"
-    methods.setdefault(label, {})[spec["batch"]] = spec["name"]
-  rows = []
-  for label, by_batch in methods.items():
-    row = [label]
-    for b in cfg.batch_sizes:
-      name = by_batch.get(b)
-      row += [results["mean_error_second_half"][side][name] if name else "" for side in ("left", "right")]
-    rows.append(row)
-  header = ["estimator"] + [f"{side} B={b}" for b in cfg.batch_sizes for side in ("G_u", "G_v")]
-  return common.markdown_table(header, rows)
-
-
-def figures(out: Path, results: dict, cfg) -> None:
-  import matplotlib  # pylint: disable=import-outside-toplevel
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  steps = results["steps"]
-  curves = results["errors"]["left"]
-  fig, axes = plt.subplots(1, len(cfg.batch_sizes), figsize=(5.5 * len(cfg.batch_sizes), 4), sharey=True)
-  for ax, b in zip(list(getattr(axes, "flat", [axes])), cfg.batch_sizes):
-    for spec in results["specs"]:
-      if spec["batch"] == b and (spec["alpha"] in (None, cfg.alpha)):
-        ax.plot(steps, curves[spec["name"]], label=spec["name"].split(" B=")[0])
-    ax.set(yscale="log", xlabel="step", title=f"|B| = {b}", ylabel=r"$\|\hat G_u - G_u\|_F / \|G_u\|_F$")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-  fig.tight_layout()
-  common.save_figure(fig, out / "figure2a.png")
-  fig, ax = plt.subplots(figsize=(5.5, 4))
-  b = min(cfg.batch_sizes)
-  for spec in results["specs"]:
-    if spec["method"] == "sogram" and spec["batch"] == b:
-      ax.plot(steps, curves[spec["name"]], label=f"alpha = {spec['alpha']}")
-  ax.set(yscale="log", xlabel="step", title=f"SOGram, |B| = {b}", ylabel=r"$\|\hat G_u - G_u\|_F / \|G_u\|_F$")
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=8)
-  fig.tight_layout()
-  common.save_figure(fig, out / "figure2b.png")
+from experiments import harness
+from experiments.gramian_estimation.experiment import EXPERIMENT
 
 
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(prog="python -m experiments.gramian_estimation",
-                                   description="Gramian estimation error of SAGram (both beta), SOGram and the "
-                                               "sampling baselines on one common training trajectory. Writes "
-                                               "results.json, table.md, figure2a.png, figure2b.png, metrics.jsonl.")
-  parser.add_argument("--steps", type=int, help="override the trajectory length")
-  add_data_arguments(parser, PRESETS, "gramian_estimation")
-  args = parser.parse_args(argv)
-  cfg = dataclasses.replace(PRESETS[args.preset], seed=args.seed)
-  if args.dataset.startswith("movielens") and args.preset != "test":
-    cfg = dataclasses.replace(cfg, input_dim=32, sizes=(64, 35), lam=1.0)  # App. F's model: k = 35, lambda = 1
-  if args.steps:
-    cfg = dataclasses.replace(cfg, steps=args.steps)
-  opened = open_run(args, cfg, "gramian_estimation")
-  if opened is None:
-    return 2
-  out, corpus = opened
-  with common.MetricWriter(out / "metrics.jsonl") as writer:
-    results = track(corpus, cfg, progress=not args.no_progress, log=writer.write)
-  results.update(dataset=args.dataset, preset=args.preset, seed=cfg.seed)
-  common.write_json(out / "results.json", common.jsonable(results))
-  text = table(results, cfg)
-  common.write_text(out / "table.md", text)
-  figures(out, results, cfg)
-  print(f"\n{args.dataset}: mean normalised Frobenius error over the second half of the trajectory:\n")
-  print(text)
-  print(f"outputs in {out}")
-  return 0
+  return harness.main(EXPERIMENT, argv)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from bcjax.data import PairCorpus, counts
 from bcjax.gramian import GramianEstimator, batch_gramian, gramian, sagram, sogram
 from bcjax.models import TwoTower
 from experiments.two_tower.data import Sampler, gather, make_sampler, sample, train_data
+from experiments.harness import option
 from experiments.two_tower.train import init_state, make_embedder, make_optimizer, make_train_step
 
 
@@ -27,20 +28,20 @@ from experiments.two_tower.train import init_state, make_embedder, make_optimize
 class Config:
   input_dim: int = 50
   sizes: tuple[int, ...] = (256, 64)
-  lam: float = 10.0
+  lam: float = option(10.0, help="penalty coefficient λ of the trajectory's training", flag="--lambda", low=0.0)
   optimizer: str = "adam"
   learning_rate: float = 1e-3
   train_batch_size: int = 1024  # the trajectory's own batches
-  steps: int = 600
-  error_every: int = 10
-  batch_sizes: tuple[int, ...] = (128, 1024)  # |B| of the estimators (Figure 2a)
-  alpha: float = 0.1  # SOGram in Figure 2a
-  alphas: tuple[float, ...] = (0.001, 0.01, 0.1, 0.5)  # Figure 2b, at the smallest |B|
+  steps: int = option(600, help="trajectory length", low=1)
+  error_every: int = option(10, help="steps between exact-Gramian error measurements", low=1)
+  batch_sizes: tuple[int, ...] = option((128, 1024), help="|B| of the estimators (Figure 2a)", low=1)
+  alpha: float = option(0.1, help="SOGram's α in Figure 2a", low=0.0, high=1.0, low_open=True)
+  alphas: tuple[float, ...] = option((0.001, 0.01, 0.1, 0.5), help="SOGram's α values of Figure 2b", low=0.0,
+                                     high=1.0, low_open=True)
   smoothing: float = 1.0
   num_pages: int = 10_000
   num_links: int = 100_000
-  seed: int = 0
-
+  seed: int = option(0, help="PRNG seed of the corpus, the model and the batches", low=0)
 
 PRESETS = {
     "quick": Config(),
@@ -103,7 +104,7 @@ def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None) -
     for spec in all_specs:
       est, sampler = _make(spec, bags.num_entities, entity_counts, cfg.smoothing)
       estimators[side, spec.name] = (est, sampler)
-      estimator_states[side, spec.name] = est.init(full) if spec.method.startswith("sagram") else est.init(full[:1])
+      estimator_states[side, spec.name] = est.init(full)
 
   @jax.jit
   def update_all(params, est_states, rng):

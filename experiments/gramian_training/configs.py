@@ -3,6 +3,8 @@ App. F for MovieLens); ``quick`` shortens training to minutes on a CPU; ``test``
 
 import dataclasses
 
+from experiments.harness import option
+
 SAMPLINGS = ("uniform", "linear", "sqrt")
 METHODS = tuple(f"{m}-{s}" for s in SAMPLINGS for m in ("sampling", "sogram"))
 
@@ -11,21 +13,21 @@ METHODS = tuple(f"{m}-{s}" for s in SAMPLINGS for m in ("sampling", "sogram"))
 class Config:
   input_dim: int = 50  # shared input embedding dimension ("simple": 50)
   sizes: tuple[int, ...] = (256, 64)  # tower layers; the last is k ("simple": [256, 64])
-  lam: float = 10.0  # penalty coefficient lambda
-  learning_rate: float = 0.01
-  optimizer: str = "adagrad"
-  batch_size: int = 1024  # observed pairs B'
-  penalty_batch_size: int = 1024  # entities per side for the Gramian (B)
-  alpha: float = 0.01  # SOGram's Gramian learning rate
-  steps: int = 3000
-  eval_every: int = 250
-  num_candidates: int = 50_000  # MAP@10 is scored against this many random candidates (paper: 50K)
+  lam: float = option(10.0, help="penalty coefficient λ", flag="--lambda", low=0.0)
+  learning_rate: float = option(0.01, help="the optimiser's learning rate", low=0.0, low_open=True)
+  optimizer: str = option("adagrad", help="optimiser", choices=("adagrad", "adam", "sgd"))
+  batch_size: int = option(1024, help="observed pairs B' per step", low=1)
+  penalty_batch_size: int = option(1024, help="entities per side for the Gramian (|B|)", low=1)
+  alpha: float = option(0.01, help="SOGram's Gramian learning rate α", low=0.0, high=1.0, low_open=True)
+  steps: int = option(3000, help="training steps (the evaluation interval shrinks to fit)", low=1)
+  eval_every: int = option(250, help="steps between validation evaluations", low=1)
+  num_candidates: int = option(50_000, help="MAP@10 is scored against this many random candidates (paper: 50K)",
+                               low=1)
   smoothing: float = 1.0  # added to entity counts of the linear / sqrt distributions
   num_pages: int = 20_000  # synthetic corpus
   num_links: int = 200_000
-  methods: tuple[str, ...] = METHODS
-  seed: int = 0
-
+  methods: tuple[str, ...] = option(METHODS, help="methods to run", choices=METHODS)
+  seed: int = option(0, help="PRNG seed of the corpus, the models and the batches", low=0)
 
 def _movielens(cfg: Config) -> Config:
   # App. F: one hidden layer, k = 35, eta = 0.05, lambda = 1; best SOGram alpha = 0.1; 80/20 split.
