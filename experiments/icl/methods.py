@@ -27,12 +27,11 @@ import jax
 import numpy as np
 
 from bcjax.contrastive import AgentConfig, LearningRateAgent, inner_step_count, old_negative_count
-from experiments.icl.configs import Config
+from experiments.icl.configs import METHODS, Config
 from experiments.icl.data import Cycle, shuffled_batches
 from experiments.icl.train import (Encoder, Timer, adam_update, copy_tree, embed_fn, grad_fn, sgd_update,
                                    to_host)
 
-METHODS = ("retrain", "finetune", "replay", "distill", "nce2-only", "meta", "lrl", "icl")
 
 
 class Run(NamedTuple):

@@ -1,0 +1,125 @@
+"""The ICL experiment (Tables 3–4, Figs. 2–3 as numbers, Fig. 5 and, with --alpha-sweep, Fig. 4) as a harness
+experiment."""
+
+import time
+
+import jax
+import numpy as np
+from tqdm.auto import tqdm
+
+from bcjax.data import growth_split
+from experiments import harness
+from experiments.icl import report
+from experiments.icl.configs import PRESETS, Config
+from experiments.icl.datasets import DATASETS, known_dataset, load_dataset
+from experiments.icl.evaluate import accuracies, check_splits
+from experiments.icl.methods import METHODS, Context, pretrain, train_method
+from experiments.icl.train import split_encoder
+
+
+def alphas_of(cfg: Config) -> list[float]:
+  """The growth ratios of a run: --alpha first, then the sweep's others."""
+  return [cfg.alpha] + [a for a in cfg.alpha_sweep if a != cfg.alpha]
+
+
+def methods_of(cfg: Config) -> tuple[str, ...]:
+  return tuple(m for m in METHODS if m in set(cfg.methods) | {"retrain"})
+
+
+def planned_splits(num: int, alphas, cfg) -> dict:
+  """The old/new split of every (α, run), exactly as :func:`run_alpha` will draw it."""
+  return {f"α = {alpha:g}, run {run}": growth_split(num, alpha, np.random.default_rng(cfg.seed + 1000 * run))
+          for alpha in alphas for run in range(cfg.runs)}
+
+
+def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar) -> tuple[dict, dict, dict]:
+  """One independent run at growth ratio α: split, pre-train on X, train every method; returns the per-method
+  records, their epoch losses and the pre-trained encoder's accuracies."""
+  seed = cfg.seed + 1000 * run
+  old, new = growth_split(data.num, alpha, np.random.default_rng(seed))
+  ctx = Context(data, old, new, alpha, cfg)
+  k_model, k_pre, k_methods = jax.random.split(jax.random.fold_in(jax.random.key(cfg.seed), run), 3)
+  fresh = split_encoder(data.new_model(cfg, k_model))
+
+  def logger(name):
+    def write(**record):
+      log(alpha=alpha, run=run, **record)
+      bar.set_postfix(alpha=alpha, run=run, method=name, epoch=record["epoch"], loss=f"{record['loss']:.4f}")
+    return write
+  pre, loss0 = pretrain(ctx, fresh, k_pre, seed, logger("pretrain"))
+  bar.update()
+  pre_acc = accuracies(pre.encoder, data, old, new, cfg.svm_folds, seed)
+  records, losses = {}, {}
+  for i, m in enumerate(methods):
+    r = train_method(m, ctx, pre.encoder, fresh, loss0, jax.random.fold_in(k_methods, i), seed + i + 1, logger(m))
+    records[m] = {"epochs": r.epochs, "train_seconds": r.train_seconds, "compile_seconds": r.compile_seconds,
+                  "stopped": r.stopped, "accuracy": accuracies(r.encoder, data, old, new, cfg.svm_folds, seed)}
+    losses[m] = r.losses
+    bar.update()
+  return records, losses, pre_acc
+
+
+class ICL(harness.Experiment):
+  name = "icl"
+  description = ("Incremental contrastive learning: pre-train on the old data X, then grow it by ΔX (growth ratio "
+                 "α = |ΔX| / |X ∪ ΔX|) and train each method until convergence; speed-ups vs retraining, SVM "
+                 "accuracy on all/old/new data. Writes config.json, metrics.jsonl, stages/ (one per α and run), "
+                 "results.json, table.md, figure5.png (and figure4.png with --alpha-sweep).")
+  config = Config
+  presets = PRESETS
+  default_dataset = "synthetic-graphs"
+  datasets = (f"one of {', '.join(DATASETS)}; tu:NAME reads any TU dataset (e.g. tu:IMDB-BINARY) from --data-dir "
+              f"(its folder or zip, or a folder holding NAME/ or NAME.zip) or, with --download, from the TU Dortmund "
+              f"collection")
+
+  def check(self, args, cfg):
+    if not known_dataset(args.dataset):
+      raise harness.UsageError("--dataset", f"must be one of {', '.join(DATASETS)}; got {args.dataset!r}")
+
+  def describe(self, args, cfg):
+    return {"dataset": args.dataset, "alphas": alphas_of(cfg), "methods": methods_of(cfg)}
+
+  def load(self, args, cfg):
+    data = load_dataset(args.dataset, args.data_dir, download=args.download, seed=cfg.seed,
+                        image_size=cfg.image_size, ldp_std=cfg.ldp_std)
+    check_splits(data.labels, planned_splits(data.num, alphas_of(cfg), cfg), cfg.svm_folds)
+    for note in data.notes:
+      print(f"data: {note}")
+    return data
+
+  def execute(self, run, args, cfg, data):
+    started = time.perf_counter()
+    alphas, methods = alphas_of(cfg), methods_of(cfg)
+    sweep, pretrained, curves = {}, {}, {}
+    with tqdm(total=len(alphas) * cfg.runs * (len(methods) + 1), desc="pre-training + methods",
+              disable=not run.progress) as bar:
+      for alpha in alphas:
+        per_run, pre_runs = {m: [] for m in methods}, []
+        for r in range(cfg.runs):
+          records, losses, pre_acc = run.stage(f"alpha={alpha:g}/run{r}", lambda alpha=alpha, r=r: run_alpha(
+              data, alpha, methods, cfg, r, run.log, bar))
+          for m, rec in records.items():
+            per_run[m].append(rec)
+          pre_runs.append(pre_acc)
+          if r == 0:
+            curves[f"{alpha:g}"] = losses
+        sweep[f"{alpha:g}"] = {"methods": report.summarise(per_run)}
+        pretrained[f"{alpha:g}"] = {s: float(np.mean([p[s] for p in pre_runs])) for s in ("all", "old", "new")}
+    main_alpha = f"{alphas[0]:g}"
+    return {"dataset": args.dataset, "alpha": alphas[0], "methods": sweep[main_alpha]["methods"],
+            "preset": args.preset, "runs": cfg.runs, "seed": cfg.seed, "num_samples": data.num,
+            "pretrained": pretrained, "alpha_sweep": sweep, "data_notes": list(data.notes),
+            "loss_curves": curves, "seconds": time.perf_counter() - started}
+
+  def report(self, run, args, cfg, results):
+    table = report.tables(results)
+    run.write_text("table.md", table)
+    main_alpha = f"{results['alpha']:g}"
+    report.figure_5(run.out / "figure5.png", results["loss_curves"][main_alpha], f"{args.dataset}, α = {main_alpha}")
+    if len(results["alpha_sweep"]) > 1:
+      report.figure_4(run.out / "figure4.png", {a: b["methods"] for a, b in results["alpha_sweep"].items()},
+                      args.dataset)
+    return f"{table}\n({results['seconds']:.0f} s)"
+
+
+EXPERIMENT = ICL()
