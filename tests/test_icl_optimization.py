@@ -65,7 +65,40 @@ class MetaStepTest(absltest.TestCase):
     assert_close(np.asarray(eager.grads["w"]), np.asarray(jitted.grads["w"]))
     with self.assertRaisesRegex(ValueError, "learning rates"):
       first_order_meta_gradient(loss, loss, params, 0, (1.0, 1.0), 0.5, [0.1])
-    assert_close(np.asarray(sgd_step(params, {"w": jnp.ones(3)}, 0.5)["w"]), [-0.5, 0.5, 1.5])
+
+  def test_rates_chosen_from_each_support_loss_and_compiled_steps(self):
+    """A rate callable sees each step's support loss (as the learned-rate agent does) and gets the hand-unrolled
+    result; compiled differentiation and a custom update give the same numbers, one dispatch per step."""
+    rng = np.random.default_rng(1)
+    a_s, b_s, a_q, b_q = rng.normal(size=(4, 3)), rng.normal(size=4), rng.normal(size=(5, 3)), rng.normal(size=5)
+    theta = rng.normal(size=3)
+    seen = []
+
+    def rate(step, loss):
+      seen.append((step, float(loss)))
+      return 0.1 / (1.0 + float(loss))  # depends on the loss, so a wrong loss gives a wrong θ'
+
+    compiled, calls = {}, []
+
+    def value_and_grad(fn):
+      compiled.setdefault(fn, jax.jit(jax.value_and_grad(fn, has_aux=True)))
+      return lambda *args: (calls.append(fn), compiled[fn](*args))[1]
+
+    support, query = quadratic(jnp.asarray(a_s), jnp.asarray(b_s)), quadratic(jnp.asarray(a_q), jnp.asarray(b_q))
+    out = first_order_meta_gradient(support, query, {"w": jnp.asarray(theta)}, 0, (1.0, 2.0), 1.0, rate,
+                                    value_and_grad=value_and_grad, update=jax.jit(sgd_step))
+    l1 = 0.5 * np.sum((a_s @ theta - b_s) ** 2)
+    t1 = theta - 0.1 / (1 + l1) * a_s.T @ (a_s @ theta - b_s)
+    l2 = 0.5 * np.sum((a_s @ t1 - 2 * b_s) ** 2)
+    t2 = t1 - 0.1 / (1 + l2) * a_s.T @ (a_s @ t1 - 2 * b_s)
+    self.assertEqual([s for s, _ in seen], [0, 1])
+    assert_close([v for _, v in seen], [l1, l2])
+    assert_close(np.asarray(out.fast_params["w"]), t2)
+    assert_close(np.asarray(out.grads["w"]), a_q.T @ (a_q @ t2 - b_q))
+    self.assertEqual(calls, [support, support, query])
+
+  def test_sgd_step(self):
+    assert_close(np.asarray(sgd_step({"w": jnp.arange(3.0)}, {"w": jnp.ones(3)}, 0.5)["w"]), [-0.5, 0.5, 1.5])
 
 
 class AgentTest(absltest.TestCase):

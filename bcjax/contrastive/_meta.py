@@ -60,21 +60,46 @@ class MetaGradient(NamedTuple):
   support_losses: tuple
 
 
+def _default_value_and_grad(loss_fn: LossFn):
+  return jax.value_and_grad(loss_fn, has_aux=True)
+
+
 def first_order_meta_gradient(support_loss: LossFn, query_loss: LossFn, params, aux, support_batches: Sequence,
-                              query_batch, support_learning_rates) -> MetaGradient:
-  """Runs the inner SGD steps on ``support_batches`` from θ (one learning rate per step, or one for all) and returns
-  the query loss and its gradient at the fast weights θ' (eq. 12, first order). Pure; jittable when the loss
-  functions are."""
+                              query_batch, support_learning_rates, *,
+                              value_and_grad: Callable[[LossFn], Callable] = _default_value_and_grad,
+                              update: Callable = sgd_step) -> MetaGradient:
+  r"""Runs the inner SGD steps on ``support_batches`` from θ and returns the query loss and its gradient at the fast
+  weights θ' (eq. 12, first order). Pure; jittable when the loss functions and the rates are.
+
+  Args:
+    support_loss, query_loss: ``loss(params, aux, batch) -> (loss, aux)``; ``aux`` (e.g. BatchNorm statistics) is
+      threaded through every call in order.
+    params, aux: θ and the initial auxiliary state.
+    support_batches: one batch per inner step (n_inner of them); query_batch: the new-data batch.
+    support_learning_rates: lr_s for every step, a sequence with one rate per step, or a callable
+      ``rate(step, loss) -> lr`` that picks each step's rate from that step's support loss at the current fast
+      weights (a learned-rate agent, section 3.3.2; called eagerly, so jittable only if it is).
+    value_and_grad: how a loss is differentiated: ``value_and_grad(loss)(params, aux, batch) -> ((loss, aux),
+      grads)``; the default is ``jax.value_and_grad(loss, has_aux=True)``. Pass compiled (e.g. jitted, timed)
+      equivalents to run the steps eagerly with one dispatch each.
+    update: the inner step ``update(params, grads, lr) -> params``; plain SGD (:func:`sgd_step`) by default.
+
+  Returns:
+    :class:`MetaGradient` with the query loss and its gradient at θ', θ', the final ``aux`` and the support losses.
+  """
   rates = support_learning_rates
-  if not isinstance(rates, (list, tuple)):
-    rates = [rates] * len(support_batches)
-  if len(rates) != len(support_batches):
-    raise ValueError(f"first_order_meta_gradient: {len(rates)} learning rates for {len(support_batches)} support "
-                     f"batches")
+  if not callable(rates):
+    if not isinstance(rates, (list, tuple)):
+      rates = [rates] * len(support_batches)
+    if len(rates) != len(support_batches):
+      raise ValueError(f"first_order_meta_gradient: {len(rates)} learning rates for {len(support_batches)} support "
+                       f"batches")
+  support_grad, query_grad = value_and_grad(support_loss), value_and_grad(query_loss)
   fast, losses = params, []
-  for batch, lr in zip(support_batches, rates):
-    (loss, aux), grads = jax.value_and_grad(support_loss, has_aux=True)(fast, aux, batch)
-    fast = sgd_step(fast, grads, lr)
+  for step, batch in enumerate(support_batches):
+    (loss, aux), grads = support_grad(fast, aux, batch)
+    lr = rates(step, loss) if callable(rates) else rates[step]
+    fast = update(fast, grads, lr)
     losses.append(loss)
-  (loss, aux), grads = jax.value_and_grad(query_loss, has_aux=True)(fast, aux, query_batch)
+  (loss, aux), grads = query_grad(fast, aux, query_batch)
   return MetaGradient(loss, grads, fast, aux, tuple(losses))

@@ -16,6 +16,7 @@ from flax import nnx
 from bcjax.data import (GraphCollection, augment_graphs, bucket, from_graphs, graph_mask, local_degree_profile, normalize_rows,
                         pad_graphs, read_gin, read_tu, tu_dataset_path, with_features)
 from bcjax.models import GCNEncoder
+from experiments.common import shuffled_batches
 
 DATASETS = ("proteins", "proteins-full", "reddit-binary", "synthetic-graphs", "tu:<NAME>")
 TU_PREFIX = "tu:"
@@ -92,12 +93,6 @@ class Views(NamedTuple):
 class Negatives(NamedTuple):
   inputs: jraph.GraphsTuple  # or an ImageBatch
   mask: np.ndarray
-
-
-def shuffled_batches(num: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
-  """One epoch of shuffled index batches, the last one partial (the reference keeps it)."""
-  perm = rng.permutation(num)
-  return [perm[i:i + batch_size] for i in range(0, num, batch_size)]
 
 
 class Cycle:

@@ -26,11 +26,13 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from bcjax.contrastive import AgentConfig, LearningRateAgent, inner_step_count, old_negative_count
+from bcjax.contrastive import (AgentConfig, LearningRateAgent, first_order_meta_gradient, inner_step_count,
+                               old_negative_count)
+from experiments.common import device_copy, shuffled_batches, to_host
 from experiments.icl.configs import METHODS, Config
-from experiments.icl.data import Cycle, shuffled_batches
-from experiments.icl.train import (Encoder, Timer, adam_update, copy_tree, embed_fn, grad_fn, sgd_update,
-                                   to_host)
+from experiments.icl.data import Cycle
+from experiments.icl.train import (Encoder, Timer, adam_update, batch_loss, compiled_value_and_grad, embed_fn,
+                                   sgd_update)
 
 
 
@@ -56,22 +58,35 @@ class _Trainer:
 
   def __init__(self, ctx: Context, encoder: Encoder, key: jax.Array, seed: int):
     self.ctx, self.cfg, self.enc = ctx, ctx.cfg, encoder
-    self.params, self.stats = copy_tree(encoder.params), copy_tree(encoder.stats)
+    self.params, self.stats = device_copy(encoder.params), device_copy(encoder.stats)
     self.key = key
     self.rng = np.random.default_rng(seed)
     self.timer = Timer()
     self.optimizer, self._adam = adam_update(self.cfg.learning_rate, self.cfg.weight_decay)
     self.opt_state = self.optimizer.init(self.params)
 
-  def _next_key(self):
+  def next_key(self):
     self.key, sub = jax.random.split(self.key)
     return sub
 
-  def grad(self, kind: str, batch, extra=0.0, params=None):
-    fn = grad_fn(self.enc.train_def, kind, self.cfg.temperature, kind == "mixed")
-    loss, grads, self.stats = self.timer.call(fn, self.params if params is None else params, self.stats, batch,
-                                              self._next_key(), extra)
-    return float(loss), grads
+  def loss(self, kind: str, static_extra=None):
+    """``loss(params, stats, (batch, key, extra)) -> (loss, stats)`` of one kind (see ``train.loss_fn``)."""
+    return batch_loss(self.enc.train_def, kind, self.cfg.temperature, static_extra)
+
+  def value_and_grad(self, loss):
+    """The jitted, timed ``(params, stats, batch) -> ((loss, stats), grads)`` of ``loss``."""
+    fn = compiled_value_and_grad(loss)
+    return lambda params, stats, batch: self.timer.call(fn, params, stats, batch)
+
+  def grad(self, kind: str, batch, extra=0.0):
+    """Loss and gradient at θ of one batch (a fresh key); the BatchNorm statistics move on."""
+    return self.grad_prepared(kind, (batch, self.next_key(), extra))
+
+  def grad_prepared(self, kind: str, prepared):
+    """The same for a batch prepared as ``(views, key, extra)``."""
+    loss = self.loss(kind, prepared[2] if kind == "mixed" else None)
+    (value, self.stats), grads = self.value_and_grad(loss)(self.params, self.stats, prepared)
+    return float(value), grads
 
   def adam(self, grads):
     self.params, self.opt_state = self.timer.call(self._adam, self.params, self.opt_state, grads)
@@ -119,13 +134,21 @@ class _Incremental:
       self.agent_s = LearningRateAgent(agent, k_s, initial_loss)
       self.agent_q = LearningRateAgent(agent, k_q, initial_loss)
 
-  def support(self, t: _Trainer, index, params=None):
+  def support_batch(self, t: _Trainer, index):
+    """An NCE-II batch of old anchors with B − 1 new negatives each: ``(views, key, α)``."""
     batch = t.views(index, self.new_cycle.next(), t.cfg.batch_size - 1)
-    return t.grad("nce-ii", batch, np.float32(t.ctx.alpha), params)
+    return batch, t.next_key(), np.float32(t.ctx.alpha)
 
-  def query(self, t: _Trainer, index, params=None):
+  def query_batch(self, t: _Trainer, index):
+    """A mixed NCE-I batch of new anchors with old_num old negatives each: ``(views, key, new_num)``."""
     batch = t.views(index, self.old_cycle.next(), self.old_num)
-    return t.grad("mixed", batch, self.new_num, params)
+    return batch, t.next_key(), self.new_num
+
+  def support(self, t: _Trainer, index):
+    return t.grad_prepared("nce-ii", self.support_batch(t, index))
+
+  def query(self, t: _Trainer, index):
+    return t.grad_prepared("mixed", self.query_batch(t, index))
 
 
 def _two_phase_epoch(t: _Trainer, inc: _Incremental, learned: bool) -> float:
@@ -144,15 +167,22 @@ def _two_phase_epoch(t: _Trainer, inc: _Incremental, learned: bool) -> float:
 
 
 def _meta_epoch(t: _Trainer, inc: _Incremental, learned: bool) -> float:
-  """Per query batch: n_inner support SGD steps from θ, the query gradient at θ', the outer step on θ."""
+  """Per query batch: :func:`bcjax.first_order_meta_gradient` (n_inner support SGD steps from θ, with the agent's
+  rates or lr_s, and the query gradient at θ'), then the outer step on θ."""
+  support_loss, query_loss = t.loss("nce-ii"), t.loss("mixed", inc.new_num)
+
+  def inner_update(params, grads, lr):
+    # the jitted SGD step donates its input: θ itself must survive the inner loop
+    return t.timer.call(sgd_update, device_copy(params) if params is t.params else params, grads, np.float32(lr))
+
   losses = []
   for index in shuffled_batches(len(t.ctx.new), t.cfg.batch_size, t.rng):
-    fast = t.params
-    for _ in range(inc.n_inner):
-      loss, grads = inc.support(t, inc.support_cycle.next(), fast)
-      lr_s = inc.agent_s(loss) if learned else t.cfg.inner_learning_rate
-      fast = t.sgd(grads, lr_s, params=copy_tree(fast) if fast is t.params else fast)
-    loss, grads = inc.query(t, t.ctx.new[index], fast)
+    supports = [inc.support_batch(t, inc.support_cycle.next()) for _ in range(inc.n_inner)]
+    query = inc.query_batch(t, t.ctx.new[index])
+    rates = (lambda step, loss: inc.agent_s(float(loss))) if learned else t.cfg.inner_learning_rate
+    meta = first_order_meta_gradient(support_loss, query_loss, t.params, t.stats, supports, query, rates,
+                                     value_and_grad=t.value_and_grad, update=inner_update)
+    t.stats, loss, grads = meta.aux, float(meta.query_loss), meta.grads
     if learned:
       t.params = t.sgd(grads, inc.agent_q(loss))
     elif t.cfg.meta_outer == "adam":

@@ -14,6 +14,7 @@ import optax
 from flax import nnx
 
 from bcjax.contrastive import info_nce, mixed_info_nce, nce_ii, sgd_step
+from experiments.common import adam, device_copy, split_train_eval, to_host  # noqa: F401  (to_host re-exported)
 
 KINDS = ("nce-i", "nce-ii", "mixed", "distill")
 
@@ -27,11 +28,7 @@ class Encoder(NamedTuple):
 
 def split_encoder(model: nnx.Module) -> Encoder:
   """The train- and eval-mode graph definitions of ``model`` and its parameters and batch statistics."""
-  model.train()
-  train_def, params, stats = nnx.split(model, nnx.Param, nnx.BatchStat)
-  model.eval()
-  eval_def, _, _ = nnx.split(model, nnx.Param, nnx.BatchStat)
-  return Encoder(train_def, eval_def, params, stats)
+  return Encoder(*split_train_eval(model))
 
 
 def _encode(train_def, params, stats, graphs, key):
@@ -88,21 +85,28 @@ def loss_fn(train_def: nnx.GraphDef, kind: str, temperature: float) -> Callable:
 
 
 @functools.lru_cache(maxsize=None)
-def grad_fn(train_def: nnx.GraphDef, kind: str, temperature: float, static_extra: bool) -> Callable:
-  """Jitted ``(params, stats, batch, key, extra) -> (loss, grads, stats)``; ``extra`` is static when it sets a shape
-  (mixed: new_num)."""
+def batch_loss(train_def: nnx.GraphDef, kind: str, temperature: float, static_extra=None) -> Callable:
+  """``loss(params, stats, (batch, key, extra)) -> (loss, stats)``: :func:`loss_fn` in the shape of
+  :func:`bcjax.first_order_meta_gradient`'s losses. ``static_extra`` replaces ``extra`` when it sets a shape (mixed:
+  new_num), so it is a compile-time constant."""
   loss = loss_fn(train_def, kind, temperature)
 
-  def run(params, stats, batch, key, extra):
-    (value, stats), grads = jax.value_and_grad(loss, has_aux=True)(params, stats, batch, key, extra)
-    return value, grads, stats
-  return jax.jit(run, static_argnums=(4,) if static_extra else ())
+  def run(params, stats, batch):
+    views, key, extra = batch
+    return loss(params, stats, views, key, extra if static_extra is None else static_extra)
+  return run
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_value_and_grad(loss: Callable) -> Callable:
+  """Jitted ``(params, stats, batch) -> ((loss, stats), grads)`` of one :func:`batch_loss`, cached per loss."""
+  return jax.jit(jax.value_and_grad(loss, has_aux=True))
 
 
 @functools.lru_cache(maxsize=None)
 def adam_update(learning_rate: float, weight_decay: float):
   """Adam with coupled L2 weight decay (torch ``Adam(weight_decay=...)``): returns (optimizer, jitted update)."""
-  optimizer = optax.chain(optax.add_decayed_weights(weight_decay), optax.adam(learning_rate))
+  optimizer = adam(learning_rate, weight_decay)
 
   @functools.partial(jax.jit, donate_argnums=(0, 1))
   def update(params, opt_state, grads):
@@ -133,11 +137,3 @@ class Timer:
     if fn._cache_size() > before:
       self.compile_seconds += time.perf_counter() - start
     return out
-
-
-def to_host(tree):
-  return jax.tree.map(np.asarray, tree)
-
-
-def copy_tree(tree):
-  return jax.tree.map(jnp.array, tree)
