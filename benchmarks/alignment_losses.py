@@ -7,14 +7,26 @@ versus applying the chain, writing JSON:
   python -m benchmarks.alignment_losses --out runs/bench_alignment.json [--quick]
 """
 
-import argparse
+import dataclasses
 import sys
 
 import jax
 import jax.numpy as jnp
 
 from bcjax.alignment import multi_step_loss, single_step_loss
-from benchmarks.timing import time_jitted, write_report
+from benchmarks.timing import benchmark_main, time_jitted
+from experiments.harness import option
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  batch_sizes: tuple[int, ...] = option((2048, 16384), help="rows n", low=1)
+  chain_lengths: tuple[int, ...] = option((1, 2, 4, 8), help="chain lengths k", low=1)
+  dim: int = option(256, help="embedding width of every version", low=1)
+  repeats: int = option(30, help="timed runs (median reported)", low=1)
+
+
+PRESETS = {"full": Config(), "quick": Config(batch_sizes=(256, 2048), chain_lengths=(1, 4), dim=64, repeats=5)}
 
 
 def run(batch_sizes, chain_lengths, dim: int, repeats: int) -> list[dict]:
@@ -40,17 +52,8 @@ def run(batch_sizes, chain_lengths, dim: int, repeats: int) -> list[dict]:
 
 
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--out", required=True, help="JSON file to write (must not exist)")
-  parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
-  parser.add_argument("--dim", type=int, default=256)
-  args = parser.parse_args(argv)
-  if args.quick:
-    rows = run([256, 2048], [1, 4], dim=64, repeats=5)
-  else:
-    rows = run([2048, 16384], [1, 2, 4, 8], dim=args.dim, repeats=30)
-  write_report(args.out, "alignment_losses", results=rows)
-  return 0
+  return benchmark_main("alignment_losses", __doc__, Config, PRESETS, lambda cfg: {
+      "results": run(cfg.batch_sizes, cfg.chain_lengths, dim=cfg.dim, repeats=cfg.repeats)}, argv)
 
 
 if __name__ == "__main__":

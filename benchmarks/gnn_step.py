@@ -12,7 +12,7 @@ steps; and ``pyg_over_bcjax`` = PyG median / bcjax median.
   python -m benchmarks.gnn_step --out runs/gnn_step.json [--quick] [--steps 5] [--threads 2]
 """
 
-import argparse
+import dataclasses
 import statistics
 import sys
 import time
@@ -22,9 +22,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcjax.models import bipartite_inputs
-from benchmarks.timing import write_report
+from benchmarks.timing import benchmark_main
 from experiments.bc_aligner.data import Batch
-from experiments.bc_aligner.train import StepInputs, TrainState, adam, make_train_step, new_model
+from experiments.bc_aligner.train import StepInputs, TrainState, make_train_step, new_model
+from experiments.common import adam
+from experiments.harness import option
 
 MUSICAL_INSTRUMENTS = {"users": 27_530, "items": 10_611, "edges": 231_312, "categories": 900, "brands": 1_500}
 QUICK = {"users": 2_000, "items": 800, "edges": 16_000, "categories": 60, "brands": 80}
@@ -145,22 +147,27 @@ def time_pyg(sizes: dict, layers: int, dim: int, steps: int, graph, threads: int
           "torch": torch.__version__, "torch_geometric": torch_geometric.__version__, "threads": threads}
 
 
-def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(prog="python -m benchmarks.gnn_step", description=__doc__.split("\n\n")[0])
-  parser.add_argument("--out", required=True, help="JSON report path (never overwritten)")
-  parser.add_argument("--quick", action="store_true", help="a small graph (seconds; for smoke tests)")
-  parser.add_argument("--steps", type=int, default=5, help="timed steps per framework (median reported)")
-  parser.add_argument("--threads", type=int, default=2, help="torch threads for the PyG comparison")
-  args = parser.parse_args(argv)
-  if args.steps < 1:
-    parser.error(f"--steps must be >= 1, got {args.steps}")
-  sizes = QUICK if args.quick else MUSICAL_INSTRUMENTS
-  shapes = ((2, 32), (3, 64)) if args.quick else ((2, 256), (3, 512))
+GRAPHS = {"musical-instruments": MUSICAL_INSTRUMENTS, "quick": QUICK}
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  graph: str = option("musical-instruments", choices=tuple(GRAPHS), help="graph sizes")
+  shapes: tuple[tuple[int, int], ...] = ((2, 256), (3, 512))  # (layers, width) per timed model
+  steps: int = option(5, help="timed steps per framework (median reported)", low=1)
+  threads: int = option(2, help="torch threads for the PyG comparison", low=1)
+
+
+PRESETS = {"full": Config(), "quick": Config(graph="quick", shapes=((2, 32), (3, 64)))}
+
+
+def measure(cfg: Config) -> dict:
+  sizes = GRAPHS[cfg.graph]
   graph = stand_in(sizes)
   rows = []
-  for layers, dim in shapes:
-    row = {"layers": layers, "dim": dim, "bcjax": time_bcjax(sizes, layers, dim, args.steps, graph)}
-    pyg = time_pyg(sizes, layers, dim, args.steps, graph, args.threads)
+  for layers, dim in cfg.shapes:
+    row = {"layers": layers, "dim": dim, "bcjax": time_bcjax(sizes, layers, dim, cfg.steps, graph)}
+    pyg = time_pyg(sizes, layers, dim, cfg.steps, graph, cfg.threads)
     if pyg is not None:
       row["pyg"] = pyg
       row["pyg_over_bcjax"] = pyg["median_s"] / row["bcjax"]["median_s"]
@@ -169,8 +176,11 @@ def main(argv=None) -> int:
         " (torch_geometric not installed: no comparison)"
     print(f"{layers} x {dim}: bcjax {row['bcjax']['median_s']:.3f} s/step (compile {row['bcjax']['compile_s']:.1f} "
           f"s){ratio}", file=sys.stderr)
-  write_report(args.out, "gnn_step", sizes=sizes, batch_size=2048, results=rows)
-  return 0
+  return {"sizes": sizes, "batch_size": 2048, "results": rows}
+
+
+def main(argv=None) -> int:
+  return benchmark_main("gnn_step", __doc__.split("\n\n")[0], Config, PRESETS, measure, argv)
 
 
 if __name__ == "__main__":

@@ -15,14 +15,15 @@ uniform-sampling batch Gramian with |B| = 1024 (the paper reports comparable qua
   python -m benchmarks.gramian_vs_sampling --out runs/gramian_bench.json [--quick]
 """
 
-import argparse
+import dataclasses
 import sys
 
 import jax
 import jax.numpy as jnp
 
 from bcjax.gramian import batch_gramian, double_sum_penalty, gramian, gramian_form_penalty, sogram
-from benchmarks.timing import time_jitted, write_report
+from experiments.harness import option
+from benchmarks.timing import benchmark_main, time_jitted, write_report
 
 
 def cost_table(batches, dims, repeats: int) -> list[dict]:
@@ -86,20 +87,32 @@ def equal_cost(n: int, k: int, steps: int, alphas, seed: int = 0) -> dict:
   return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Config:
+  batch_sizes: tuple[int, ...] = option((256, 1024, 4096, 8192), help="batch sizes of the cost table", low=1)
+  dims: tuple[int, ...] = option((32, 64, 128), help="embedding widths k of the cost table", low=1)
+  repeats: int = option(20, help="timed runs (median reported)", low=1)
+  n: int = option(50_000, help="entities of the equal-cost comparison", low=2)
+  k: int = option(32, help="width of the equal-cost comparison", low=1)
+  steps: int = option(2000, help="steps of the equal-cost comparison", low=2)
+  alphas: tuple[float, ...] = option((0.01, 0.03, 0.1, 0.3), help="SOGram α values tried", low=0.0, high=1.0,
+                                     low_open=True)
+
+
+PRESETS = {"full": Config(),
+           "quick": Config(batch_sizes=(256, 1024), dims=(32,), repeats=5, n=4000, k=16, steps=400,
+                           alphas=(0.05, 0.2))}
+
+
+def measure(cfg: Config) -> dict:
+  cost = cost_table(list(cfg.batch_sizes), list(cfg.dims), repeats=cfg.repeats)
+  eq = equal_cost(n=cfg.n, k=cfg.k, steps=cfg.steps, alphas=cfg.alphas)
+  return {"cost": cost, "equal_cost": eq,
+          "target_met": all(r["ratio"] >= 0.8 * r["flop_ratio"] for r in cost if r["batch"] >= 4096) or None}
+
+
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--out", required=True, help="JSON file to write (must not exist)")
-  parser.add_argument("--quick", action="store_true", help="small sizes and few repeats (under a minute)")
-  args = parser.parse_args(argv)
-  if args.quick:
-    cost = cost_table([256, 1024], [32], repeats=5)
-    eq = equal_cost(n=4000, k=16, steps=400, alphas=(0.05, 0.2))
-  else:
-    cost = cost_table([256, 1024, 4096, 8192], [32, 64, 128], repeats=20)
-    eq = equal_cost(n=50000, k=32, steps=2000, alphas=(0.01, 0.03, 0.1, 0.3))
-  write_report(args.out, "gramian_vs_sampling", cost=cost, equal_cost=eq,
-               target_met=all(r["ratio"] >= 0.8 * r["flop_ratio"] for r in cost if r["batch"] >= 4096) or None)
-  return 0
+  return benchmark_main("gramian_vs_sampling", __doc__, Config, PRESETS, measure, argv)
 
 
 if __name__ == "__main__":

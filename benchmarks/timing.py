@@ -1,12 +1,23 @@
-"""Timing helpers: compile once (timed separately), then the median of repeated runs with block_until_ready."""
+"""What every benchmark shares: timing (compile once, timed separately; then the median of repeated runs with
+block_until_ready), the machine's description, the JSON report, and the command line (a config dataclass with
+``quick``/``full`` presets through the experiments' harness: flags validated, ``--out`` checked, before any work)."""
 
+import argparse
+import dataclasses
 import json
+import os
 import platform
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import jax
+
+from bcjax.files import write_atomic
+from experiments import harness
+
+VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+                "amx_tile", "neon", "asimd", "sve")
 
 
 def time_jitted(fn: Callable, *args, repeats: int = 20, warmup: int = 2) -> dict:
@@ -28,10 +39,52 @@ def time_jitted(fn: Callable, *args, repeats: int = 20, warmup: int = 2) -> dict
   return {"compile_s": compile_s, "median_s": statistics.median(runs), "min_s": min(runs), "repeats": repeats}
 
 
+def cpu_description() -> dict:
+  """The CPU model, its vector extensions (of :data:`VECTOR_FLAGS`) and the cores this process may use."""
+  model, flags = platform.processor() or platform.machine(), set()
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      for line in f:
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key in ("model name", "Model", "Hardware") and model in ("", platform.machine(), platform.processor()):
+          model = value.strip()
+        elif key in ("flags", "Features"):
+          flags |= set(value.split())
+  except OSError:
+    pass
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  return {"model": model, "vector_extensions": [f for f in VECTOR_FLAGS if f in flags], "cores": cores,
+          "machine": platform.machine()}
+
+
 def write_report(out: str, benchmark: str, **content) -> None:
-  """Writes a benchmark's JSON report (with the platform it ran on), atomically and never over an existing file."""
-  from bcjax.files import write_atomic  # pylint: disable=import-outside-toplevel
-  report = {"benchmark": benchmark, "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
-            "jax": jax.__version__, "python": platform.python_version(), **content}
+  """Writes a benchmark's JSON report (with the machine it ran on), atomically and never over an existing file."""
+  report = {"benchmark": benchmark, "cpu": cpu_description(), "backend": jax.default_backend(),
+            "devices": [str(d) for d in jax.devices()], "jax": jax.__version__,
+            "python": platform.python_version(), **content}
   write_atomic(out, (json.dumps(report, indent=2) + "\n").encode())
   print(f"wrote {out}")
+
+
+def benchmark_main(name: str, description: str, config_cls, presets: dict, run: Callable[..., dict],
+                   argv: Sequence[str] | None = None) -> int:
+  """The command line of a benchmark: ``--out FILE`` (must not exist: checked before any work), ``--preset``
+  (``full``, or ``quick``: seconds; ``--quick`` is its shorthand) and one flag per config option; then
+  ``run(cfg) -> report fields`` and the JSON report, which records the config."""
+  parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{name}", description=description,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--out", required=True, help="JSON report to write (must not exist)")
+  parser.add_argument("--preset", choices=sorted(presets), default="full", help="full, or quick (seconds)")
+  parser.add_argument("--quick", action="store_true", help="shorthand for --preset quick")
+
+  def check(args, cfg):
+    if os.path.exists(args.out):
+      raise harness.UsageError("--out", f"{args.out} exists; reports are never overwritten")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
+      raise harness.UsageError("--out", f"{args.out}: its folder does not exist")
+  args, cfg = harness.parse_config(parser, argv, config_cls,
+                                   lambda a: presets["quick" if a.quick else a.preset], check)
+  content = run(cfg)
+  write_report(args.out, name, config=dataclasses.asdict(cfg), **content)
+  return 0
