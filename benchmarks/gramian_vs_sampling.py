@@ -71,7 +71,7 @@ def equal_cost(n: int, k: int, steps: int, alphas, seed: int = 0) -> dict:
   burn_in = steps // 4  # SOGram starts from 0; report the steady state
   out = {"n": n, "k": k, "steps": steps, "burn_in": burn_in, "trajectory": "u_i(t) = a_i cos(2 pi t / steps) + "
          "b_i sin(2 pi t / steps), |a_i|, |b_i| ~ i^-0.3"}
-  sampling = jax.jit(lambda: run(batch_gramian("uniform"), 1024))()
+  sampling = jax.jit(lambda: run(batch_gramian(sampling="uniform"), 1024))()
   out["sampling_b1024_error"] = float(jnp.mean(sampling[burn_in:]))
   out["sogram_b128_error_by_alpha"] = {}
   for alpha in alphas:
@@ -80,7 +80,7 @@ def equal_cost(n: int, k: int, steps: int, alphas, seed: int = 0) -> dict:
   best = min(out["sogram_b128_error_by_alpha"], key=out["sogram_b128_error_by_alpha"].get)
   out["sogram_alpha"] = float(best)
   out["sogram_b128_error"] = out["sogram_b128_error_by_alpha"][best]
-  uniform128 = jax.jit(lambda: run(batch_gramian("uniform"), 128))()
+  uniform128 = jax.jit(lambda: run(batch_gramian(sampling="uniform"), 128))()
   out["sampling_b128_error"] = float(jnp.mean(uniform128[burn_in:]))
   print(f"equal cost: SOGram |B|=128 (alpha={best}) {out['sogram_b128_error']:.4f} vs sampling |B|=1024 "
         f"{out['sampling_b1024_error']:.4f} (sampling |B|=128: {out['sampling_b128_error']:.4f})", file=sys.stderr)

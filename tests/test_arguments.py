@@ -15,8 +15,8 @@ from tests._tolerance import assert_close
 x3 = np.random.default_rng(0).normal(size=(4, 3))
 cand = np.random.default_rng(1).normal(size=(5, 3))
 so = gram.sogram(0.5, prior_dim=2)
-bg = gram.batch_gramian("linear", counts=np.arange(1, 6), prior_dim=2)
-bg0 = gram.batch_gramian("linear", counts=np.arange(1, 6))
+bg = gram.batch_gramian(sampling="linear", counts=np.arange(1, 6), prior_dim=2)
+bg0 = gram.batch_gramian(sampling="linear", counts=np.arange(1, 6))
 not_conceptor = np.diag([0.5, 1.5])
 negative = np.diag([0.5, -0.2])
 
@@ -56,11 +56,11 @@ CASES = [
     ("aperture_of_a_non_conceptor", lambda: bcjax.aperture_adaptation(not_conceptor, 2.0), ValueError,
      ["`c`", "not a conceptor"]),
     ("quota_of_a_non_conceptor", lambda: bcjax.quota(negative), ValueError, ["`c`", "not a conceptor"]),
-    ("log_similarity_zero_temperature", lambda: bcjax.log_similarity(x3, x3, 0.0), ValueError,
+    ("log_similarity_zero_temperature", lambda: bcjax.log_similarity(x3, x3, temperature=0.0), ValueError,
      ["`temperature`", "(0, inf)"]),
-    ("log_similarity_negative_temperature", lambda: bcjax.log_similarity(x3, x3, -0.1), ValueError,
+    ("log_similarity_negative_temperature", lambda: bcjax.log_similarity(x3, x3, temperature=-0.1), ValueError,
      ["`temperature`"]),
-    ("log_similarity_nan_temperature", lambda: bcjax.log_similarity(x3, x3, float("nan")), ValueError,
+    ("log_similarity_nan_temperature", lambda: bcjax.log_similarity(x3, x3, temperature=float("nan")), ValueError,
      ["`temperature`"]),
     ("log_similarity_dimension_mismatch", lambda: bcjax.log_similarity(x3, np.ones((2, 4))), ValueError,
      ["`a`", "`b`", "(4, 3)", "(2, 4)"]),
@@ -84,7 +84,8 @@ class NumpyScalarTest(absltest.TestCase):
       assert_close(state.gramian, float(alpha) * gram.gramian(x3))
     est = gram.sagram(np.int64(4), prior_dim=np.int32(0))
     self.assertEqual(est.init(x3).cache.shape, (4, 3))
-    assert_close(bcjax.log_similarity(x3, x3, np.float32(0.5)), bcjax.log_similarity(x3, x3, 0.5))
+    assert_close(bcjax.log_similarity(x3, x3, temperature=np.float32(0.5)),
+                 bcjax.log_similarity(x3, x3, temperature=0.5))
     assert_close(bcjax.info_nce(x3, x3, temperature=np.float64(0.2)), bcjax.info_nce(x3, x3, temperature=0.2))
     self.assertEqual(bcjax.inner_step_count(np.float32(0.25)), 3)
     old, new = growth_split(np.int64(10), np.float32(0.3), np.random.default_rng(0))
@@ -94,8 +95,8 @@ class NumpyScalarTest(absltest.TestCase):
 
   def test_temperature_is_not_checked_when_traced(self):
     # Inside jit a traced temperature cannot be inspected; the function still runs.
-    out = jax.jit(lambda t: bcjax.log_similarity(x3, x3, t))(0.5)
-    assert_close(out, bcjax.log_similarity(x3, x3, 0.5))
+    out = jax.jit(lambda t: bcjax.log_similarity(x3, x3, temperature=t))(0.5)
+    assert_close(out, bcjax.log_similarity(x3, x3, temperature=0.5))
 
 
 if __name__ == "__main__":

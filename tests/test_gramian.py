@@ -127,7 +127,7 @@ class EstimatorTest(parameterized.TestCase):
   def test_saga_estimate_is_unbiased_monte_carlo(self):
     cache, current = map(jnp.asarray, random_trajectory(0))
     a = jnp.asarray(np.random.default_rng(1).uniform(0.5, 2, size=12))
-    est = sagram(12, "saga")
+    est = sagram(12, beta="saga")
     state = est.init(cache, weights=a)
 
     def one(key):
@@ -141,7 +141,7 @@ class EstimatorTest(parameterized.TestCase):
   def test_sag_estimate_is_psd_gramian_of_refreshed_cache(self, seed, idx):
     cache, current = random_trajectory(seed)
     idx = np.asarray(idx)
-    est = sagram(12, "sag")
+    est = sagram(12, beta="sag")
     estimate, state = est.update(est.init(cache), current[idx], indices=idx)
     refreshed = cache.copy()
     refreshed[idx] = current[idx]  # duplicates carry equal rows here
@@ -161,7 +161,7 @@ class EstimatorTest(parameterized.TestCase):
 
   def test_saga_projection_gives_psd(self):
     cache, current = random_trajectory(3)
-    est = sagram(12, "saga", project=True)
+    est = sagram(12, beta="saga", project=True)
     g, _ = est.update(est.init(cache * 3), current[:1] * 0.1, indices=np.array([0]))
     self.assertGreaterEqual(np.linalg.eigvalsh(np.asarray(g.gramian)).min(), -1e-12)
 
@@ -209,7 +209,7 @@ class EstimatorTest(parameterized.TestCase):
     counts = rng.integers(1, 100, 20)
     u = jnp.asarray(rng.normal(size=(20, 3)))
     p = jnp.asarray(sampling_probabilities(counts, kind))
-    est = batch_gramian(kind, counts=counts)
+    est = batch_gramian(sampling=kind, counts=counts)
     state = est.init(u)
 
     def one(key):
@@ -223,7 +223,7 @@ class EstimatorTest(parameterized.TestCase):
     rng = np.random.default_rng(7)
     cache, current = random_trajectory(8)
     q = rng.normal(size=(12, 2))
-    est = sagram(12, "sag", prior_dim=2)
+    est = sagram(12, beta="sag", prior_dim=2)
     estimate, _ = est.update(est.init(cache, prior=q), current, indices=np.arange(12), prior=q)
     assert_close(estimate.cross, cross_gramian(current, q))
     so = sogram(1.0, prior_dim=2)
@@ -232,8 +232,8 @@ class EstimatorTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
       ("sogram", lambda: sogram(0.1), {}),
-      ("sagram", lambda: sagram(12, "saga"), {"indices": np.array([1, 2])}),
-      ("batch", lambda: batch_gramian("uniform"), {}),
+      ("sagram", lambda: sagram(12, beta="saga"), {"indices": np.array([1, 2])}),
+      ("batch", lambda: batch_gramian(sampling="uniform"), {}),
   )
   def test_state_is_stable_under_lax_cond_and_keeps_float32(self, make, kwargs):
     est = make()
@@ -259,7 +259,7 @@ class EstimatorTest(parameterized.TestCase):
 BAD = [
     ("alpha_zero", lambda: sogram(0.0), ValueError, ["`alpha`"]),
     ("alpha_above_one", lambda: sogram(1.5), ValueError, ["`alpha`", "1.5"]),
-    ("beta_unknown", lambda: sagram(10, "sgd"), ValueError, ["`beta`", "sgd"]),
+    ("beta_unknown", lambda: sagram(10, beta="sgd"), ValueError, ["`beta`", "sgd"]),
     ("n_zero", lambda: sagram(0), ValueError, ["`n`"]),
     ("init_rows_mismatch", lambda: sagram(5).init(np.ones((4, 3))), ValueError, ["`embeddings`", "n=5"]),
     ("k_mismatch", lambda: sogram(0.1).update(sogram(0.1).init(np.ones((2, 3))), np.ones((2, 4))), ValueError,
@@ -269,7 +269,7 @@ BAD = [
     ("index_out_of_range", lambda: sagram(3).update(sagram(3).init(np.ones((3, 2))), np.ones((1, 2)),
                                                     indices=np.array([3])), ValueError, ["`indices`", "[0, 3)"]),
     ("penalty_shape_mismatch", lambda: gramian_penalty(np.eye(2), np.eye(3)), ValueError, ["`gu`", "`gv`"]),
-    ("sampling_needs_counts", lambda: batch_gramian("sqrt"), ValueError, ["`counts`"]),
+    ("sampling_needs_counts", lambda: batch_gramian(sampling="sqrt"), ValueError, ["`counts`"]),
     ("unknown_sampling", lambda: sampling_probabilities([1, 2], "zipf"), ValueError, ["`kind`", "zipf"]),
     ("surrogate_k_mismatch", lambda: penalty_surrogate(np.ones((2, 3)), np.ones((2, 3)), np.eye(2), np.eye(2)),
      ValueError, ["`gu_hat`", "k=3"]),

@@ -329,7 +329,7 @@ class GCNEncoderTest(absltest.TestCase):
     a += np.eye(3)
     d = a.sum(1)
     want = (a / np.sqrt(np.outer(d, d))) @ h
-    got = gcn_propagate(graph._replace(nodes=None), jnp.asarray(graph.nodes), "remaining")
+    got = gcn_propagate(graph._replace(nodes=None), jnp.asarray(graph.nodes), self_loops="remaining")
     assert_close(np.asarray(got)[:3], want)
     # "always" keeps the data's loops as edges and adds one more: node 2 sees three
     a_always = np.zeros((3, 3))
@@ -340,7 +340,7 @@ class GCNEncoderTest(absltest.TestCase):
     assert_close(np.asarray(always)[:3], (a_always / np.sqrt(np.outer(d, d))) @ h)
     # without self-loops in the data the two agree
     loop_free = batch_graphs(from_graphs([(h, senders[keep], receivers[keep])], [0]), [0])
-    assert_close(gcn_propagate(loop_free._replace(nodes=None), jnp.asarray(loop_free.nodes), "remaining"),
+    assert_close(gcn_propagate(loop_free._replace(nodes=None), jnp.asarray(loop_free.nodes), self_loops="remaining"),
                  gcn_propagate(loop_free._replace(nodes=None), jnp.asarray(loop_free.nodes)))
     with self.assertRaisesRegex(ValueError, "`self_loops` must be one of"):
       GCNEncoder(2, self_loops="none", rngs=nnx.Rngs(0))

@@ -19,12 +19,12 @@ class InnerStepTest(parameterized.TestCase):
     self.assertEqual(inner_step_count(alpha), expected)
 
   def test_batch_ratio_rule_matches_the_reference_table(self):
-    self.assertEqual(inner_step_count(0.3, "batch-ratio", old_batches=25, new_batches=11), 2)  # PROTEINS
-    self.assertEqual(inner_step_count(0.7, "batch-ratio", old_batches=11, new_batches=25), 1)
+    self.assertEqual(inner_step_count(0.3, rule="batch-ratio", old_batches=25, new_batches=11), 2)  # PROTEINS
+    self.assertEqual(inner_step_count(0.7, rule="batch-ratio", old_batches=11, new_batches=25), 1)
     with self.assertRaisesRegex(ValueError, "old_batches"):
-      inner_step_count(0.3, "batch-ratio")
+      inner_step_count(0.3, rule="batch-ratio")
     with self.assertRaisesRegex(ValueError, "rule"):
-      inner_step_count(0.3, "magic")
+      inner_step_count(0.3, rule="magic")
     with self.assertRaisesRegex(ValueError, "alpha"):
       inner_step_count(1.0)
 

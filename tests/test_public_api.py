@@ -3,6 +3,7 @@ hold across modules, the Gramian estimators are interchangeable, and functions s
 hyper-parameters."""
 
 import importlib
+import inspect
 import re
 from pathlib import Path
 
@@ -65,6 +66,22 @@ class ConventionTest(absltest.TestCase):
     self.assertEqual(module(jnp.ones((2, 5))).shape, (2, 3))
     self.assertEqual(bcjax.notrans(jnp.ones((2, 5)), 3).shape, (2, 3))
 
+  def test_options_are_keyword_only_in_every_math_package(self):
+    """Arrays (and the formulas' own parameters, α of C(R, α) and a of SIF) are positional; every other argument
+    with a default is keyword-only, so an option can never be passed by position by mistake."""
+    positional_defaults = {"history", "weights", "mu", "nu", "c", "alpha", "a"}
+    offenders = []
+    for package in ("alignment", "conceptors", "contrastive", "gramian", "metrics", "models", "sentence"):
+      module = importlib.import_module(f"bcjax.{package}")
+      for name in module.__all__:
+        obj = getattr(module, name)
+        if not inspect.isfunction(obj) or name.startswith("load_"):  # a loader's file arguments are its inputs
+          continue
+        for p in inspect.signature(obj).parameters.values():
+          if p.default is not p.empty and p.kind == p.POSITIONAL_OR_KEYWORD and p.name not in positional_defaults:
+            offenders.append(f"{package}.{name}({p.name}=...)")
+    self.assertEqual(offenders, [])
+
   def test_options_are_keyword_only(self):
     with self.assertRaises(TypeError):
       bcjax.init_backward(jax.random.key(0), 3, 5, jnp.float64)  # pylint: disable=too-many-function-args
@@ -85,10 +102,10 @@ class EstimatorSwapTest(parameterized.TestCase):
   def test_readme_names_every_alternative(self):
     line = next(line for line in _readme_gramian_block().splitlines() if line.startswith("estimator = "))
     self.assertEqual(re.findall(r"(sagram\([^)]*\)|batch_gramian\([^)]*\))", line),
-                     ['sagram(10_000, "saga")', 'sagram(10_000, "sag")', 'batch_gramian("uniform")'])
+                     ['sagram(10_000, beta="saga")', 'sagram(10_000, beta="sag")', 'batch_gramian(sampling="uniform")'])
 
-  @parameterized.parameters('sogram(alpha=0.1)', 'sagram(10_000, "saga")', 'sagram(10_000, "sag")',
-                            'batch_gramian("uniform")')
+  @parameterized.parameters('sogram(alpha=0.1)', 'sagram(10_000, beta="saga")', 'sagram(10_000, beta="sag")',
+                            'batch_gramian(sampling="uniform")')
   def test_each_estimator_runs_the_readme_example(self, estimator):
     block = _readme_gramian_block()
     block = re.sub(r"(?m)^estimator = .*$", f"estimator = {estimator}", block)
@@ -103,7 +120,7 @@ class EstimatorSwapTest(parameterized.TestCase):
     idx = jnp.array([0, 1, 2, 3, 4, 5])
     where = jnp.array([True, True, True, True, False, False])
     padded = x.at[4:].set(jnp.nan)
-    for est in (gram.sogram(0.5), gram.sagram(6, "saga"), gram.sagram(6, "sag"), gram.batch_gramian("uniform")):
+    for est in (gram.sogram(0.5), gram.sagram(6, beta="saga"), gram.sagram(6, beta="sag"), gram.batch_gramian(sampling="uniform")):
       state = est.init(x)
       masked, _ = est.update(state, padded, indices=idx, where=where)
       kept, _ = est.update(state, x[:4], indices=idx[:4])

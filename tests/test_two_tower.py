@@ -64,7 +64,7 @@ class TrainStepTest(absltest.TestCase):
 
   def test_sogram_with_alpha_one_is_the_sampling_baseline(self):
     a, _ = self.run_steps(sogram(1.0), 5)
-    b, _ = self.run_steps(batch_gramian("uniform"), 5)
+    b, _ = self.run_steps(batch_gramian(sampling="uniform"), 5)
     for x, y in zip(jax.tree.leaves(a.params), jax.tree.leaves(b.params)):
       assert_close(x, y, "network")  # five Adam steps apart only by float32 fusion order
 

@@ -18,7 +18,7 @@ from jax.typing import ArrayLike
 from bcjax import _checks
 
 
-def compose(weights: Sequence[ArrayLike], dim: int | None = None) -> jax.Array:
+def compose(weights: Sequence[ArrayLike], *, dim: int | None = None) -> jax.Array:
   r"""Composes backward weights into :math:`W^j_k` (eq. 6).
 
   .. math::

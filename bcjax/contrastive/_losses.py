@@ -48,7 +48,7 @@ def _check_temperature(fn: str, temperature):
   return tau
 
 
-def log_similarity(a: ArrayLike, b: ArrayLike, temperature: float = 0.1) -> jax.Array:
+def log_similarity(a: ArrayLike, b: ArrayLike, *, temperature: float = 0.1) -> jax.Array:
   r""":math:`\log f(a_i, b_j) = \cos(a_i, b_j) / \tau`, [Ba, Bb], for rows a [Ba, D] and b [Bb, D]; τ > 0."""
   fn = "log_similarity"
   temperature = _check_temperature(fn, temperature)

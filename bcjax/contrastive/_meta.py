@@ -27,7 +27,7 @@ INNER_RULES = ("paper", "batch-ratio")
 LossFn = Callable[[Any, Any, Any], tuple[jax.Array, Any]]
 
 
-def inner_step_count(alpha: float, rule: str = "paper", *, old_batches: int | None = None,
+def inner_step_count(alpha: float, *, rule: str = "paper", old_batches: int | None = None,
                      new_batches: int | None = None) -> int:
   r"""Support steps per query batch: :math:`\max(\lceil (1-\alpha)/\alpha \rceil, 1)` (the paper), or
   ``rule="batch-ratio"``: :math:`\max(\lfloor \#\text{old batches} / \#\text{new batches} \rfloor, 1)` (the

@@ -206,7 +206,7 @@ def project_psd(g: jax.Array) -> jax.Array:
   return (u * jnp.maximum(s, 0.0)) @ u.T
 
 
-def sagram(n: int, beta: Literal["sag", "saga"] = "saga", *, project: bool = False, prior_dim: int = 0,
+def sagram(n: int, *, beta: Literal["sag", "saga"] = "saga", project: bool = False, prior_dim: int = 0,
            axis_name: str | None = None) -> GramianEstimator:
   r"""Stochastic Average Gramian (eq. 8, Alg. 1; Alg. 3 with a prior), for a batch B of example indices:
 
@@ -319,7 +319,7 @@ def sampling_probabilities(counts, kind: Literal["uniform", "linear", "sqrt"]) -
   return p / p.sum()
 
 
-def batch_gramian(sampling: Literal["uniform", "linear", "sqrt"] = "uniform", *, counts=None,
+def batch_gramian(*, sampling: Literal["uniform", "linear", "sqrt"] = "uniform", counts=None,
                   prior_dim: int = 0, axis_name: str | None = None) -> GramianEstimator:
   r"""Candidate-sampling baseline in Gramian form (eq. 14): a stateless estimate from the current batch,
 

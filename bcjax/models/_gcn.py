@@ -32,7 +32,7 @@ from bcjax.data._graph_batch import node_graph_ids, node_mask
 SELF_LOOPS = ("always", "remaining")
 
 
-def gcn_propagate(graph: jraph.GraphsTuple, h: jax.Array, self_loops: str = "always") -> jax.Array:
+def gcn_propagate(graph: jraph.GraphsTuple, h: jax.Array, *, self_loops: str = "always") -> jax.Array:
   r""":math:`\hat D^{-1/2}(A + I)\hat D^{-1/2} h` over the batch's edges, [N, d]. Padding edges join padding nodes
   only, so they never reach a real node.
 
@@ -65,7 +65,7 @@ class GCNConv(nnx.Module):
     self.self_loops = self_loops
 
   def __call__(self, graph: jraph.GraphsTuple, h: jax.Array) -> jax.Array:
-    return gcn_propagate(graph, self.linear(h), self.self_loops) + self.bias[...]
+    return gcn_propagate(graph, self.linear(h), self_loops=self.self_loops) + self.bias[...]
 
 
 class GCNEncoder(nnx.Module):

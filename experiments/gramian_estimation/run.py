@@ -73,10 +73,10 @@ def _make(spec: Spec, n: int, entity_counts, smoothing: float) -> tuple[GramianE
   kind = spec.method.split("-")[-1] if spec.method.startswith("sampling") else "uniform"
   sampler = make_sampler(entity_counts, kind, smoothing)
   if spec.method.startswith("sagram"):
-    return sagram(n, spec.method.split("-")[1]), sampler
+    return sagram(n, beta=spec.method.split("-")[1]), sampler
   if spec.method == "sogram":
     return sogram(spec.alpha), sampler
-  return batch_gramian("uniform"), sampler  # weights 1/(np) come with the batch
+  return batch_gramian(sampling="uniform"), sampler  # weights 1/(np) come with the batch
 
 
 def _relative_error(estimate, truth):
@@ -89,7 +89,7 @@ def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None) -
                    rngs=nnx.Rngs(params=jax.random.fold_in(key, 0)))
   graphdef, params = nnx.split(model)
   optimizer = make_optimizer(cfg.optimizer, cfg.learning_rate)
-  driver = batch_gramian("uniform")
+  driver = batch_gramian(sampling="uniform")
   state = init_state(graphdef, params, optimizer, driver, cfg.sizes[-1])
   train_step = make_train_step(graphdef, optimizer, driver, lam=cfg.lam, batch_size=cfg.train_batch_size,
                                penalty_batch_size=cfg.train_batch_size)

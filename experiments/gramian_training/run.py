@@ -21,7 +21,7 @@ def _estimator(method: str, cfg: Config):
   if kind == "sogram":
     return sogram(cfg.alpha), sampling
   if kind == "sampling":
-    return batch_gramian("uniform"), sampling  # the 1/(np) weights come with the batch
+    return batch_gramian(sampling="uniform"), sampling  # the 1/(np) weights come with the batch
   raise ValueError(f"unknown method {method!r}")
 
 
