@@ -4,6 +4,8 @@ with the reference's exclusion rule (scikit-learn's recall_score), post-hoc B_k 
 the notebook's degradation arithmetic, and the command line end to end."""
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import jax
@@ -25,6 +27,7 @@ from experiments.bc_aligner.report import figure_5, summarise
 from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, fold_batch, make_train_step, \
     new_model, posthoc_loss, train_posthoc
 from experiments.common import adam
+from tests._resume import assert_same_results, kill_then_resume
 from tests._tolerance import assert_close
 
 CFG = PRESETS["test"]
@@ -247,11 +250,26 @@ class ReportTest(absltest.TestCase):
 
 
 class CommandLineTest(absltest.TestCase):
+  ARGV = ["--preset", "test", "--methods", "bc-aligner,post-lin-mloss,keep-all", "--epochs", "2"]
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = Path(tempfile.mkdtemp(prefix="bcjax-bc-aligner-"))
+    cls.code = cli.main([*cls.ARGV, "--out", str(cls.tmp / "run"), "--no-progress"])
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.tmp, ignore_errors=True)
+    super().tearDownClass()
+
+  def test_killed_while_training_consumers_resumes_to_the_same_results(self):
+    resumed = kill_then_resume("experiments.bc_aligner", cli.main, self.ARGV, "consumers/*", self.tmp / "killed")
+    assert_same_results(self, resumed, json.loads((self.tmp / "run" / "results.json").read_text()))
 
   def test_end_to_end_schema(self):
-    out = Path(self.create_tempdir()) / "run"
-    self.assertEqual(cli.main(["--preset", "test", "--methods", "bc-aligner,post-lin-mloss,keep-all",
-                               "--epochs", "2", "--out", str(out), "--no-progress"]), 0)
+    out = self.tmp / "run"
+    self.assertEqual(self.code, 0)
     results = json.loads((out / "results.json").read_text())
     self.assertEqual(set(results["methods"]), {"keep-all", "fix-m0", "non-bc", "post-lin-mloss", "bc-aligner"})
     for m, r in results["methods"].items():

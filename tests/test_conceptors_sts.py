@@ -16,6 +16,7 @@ from bcjax.sentence import load_sts_genres
 from experiments.conceptors_sts.__main__ import main
 from experiments.conceptors_sts.pipeline import check_inputs
 from experiments.conceptors_sts.synthetic import make_synthetic_sts
+from tests._resume import assert_same_results, kill_then_resume
 from tests._tolerance import assert_close
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,6 +40,10 @@ class ConceptorsStsTest(absltest.TestCase):
   def tearDownClass(cls):
     shutil.rmtree(cls.tmp, ignore_errors=True)
     super().tearDownClass()
+
+  def test_killed_after_its_stage_resumes_to_the_same_results(self):
+    resumed = kill_then_resume("experiments.conceptors_sts", main, [], "time_course/*", self.tmp / "killed")
+    assert_same_results(self, resumed, self.results)
 
   def test_writes_outputs_in_the_paper_layouts(self):
     self.assertEqual(self.code, 0)

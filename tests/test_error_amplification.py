@@ -13,6 +13,7 @@ from absl.testing import absltest
 from bcjax.versioning import Registry
 from experiments.error_amplification.__main__ import main
 from experiments.error_amplification.configs import PRESETS
+from tests._resume import assert_same_results, kill_then_resume
 from tests._tolerance import assert_close
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,6 +90,12 @@ class ErrorAmplificationTest(absltest.TestCase):
       main(["--preset", "test", "--out", str(self.tmp / "run4"), "--methods", "nope"])
     self.assertEqual(ctx.exception.code, 2)
     self.assertFalse((self.tmp / "run4").exists())
+
+  def test_killed_in_a_late_stage_resumes_to_the_same_results(self):
+    resumed = kill_then_resume("experiments.error_amplification", main, ["--preset", "test"], "post-lin-sloss/B2",
+                               self.tmp / "killed")
+    assert_same_results(self, resumed, self.results)
+    self.assertEqual(len(list((self.tmp / "killed" / "registries" / "post-lin-mloss").iterdir())), 3)
 
   def test_command_line_help_and_run(self):
     proc = subprocess.run([sys.executable, "-m", "experiments.error_amplification", "--help"], cwd=ROOT,

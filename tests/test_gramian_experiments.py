@@ -12,6 +12,7 @@ from bcjax.data import synthetic_link_corpus
 
 from experiments.gramian_estimation.__main__ import main as estimation_main
 from experiments.gramian_training.__main__ import main as training_main
+from tests._resume import assert_same_results, kill_then_resume
 from experiments.two_tower.data import check_corpus, load_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +36,9 @@ class GramianEstimationTest(absltest.TestCase):
     self.assertLess(summary["sagram-saga B=32"], summary["sampling-uniform B=32"])
     table = (out / "table.md").read_text()
     self.assertIn("| sagram-saga |", table)
+    resumed = kill_then_resume("experiments.gramian_estimation", estimation_main, ["--preset", "test"],
+                               "trajectory", Path(self.create_tempdir()) / "killed")
+    assert_same_results(self, resumed, runs[0])
 
   def test_refuses_a_non_empty_out(self):
     out = Path(self.create_tempdir())
@@ -56,6 +60,9 @@ class GramianTrainingTest(absltest.TestCase):
       self.assertBetween(res["exact"]["recall@50"], 0.0, 1.0)
     self.assertIn("| uniform |", (out / "table.md").read_text())
     self.assertTrue((out / "figure3.png").stat().st_size > 0)
+    resumed = kill_then_resume("experiments.gramian_training", training_main, ["--preset", "test"],
+                               "sampling-uniform", Path(self.create_tempdir()) / "killed")
+    assert_same_results(self, resumed, results)
 
   def test_a_corpus_without_validation_pairs_is_refused_before_training(self):
     corpus = synthetic_link_corpus(50, 200, num_clusters=5, seed=0)

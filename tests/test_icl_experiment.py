@@ -23,6 +23,7 @@ from experiments.icl.data import Cycle, GraphData, graph_views, load_graphs, syn
 from experiments.icl.evaluate import C_GRID, svm_accuracy
 from experiments.icl.methods import METHODS, Context, converge, pretrain, train_method
 from experiments.icl.train import split_encoder
+from tests._resume import assert_same_results, kill_then_resume
 from tests._tolerance import assert_close
 
 
@@ -127,6 +128,10 @@ class CommandLineTest(absltest.TestCase):
       self.assertGreater((out / name).stat().st_size, 0, name)
     logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     self.assertEqual({r["method"] for r in logged if "event" not in r}, {"pretrain", "retrain", "finetune", "icl"})
+    resumed = kill_then_resume("experiments.icl", icl_main.main, ["--preset", "test", "--alpha-sweep", "0.3,0.5",
+                                                                  "--methods", "finetune,icl", "--max-epochs", "1"],
+                               "alpha=0.3/run0", out.parent / "killed")
+    assert_same_results(self, resumed, results)
 
   def test_images_run_and_bad_input_is_refused(self):
     tmp = Path(self.create_tempdir().full_path)

@@ -1,0 +1,249 @@
+"""The experiment harness: configs become validated flags; nothing is written before the flags and the data are
+checked; stages make a run resumable after a SIGKILL; a failed stage leaves results.partial.json. Then every real
+experiment and benchmark command line refuses each out-of-range flag with status 2 and no run directory."""
+
+import contextlib
+import dataclasses
+import io
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from absl.testing import absltest, parameterized
+
+from benchmarks import alignment_losses, gnn_step, gramian_vs_sampling
+from experiments import harness
+from experiments.bc_aligner.experiment import EXPERIMENT as BC_ALIGNER
+from experiments.conceptors_sts.experiment import EXPERIMENT as CONCEPTORS_STS
+from experiments.error_amplification.experiment import EXPERIMENT as ERROR_AMPLIFICATION
+from experiments.gramian_estimation.experiment import EXPERIMENT as GRAMIAN_ESTIMATION
+from experiments.gramian_training.experiment import EXPERIMENT as GRAMIAN_TRAINING
+from experiments.icl.experiment import EXPERIMENT as ICL
+from tests import _toy_experiment as toy
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENTS = (BC_ALIGNER, CONCEPTORS_STS, ERROR_AMPLIFICATION, GRAMIAN_ESTIMATION, GRAMIAN_TRAINING, ICL,
+               toy.EXPERIMENT)
+BENCHMARKS = ((alignment_losses, alignment_losses.Config), (gnn_step, gnn_step.Config),
+              (gramian_vs_sampling, gramian_vs_sampling.Config))
+
+
+def quiet(fn, *args):
+  """``fn(*args)``'s return value, or the SystemExit code, with stdout and stderr captured."""
+  err = io.StringIO()
+  with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+    try:
+      return fn(*args), err.getvalue()
+    except SystemExit as e:
+      return e.code, err.getvalue()
+
+
+def bad_values(field: dataclasses.Field) -> list[str]:
+  """Flag values outside what the field declares: below/above its bounds, outside its choices, not a number."""
+  meta = field.metadata["option"]
+  kind, is_tuple, _ = harness._element_type(field.type)  # pylint: disable=protected-access
+  values = []
+  if meta["choices"] is not None:
+    values.append("bogus")
+  if kind in (int, float) and kind is not bool:
+    values.append("x")
+    if meta["low"] is not None:
+      low = meta["low"]
+      values.append(str(kind(low)) if meta["low_open"] else str(kind(low - 1) if kind is int else low - 0.5))
+    if meta["high"] is not None:
+      high = meta["high"]
+      values.append(str(kind(high)) if meta["high_open"] else str(kind(high + 1) if kind is int else high + 0.5))
+    if kind is float:
+      values.append("nan")
+  if is_tuple:
+    if meta["nonempty"]:
+      values.append(",")
+    values = [v if v == "," else f"{_valid_element(field)},{v}" for v in values]
+  return values
+
+
+def _valid_element(field) -> str:
+  meta = field.metadata["option"]
+  if meta["choices"] is not None:
+    return str(meta["choices"][0])
+  low = meta["low"]
+  kind, _, _ = harness._element_type(field.type)  # pylint: disable=protected-access
+  value = 1 if low is None else (low + 0.5 if meta["low_open"] else low)
+  return str(kind(math.ceil(value) if kind is int else value))
+
+
+def flag_cases():
+  for experiment in EXPERIMENTS:
+    for field in dataclasses.fields(experiment.config):
+      if "option" in field.metadata:
+        for value in bad_values(field):
+          yield experiment, harness.flag_name(field), value
+
+
+class ConfigFlagTest(parameterized.TestCase):
+
+  def test_every_option_becomes_a_flag_and_applies(self):
+    _, args, cfg = toy.EXPERIMENT.parse(["--steps", "5", "--rate", "1", "--kinds", "c, a", "--widths", "3,4",
+                                         "--size", "7", "--loud", "--seed", "2"])
+    self.assertEqual(cfg, toy.Config(steps=5, rate=1.0, kinds=("c", "a"), widths=(3, 4), size=7, loud=True, seed=2))
+    _, _, cfg = toy.EXPERIMENT.parse(["--preset", "test", "--no-loud", "--size", "none"])
+    self.assertEqual(cfg, toy.Config(steps=2))  # the preset's value unless a flag is given
+    self.assertIsNone(args.resume)
+
+  @parameterized.parameters(("--steps", "0", ">= 1"), ("--rate", "0", "> 0 and <= 1"), ("--rate", "1.5", "<= 1"),
+                            ("--rate", "nan", "must be a number"), ("--kinds", "a,z", "one of a, b, c"),
+                            ("--kinds", ",", "at least one"), ("--widths", "2,0", ">= 1"),
+                            ("--steps", "2.5", "must be a int"), ("--size", "0", ">= 1"))
+  def test_a_bad_value_exits_2_naming_the_flag_and_its_range(self, flag, value, allowed):
+    code, err = quiet(toy.EXPERIMENT.parse, [flag, value])
+    self.assertEqual(code, 2)
+    self.assertIn(flag, err)
+    self.assertIn(allowed, err)
+
+  def test_boundaries_are_as_declared(self):
+    self.assertEqual(toy.EXPERIMENT.parse(["--rate", "1.0", "--steps", "1", "--widths", ""])[2].rate, 1.0)
+    self.assertEqual(quiet(toy.EXPERIMENT.parse, ["--rate", "1e-300"])[0].__class__, tuple)
+
+
+class LifecycleTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.tmp = Path(self.create_tempdir().full_path)
+
+  def run_toy(self, *argv, out=None):
+    return quiet(toy.main, ["--no-progress", *argv, *(["--out", str(out)] if out else [])])
+
+  def subprocess(self, out, fault, *argv):
+    env = dict(os.environ, BCJAX_FAULT=fault)
+    return subprocess.run([sys.executable, "-m", "tests._toy_experiment", "--out", str(out), "--no-progress", *argv],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+  def test_nothing_is_written_before_flags_and_data_are_checked(self):
+    for argv in (["--steps", "-5"], ["--bad-data"], ["--kinds", "q"]):
+      out = self.tmp / "x"
+      code, err = self.run_toy(*argv, out=out)
+      self.assertEqual(code, 2, err)
+      self.assertFalse(out.exists(), argv)
+    self.assertIn("toy data is damaged", self.run_toy("--bad-data", out=self.tmp / "y")[1])
+
+  def test_a_finished_run_is_never_overwritten(self):
+    out = self.tmp / "done"
+    self.assertEqual(self.run_toy(out=out)[0], 0)
+    before = (out / "results.json").read_bytes()
+    self.assertEqual(self.run_toy(out=out)[0], 2)
+    self.assertEqual(quiet(toy.main, ["--resume", str(out)])[0], 2)  # finished: nothing to resume
+    self.assertEqual((out / "results.json").read_bytes(), before)
+
+  def test_sigkill_in_a_late_stage_then_resume_equals_an_uninterrupted_run(self):
+    whole = self.tmp / "whole"
+    self.assertEqual(self.run_toy("--steps", "4", out=whole)[0], 0)
+    killed = self.tmp / "killed"
+    proc = self.subprocess(killed, "kill:b/2", "--steps", "4")
+    self.assertEqual(proc.returncode, -signal.SIGKILL, proc.stderr)
+    self.assertFalse((killed / "results.json").exists())
+    self.assertEqual(sorted(p.name for p in (killed / "stages" / "b").iterdir()), ["0.pkl", "1.pkl", "2.pkl"])
+    code, err = quiet(toy.main, ["--resume", str(killed), "--no-progress"])
+    self.assertEqual(code, 0, err)
+    self.assertEqual(json.loads((killed / "results.json").read_text()),
+                     json.loads((whole / "results.json").read_text()))
+    events = [json.loads(line) for line in (killed / "metrics.jsonl").read_text().splitlines()]
+    finished = [e for e in events if e.get("event") == "finished"][-1]
+    self.assertEqual(finished["stages_computed"], ["b/3", "total"])  # only what the kill lost
+    self.assertIn("a/0", finished["stages_read_back"])
+    self.assertTrue(any(e.get("event") == "resumed" for e in events))
+
+  def test_a_failed_stage_leaves_partial_results_and_can_be_resumed(self):
+    out = self.tmp / "failed"
+    proc = self.subprocess(out, "fail:b/1")
+    self.assertEqual(proc.returncode, 1, proc.stderr)
+    self.assertIn("stage 'b/1' failed", proc.stderr)
+    self.assertIn("--resume", proc.stderr)
+    partial = json.loads((out / "results.partial.json").read_text())
+    self.assertEqual(partial["failed_stage"], "b/1")
+    self.assertEqual(partial["finished_stages"], ["a/0", "a/1", "a/2", "b/0"])
+    self.assertIn("fault injected", partial["error"])
+    self.assertFalse((out / "results.json").exists())
+    self.assertEqual(quiet(toy.main, ["--resume", str(out), "--no-progress"])[0], 0)
+    self.assertTrue((out / "results.json").is_file())
+
+  def test_resume_takes_the_run_s_own_flags_only(self):
+    out = self.tmp / "run"
+    proc = self.subprocess(out, "kill:a/0", "--steps", "2")
+    self.assertEqual(proc.returncode, -signal.SIGKILL)
+    code, err = quiet(toy.main, ["--resume", str(out), "--steps", "3"])
+    self.assertEqual(code, 2)
+    self.assertIn("takes no other flag", err)
+    self.assertEqual(quiet(toy.main, ["--resume", str(self.tmp / "nowhere")])[0], 2)
+    self.assertEqual(quiet(toy.main, ["--resume", str(out), "--no-progress"])[0], 0)
+    results = json.loads((out / "results.json").read_text())
+    self.assertEqual(sorted(results["sums"]), ["a/0", "a/1", "b/0", "b/1"])  # --steps 2 from the stored flags
+
+  def test_published_folders_are_complete_or_absent(self):
+    out = self.tmp / "pub"
+    out.mkdir()
+    run = harness.Run(out, resumed=False, progress=False)
+    scratch = out / "reg" / ".a.partial"
+    scratch.mkdir(parents=True)
+    (scratch / "junk").write_text("left by a killed run")
+
+    def build(path):
+      path.mkdir(parents=True)
+      (path / "v0").write_text("complete")
+    final = run.publish_dir("reg/a", build)
+    self.assertEqual(sorted(p.name for p in final.iterdir()), ["v0"])
+    self.assertFalse(scratch.exists())
+    self.assertEqual(run.publish_dir("reg/a", lambda path: self.fail("rebuilt a published folder")), final)
+    with self.assertRaisesRegex(ValueError, "stage name"):
+      run.stage("../escape", lambda: 1)
+    run.close()
+
+
+class EveryCommandLineTest(parameterized.TestCase):
+  """Each validated flag of each experiment, given a value outside its declared range, exits 2 before anything is
+  written."""
+
+  @parameterized.parameters(*flag_cases())
+  def test_out_of_range_value_exits_2_and_creates_nothing(self, experiment, flag, value):
+    out = Path(self.create_tempdir().full_path) / "run"
+    code, err = quiet(harness.main, experiment, [flag, value, "--out", str(out), "--no-progress"])
+    self.assertEqual(code, 2, f"{experiment.name} {flag} {value!r}: {err}")
+    self.assertIn(flag, err)
+    self.assertFalse(out.exists())
+
+  @parameterized.parameters(
+      (BC_ALIGNER, ["--lambda", "-5"]), (GRAMIAN_TRAINING, ["--steps", "-5"]), (GRAMIAN_TRAINING, ["--alpha", "0"]),
+      (GRAMIAN_TRAINING, ["--alpha", "2.0"]), (CONCEPTORS_STS, ["--alpha", "0"]),
+      (ERROR_AMPLIFICATION, ["--steps", "0"]), (ICL, ["--alpha", "1.5"]), (ICL, ["--methods", "icl,bogus"]),
+      (BC_ALIGNER, ["--dataset", "imagenet"]), (GRAMIAN_ESTIMATION, ["--dataset", "movielens-99k"]))
+  def test_the_reported_bugs(self, experiment, argv):
+    out = Path(self.create_tempdir().full_path) / "run"
+    self.assertEqual(quiet(harness.main, experiment, [*argv, "--out", str(out)])[0], 2)
+    self.assertFalse(out.exists())
+
+  def test_every_experiment_has_help_presets_and_resume(self):
+    for experiment in EXPERIMENTS:
+      text = experiment.parser().format_help()
+      for flag in ("--preset", "--out", "--resume", "--no-progress"):
+        self.assertIn(flag, text, experiment.name)
+      if experiment is not toy.EXPERIMENT:
+        self.assertTrue({"quick", "paper", "test"} <= set(experiment.presets), experiment.name)
+
+  @parameterized.parameters(*BENCHMARKS)
+  def test_benchmarks_refuse_bad_flags_and_existing_reports_before_any_work(self, module, config):
+    tmp = Path(self.create_tempdir().full_path)
+    for field in dataclasses.fields(config):
+      for value in bad_values(field) if "option" in field.metadata else ():
+        code, err = quiet(module.main, ["--out", str(tmp / "r.json"), harness.flag_name(field), value])
+        self.assertEqual(code, 2, f"{field.name}={value}: {err}")
+    (tmp / "r.json").write_text("{}")
+    self.assertEqual(quiet(module.main, ["--out", str(tmp / "r.json"), "--quick"])[0], 2)
+    self.assertEqual((tmp / "r.json").read_text(), "{}")
+
+
+if __name__ == "__main__":
+  absltest.main()
