@@ -1,12 +1,35 @@
-"""Test-session settings: float64 JAX so results can be compared with float64 NumPy references."""
+"""Test-session settings: float64 JAX so results can be compared with float64 NumPy references, and one persistent
+compilation cache for the session, shared by the xdist workers and the subprocesses the tests start (the experiments'
+command-line tests compile the same steps many times); it lives in a fresh temporary folder, so no run sees another
+run's cache."""
 
 import os
+import shutil
+import tempfile
 
-import hypothesis
-import jax
-from absl import flags
+# Set before JAX is imported, here and (inherited) in every worker and subprocess.
+_CACHE_ENV = "BCJAX_TEST_JIT_CACHE"
+_OWN_CACHE = _CACHE_ENV not in os.environ
+if _OWN_CACHE:
+  os.environ[_CACHE_ENV] = tempfile.mkdtemp(prefix="bcjax-test-jit-cache-")
+os.environ.update(JAX_COMPILATION_CACHE_DIR=os.environ[_CACHE_ENV], JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                  JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+
+import hypothesis  # noqa: E402  pylint: disable=wrong-import-position
+import jax  # noqa: E402  pylint: disable=wrong-import-position
+from absl import flags  # noqa: E402  pylint: disable=wrong-import-position
 
 jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_compilation_cache_dir", os.environ[_CACHE_ENV])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def pytest_unconfigure(config):
+  """The process that made the cache folder (the controller, or a plain pytest) removes it at the end."""
+  del config
+  if _OWN_CACHE:
+    shutil.rmtree(os.environ[_CACHE_ENV], ignore_errors=True)
 
 hypothesis.settings.register_profile("bcjax", deadline=None, max_examples=40, derandomize=True,
                                      suppress_health_check=[hypothesis.HealthCheck.too_slow])

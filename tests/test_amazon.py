@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from absl.testing import absltest, parameterized
 
-from bcjax.data import (DataFormatError, amazon_files, load_amazon, read_amazon_metadata, read_amazon_reviews)
+from bcjax.data import (TASKS, DataFormatError, amazon_files, load_amazon, read_amazon_metadata, read_amazon_reviews)
 from experiments.bc_aligner import __main__ as cli
 from tests._amazon_fixture import category_graph, expected_days, write_category
 
@@ -122,7 +122,7 @@ class CommandLineTest(parameterized.TestCase):
     self.assertIn("binary-edge-rating", left)
     self.assertRegex(left["binary-edge-rating"], r"(early-stop|evaluation) set \(version \d\) has one class only")
     self.assertNotIn("binary-edge-rating", results["consumers"])
-    self.assertEqual(set(results["consumers"]) | set(left), set(cli.TASKS))
+    self.assertEqual(set(results["consumers"]) | set(left), set(TASKS))
     for r in results["methods"].values():
       self.assertEqual(set(r["unintended_auc_by_task"]), set(results["consumers"]))
       self.assertTrue(np.isfinite(r["combined_degradation_pct"]))
