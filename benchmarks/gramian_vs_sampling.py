@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 
 from bcjax.gramian import batch_gramian, double_sum_penalty, gramian, gramian_form_penalty, sogram
+from benchmarks.timing import benchmark_main, time_jitted
 from experiments.harness import option
-from benchmarks.timing import benchmark_main, time_jitted, write_report
 
 
 def cost_table(batches, dims, repeats: int) -> list[dict]:

@@ -31,6 +31,8 @@ POSTHOC = {"post-lin-sloss": "linear-sloss", "post-lin-mloss": "linear-mloss"}
 # methods that publish through a keep-latest registry of W_1..W_k
 LINEAR = tuple(m for m in METHODS if POSTHOC.get(m, JOINT.get(m, "")).startswith("linear"))
 ALIGN_KINDS = ("notrans", "linear-sloss", "linear-mloss")
+# the linear kinds as :func:`bcjax.fit_posthoc` names its losses
+POSTHOC_LOSS = {"linear-sloss": "single", "linear-mloss": "multi"}
 
 
 def alignment_loss(kind: str, z: jax.Array, z_prev: jax.Array, w: jax.Array | None, history=(), *,

@@ -1,13 +1,11 @@
 """Small pieces shared by the experiments: run-directory checks, JSON and markdown outputs, host copies of
 pytrees, model splitting, cached optimisers and shuffled batches (one copy of each)."""
 
-import datetime
 import functools
 import io
 import json
 import os
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import jax
@@ -26,27 +24,7 @@ def check_out_dir(out: str | os.PathLike) -> Path:
   return out
 
 
-def prepare_out_dir(out: str | os.PathLike) -> Path:
-  """Creates ``out`` for a new run; refuses a directory that already holds results, so no run is overwritten."""
-  out = check_out_dir(out)
-  out.mkdir(parents=True, exist_ok=True)
-  return out
-
-
 LOAD_ERRORS = (FileNotFoundError, FileExistsError, ValueError, ConnectionError)
-
-
-def open_run(out: str | os.PathLike | None, name: str, load: Callable):
-  """Loads and checks the data, then creates the run directory (``out``, default ``runs/<name>-<time>``) and returns
-  ``(directory, load())``; when the directory holds results or the data cannot be read it prints the one-line error,
-  creates nothing and returns None."""
-  try:
-    path = check_out_dir(out or f"runs/{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}")
-    data = load()
-    return prepare_out_dir(path), data
-  except LOAD_ERRORS as e:
-    print(f"error: {e}", file=sys.stderr)
-    return None
 
 
 def write_json(path: Path, obj) -> None:
@@ -57,26 +35,6 @@ def write_json(path: Path, obj) -> None:
 def write_text(path: Path, text: str) -> None:
   """Writes text atomically, never over an existing file."""
   write_atomic(path, text.encode())
-
-
-class MetricWriter:
-  """Appends one JSON object per logging step to ``metrics.jsonl`` (line-buffered, flushed per line)."""
-
-  def __init__(self, path: Path):
-    self._file = open(path, "x", buffering=1)
-
-  def write(self, **record) -> None:
-    record.setdefault("time", datetime.datetime.now(datetime.timezone.utc).isoformat())
-    self._file.write(json.dumps(record) + "\n")
-
-  def close(self) -> None:
-    self._file.close()
-
-  def __enter__(self):
-    return self
-
-  def __exit__(self, *exc):
-    self.close()
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence], floatfmt: str = ".4f") -> str:

@@ -15,17 +15,19 @@ from absl.testing import absltest
 from flax import nnx
 from sklearn.metrics import recall_score
 
-from bcjax.data import split_versions, synthetic_evolving_graph
+from bcjax.alignment import PosthocFit, fit_posthoc
+from bcjax.data import synthetic_evolving_graph
 from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteSAGE, bipartite_inputs
 from experiments.bc_aligner import __main__ as cli
-from experiments.bc_aligner.experiment import EXPERIMENT
 from experiments.bc_aligner.configs import KEEP_LATEST, METHODS, PRESETS
 from experiments.bc_aligner.consumers import ConsumerMLP, score, train_consumer
 from experiments.bc_aligner.data import Batch, BPRSampler, attribute_sizes, version_data
+from experiments.bc_aligner.experiment import EXPERIMENT
 from experiments.bc_aligner.report import figure_5, summarise
 from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, fold_batch, make_train_step, \
-    new_model, posthoc_loss, train_posthoc
+    new_model, train_posthoc
+from experiments.bc_methods import POSTHOC_LOSS
 from experiments.common import adam
 from tests._resume import assert_same_results, kill_then_resume
 from tests._tolerance import assert_close
@@ -170,7 +172,10 @@ def numpy_alignment_rows(z_new, z_prev, w, history):
 
 class PosthocTest(absltest.TestCase):
 
-  def test_folded_loss_equals_the_row_gather_sum(self):
+  def test_folded_loss_equals_the_row_gather_mean(self):
+    """The reference sums the mean alignment term of the batch's users, positives and negatives; folded into
+    distinct nodes with counts, :func:`bcjax.fit_posthoc`'s count-weighted loss is that sum over 3 (the mean over all
+    3m valid rows), evaluated at W before the step."""
     rng = np.random.default_rng(3)
     n, d1, d2, d3 = 40, 5, 6, 7
     z_new, z_prev = rng.normal(size=(n, d3)), rng.normal(size=(n, d2))
@@ -185,9 +190,10 @@ class PosthocTest(absltest.TestCase):
       for kind, history in (("linear-sloss", ()), ("linear-mloss", (w1,))):
         single, multi = numpy_alignment_rows(z_new, z_prev, w, history)
         per_row = single if kind == "linear-sloss" else multi
-        expected = sum(per_row[r[mask]].mean() for r in rows)
-        got = posthoc_loss(kind, f32(w), f32(z_new), AlignTarget(f32(z_prev), tuple(map(f32, history))), fold)
-        assert_close(got, expected, err_msg=f"{kind}, B={b}")
+        expected = sum(per_row[r[mask]].mean() for r in rows) / 3
+        fit = fit_posthoc(f32(z_new), f32(z_prev), tuple(map(f32, history)), loss=POSTHOC_LOSS[kind], per_dim=True,
+                          batches=(fold.node[None], fold.count[None]), init=PosthocFit(f32(w), None, None))
+        assert_close(fit.losses[0], expected, err_msg=f"{kind}, B={b}")
 
 
   def test_recovers_a_known_map(self):

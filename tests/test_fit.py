@@ -56,6 +56,53 @@ class PosthocTest(parameterized.TestCase):
     w0 = init_backward(jax.random.split(jax.random.key(3))[0], 4, 6, dtype=np.float64)
     self.assertLess(full(a.w), 0.5 * full(w0))
 
+  @parameterized.parameters("single", "multi")
+  def test_counted_batches_equal_their_unfolded_rows_and_continue_exactly(self, loss):
+    rng = np.random.default_rng(4)
+    n = self.z_new.shape[0]
+    drawn = rng.integers(0, n, size=(6, 12))  # six batches of 12 rows with repeats
+    unfolded = (drawn, np.ones(drawn.shape))
+    folded_rows, folded_counts = [], []
+    for b in drawn:  # each batch as its distinct rows with counts, padded with count 0 to a common width
+      rows, counts = np.unique(b, return_counts=True)
+      folded_rows.append(np.pad(rows, (0, 12 - len(rows))))
+      folded_counts.append(np.pad(counts, (0, 12 - len(counts))).astype(float))
+    folded = (np.stack(folded_rows), np.stack(folded_counts))
+    kwargs = dict(key=jax.random.key(5), loss=loss, learning_rate=1e-2)
+    a = fit_posthoc(self.z_new, self.z_prev, self.history, batches=unfolded, **kwargs)
+    b = fit_posthoc(self.z_new, self.z_prev, self.history, batches=folded, **kwargs)
+    assert_close(b.losses, a.losses)
+    assert_close(b.w, a.w)
+    # step 0's loss is the mean over the batch's rows at the initial W (float64 NumPy)
+    w0 = np.asarray(init_backward(jax.random.split(jax.random.key(5))[0], 4, 6, dtype=np.float64))
+    delta = self.z_new[drawn[0]] @ w0.T - self.z_prev[drawn[0]]
+    terms = [np.sum(delta ** 2, axis=1)]
+    for w in reversed(self.history):
+      delta = delta @ np.asarray(w).T
+      terms.append(np.sum(delta ** 2, axis=1))
+    per_row = terms[0] if loss == "single" else np.mean(terms, axis=0)
+    assert_close(a.losses[0], per_row.mean())
+    # three steps, then three more from the returned state, equal six steps at once
+    first = fit_posthoc(self.z_new, self.z_prev, self.history, batches=(folded[0][:3], folded[1][:3]), **kwargs)
+    second = fit_posthoc(self.z_new, self.z_prev, self.history, batches=(folded[0][3:], folded[1][3:]), init=first,
+                         loss=loss, learning_rate=1e-2)
+    assert_close(second.w, b.w)
+    assert_close(np.concatenate([first.losses, second.losses]), b.losses)
+
+  def test_bad_batches_are_refused(self):
+    ok = (np.zeros((2, 3), int), np.ones((2, 3)))
+    for batches, message in (((np.zeros((2, 3), int), np.ones((2, 4))), "same shape"),
+                             ((np.zeros((2, 3), int), -np.ones((2, 3))), "counts must be >= 0"),
+                             ((np.full((2, 3), 999), np.ones((2, 3))), r"lie in \[0, 200\)"),
+                             ((np.zeros((2, 3)), np.ones((2, 3))), "integer ids"),
+                             ("rows", "a pair")):
+      with self.assertRaisesRegex(ValueError, message):
+        fit_posthoc(self.z_new, self.z_prev, key=jax.random.key(0), batches=batches)
+    with self.assertRaisesRegex(ValueError, "holds 2 steps"):
+      fit_posthoc(self.z_new, self.z_prev, key=jax.random.key(0), batches=ok, steps=3)
+    with self.assertRaisesRegex(ValueError, "pass `key`"):
+      fit_posthoc(self.z_new, self.z_prev, batches=ok)
+
   def test_init_backward_is_torch_default_uniform(self):
     w = np.asarray(init_backward(jax.random.key(1), 50, 16))
     self.assertEqual(w.shape, (50, 16))

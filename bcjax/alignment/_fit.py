@@ -22,9 +22,10 @@ from bcjax.alignment._losses import multi_step_loss, single_step_loss
 
 
 class PosthocFit(NamedTuple):
-  """Result of :func:`fit_posthoc`."""
+  """Result of :func:`fit_posthoc`; pass it back as ``init=`` to continue the fit."""
   w: jax.Array  # [d_(k-1), d_k], the fitted W_k
-  losses: jax.Array  # [steps], the training loss at every step
+  losses: jax.Array | None  # [steps], the training loss at every step (before that step's update)
+  opt_state: optax.OptState | None = None  # the optimiser's state after the last step
 
 
 def init_backward(key: jax.Array, d_prev: int, d_new: int, *, dtype=jnp.float32) -> jax.Array:
@@ -100,25 +101,58 @@ def _adam(learning_rate: float) -> optax.GradientTransformation:
   return optax.adam(learning_rate)
 
 
-@functools.partial(jax.jit, static_argnames=("loss", "steps", "batch_size", "per_dim", "optimizer"))
-def _fit(z_new, z_prev, history, w0, key, *, loss, steps, batch_size, per_dim, optimizer):
+@functools.partial(jax.jit, static_argnames=("loss", "batch_size", "per_dim", "optimizer", "weighted"))
+def _fit(z_new, z_prev, history, w0, opt_state, xs, *, loss, batch_size, per_dim, optimizer, weighted):
   n = z_new.shape[0]
 
-  def objective(w, rows):
+  def objective(w, rows, counts):
     zn, zp = z_new[rows], z_prev[rows]
+    if weighted:
+      # Every per-row term is a quadratic form of (z_k, z_(k-1)): a row counted c times is one row scaled by √c.
+      scale = jnp.sqrt(counts)[:, None].astype(zn.dtype)
+      zn, zp = scale * zn, scale * zp
     if loss == "single":
-      return single_step_loss(zn, zp, w, per_dim=per_dim)
-    return multi_step_loss(zn, zp, w, history, per_dim=per_dim)
+      value = single_step_loss(zn, zp, w, per_dim=per_dim)
+    else:
+      value = multi_step_loss(zn, zp, w, history, per_dim=per_dim)
+    if weighted:  # the row mean of c·ℓ becomes the count-weighted mean Σ c ℓ / Σ c
+      value = value * rows.shape[0] / jnp.maximum(jnp.sum(counts), 1.0)
+    return value
 
-  def step(carry, step_key):
+  def step(carry, x):
     w, opt_state = carry
-    rows = jnp.arange(n) if batch_size is None else jax.random.randint(step_key, (batch_size,), 0, n)
-    value, grad = jax.value_and_grad(objective)(w, rows)
+    if weighted:
+      rows, counts = x
+    else:
+      rows = jnp.arange(n) if batch_size is None else jax.random.randint(x, (batch_size,), 0, n)
+      counts = None
+    value, grad = jax.value_and_grad(objective)(w, rows, counts)
     updates, opt_state = optimizer.update(grad, opt_state, w)
     return (optax.apply_updates(w, updates), opt_state), value
 
-  (w, _), losses = jax.lax.scan(step, (w0, optimizer.init(w0)), jax.random.split(key, steps))
-  return PosthocFit(w, losses)
+  (w, opt_state), losses = jax.lax.scan(step, (w0, opt_state), xs)
+  return PosthocFit(w, losses, opt_state)
+
+
+def _check_batches(fn: str, batches, n: int):
+  """``(rows [S, R] ids in [0, n), counts [S, R] >= 0)``."""
+  try:
+    rows, counts = batches
+  except (TypeError, ValueError):
+    raise ValueError(f"{fn}: `batches` must be a pair (rows [steps, R], counts [steps, R])") from None
+  rows, counts = jnp.asarray(rows), _checks.as_float_array(fn, "batches counts", counts, ndim=2)
+  if not jnp.issubdtype(rows.dtype, jnp.integer) or rows.ndim != 2:
+    raise ValueError(f"{fn}: `batches` rows must be integer ids [steps, R], got dtype {rows.dtype} and shape "
+                     f"{tuple(rows.shape)}")
+  if rows.shape != counts.shape or rows.shape[0] == 0:
+    raise ValueError(f"{fn}: `batches` rows {tuple(rows.shape)} and counts {tuple(counts.shape)} must have the same "
+                     f"shape [steps >= 1, R]")
+  if _checks.is_concrete(rows) and rows.size and (int(jnp.min(rows)) < 0 or int(jnp.max(rows)) >= n):
+    raise ValueError(f"{fn}: `batches` rows must lie in [0, {n}), got range [{int(jnp.min(rows))}, "
+                     f"{int(jnp.max(rows))}]")
+  if _checks.is_concrete(counts) and bool(jnp.any(counts < 0)):
+    raise ValueError(f"{fn}: `batches` counts must be >= 0")
+  return rows, counts
 
 
 def fit_posthoc(
@@ -126,56 +160,81 @@ def fit_posthoc(
     z_prev: ArrayLike,
     history: Sequence[ArrayLike] = (),
     *,
-    key: jax.Array,
+    key: jax.Array | None = None,
     loss: Literal["single", "multi"] = "multi",
-    steps: int = 2000,
+    steps: int | None = None,
     learning_rate: float = 1e-2,
     batch_size: int | None = None,
     per_dim: bool = False,
     optimizer: optax.GradientTransformation | None = None,
+    batches: tuple[ArrayLike, ArrayLike] | None = None,
+    init: PosthocFit | None = None,
 ) -> PosthocFit:
   r"""Fits :math:`W_k` by gradient descent on the single- or multi-step loss with :math:`z_k, z_{k-1}` fixed.
 
   This is the reference code's post-hoc procedure (Post-Lin-SLoss / Post-Lin-MLoss): :math:`W_k` starts from
-  :func:`init_backward` and is trained with Adam on mini-batches of rows (drawn uniformly with replacement) or on
-  the full batch. The whole loop is one jitted ``lax.scan``.
+  :func:`init_backward` and is trained with Adam on mini-batches of rows (drawn uniformly with replacement), on
+  the full batch, or on given batches with row counts. The whole loop is one jitted ``lax.scan``.
+
+  Given ``batches = (rows, counts)``, step t's loss is the count-weighted mean
+  :math:`\sum_r c_{t,r} \ell(r) / \sum_r c_{t,r}` over ``rows[t]``: a batch in which a row appears c times (the
+  reference's BPR batches repeat users and items) folds into its distinct rows with counts, and padding rows get
+  count 0. Since every per-row term is a quadratic form, a row of count c is evaluated once, scaled by
+  :math:`\sqrt c`.
 
   Args:
     z_new: :math:`z_k`, [n, d_k], fixed.
     z_prev: :math:`z_{k-1}` on the same rows, [n, d_{k-1}], fixed.
     history: frozen ``[W_1, ..., W_{k-1}]`` (used by ``loss="multi"``).
-    key: PRNG key for the initial :math:`W_k` and the mini-batches.
+    key: PRNG key for the initial :math:`W_k` and the mini-batches (not needed with both ``batches`` and ``init``).
     loss: ``"single"`` (eq. 7) or ``"multi"`` (eq. 10).
-    steps: number of optimiser steps.
+    steps: number of optimiser steps (default 2000); with ``batches``, their leading dimension.
     learning_rate: Adam's learning rate (ignored when ``optimizer`` is given).
-    batch_size: rows per step, or ``None`` for the full batch.
+    batch_size: rows per step, or ``None`` for the full batch (ignored with ``batches``).
     per_dim: the reference code's per-dimension scaling.
     optimizer: any optax transformation; defaults to ``optax.adam(learning_rate)``.
+    batches: ``(rows [steps, R] int, counts [steps, R] >= 0)``, the rows of every step and their counts.
+    init: a previous :class:`PosthocFit` to continue from (its ``w`` and ``opt_state``; same optimizer), e.g. one
+      epoch of batches at a time with evaluations in between.
 
   Returns:
-    :class:`PosthocFit` with ``w`` [d_{k-1}, d_k] and ``losses`` [steps].
+    :class:`PosthocFit` with ``w`` [d_{k-1}, d_k], ``losses`` [steps] and the optimiser's state.
   """
   fn = "fit_posthoc"
   if loss not in ("single", "multi"):
     raise ValueError(f"{fn}: `loss` must be 'single' or 'multi', got {loss!r}")
-  steps = _checks.check_positive_int(fn, "steps", steps)
-  if batch_size is not None:
-    batch_size = _checks.check_positive_int(fn, "batch_size", batch_size)
   z_new = _checks.as_float_array(fn, "z_new", z_new, ndim=2)
   z_prev = _checks.as_float_array(fn, "z_prev", z_prev, ndim=2)
   if z_new.shape[0] == 0:
     raise ValueError(f"{fn}: `z_new` has no rows (shape {tuple(z_new.shape)}); nothing to fit on")
+  if batches is not None:
+    batches = _check_batches(fn, batches, z_new.shape[0])
+    if steps is not None and steps != batches[0].shape[0]:
+      raise ValueError(f"{fn}: `steps`={steps} but `batches` holds {batches[0].shape[0]} steps")
+  else:
+    steps = _checks.check_positive_int(fn, "steps", 2000 if steps is None else steps)
+  if batch_size is not None:
+    batch_size = _checks.check_positive_int(fn, "batch_size", batch_size)
   chain = tuple(_checks.as_weight_chain(fn, "history", history))
   if optimizer is None:
     if not learning_rate > 0:
       raise ValueError(f"{fn}: `learning_rate` must be > 0, got {learning_rate!r}")
     optimizer = _adam(float(learning_rate))
-  init_key, data_key = jax.random.split(key)
-  w0 = init_backward(init_key, z_prev.shape[1], z_new.shape[1], dtype=jnp.result_type(z_new, z_prev))
+  if key is None and (init is None or batches is None):
+    raise ValueError(f"{fn}: pass `key` (for the initial W_k{'' if init else ' and'}"
+                     f"{'' if batches is not None else ' the mini-batches'})")
+  init_key, data_key = jax.random.split(key) if key is not None else (None, None)
+  if init is None:
+    w0 = init_backward(init_key, z_prev.shape[1], z_new.shape[1], dtype=jnp.result_type(z_new, z_prev))
+    opt_state = optimizer.init(w0)
+  else:
+    w0 = _checks.as_float_array(fn, "init.w", init.w, ndim=2)
+    opt_state = optimizer.init(w0) if init.opt_state is None else init.opt_state
   # Shape checks of the pair and the history run eagerly here, with clear messages, before tracing.
   if loss == "single":
     single_step_loss(z_new[:1], z_prev[:1], w0, per_dim=per_dim)
   else:
     multi_step_loss(z_new[:1], z_prev[:1], w0, chain, per_dim=per_dim)
-  return _fit(z_new, z_prev, chain, w0, data_key, loss=loss, steps=steps, batch_size=batch_size,
-              per_dim=per_dim, optimizer=optimizer)
+  xs = batches if batches is not None else jax.random.split(data_key, steps)
+  return _fit(z_new, z_prev, chain, w0, opt_state, xs, loss=loss, batch_size=batch_size, per_dim=per_dim,
+              optimizer=optimizer, weighted=batches is not None)

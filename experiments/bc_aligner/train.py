@@ -24,12 +24,13 @@ import optax
 from flax import nnx
 
 from bcjax._reduce import row_mean
-from bcjax.alignment import init_backward
+from bcjax.alignment import PosthocFit, fit_posthoc, init_backward
 from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteInputs, BipartiteSAGE
 from experiments.bc_aligner.configs import KS, Config
 from experiments.bc_aligner.data import Batch, BPRSampler, VersionData
-from experiments.bc_methods import alignment_loss
+from experiments.bc_methods import POSTHOC_LOSS, alignment_loss
+
 from experiments.common import adam, split_train_eval, to_host
 
 
@@ -201,60 +202,31 @@ def fold_batch(batch: Batch, num_nodes: int) -> NodeWeights:
                      jnp.asarray(np.concatenate([count, np.zeros(pad, count.dtype)]), jnp.float32))
 
 
-def posthoc_loss(kind: str, w, z_new, target: AlignTarget, fold: NodeWeights) -> jax.Array:
-  r"""The reference's post-hoc objective, the sum over the batch's users, positives and negatives of
-  :func:`alignment_loss`, evaluated once per distinct node.
-
-  Every per-row term is a quadratic form of :math:`(z_k, z_{k-1})`, so a row repeated :math:`c` times equals one
-  row scaled by :math:`\sqrt c`: with :math:`m` valid rows per group,
-  :math:`\sum_g \frac1m \sum_{r \in g} \ell_r = \frac{3}{\sum_n c_n} \sum_n \ell(\sqrt{c_n} z_n)`.
-  """
-  scale = jnp.sqrt(fold.count)[:, None]
-  rows = fold.node
-  per_row_mean = alignment_loss(kind, scale * z_new[rows], scale * target.z_prev[rows], w, target.history,
-                                per_dim=True)
-  return 3.0 * per_row_mean * rows.shape[0] / jnp.maximum(jnp.sum(fold.count), 1.0)
-
-
-@functools.lru_cache(maxsize=None)
-def make_posthoc_step(kind: str, learning_rate: float) -> Callable:
-  """Jitted ``step(state, inputs, rng) -> (state, metrics)`` for B_k alone on fixed embeddings
-  (``inputs`` = (z_new [N, d_k], target: AlignTarget, fold: NodeWeights)); ``state`` = (W_k, opt_state) is donated."""
-  optimizer = adam(learning_rate)
-
-  @functools.partial(jax.jit, donate_argnums=(0,))
-  def step(state, inputs, rng):
-    del rng
-    w, opt_state = state
-    loss, grad = jax.value_and_grad(functools.partial(posthoc_loss, kind))(w, *inputs)
-    updates, opt_state = optimizer.update(grad, opt_state, w)
-    return (optax.apply_updates(w, updates), opt_state), {"align": loss}
-
-  return step
-
-
 def train_posthoc(vd: VersionData, z_new: np.ndarray, target: AlignTarget, kind: str, cfg: Config,
                   key: jax.Array, log: Callable | None = None) -> tuple[np.ndarray, float]:
-  """Fits B_k alone (the reference: ``posthoc_epochs`` epochs of the BPR sampler's batches, no λ) and keeps the W_k
+  """Fits B_k alone with :func:`bcjax.fit_posthoc` on the reference's batches (``posthoc_epochs`` epochs of the
+  BPR sampler's user, positive and negative rows, folded into distinct nodes with counts; no λ) and keeps the W_k
   with the lowest full-node single-step error among evaluations at epochs > ``select_after``."""
   w_key, np_key = jax.random.split(key)
   z_new = jnp.asarray(z_new)
-  w = init_backward(w_key, target.z_prev.shape[1], z_new.shape[1])
   optimizer = adam(cfg.learning_rate)
-  state = (w, optimizer.init(w))
-  step = make_posthoc_step(kind, cfg.learning_rate)
+  w0 = init_backward(w_key, target.z_prev.shape[1], z_new.shape[1])
+  fit = PosthocFit(w0, None, optimizer.init(w0))
+  loss = POSTHOC_LOSS[kind]
   sampler = BPRSampler(vd.split, cfg.batch_size)
   rng = np.random.default_rng(np.asarray(jax.random.key_data(np_key)).ravel())
   eval_epochs = {e for e in range(cfg.eval_every, cfg.posthoc_epochs + 1, cfg.eval_every)} | {cfg.posthoc_epochs}
   select_after = cfg.select_after if any(e > cfg.select_after for e in eval_epochs) else 0
   best, best_err = None, np.inf
   for epoch in range(1, cfg.posthoc_epochs + 1):
-    for batch in sampler.epoch(rng):
-      state, metrics = step(state, (z_new, target, fold_batch(batch, len(z_new))), None)
+    folds = [fold_batch(batch, len(z_new)) for batch in sampler.epoch(rng)]
+    batches = (jnp.stack([f.node for f in folds]), jnp.stack([f.count for f in folds]))
+    fit = fit_posthoc(z_new, target.z_prev, target.history, loss=loss, per_dim=True, optimizer=optimizer,
+                      batches=batches, init=fit)
     if epoch in eval_epochs:
-      err = float(single_step_error(z_new, target.z_prev, state[0], vd.split.num_users))
+      err = float(single_step_error(z_new, target.z_prev, fit.w, vd.split.num_users))
       if log is not None:
-        log(epoch=epoch, align=float(metrics["align"]), single_step_error=err)
+        log(epoch=epoch, align=float(fit.losses[-1]), single_step_error=err)
       if epoch > select_after and err < best_err:
-        best, best_err = np.asarray(state[0]), err
+        best, best_err = np.asarray(fit.w), err
   return best, best_err

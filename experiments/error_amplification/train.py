@@ -23,13 +23,12 @@ from tqdm.auto import tqdm
 from bcjax.alignment import BackwardLinear, alignment_error, fit_posthoc, notrans
 from bcjax.versioning import Registry
 from experiments import common
-from experiments.bc_methods import JOINT, LINEAR, POSTHOC, alignment_loss
+from experiments.bc_methods import JOINT, LINEAR, POSTHOC, POSTHOC_LOSS, alignment_loss
 from experiments.error_amplification.configs import Config
 from experiments.error_amplification.data import ChainData, make_chain
 from experiments.error_amplification.model import Encoder, VersionModel
 from experiments.harness import Run
 
-POSTHOC_LOSS = {"linear-sloss": "single", "linear-mloss": "multi"}
 
 
 class TrainState(NamedTuple):

@@ -9,12 +9,11 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import nnx
 
 from bcjax.contrastive import info_nce, mixed_info_nce, nce_ii, sgd_step
-from experiments.common import adam, device_copy, split_train_eval, to_host  # noqa: F401  (to_host re-exported)
+from experiments.common import adam, split_train_eval
 
 KINDS = ("nce-i", "nce-ii", "mixed", "distill")
 
