@@ -52,7 +52,8 @@ class NamespaceTest(parameterized.TestCase):
       obj = getattr(bcjax, name)
       if isinstance(obj, type(bcjax)):
         continue
-      homes = [p for p in bcjax._SUBPACKAGES if getattr(getattr(bcjax, p), name, None) is obj]  # pylint: disable=protected-access
+      packages = bcjax._SUBPACKAGES  # pylint: disable=protected-access
+      homes = [p for p in packages if getattr(getattr(bcjax, p), name, None) is obj]
       self.assertLen(homes, 1, f"bcjax.{name} should come from exactly one sub-package, found {homes}")
 
 
@@ -120,7 +121,8 @@ class EstimatorSwapTest(parameterized.TestCase):
     idx = jnp.array([0, 1, 2, 3, 4, 5])
     where = jnp.array([True, True, True, True, False, False])
     padded = x.at[4:].set(jnp.nan)
-    for est in (gram.sogram(0.5), gram.sagram(6, beta="saga"), gram.sagram(6, beta="sag"), gram.batch_gramian(sampling="uniform")):
+    for est in (gram.sogram(0.5), gram.sagram(6, beta="saga"), gram.sagram(6, beta="sag"),
+                gram.batch_gramian(sampling="uniform")):
       state = est.init(x)
       masked, _ = est.update(state, padded, indices=idx, where=where)
       kept, _ = est.update(state, x[:4], indices=idx[:4])

@@ -13,8 +13,9 @@ class BackwardLinear(nnx.Module):
   r"""Learnable :math:`B_k: \mathbb R^{D_k} \to \mathbb R^{D_{k-1}}`, no bias, for joint or post-hoc training.
 
   Arguments follow the library's order ``(d_prev, d_new)`` = (d_(k-1), d_k), the weight's shape, as
-  :func:`init_backward`. ``w`` has the paper's shape [d_prev, d_new] and starts from :math:`U(\pm 1/\sqrt{D_k})` (the reference code's
-  PyTorch default), so ``module.w[...]`` can be stored in a :class:`bcjax.versioning.Registry` as it is.
+  :func:`init_backward`. ``w`` has the paper's shape [d_prev, d_new] and starts from
+  :math:`U(\pm 1/\sqrt{D_k})` (the reference code's PyTorch default), so ``module.w[...]`` can be stored in a
+  :class:`bcjax.versioning.Registry` as it is.
 
   Examples:
     >>> import jax.numpy as jnp

@@ -19,8 +19,8 @@ class ErrorAmplification(harness.Experiment):
 
   def report(self, run, args, cfg, results):
     table = report(run, results)
-    return (f"\nAlignment error of z̃_0 = B_1∘…∘B_k(z_k) vs z_0 on {cfg.n_test} held-out points (preset {args.preset}, "
-            f"seed {cfg.seed}, λ={cfg.lam}):\n\n{table}")
+    return (f"\nAlignment error of z̃_0 = B_1∘…∘B_k(z_k) vs z_0 on {cfg.n_test} held-out points "
+            f"(preset {args.preset}, seed {cfg.seed}, λ={cfg.lam}):\n\n{table}")
 
 
 EXPERIMENT = ErrorAmplification()

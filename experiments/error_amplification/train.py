@@ -77,7 +77,7 @@ def train_version(cfg: Config, method: str, k: int, data: ChainData, z_prev: jax
   encoder = Encoder(cfg.in_dim, cfg.dims[k], cfg.out_dim, cfg.layers[k], rngs=rngs)
   backward = BackwardLinear(cfg.dims[k - 1], cfg.dims[k], rngs=rngs) if method in LINEAR and k else None
   graphdef, params = nnx.split(VersionModel(encoder, backward))
-  optimizer = optax.adam(cfg.learning_rate)
+  optimizer = common.adam(cfg.learning_rate)
   state = TrainState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
   step_fn = make_train_step(graphdef, optimizer, method if k else "non-bc", history, cfg.lam, cfg.l2)
   rows = common.endless_batches(batch_key, cfg.n_train, cfg.batch_size)

@@ -126,7 +126,8 @@ class _Incremental:
     self.old_cycle = Cycle(ctx.old, self.old_num, t.rng)  # old_num old negatives per new anchor
     self.support_cycle = Cycle(ctx.old, b, t.rng)
     old_batches, new_batches = math.ceil(len(ctx.old) / b), math.ceil(len(ctx.new) / b)
-    self.n_inner = inner_step_count(ctx.alpha, rule=ctx.cfg.inner_rule, old_batches=old_batches, new_batches=new_batches)
+    self.n_inner = inner_step_count(ctx.alpha, rule=ctx.cfg.inner_rule, old_batches=old_batches,
+                                    new_batches=new_batches)
     self.agent_s = self.agent_q = None
     if learned:
       k_s, k_q = jax.random.split(key)
