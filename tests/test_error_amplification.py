@@ -1,11 +1,15 @@
 """End-to-end test of the demo experiment on its tiny ``test`` preset: outputs, registries, determinism, CLI."""
 
+import contextlib
+import io
 import json
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 from absl.testing import absltest
@@ -96,6 +100,19 @@ class ErrorAmplificationTest(absltest.TestCase):
                                self.tmp / "killed")
     assert_same_results(self, resumed, self.results)
     self.assertEqual(len(list((self.tmp / "killed" / "registries" / "post-lin-mloss").iterdir())), 3)
+
+  def test_a_failing_stage_leaves_partial_results_then_resumes(self):
+    out = self.tmp / "failing"
+    with mock.patch.dict(os.environ, {"BCJAX_FAULT": "fail:bc-aligner/v2"}), \
+        contextlib.redirect_stderr(io.StringIO()) as err:
+      self.assertEqual(main(["--preset", "test", "--out", str(out), "--no-progress"]), 1)
+    self.assertIn("stage 'bc-aligner/v2' failed", err.getvalue())
+    partial = json.loads((out / "results.partial.json").read_text())
+    self.assertEqual(partial["failed_stage"], "bc-aligner/v2")
+    self.assertIn("bc-aligner/v1", partial["finished_stages"])
+    self.assertFalse((out / "results.json").exists())
+    self.assertEqual(main(["--resume", str(out), "--no-progress"]), 0)
+    assert_same_results(self, json.loads((out / "results.json").read_text()), self.results)
 
   def test_command_line_help_and_run(self):
     proc = subprocess.run([sys.executable, "-m", "experiments.error_amplification", "--help"], cwd=ROOT,
