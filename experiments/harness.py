@@ -8,11 +8,11 @@ Presets are instances of that dataclass; a flag overrides its field only when gi
 (``Experiment.load``) are checked before anything is written; a bad value exits with status 2 and a message naming
 the flag and the allowed range, and no run directory is created.
 
-**One run-directory lifecycle.** ``config.json`` (with the command line, so a run can be resumed exactly),
-``metrics.jsonl``, ``stages/`` where every finished stage is written atomically (a pickle of host values), and at
-the end ``results.json``, ``table.md`` and the figures. ``--resume DIR`` re-reads DIR's command line and skips every
-finished stage; when a stage fails, ``results.partial.json`` lists the finished stages and names the failed one, and
-the command exits with status 1.
+**One run-directory lifecycle.** ``config.json`` (with the command line, input paths made absolute, so a run can be
+resumed exactly from anywhere), ``metrics.jsonl``, ``stages/`` where every finished stage is written atomically (a
+pickle of host values: resume only run folders you made), and at the end ``results.json``, ``table.md`` and the
+figures. ``--resume DIR`` re-reads DIR's command line and skips every finished stage; when a stage fails,
+``results.partial.json`` lists the finished stages and names the failed one, and the command exits with status 1.
 
 Exit status: 0 done; 1 a stage failed (``results.partial.json`` written); 2 a usage or data error (nothing written).
 
@@ -231,7 +231,6 @@ class Run:
     self.stages = out / "stages"
     self.stages.mkdir(exist_ok=True)
     self._metrics = open(out / "metrics.jsonl", "a", buffering=1)  # pylint: disable=consider-using-with
-    self._running: list[str] = []
     self._values: dict = {}  # stages of this process, so a shared stage (M_0) is read once
     self.loaded: list[str] = []
     self.computed: list[str] = []
@@ -246,9 +245,6 @@ class Run:
       raise ValueError(f"stage name {name!r} must be '/'-separated non-empty parts")
     return self.stages / f"{name}.pkl"
 
-  def done(self, name: str) -> bool:
-    return self._path(name).is_file()
-
   def stage(self, name: str, compute: Callable[[], object]):
     """``compute()`` once per run: a stage finished earlier (before a kill, in the run being resumed) is read back
     instead. The value (host arrays, dicts, NamedTuples, graph definitions) is pickled atomically."""
@@ -261,7 +257,6 @@ class Run:
       self.loaded.append(name)
       self._values[name] = value
       return value
-    self._running.append(name)
     try:
       if _fault("fail", name):
         raise RuntimeError(f"fault injected by {FAULT_ENV}")
@@ -270,8 +265,6 @@ class Run:
       raise
     except Exception as e:  # pylint: disable=broad-except
       raise StageFailed(name, e) from e
-    finally:
-      self._running.pop()
     path.parent.mkdir(parents=True, exist_ok=True)
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     write_atomic(path, data)
@@ -329,6 +322,7 @@ class Experiment:
   default_preset = "quick"
   datasets: str | None = None
   default_dataset = "synthetic"
+  path_flags: tuple[str, ...] = ()  # input-file flags besides --data-dir, stored absolute so --resume works anywhere
 
   def add_arguments(self, parser: argparse.ArgumentParser) -> None:
     """Flags that are not config fields (input files, sweeps)."""
@@ -398,6 +392,23 @@ def _resume_argv(parser: argparse.ArgumentParser, argv: list[str], out: Path) ->
   return list(stored["argv"]) + (["--no-progress"] if "--no-progress" in argv else [])
 
 
+def _absolute_paths(argv: list[str], flags: Sequence[str]) -> list[str]:
+  """``argv`` with the values of the path ``flags`` made absolute (``--flag VALUE`` and ``--flag=VALUE``)."""
+  out, i = [], 0
+  while i < len(argv):
+    arg = argv[i]
+    name, eq, value = arg.partition("=")
+    if name in flags and eq:
+      out.append(f"{name}={os.path.abspath(value)}")
+    elif arg in flags and i + 1 < len(argv):
+      out += [arg, os.path.abspath(argv[i + 1])]
+      i += 1
+    else:
+      out.append(arg)
+    i += 1
+  return out
+
+
 def main(experiment: Experiment, argv: Sequence[str] | None = None) -> int:
   """Parses, validates, loads the data, opens (or resumes) the run directory, runs the stages, reports."""
   argv = list(sys.argv[1:] if argv is None else argv)
@@ -421,8 +432,9 @@ def main(experiment: Experiment, argv: Sequence[str] | None = None) -> int:
     return 2
   if not resumed:
     out.mkdir(parents=True, exist_ok=True)
+    stored = _absolute_paths(argv, ("--data-dir", "--out", *experiment.path_flags))
     common.write_json(out / "config.json", common.jsonable({
-        "experiment": experiment.name, "argv": argv, "preset": args.preset, **experiment.describe(args, cfg),
+        "experiment": experiment.name, "argv": stored, "preset": args.preset, **experiment.describe(args, cfg),
         "config": dataclasses.asdict(cfg)}))
   run = Run(out, resumed=resumed, progress=not args.no_progress)
   try:

@@ -183,6 +183,16 @@ class LifecycleTest(absltest.TestCase):
     results = json.loads((out / "results.json").read_text())
     self.assertEqual(sorted(results["sums"]), ["a/0", "a/1", "b/0", "b/1"])  # --steps 2 from the stored flags
 
+  def test_stored_command_line_has_absolute_paths_so_resume_works_from_anywhere(self):
+    absolute = harness._absolute_paths  # pylint: disable=protected-access
+    stored = absolute(["--data-dir", "d", "--out=o", "--steps", "2", "--data-dir"], ("--data-dir", "--out"))
+    self.assertEqual(stored, ["--data-dir", os.path.abspath("d"), f"--out={os.path.abspath('o')}", "--steps", "2",
+                              "--data-dir"])
+    out = self.tmp / "abs"
+    self.assertEqual(self.run_toy(out=out)[0], 0)
+    argv = json.loads((out / "config.json").read_text())["argv"]
+    self.assertEqual(argv[argv.index("--out") + 1], str(out.resolve()))
+
   def test_published_folders_are_complete_or_absent(self):
     out = self.tmp / "pub"
     out.mkdir()

@@ -149,6 +149,11 @@ def _traced_cases():
       "sampled_softmax_loss": (lambda h: bcjax.sampled_softmax_loss(x, y, jnp.arange(12), log_q=h * jnp.ones(12)),
                                (0.0, 1.0)),
       "alignment_error": (lambda h: bcjax.alignment_error(h * x, y), (0.5, 2.0)),
+      "log_similarity": (lambda h: bcjax.log_similarity(x, y, temperature=h), (0.1, 0.5)),
+      "log_change_ratio": (lambda h: bcjax.log_change_ratio(x, y, y[::-1], temperature=h), (0.1, 0.5)),
+      "nce_ii_from_log_ratio": (lambda h: bcjax.nce_ii_from_log_ratio(x[:, 0], h), (0.3, 0.7)),
+      "ca_update": (lambda h: bcjax.sentence.ca_update(c, y, h), (0.5, 2.0)),
+      "ca_initial": (lambda h: bcjax.sentence.ca_initial(x, h), (0.5, 2.0)),
   }
 
 

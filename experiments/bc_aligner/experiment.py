@@ -25,6 +25,7 @@ class BCAligner(harness.Experiment):
                  "figure3.png (figure5.png with --lambda-sweep) and the linear methods' registries.")
   config = Config
   presets = PRESETS
+  path_flags = ("--reviews", "--meta")
   datasets = (f"one of {', '.join(GRAPH_DATASETS)}; --data-dir: a MovieLens folder of any variant, or Amazon "
               f"reviews and metadata .json.gz of the 2014 or 2018 release")
 

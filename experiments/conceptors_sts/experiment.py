@@ -65,6 +65,7 @@ class ConceptorsSTS(harness.Experiment):
                  "figure2.png.")
   config = Config
   presets = PRESETS
+  path_flags = ("--vectors", "--freq", "--sts-dir")
 
   def add_arguments(self, parser):
     parser.add_argument("--vectors", help="word vectors in GloVe text format (.txt, .gz or .zip)")
