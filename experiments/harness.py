@@ -173,23 +173,6 @@ def apply_flags(args: argparse.Namespace, cfg):
   return cfg
 
 
-def parse_number_list(flag: str, text: str | None, kind=float, valid: Callable | None = None,
-                      allowed: str = "") -> tuple:
-  """A comma list of numbers for a flag that is not a config field (e.g. a sweep); () when ``text`` is None."""
-  if text is None:
-    return ()
-  try:
-    values = tuple(kind(x) for x in text.split(",") if x.strip())
-  except ValueError:
-    raise UsageError(flag, f"must be comma-separated {kind.__name__} values, got {text!r}") from None
-  if not values:
-    raise UsageError(flag, f"needs at least one value, got {text!r}")
-  bad = [v for v in values if v != v or (valid is not None and not valid(v))]
-  if bad:
-    raise UsageError(flag, f"values must be {allowed}; got {', '.join(map(str, bad))}")
-  return values
-
-
 def parse_config(parser: argparse.ArgumentParser, argv, config_cls, preset: Callable[[argparse.Namespace], object],
                  check: Callable | None = None):
   """Parses ``argv`` into ``(args, cfg)``: the preset, the flags over it, the ranges and ``check(args, cfg)``; any
