@@ -26,8 +26,8 @@ class Config:
                                                high=1.0, high_open=True)
   consumer_seeds: int = option(help="consumer seeds (paper: 10)", low=1)
   consumer_epochs: int = option(help="consumer epochs (paper: 300)", low=1)
-  batch_size: int = 2048
-  learning_rate: float = 1e-3
+  batch_size: int = option(2048, help="BPR rows per step", low=1)
+  learning_rate: float = option(1e-3, help="Adam learning rate of M_k and B_k", low=0.0, low_open=True)
   weight_decay: float = 0.01  # L2 on the batch's output embeddings
   lam: float = option(16.0, help="alignment weight λ", flag="--lambda", low=0.0)
   consumer_batch_size: int = 2048
