@@ -24,7 +24,7 @@ from experiments.bc_aligner.configs import KEEP_LATEST, METHODS, PRESETS
 from experiments.bc_aligner.consumers import ConsumerMLP, score, train_consumer
 from experiments.bc_aligner.data import Batch, BPRSampler, attribute_sizes, version_data
 from experiments.bc_aligner.experiment import EXPERIMENT
-from experiments.bc_aligner.report import figure_5, summarise
+from experiments.bc_aligner.report import figure_5, headline, summarise
 from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, fold_batch, make_train_step, \
     new_model, train_posthoc
 from experiments.bc_methods import POSTHOC_LOSS
@@ -230,6 +230,20 @@ class ConsumerTest(absltest.TestCase):
 
 
 class ReportTest(absltest.TestCase):
+
+  def test_headline_names_the_best_backward_compatible_method(self):
+    def row(i, u):
+      return {"intended_degradation_pct": i, "unintended_degradation_pct": u,
+              "combined_degradation_pct": None if u is None else i + u}
+    methods = {"keep-all": row(0.0, 0.0), "non-bc": row(0.0, -30.0), "fix-m0": row(-6.0, 0.0),
+               "joint-notrans": row(-3.0, -3.5), "bc-aligner": row(-3.0, -1.0), "post-lin-sloss": row(0.0, -14.0)}
+    line = headline({"methods": methods})
+    self.assertTrue(line.startswith("Best backward-compatible trade-off: bc-aligner, combined -4.00 %"), line)
+    self.assertIn("intended -3.00 % vs Keep-All", line)
+    self.assertIn("next: fix-m0 -6.00 %", line)  # Keep-All and Non-BC are not backward compatible
+    methods["fix-m0"] = row(-1.0, 0.0)
+    self.assertIn("trade-off: fix-m0", headline({"methods": methods}))
+    self.assertIn("left out", headline({"methods": {m: row(0.0, None) for m in methods}}))
 
   def test_notebook_arithmetic(self):
     recalls = {"non-bc": [{"recall@50": 0.4}] * 2, "fix-m0": [{"recall@50": 0.2}] * 2,

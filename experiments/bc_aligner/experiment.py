@@ -118,7 +118,7 @@ class BCAligner(harness.Experiment):
     report.figure_3(run.out / "figure3.png", results)
     if cfg.lambda_sweep:
       report.figure_5(run.out / "figure5.png", results["lambda_sweep"])
-    return f"{table}\n({results['seconds']:.0f} s)"
+    return f"{table}\n{report.headline(results)}\n({results['seconds']:.0f} s)"
 
 
 EXPERIMENT = BCAligner()

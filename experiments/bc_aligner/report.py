@@ -71,6 +71,27 @@ def table_3(results: dict) -> str:
        "align. err (mean)", "align. err (last)"], rows)
 
 
+BACKWARD_COMPATIBLE = ("fix-m0", "finetune-m0", "post-lin-sloss", "post-lin-mloss", "joint-notrans", "joint-lin-sloss",
+                       "bc-aligner")  # the methods whose published embeddings a version-0 consumer can read
+
+
+def headline(results: dict) -> str:
+  """One line saying what the table shows: which backward-compatible method degrades least overall, and at what
+  intended cost."""
+  methods = results["methods"]
+  ranked = sorted((m for m in BACKWARD_COMPATIBLE if m in methods and
+                   methods[m]["combined_degradation_pct"] is not None),
+                  key=lambda m: -methods[m]["combined_degradation_pct"])
+  if not ranked:
+    return "No combined degradation: every consumer task was left out."
+  best, rest = ranked[0], ranked[1:]
+  r = methods[best]
+  runner_up = f"; next: {rest[0]} {methods[rest[0]]['combined_degradation_pct']:+.2f} %" if rest else ""
+  return (f"Best backward-compatible trade-off: {best}, combined {r['combined_degradation_pct']:+.2f} % "
+          f"(intended {r['intended_degradation_pct']:+.2f} % vs Keep-All, unintended "
+          f"{r['unintended_degradation_pct']:+.2f} % vs Fix-M0){runner_up}.")
+
+
 def _plt():
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
