@@ -51,8 +51,8 @@ def cpu_description() -> dict:
           model = value.strip()
         elif key in ("flags", "Features"):
           flags |= set(value.split())
-  except OSError:
-    pass
+  except OSError:  # not Linux: the platform module's model name stands, with no extensions listed
+    flags = set()
   cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
   return {"model": model, "vector_extensions": [f for f in VECTOR_FLAGS if f in flags], "cores": cores,
           "machine": platform.machine()}

@@ -20,6 +20,7 @@ Fault injection for tests: ``BCJAX_FAULT=kill:STAGE`` SIGKILLs the process right
 ``BCJAX_FAULT=fail:STAGE`` raises inside STAGE (STAGE is an ``fnmatch`` pattern).
 """
 
+import abc
 import argparse
 import dataclasses
 import datetime
@@ -173,6 +174,13 @@ def apply_flags(args: argparse.Namespace, cfg):
   return cfg
 
 
+def given_positive_int(args: argparse.Namespace, name: str) -> int | None:
+  """The value of flag ``name`` when it was given as a positive integer, else None: for presets whose other fields
+  follow a flag (a schedule that scales with ``--epochs``). An invalid value is left to the range check."""
+  text = getattr(args, name, None)
+  return int(text) if text is not None and text.strip().isdigit() and int(text) >= 1 else None
+
+
 def parse_config(parser: argparse.ArgumentParser, argv, config_cls, preset: Callable[[argparse.Namespace], object],
                  check: Callable | None = None):
   """Parses ``argv`` into ``(args, cfg)``: the preset, the flags over it, the ranges and ``check(args, cfg)``; any
@@ -292,7 +300,7 @@ class Run:
 # Experiments ---------------------------------------------------------------------------------------------------
 
 
-class Experiment:
+class Experiment(abc.ABC):
   """What an experiment declares; :func:`main` does the rest.
 
   Subclasses set ``name``, ``description``, ``config`` (the dataclass) and ``presets`` ({name: config}), and
@@ -325,12 +333,13 @@ class Experiment:
     """What config.json records besides the config (dataset, input files, sweeps)."""
     return {"dataset": getattr(args, "dataset", None)}
 
+  @abc.abstractmethod
   def execute(self, run: Run, args: argparse.Namespace, cfg, data) -> dict:
-    raise NotImplementedError
+    """Runs the stages (``run.stage``) and returns the results dictionary."""
 
+  @abc.abstractmethod
   def report(self, run: Run, args: argparse.Namespace, cfg, results: dict) -> str:
     """Writes table.md and the figures; returns what is printed at the end."""
-    raise NotImplementedError
 
   # The command line -----------------------------------------------------------------------------------------
 

@@ -36,11 +36,11 @@ class BCAligner(harness.Experiment):
 
   def preset(self, args):
     base = preset(args.preset, args.dataset)
-    epochs = getattr(args, "epochs", None)
-    if epochs is not None and epochs.strip().isdigit() and int(epochs) >= 1:
+    epochs = harness.given_positive_int(args, "epochs")
+    if epochs is not None:
       # the evaluation cadence, the selection rule and fine-tuning scale with the schedule
-      scale = int(epochs) / base.epochs
-      base = dataclasses.replace(base, finetune_epochs=max(int(epochs) // 2, 1),
+      scale = epochs / base.epochs
+      base = dataclasses.replace(base, finetune_epochs=max(epochs // 2, 1),
                                  eval_every=max(1, round(base.eval_every * scale)),
                                  select_after=int(base.select_after * scale))
     return base

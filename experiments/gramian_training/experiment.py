@@ -3,7 +3,7 @@
 import dataclasses
 from pathlib import Path
 
-from experiments import common
+from experiments import common, harness
 from experiments.gramian_training.configs import PRESETS, SAMPLINGS, Config, preset
 from experiments.gramian_training.run import time_to_reach, train_method
 from experiments.two_tower.experiment import TwoTowerExperiment
@@ -53,9 +53,9 @@ class GramianTraining(TwoTowerExperiment):
 
   def preset(self, args):
     cfg = preset(args.preset, args.dataset)
-    steps = getattr(args, "steps", None)
-    if steps is not None and steps.strip().isdigit() and int(steps) >= 1:
-      cfg = dataclasses.replace(cfg, eval_every=min(cfg.eval_every, int(steps)))
+    steps = harness.given_positive_int(args, "steps")
+    if steps is not None:
+      cfg = dataclasses.replace(cfg, eval_every=min(cfg.eval_every, steps))
     return cfg
 
   def execute(self, run, args, cfg, corpus):
