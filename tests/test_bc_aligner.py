@@ -11,6 +11,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from absl.testing import absltest
 from flax import nnx
 from sklearn.metrics import recall_score
@@ -25,8 +26,8 @@ from experiments.bc_aligner.consumers import ConsumerMLP, score, train_consumer
 from experiments.bc_aligner.data import Batch, BPRSampler, attribute_sizes, version_data
 from experiments.bc_aligner.experiment import EXPERIMENT
 from experiments.bc_aligner.report import figure_5, headline, summarise
-from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, fold_batch, make_train_step, \
-    new_model, train_posthoc
+from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, fold_batch, lr_scale, \
+    make_train_step, new_model, train_posthoc
 from experiments.bc_methods import POSTHOC_LOSS
 from experiments.common import adam
 from tests._resume import assert_same_results, kill_then_resume
@@ -107,6 +108,48 @@ class TrainStepTest(absltest.TestCase):
       assert_close(metrics["loss"], expected, "network")  # a float32 train step against float64 NumPy
       self.assertEqual(int(state.step), 1)
       self.assertTrue(np.isfinite(np.asarray(state.params["w"])).all())
+
+
+  def test_lr_scale_is_adam_at_the_scaled_rate(self):
+    # One step with lr_scale s must equal one step of an Adam whose rate is s * lr (Adam is linear in its rate);
+    # the reference, optax.adam at the product rate, applied to the same gradients.
+    g, versions = small_versions()
+    vd = versions[1]
+    model = new_model(attribute_sizes(g), 1, 8, jax.random.key(3))
+    batch = BPRSampler(vd.split, 256).epoch(np.random.default_rng(1))[0]
+    params = {"model": model.params}
+
+    def loss(p):
+      h = nnx.merge(model.train_def, p["model"], model.batch_stats, copy=True)(vd.inputs)
+      zu, zp, zn = h[batch.user], h[batch.pos], h[batch.neg]
+      bpr = jnp.mean(jax.nn.softplus(jnp.sum(zu * zn, -1) - jnp.sum(zu * zp, -1)))
+      return bpr + 0.01 * 0.5 * jnp.mean(jnp.sum(zu * zu + zp * zp + zn * zn, -1))
+
+    grads = jax.grad(loss)(params)
+    moved = {}
+    for scale in (1.0, 0.25):
+      state = TrainState(jax.tree.map(jnp.array, params), jax.tree.map(jnp.array, model.batch_stats),
+                         adam(1e-2).init(params), jnp.zeros((), jnp.int32))
+      step = make_train_step(model.train_def, None, 1e-2, 0.01, 16.0)
+      state, _ = step(state, StepInputs(vd.inputs, batch, None, jnp.float32(scale)), jax.random.key(0))
+      moved[scale] = [np.asarray(a) - np.asarray(b)  # float32, as trained
+                      for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(params))]
+      opt = optax.adam(1e-2 * scale)
+      updates, _ = opt.update(grads, opt.init(params), params)
+      for got, want, g_leaf in zip(moved[scale], jax.tree.leaves(updates), jax.tree.leaves(grads)):
+        # Adam's first step is lr * g / (|g| + eps): only entries whose gradient is well above eps are stable
+        # across two float32 gradient computations
+        firm = np.abs(np.asarray(g_leaf)) > 1e-4
+        assert_close(got[firm], np.asarray(want)[firm], "network")
+    for quarter, full in zip(moved[0.25], moved[1.0]):  # the same gradients: linear in the scale up to rounding
+      assert_close(quarter, 0.25 * full, "network")
+
+  def test_lr_schedules(self):
+    self.assertEqual([lr_scale("constant", e, 4) for e in (1, 4)], [1.0, 1.0])
+    assert_close(np.array([lr_scale("cosine", e, 4) for e in range(1, 5)]),
+                 0.5 * (1 + np.cos(np.pi * np.arange(4) / 4)))
+    with self.assertRaisesRegex(ValueError, "`schedule` must be 'constant' or 'cosine', got 'linear'"):
+      lr_scale("linear", 1, 4)
 
 
 class SamplerTest(absltest.TestCase):

@@ -293,9 +293,49 @@ class SyntheticGraphTest(absltest.TestCase):
       labels = task_examples(task, splits[0], tau=item_rating_threshold(splits[0])).label
       self.assertTrue(0 < labels.mean() < 1, task)
 
+  def test_evolution_knobs_shift_what_later_windows_buy(self):
+    # How far a version's val window is from its train edges: the total-variation distance of the item
+    # distributions. Interest drift and the popularity life cycle must each raise it (averaged over the versions
+    # and two seeds); with neither, what users buy stays close to what they bought.
+    def shift(**kwargs):
+      distances = []
+      for seed in (0, 1):
+        for s in split_versions(synthetic_evolving_graph(1000, 400, 16_000, seed=seed, **kwargs)):
+          train = np.bincount(s.train_item, minlength=s.num_items) / len(s.train_item)
+          val = np.bincount(s.val_item, minlength=s.num_items) / len(s.val_item)
+          distances.append(0.5 * np.abs(train - val).sum())
+      return float(np.mean(distances))
+
+    still = shift(drift=0.0, popularity_decay=0.0)
+    self.assertGreater(shift(drift=3.0, popularity_decay=0.0), still + 0.03)
+    self.assertGreater(shift(drift=0.0, popularity_decay=1.0), still + 0.08)
+
+  def test_young_brands_reach_the_last_window(self):
+    # With the life cycle on, new items favour newly launched brands: a share of the last version's val edges
+    # goes to items whose brand no version-0 training item has (attribute rows M_0 never trained).
+    def unseen_brand_share(**kwargs):
+      shares = []
+      for seed in (0, 1):
+        g = synthetic_evolving_graph(1000, 400, 16_000, seed=seed, **kwargs)
+        bags = g.item_attributes["brand"]
+        brand = np.full(g.num_items, -1)
+        brand[bags.owner] = bags.value
+        splits = split_versions(g)
+        known = np.isin(brand, brand[splits[0].train_item])
+        last_val = splits[-1].val_item
+        shares.append(np.mean(~known[last_val] & (brand[last_val] >= 0)))
+      return float(np.mean(shares))
+
+    self.assertGreater(unseen_brand_share(popularity_decay=1.0), unseen_brand_share(popularity_decay=0.0) + 0.02)
+
   def test_bad_arguments(self):
     with self.assertRaisesRegex(ValueError, "`num_items` must be a positive integer"):
       synthetic_evolving_graph(num_items=0)
+    for name, value in (("drift", -1.0), ("popularity_decay", float("nan")), ("affinity_scale", float("inf"))):
+      with self.assertRaisesRegex(ValueError, f"`{name}` must be a finite number >= 0, got {value}"):
+        synthetic_evolving_graph(**{name: value})
+    with self.assertRaisesRegex(ValueError, "`item_lifetime` must be a finite number > 0, got 0.0"):
+      synthetic_evolving_graph(item_lifetime=0.0)
     with self.assertRaisesRegex(ValueError, "too small"):
       synthetic_evolving_graph(1000, 1000, 50)
 
