@@ -5,8 +5,8 @@ registry, the conceptor algebra, the contrastive losses and meta-optimisation of
 estimators, the ranking metrics and the model classes. Plumbing stays in its sub-package: the DDPG internals
 (``bcjax.contrastive``), registry error subclasses (``bcjax.versioning``), estimator states and the ``gramian``
 function itself (``bcjax.gramian``: it shares the sub-package's name), model building blocks (``bcjax.models``), the
-dataset loaders (``bcjax.data``), the sentence pipeline (``bcjax.sentence``) and atomic file writing
-(``bcjax.files``).
+dataset loaders (``bcjax.data``), the sentence pipeline (``bcjax.sentence``), atomic file writing
+(``bcjax.files``) and the data-parallel device mesh (``bcjax.parallel``).
 
 Argument conventions, everywhere: arrays are positional and options keyword-only; a backward map between versions
 k-1 and k is described as ``(d_prev, d_new)`` = (d_(k-1), d_k), the order of the weight's shape ``[d_(k-1), d_k]``.
@@ -20,6 +20,7 @@ from bcjax import files
 from bcjax import gramian
 from bcjax import metrics
 from bcjax import models
+from bcjax import parallel
 from bcjax import sentence
 from bcjax import versioning
 from bcjax.alignment import *  # noqa: F401,F403  (every name of alignment.__all__ is public math)
@@ -76,8 +77,8 @@ from bcjax.versioning import VersionInfo
 
 __version__ = "0.1.0"
 
-_SUBPACKAGES = ("alignment", "conceptors", "contrastive", "data", "files", "gramian", "metrics", "models", "sentence",
-               "versioning")
+_SUBPACKAGES = ("alignment", "conceptors", "contrastive", "data", "files", "gramian", "metrics", "models", "parallel",
+                "sentence", "versioning")
 
 __all__ = _SUBPACKAGES + alignment.__all__ + metrics.__all__ + (
     # conceptors

@@ -1,0 +1,25 @@
+"""Data parallelism on JAX's own SPMD machinery: one 1-D device mesh whose axis is :data:`DATA_AXIS`.
+
+Batch rows are sharded over the mesh, parameters are replicated (or, for embedding tables, row-sharded), and the
+reductions of bcjax take ``axis_name=DATA_AXIS`` inside ``jax.shard_map`` so a per-device partial sum becomes the
+global one. In a multi-process run (:func:`initialize`) every process holds its own devices of the same global mesh
+and feeds its slice of each global batch; only the main process writes files.
+"""
+
+from bcjax.parallel._mesh import DATA_AXIS
+from bcjax.parallel._mesh import data_mesh
+from bcjax.parallel._mesh import initialize
+from bcjax.parallel._mesh import is_main_process
+from bcjax.parallel._mesh import replicate
+from bcjax.parallel._mesh import shard_rows
+from bcjax.parallel._mesh import shard_table
+
+__all__ = (
+    "DATA_AXIS",
+    "data_mesh",
+    "initialize",
+    "is_main_process",
+    "replicate",
+    "shard_rows",
+    "shard_table",
+)

@@ -1,0 +1,112 @@
+"""The data mesh and the placement of host values on it (see :mod:`bcjax.parallel`)."""
+
+import re
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding
+
+DATA_AXIS = "data"  # the one mesh axis; pass it as ``axis_name=`` to bcjax reductions inside jax.shard_map
+
+_COORDINATOR = re.compile(r"^\[?[A-Za-z0-9_.:-]+\]?:(\d{1,5})$")
+
+
+def initialize(num_processes: int, process_id: int, coordinator: str, *, timeout_s: int = 120) -> None:
+  """Joins a multi-process run through ``jax.distributed.initialize`` (call before any other JAX call).
+
+  Args:
+    num_processes: processes in the run, P >= 1.
+    process_id: this process, 0 <= I < P; process 0 hosts the coordinator and writes the outputs.
+    coordinator: ``HOST:PORT`` of process 0's coordinator.
+    timeout_s: how long to wait for every peer to join, and for a silent peer before the others fail (JAX's
+      heartbeat), so a run whose peer died ends with an error instead of hanging.
+  """
+  if isinstance(num_processes, bool) or not isinstance(num_processes, (int, np.integer)) or num_processes < 1:
+    raise ValueError(f"initialize: `num_processes` must be an integer >= 1, got {num_processes!r}")
+  if (isinstance(process_id, bool) or not isinstance(process_id, (int, np.integer))
+      or not 0 <= process_id < num_processes):
+    raise ValueError(f"initialize: `process_id` must be an integer in [0, {num_processes}), got {process_id!r}")
+  match = _COORDINATOR.match(str(coordinator))
+  if match is None or not 0 < int(match.group(1)) < 65536:
+    raise ValueError(f"initialize: `coordinator` must be HOST:PORT with a port in 1..65535, got {coordinator!r}")
+  if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, np.integer)) or timeout_s < 1:
+    raise ValueError(f"initialize: `timeout_s` must be an integer >= 1 (seconds), got {timeout_s!r}")
+  jax.distributed.initialize(coordinator_address=str(coordinator), num_processes=int(num_processes),
+                             process_id=int(process_id), initialization_timeout=int(timeout_s),
+                             heartbeat_timeout_seconds=int(timeout_s))
+
+
+def is_main_process() -> bool:
+  """Whether this process writes the run's files (process 0)."""
+  return jax.process_index() == 0
+
+
+def data_mesh(num_devices: int | None = None) -> jax.sharding.Mesh:
+  """The 1-D mesh ``(DATA_AXIS,)`` over the first ``num_devices`` local devices of every process.
+
+  Args:
+    num_devices: devices per process (the ``--devices`` flag); ``None`` takes every local device. The mesh has
+      ``num_devices * jax.process_count()`` devices, ordered by process.
+  """
+  local = jax.local_device_count()
+  if num_devices is None:
+    num_devices = local
+  if isinstance(num_devices, bool) or not isinstance(num_devices, (int, np.integer)) or not 1 <= num_devices <= local:
+    raise ValueError(f"data_mesh: `num_devices` (--devices) must be an integer in [1, {local}] (this process has "
+                     f"{local} {jax.default_backend()} device(s)), got {num_devices!r}")
+  by_process = {}
+  for d in jax.devices():
+    by_process.setdefault(d.process_index, []).append(d)
+  devices = [d for p in sorted(by_process) for d in sorted(by_process[p], key=lambda d: d.id)[:num_devices]]
+  return jax.make_mesh((len(devices),), (DATA_AXIS,), axis_types=(jax.sharding.AxisType.Explicit,), devices=devices)
+
+
+def _local_devices(mesh: jax.sharding.Mesh) -> int:
+  return sum(d.process_index == jax.process_index() for d in mesh.devices.flat)
+
+
+def shard_rows(mesh: jax.sharding.Mesh, tree, *, name: str = "batch"):
+  """Global arrays from this process's rows: every leaf's leading axis is split over the mesh (``P(DATA_AXIS)``).
+
+  Each process passes its own slice (its share of the global batch, in process order); the global leading size is
+  the sum over processes. Every leaf must have the same number of rows, divisible by this process's devices on the
+  mesh.
+  """
+  leaves = jax.tree.leaves(tree)
+  if not leaves:
+    return tree
+  rows = {np.shape(x)[0] if np.ndim(x) else None for x in leaves}
+  if len(rows) != 1 or None in rows:
+    raise ValueError(f"shard_rows: every leaf of `{name}` needs the same leading (row) axis, got leading sizes "
+                     f"{sorted(map(str, rows))}")
+  n, local = rows.pop(), _local_devices(mesh)
+  if n % local:
+    raise ValueError(f"shard_rows: `{name}` has {n} rows in this process, not divisible by its {local} devices on "
+                     f"the mesh; pad the batch (and mask the padding) to a multiple of {local}")
+  sharding = NamedSharding(mesh, jax.P(DATA_AXIS))
+  return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), tree)
+
+
+def _from_full(mesh, tree, spec):
+  def place(x):
+    x = np.asarray(x)
+    return jax.make_array_from_callback(x.shape, NamedSharding(mesh, spec(x)), lambda index: x[index])
+  return jax.tree.map(place, tree)
+
+
+def replicate(mesh: jax.sharding.Mesh, tree):
+  """Every leaf (the same full value in every process) replicated on every device of the mesh (``P()``)."""
+  return _from_full(mesh, tree, lambda x: jax.P())
+
+
+def shard_table(mesh: jax.sharding.Mesh, table, *, name: str = "table"):
+  """An embedding table (the same full value in every process) split by rows over the mesh
+  (``P(DATA_AXIS, None)``): each device stores rows / N of it, as alx shards its iALS tables."""
+  table = np.asarray(table)
+  if table.ndim != 2:
+    raise ValueError(f"shard_table: `{name}` must be a [rows, dim] table, got shape {table.shape}")
+  size = mesh.devices.size
+  if table.shape[0] % size:
+    raise ValueError(f"shard_table: `{name}` has {table.shape[0]} rows, not divisible by the mesh's {size} devices; "
+                     f"pad it to a multiple of {size} rows")
+  return _from_full(mesh, table, lambda x: jax.P(DATA_AXIS, None))
