@@ -106,8 +106,8 @@ class DataMeshTest(absltest.TestCase):
     self.assertIn("same leading (row) axis", e["ragged"])
     self.assertIn("`item_table` has 10 rows, not divisible by the mesh's 4 devices", e["table"])
     self.assertIn("`coordinator` must be HOST:PORT", e["port"])
-    self.assertIn("`process_id` must be an integer in [0, 2), got 2", e["process"])
-    self.assertIn("`num_processes` must be an integer >= 1, got 0", e["count"])
+    self.assertIn("`process_id` must be an integer in [0, 1], got 2", e["process"])
+    self.assertIn("`num_processes` must be an integer in [1, inf], got 0", e["count"])
 
 
 if __name__ == "__main__":

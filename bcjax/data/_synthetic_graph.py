@@ -74,10 +74,8 @@ def synthetic_evolving_graph(num_users: int = 2000, num_items: int = 800, num_ed
                       ("num_segments", num_segments), ("latent_dim", latent_dim), ("num_days", num_days)):
     _checks.check_positive_int("synthetic_evolving_graph", name, value)
   for name, value in (("drift", drift), ("popularity_decay", popularity_decay), ("affinity_scale", affinity_scale)):
-    if not (np.isfinite(value) and value >= 0):
-      raise ValueError(f"synthetic_evolving_graph: `{name}` must be a finite number >= 0, got {value}")
-  if not (np.isfinite(item_lifetime) and item_lifetime > 0):
-    raise ValueError(f"synthetic_evolving_graph: `item_lifetime` must be a finite number > 0, got {item_lifetime}")
+    _checks.as_float_in("synthetic_evolving_graph", name, value, 0.0, np.inf)
+  _checks.as_float_in("synthetic_evolving_graph", "item_lifetime", item_lifetime, 0.0, np.inf, low_open=True)
   if num_edges < 10 * max(num_users, num_items) ** 0.5:
     raise ValueError(f"synthetic_evolving_graph: `num_edges`={num_edges} is too small for {num_users} users and "
                      f"{num_items} items")

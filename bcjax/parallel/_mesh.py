@@ -6,6 +6,8 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding
 
+from bcjax import _checks
+
 DATA_AXIS = "data"  # the one mesh axis; pass it as ``axis_name=`` to bcjax reductions inside jax.shard_map
 
 _COORDINATOR = re.compile(r"^\[?[A-Za-z0-9_.:-]+\]?:(\d{1,5})$")
@@ -21,19 +23,15 @@ def initialize(num_processes: int, process_id: int, coordinator: str, *, timeout
     timeout_s: how long to wait for every peer to join, and for a silent peer before the others fail (JAX's
       heartbeat), so a run whose peer died ends with an error instead of hanging.
   """
-  if isinstance(num_processes, bool) or not isinstance(num_processes, (int, np.integer)) or num_processes < 1:
-    raise ValueError(f"initialize: `num_processes` must be an integer >= 1, got {num_processes!r}")
-  if (isinstance(process_id, bool) or not isinstance(process_id, (int, np.integer))
-      or not 0 <= process_id < num_processes):
-    raise ValueError(f"initialize: `process_id` must be an integer in [0, {num_processes}), got {process_id!r}")
+  num_processes = _checks.as_int("initialize", "num_processes", num_processes, low=1)
+  process_id = _checks.as_int("initialize", "process_id", process_id, low=0, high=num_processes - 1)
   match = _COORDINATOR.match(str(coordinator))
   if match is None or not 0 < int(match.group(1)) < 65536:
     raise ValueError(f"initialize: `coordinator` must be HOST:PORT with a port in 1..65535, got {coordinator!r}")
-  if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, np.integer)) or timeout_s < 1:
-    raise ValueError(f"initialize: `timeout_s` must be an integer >= 1 (seconds), got {timeout_s!r}")
-  jax.distributed.initialize(coordinator_address=str(coordinator), num_processes=int(num_processes),
-                             process_id=int(process_id), initialization_timeout=int(timeout_s),
-                             heartbeat_timeout_seconds=int(timeout_s))
+  timeout_s = _checks.as_int("initialize", "timeout_s", timeout_s, low=1)
+  jax.distributed.initialize(coordinator_address=str(coordinator), num_processes=num_processes,
+                             process_id=process_id, initialization_timeout=timeout_s,
+                             heartbeat_timeout_seconds=timeout_s)
 
 
 def is_main_process() -> bool:
