@@ -314,6 +314,9 @@ class Experiment(abc.ABC):
   datasets: str | None = None
   default_dataset = "synthetic"
   path_flags: tuple[str, ...] = ()  # input-file flags besides --data-dir, stored absolute so --resume works anywhere
+  # whether execute() runs its train steps on the data mesh of ``--devices`` (``args.mesh``); the others refuse
+  # --devices rather than ignore it
+  data_parallel = False
 
   def add_arguments(self, parser: argparse.ArgumentParser) -> None:
     """Flags that are not config fields (input files, sweeps)."""
@@ -355,6 +358,10 @@ class Experiment(abc.ABC):
     parser.add_argument("--resume", metavar="DIR", help="finish the run in DIR (its own flags; finished stages are "
                                                         "read back, not recomputed)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.add_argument("--devices", type=int, metavar="N",
+                        help="data-parallel over the first N local devices (default: all of them); batches are split "
+                             "over the devices and every batch reduction is global, so results match one device"
+                        if self.data_parallel else "not supported by this experiment yet (it runs on one device)")
     self.add_arguments(parser)
     add_config_flags(parser, self.config)
     return parser
@@ -364,10 +371,24 @@ class Experiment(abc.ABC):
     args = parser.parse_args(argv)
     try:
       cfg = apply_flags(args, self.preset(args))
+      args.mesh = self._mesh(args)
       self.check(args, cfg)
     except UsageError as e:
       parser.error(str(e))
     return parser, args, cfg
+
+  def _mesh(self, args: argparse.Namespace):
+    """The data mesh of ``--devices`` (None for an experiment that is not data-parallel)."""
+    if not self.data_parallel:
+      if args.devices is not None and args.devices != 1:
+        raise UsageError("--devices", f"{args.devices}: the {self.name} experiment does not run data-parallel yet; "
+                                      f"leave --devices out")
+      return None
+    from bcjax.parallel import data_mesh  # pylint: disable=import-outside-toplevel
+    try:
+      return data_mesh(args.devices)
+    except ValueError as e:
+      raise UsageError("--devices", str(e).removeprefix("data_mesh: `num_devices` (--devices) ")) from e
 
 
 def _resume_argv(parser: argparse.ArgumentParser, argv: list[str], out: Path) -> list[str]:

@@ -10,7 +10,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 from absl.testing import absltest
+
+from tests._tolerance import assert_close
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,11 +66,72 @@ PROBE = textwrap.dedent("""
 """)
 
 
-def run_probe():
+# The two-tower step (SOGram and candidate sampling) for 10 steps on 1 device (no mesh) and on the 4-device mesh from
+# the same seed, in float32; then the gramian_training experiment's command line on 1 and 4 devices, and its errors.
+TWO_TOWER_PROBE = textwrap.dedent("""
+    import json, tempfile
+    from pathlib import Path
+    import jax
+    import numpy as np
+    from flax import nnx
+    from bcjax.data import synthetic_link_corpus
+    from bcjax.gramian import batch_gramian, sogram
+    from bcjax.models import TwoTower
+    from bcjax.parallel import DATA_AXIS, data_mesh, replicate
+    from experiments import harness
+    from experiments.gramian_training.experiment import EXPERIMENT
+    from experiments.two_tower.data import train_data
+    from experiments.two_tower.train import init_state, make_optimizer, make_train_step
+
+    corpus = synthetic_link_corpus(400, 3000, seed=0)
+
+    def run(kind, mesh):
+      axis = None if mesh is None else DATA_AXIS
+      est = sogram(0.1, axis_name=axis) if kind == "sogram" else batch_gramian(axis_name=axis)
+      data = train_data(corpus, "sqrt")
+      model = TwoTower(corpus.vocab_size, 8, len(corpus.left.groups), len(corpus.right.groups), (16, 8),
+                       rngs=nnx.Rngs(params=0))
+      graphdef, params = nnx.split(model)
+      opt = make_optimizer("adam", 1e-2)
+      state = init_state(graphdef, params, opt, est, 8)
+      step = make_train_step(graphdef, opt, est, lam=0.5, batch_size=64, penalty_batch_size=32, mesh=mesh)
+      if mesh is not None:
+        state, data = replicate(mesh, state), replicate(mesh, data)
+      losses = []
+      for i in range(10):
+        state, metrics = step(state, data, jax.random.fold_in(jax.random.key(1), i))
+        losses.append(float(metrics["loss"]))
+      leaves = [np.asarray(x).tolist() for x in jax.tree.leaves(state)]
+      return {"losses": losses, "state": leaves, "replicated": all(x.sharding.is_fully_replicated
+                                                                   for x in jax.tree.leaves(state.params))}
+
+    out = {kind: {"one": run(kind, None), "four": run(kind, data_mesh(4))} for kind in ("sogram", "sampling")}
+    try:
+      make_train_step(None, None, None, lam=1.0, batch_size=66, penalty_batch_size=32, mesh=data_mesh(4))
+    except ValueError as e:
+      out["step_error"] = str(e)
+
+    def cli(*argv):
+      try:
+        return harness.main(EXPERIMENT, ["--preset", "test", "--steps", "10", "--no-progress", *argv])
+      except SystemExit as e:
+        return e.code
+
+    tmp = Path(tempfile.mkdtemp())
+    out["cli"] = [cli("--devices", "1", "--out", str(tmp / "one")), cli("--devices", "4", "--out", str(tmp / "four"))]
+    out["cli_metrics"] = [[json.loads(l) for l in (tmp / name / "metrics.jsonl").read_text().splitlines()]
+                          for name in ("one", "four")]
+    out["cli_errors"] = [cli("--devices", "8", "--out", str(tmp / "e1")), cli("--batch-size", "66", "--out",
+                         str(tmp / "e2")), (tmp / "e1").exists() or (tmp / "e2").exists()]
+    print("RESULT " + json.dumps(out))
+""")
+
+
+def run_probe(probe: str = PROBE):
   env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu",
          "PYTHONPATH": str(ROOT)}
-  proc = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=ROOT, capture_output=True, text=True,
-                        timeout=300)
+  proc = subprocess.run([sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True, text=True,
+                        timeout=400)
   if proc.returncode:
     raise AssertionError(f"the 4-device probe failed:\n{proc.stderr[-3000:]}")
   line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
@@ -112,3 +176,41 @@ class DataMeshTest(absltest.TestCase):
 
 if __name__ == "__main__":
   absltest.main()
+
+
+def f32(x) -> np.ndarray:
+  """Values that were float32 before the probe's JSON, compared at float32 precision."""
+  return np.asarray(x, np.float32)
+
+
+class TwoTowerDataParallelTest(absltest.TestCase):
+  """4 devices against 1 from the same seed: the global batch is the same, each device takes a quarter of its rows,
+  and the psum'd means and Gramians make every step the same up to float32 summation order."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.out = run_probe(TWO_TOWER_PROBE)
+
+  def test_ten_steps_on_four_devices_equal_one(self):
+    for kind in ("sogram", "sampling"):
+      one, four = self.out[kind]["one"], self.out[kind]["four"]
+      assert_close(f32(four["losses"]), f32(one["losses"]), "reduction")
+      self.assertEqual(len(four["state"]), len(one["state"]))
+      for a, b in zip(four["state"], one["state"]):  # parameters, Adam moments, estimator state, step
+        # float32 reduction tolerance (1e-5) relative to the leaf's largest entry
+        assert_close(f32(a), f32(b), "reduction", scale=float(np.max(np.abs(b), initial=0.0)) or 1.0)
+      self.assertTrue(four["replicated"])
+
+  def test_the_experiment_on_four_devices_logs_what_one_logs(self):
+    self.assertEqual(self.out["cli"], [0, 0])
+    one, four = self.out["cli_metrics"]
+    self.assertEqual(len(one), len(four))
+    for a, b in zip(one, four):
+      for key in ("loss", "observed_loss", "val_map@10"):
+        if key in a:
+          assert_close(f32(b[key]), f32(a[key]), "reduction", scale=abs(a[key]) or 1.0)
+
+  def test_devices_and_batch_errors(self):
+    self.assertIn("`batch_size`=66 is not divisible by the 4 devices", self.out["step_error"])
+    self.assertEqual(self.out["cli_errors"], [2, 2, False])  # exit 2, nothing written

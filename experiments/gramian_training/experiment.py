@@ -50,6 +50,15 @@ class GramianTraining(TwoTowerExperiment):
                  "table.md (Table 2 layout), figure3.png.")
   config = Config
   presets = PRESETS
+  data_parallel = True
+
+  def check(self, args, cfg):
+    super().check(args, cfg)
+    devices = args.mesh.devices.size
+    for flag, size in (("--batch-size", cfg.batch_size), ("--penalty-batch-size", cfg.penalty_batch_size)):
+      if size % devices:
+        raise harness.UsageError(flag, f"{size} is not divisible by the {devices} devices of the data mesh "
+                                       f"(--devices): each device takes an equal share of the batch")
 
   def preset(self, args):
     cfg = preset(args.preset, args.dataset)
@@ -59,7 +68,8 @@ class GramianTraining(TwoTowerExperiment):
     return cfg
 
   def execute(self, run, args, cfg, corpus):
-    methods = {m: run.stage(m, lambda m=m: train_method(m, corpus, cfg, progress=run.progress, log=run.log))
+    methods = {m: run.stage(m, lambda m=m: train_method(m, corpus, cfg, progress=run.progress, log=run.log,
+                                                     mesh=args.mesh))
                for m in cfg.methods}
     return {"dataset": args.dataset, "preset": args.preset, "seed": cfg.seed,
             "corpus": self.corpus_summary(corpus), "methods": methods}

@@ -11,17 +11,19 @@ from bcjax.data import PairCorpus
 from bcjax.gramian import batch_gramian, sogram
 from bcjax.metrics import evaluate_retrieval
 from bcjax.models import TwoTower
+from bcjax.parallel import DATA_AXIS, replicate
 from experiments.gramian_training.configs import Config
 from experiments.two_tower.data import train_data
 from experiments.two_tower.train import init_state, make_embedder, make_optimizer, make_train_step
 
 
-def _estimator(method: str, cfg: Config):
+def _estimator(method: str, cfg: Config, axis_name: str | None):
   kind, _, sampling = method.partition("-")
   if kind == "sogram":
-    return sogram(cfg.alpha), sampling
+    return sogram(cfg.alpha, axis_name=axis_name), sampling
   if kind == "sampling":
-    return batch_gramian(sampling="uniform"), sampling  # the 1/(np) weights come with the batch
+    # the 1/(np) weights come with the batch
+    return batch_gramian(sampling="uniform", axis_name=axis_name), sampling
   raise ValueError(f"unknown method {method!r}")
 
 
@@ -39,8 +41,10 @@ def evaluate(embed, params, corpus: PairCorpus, candidates: np.ndarray, *, exact
                             candidates=None if exact else candidates)
 
 
-def train_method(method: str, corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None) -> dict:
-  estimator, sampling = _estimator(method, cfg)
+def train_method(method: str, corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None,
+                 mesh: jax.sharding.Mesh | None = None) -> dict:
+  """One method's training curve; with ``mesh`` (``--devices``) every step is data-parallel over it."""
+  estimator, sampling = _estimator(method, cfg, None if mesh is None else DATA_AXIS)
   data = train_data(corpus, sampling, cfg.smoothing)
   key = jax.random.key(cfg.seed)  # same initial model and batches for every method
   model = TwoTower(corpus.vocab_size, cfg.input_dim, len(corpus.left.groups), len(corpus.right.groups), cfg.sizes,
@@ -49,7 +53,9 @@ def train_method(method: str, corpus: PairCorpus, cfg: Config, *, progress: bool
   optimizer = make_optimizer(cfg.optimizer, cfg.learning_rate)
   state = init_state(graphdef, params, optimizer, estimator, cfg.sizes[-1])
   step_fn = make_train_step(graphdef, optimizer, estimator, lam=cfg.lam, batch_size=cfg.batch_size,
-                            penalty_batch_size=cfg.penalty_batch_size)
+                            penalty_batch_size=cfg.penalty_batch_size, mesh=mesh)
+  if mesh is not None:
+    state, data = replicate(mesh, state), replicate(mesh, data)
   rng = jax.random.fold_in(key, 1)
   start = time.perf_counter()
   compiled = step_fn.lower(state, data, rng).compile()

@@ -17,6 +17,7 @@ import optax
 from flax import nnx
 
 from bcjax.gramian import GramianEstimator, gramian_penalty, penalty_surrogate
+from bcjax.parallel import DATA_AXIS
 from experiments.two_tower.data import TrainData, gather, sample
 
 
@@ -41,36 +42,71 @@ def init_state(graphdef, params, optimizer, estimator: GramianEstimator, k: int)
                     jnp.zeros((), jnp.int32))
 
 
-def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation, estimator: GramianEstimator,
-                    *, lam: float, batch_size: int, penalty_batch_size: int):
-  """Returns the jitted ``train_step(state, data, rng) -> (state, metrics)``; the state is donated."""
+class Rows(NamedTuple):
+  """One step's sampled rows, drawn on the global batch so every device count sees the same ones: B' training pairs,
+  and each side's entity batch with its weights mu = 1 / (n p)."""
+  pairs: jax.Array  # [B]
+  left_idx: jax.Array  # [B_p]
+  left_mu: jax.Array
+  right_idx: jax.Array
+  right_mu: jax.Array
 
-  def loss_fn(params, state: TrainState, data: TrainData, rng):
+
+def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation, estimator: GramianEstimator,
+                    *, lam: float, batch_size: int, penalty_batch_size: int, mesh: jax.sharding.Mesh | None = None):
+  """Returns the jitted ``train_step(state, data, rng) -> (state, metrics)``; the state is donated.
+
+  With ``mesh`` (a :func:`bcjax.parallel.data_mesh`) the step is data-parallel: the rows are split over the mesh
+  inside ``jax.shard_map``, parameters, optimiser and estimator states are replicated, and every batch mean and
+  Gramian is summed over :data:`~bcjax.parallel.DATA_AXIS` -- the ``estimator`` must then be built with
+  ``axis_name=DATA_AXIS``. Both batch sizes must be divisible by the mesh's device count.
+  """
+  axis = None if mesh is None else DATA_AXIS
+  if mesh is not None:
+    for name, size in (("batch_size", batch_size), ("penalty_batch_size", penalty_batch_size)):
+      if size % mesh.devices.size:
+        raise ValueError(f"make_train_step: `{name}`={size} is not divisible by the {mesh.devices.size} devices of "
+                         f"the mesh (--devices)")
+
+  def mean(x):
+    m = jnp.mean(x)
+    return m if axis is None else jax.lax.pmean(m, axis)  # equal rows per device: the mean of means
+
+  def loss_fn(params, state: TrainState, data: TrainData, rows: Rows):
     model = nnx.merge(graphdef, params)
-    k_pairs, k_left, k_right = jax.random.split(rng, 3)
-    pairs = jax.random.randint(k_pairs, (batch_size,), 0, data.pair_left.shape[0])
-    u = model.embed_left(gather(data.left_groups, data.pair_left[pairs]))
-    v = model.embed_right(gather(data.right_groups, data.pair_right[pairs]))
-    residual = jnp.sum(u * v, axis=-1) - data.pair_target[pairs]
-    observed = 0.5 * jnp.mean(residual ** 2)
-    left_idx, left_mu = sample(data.left_sampler, k_left, penalty_batch_size)
-    right_idx, right_mu = sample(data.right_sampler, k_right, penalty_batch_size)
-    u_b = model.embed_left(gather(data.left_groups, left_idx))
-    v_b = model.embed_right(gather(data.right_groups, right_idx))
+    u = model.embed_left(gather(data.left_groups, data.pair_left[rows.pairs]))
+    v = model.embed_right(gather(data.right_groups, data.pair_right[rows.pairs]))
+    residual = jnp.sum(u * v, axis=-1) - data.pair_target[rows.pairs]
+    observed = 0.5 * mean(residual ** 2)
+    u_b = model.embed_left(gather(data.left_groups, rows.left_idx))
+    v_b = model.embed_right(gather(data.right_groups, rows.right_idx))
     # The estimates include the current batch (Alg. 2 line 6) and are constants for the gradient (Prop. 1).
-    g_u, left_state = estimator.update(state.left_estimator, jax.lax.stop_gradient(u_b), indices=left_idx,
-                                       weights=left_mu)
-    g_v, right_state = estimator.update(state.right_estimator, jax.lax.stop_gradient(v_b), indices=right_idx,
-                                        weights=right_mu)
-    surrogate = penalty_surrogate(u_b, v_b, g_u.gramian, g_v.gramian, u_weights=left_mu, v_weights=right_mu)
+    g_u, left_state = estimator.update(state.left_estimator, jax.lax.stop_gradient(u_b), indices=rows.left_idx,
+                                       weights=rows.left_mu)
+    g_v, right_state = estimator.update(state.right_estimator, jax.lax.stop_gradient(v_b), indices=rows.right_idx,
+                                        weights=rows.right_mu)
+    surrogate = penalty_surrogate(u_b, v_b, g_u.gramian, g_v.gramian, u_weights=rows.left_mu,
+                                  v_weights=rows.right_mu, axis_name=axis)
     loss = observed + lam * surrogate
     metrics = {"loss": loss, "observed_loss": observed, "penalty_estimate": gramian_penalty(g_u.gramian,
                                                                                           g_v.gramian)}
     return loss, (left_state, right_state, metrics)
 
+  grad_fn = jax.grad(loss_fn, has_aux=True)
+  if mesh is not None:
+    # Replicated parameters used by every device's rows: shard_map's autodiff sums their gradient over the mesh.
+    grad_fn = jax.shard_map(grad_fn, mesh=mesh, in_specs=(jax.P(), jax.P(), jax.P(), jax.P(DATA_AXIS)),
+                            out_specs=jax.P())
+
   @functools.partial(jax.jit, donate_argnums=(0,))
   def train_step(state: TrainState, data: TrainData, rng: jax.Array):
-    grads, (left_state, right_state, metrics) = jax.grad(loss_fn, has_aux=True)(state.params, state, data, rng)
+    k_pairs, k_left, k_right = jax.random.split(rng, 3)
+    pairs = jax.random.randint(k_pairs, (batch_size,), 0, data.pair_left.shape[0])
+    rows = Rows(pairs, *sample(data.left_sampler, k_left, penalty_batch_size),
+                *sample(data.right_sampler, k_right, penalty_batch_size))
+    if mesh is not None:  # the rows are drawn replicated; each device takes its block
+      rows = jax.reshard(rows, jax.sharding.NamedSharding(mesh, jax.P(DATA_AXIS)))
+    grads, (left_state, right_state, metrics) = grad_fn(state.params, state, data, rows)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     return TrainState(params, opt_state, left_state, right_state, state.step + 1), metrics
