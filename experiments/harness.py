@@ -8,6 +8,10 @@ Presets are instances of that dataclass; a flag overrides its field only when gi
 (``Experiment.load``) are checked before anything is written; a bad value exits with status 2 and a message naming
 the flag and the allowed range, and no run directory is created.
 
+**Scaling out.** ``--devices``, ``--num-processes``, ``--process-id``, ``--coordinator`` and ``--peer-timeout`` are
+launch flags (how this process runs, not what the run computes): a data-parallel experiment (``data_parallel``)
+gets ``args.mesh``; every process of a multi-process run joins ``jax.distributed`` first, and only process 0 writes.
+
 **One run-directory lifecycle.** ``config.json`` (with the command line, input paths made absolute, so a run can be
 resumed exactly from anywhere), ``metrics.jsonl``, ``stages/`` where every finished stage is written atomically (a
 pickle of host values: resume only run folders you made), and at the end ``results.json``, ``table.md`` and the
@@ -31,6 +35,7 @@ import pickle
 import shutil
 import signal
 import sys
+import tempfile
 import types
 import typing
 from collections.abc import Callable, Sequence
@@ -215,13 +220,23 @@ def _fault(kind: str, stage: str) -> bool:
 
 
 class Run:
-  """An open run directory: resumable stages, the metrics log and atomic outputs."""
+  """An open run directory: resumable stages, the metrics log and atomic outputs.
 
-  def __init__(self, out: Path, *, resumed: bool, progress: bool):
-    self.out, self.resumed, self.progress = out, resumed, progress
+  In a multi-process run the processes other than 0 are not ``writer``: they read the stages that process 0 wrote
+  (a stage read back is read back by every process, so all of them take the same collective steps), and everything
+  they would write goes to a scratch folder that is deleted on :meth:`close`.
+  """
+
+  def __init__(self, out: Path, *, resumed: bool, progress: bool, writer: bool = True):
+    self.resumed, self.progress, self.writer = resumed, progress, writer
     self.stages = out / "stages"
-    self.stages.mkdir(exist_ok=True)
-    self._metrics = open(out / "metrics.jsonl", "a", buffering=1)  # pylint: disable=consider-using-with
+    if writer:
+      self.out = out
+      self.stages.mkdir(exist_ok=True)
+      self._metrics = open(out / "metrics.jsonl", "a", buffering=1)  # pylint: disable=consider-using-with
+    else:
+      self.out = Path(tempfile.mkdtemp(prefix="bcjax-process-"))
+      self._metrics = open(os.devnull, "w")  # pylint: disable=consider-using-with
     self._values: dict = {}  # stages of this process, so a shared stage (M_0) is read once
     self.loaded: list[str] = []
     self.computed: list[str] = []
@@ -256,9 +271,10 @@ class Run:
       raise
     except Exception as e:  # pylint: disable=broad-except
       raise StageFailed(name, e) from e
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    write_atomic(path, data)
+    if self.writer:
+      path.parent.mkdir(parents=True, exist_ok=True)
+      write_atomic(path, data)
     # What later stages see is what a resumed run would read back, so both runs compute the same numbers.
     value = pickle.loads(data)
     self._values[name] = value
@@ -268,6 +284,8 @@ class Run:
     return value
 
   def finished_stages(self) -> list[str]:
+    if not self.stages.is_dir():
+      return []
     return sorted(str(p.relative_to(self.stages).with_suffix("")) for p in self.stages.rglob("*.pkl"))
 
   def publish_dir(self, name: str, build: Callable[[Path], None]) -> Path:
@@ -295,6 +313,8 @@ class Run:
 
   def close(self) -> None:
     self._metrics.close()
+    if not self.writer:
+      shutil.rmtree(self.out, ignore_errors=True)
 
 
 # Experiments ---------------------------------------------------------------------------------------------------
@@ -358,10 +378,20 @@ class Experiment(abc.ABC):
     parser.add_argument("--resume", metavar="DIR", help="finish the run in DIR (its own flags; finished stages are "
                                                         "read back, not recomputed)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    parser.add_argument("--devices", type=int, metavar="N",
-                        help="data-parallel over the first N local devices (default: all of them); batches are split "
-                             "over the devices and every batch reduction is global, so results match one device"
-                        if self.data_parallel else "not supported by this experiment yet (it runs on one device)")
+    launch = parser.add_argument_group(
+        "scaling out (launch settings: not stored with the run, and allowed with --resume)")
+    launch.add_argument("--devices", type=int, metavar="N",
+                        help="data-parallel over the first N local devices of each process (default: all of them); "
+                             "batches are split over the devices and every batch reduction is global, so results "
+                             "match one device" if self.data_parallel
+                        else "not supported by this experiment yet (it runs on one device)")
+    launch.add_argument("--num-processes", type=int, default=1, metavar="P",
+                        help="processes of a multi-process run (jax.distributed); each runs this same command")
+    launch.add_argument("--process-id", type=int, default=0, metavar="I",
+                        help="this process, 0..P-1; process 0 hosts the coordinator and alone writes the outputs")
+    launch.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address (with --num-processes > 1)")
+    launch.add_argument("--peer-timeout", type=int, default=120, metavar="SECONDS",
+                        help="how long to wait for the peers to join, and for a silent peer before failing")
     self.add_arguments(parser)
     add_config_flags(parser, self.config)
     return parser
@@ -371,38 +401,76 @@ class Experiment(abc.ABC):
     args = parser.parse_args(argv)
     try:
       cfg = apply_flags(args, self.preset(args))
-      args.mesh = self._mesh(args)
       self.check(args, cfg)
     except UsageError as e:
       parser.error(str(e))
     return parser, args, cfg
 
-  def _mesh(self, args: argparse.Namespace):
-    """The data mesh of ``--devices`` (None for an experiment that is not data-parallel)."""
+  def check_mesh(self, args: argparse.Namespace, cfg, devices: int) -> None:
+    """Checks that need the mesh's device count (e.g. batch divisibility); raise :class:`UsageError`."""
+
+  def launch(self, args: argparse.Namespace, cfg) -> None:
+    """Joins the multi-process run (``--num-processes``) and sets ``args.mesh``, the data mesh of ``--devices``
+    (None for an experiment that is not data-parallel); before the run directory exists."""
+    if args.num_processes != 1 and not self.data_parallel:
+      raise UsageError("--num-processes", f"{args.num_processes}: the {self.name} experiment does not run "
+                                          f"data-parallel yet")
     if not self.data_parallel:
       if args.devices is not None and args.devices != 1:
         raise UsageError("--devices", f"{args.devices}: the {self.name} experiment does not run data-parallel yet; "
                                       f"leave --devices out")
-      return None
-    from bcjax.parallel import data_mesh  # pylint: disable=import-outside-toplevel
+      args.mesh = None
+      return
+    from bcjax import parallel  # pylint: disable=import-outside-toplevel
+    if args.num_processes != 1:
+      if args.coordinator is None:
+        raise UsageError("--coordinator", f"is needed with --num-processes {args.num_processes} (process 0's "
+                                          f"HOST:PORT)")
+      try:
+        parallel.initialize(args.num_processes, args.process_id, args.coordinator, timeout_s=args.peer_timeout)
+      except ValueError as e:
+        raise UsageError("--num-processes", str(e).removeprefix("initialize: ")) from e
     try:
-      return data_mesh(args.devices)
+      args.mesh = parallel.data_mesh(args.devices)
     except ValueError as e:
       raise UsageError("--devices", str(e).removeprefix("data_mesh: `num_devices` (--devices) ")) from e
+    self.check_mesh(args, cfg, args.mesh.devices.size)
+
+
+LAUNCH_FLAGS = ("--devices", "--num-processes", "--process-id", "--coordinator", "--peer-timeout")
+
+
+def _split_launch(argv: list[str]) -> tuple[list[str], list[str]]:
+  """``(run flags, launch flags)``: the launch flags (devices, processes) say how this process runs, not what the run
+  computes, so they are neither stored in config.json nor fixed by --resume."""
+  run, launch, i = [], [], 0
+  while i < len(argv):
+    name = argv[i].partition("=")[0]
+    if name in LAUNCH_FLAGS:
+      takes_value = "=" not in argv[i] and i + 1 < len(argv)
+      launch += argv[i:i + 1 + takes_value]
+      i += 1 + takes_value
+    else:
+      run.append(argv[i])
+      i += 1
+  return run, launch
 
 
 def _resume_argv(parser: argparse.ArgumentParser, argv: list[str], out: Path) -> list[str]:
-  """The stored command line of the run in ``out``; --resume takes no other flag but --no-progress."""
+  """The stored command line of the run in ``out``; --resume takes no other flag but --no-progress and the launch
+  flags."""
+  argv, launch = _split_launch(argv)
   others = [a for a in argv if a not in ("--no-progress",)]
   if len(others) != 2:
-    parser.error("--resume DIR takes no other flag (the run keeps its own settings) except --no-progress")
+    parser.error("--resume DIR takes no other flag (the run keeps its own settings) except --no-progress and the "
+                 f"launch flags ({', '.join(LAUNCH_FLAGS)})")
   config = out / "config.json"
   if not config.is_file():
     parser.error(f"--resume {out}: no run there (missing config.json)")
   if (out / "results.json").exists():
     parser.error(f"--resume {out}: that run has finished (results.json exists)")
   stored = json.loads(config.read_text())
-  return list(stored["argv"]) + (["--no-progress"] if "--no-progress" in argv else [])
+  return list(stored["argv"]) + (["--no-progress"] if "--no-progress" in argv else []) + launch
 
 
 def _absolute_paths(argv: list[str], flags: Sequence[str]) -> list[str]:
@@ -423,33 +491,43 @@ def _absolute_paths(argv: list[str], flags: Sequence[str]) -> list[str]:
 
 
 def main(experiment: Experiment, argv: Sequence[str] | None = None) -> int:
-  """Parses, validates, loads the data, opens (or resumes) the run directory, runs the stages, reports."""
+  """Parses, validates, joins the processes and builds the mesh, loads the data, opens (or resumes) the run
+  directory, runs the stages, reports. In a multi-process run only process 0 writes the run directory."""
   argv = list(sys.argv[1:] if argv is None else argv)
   parser, args, cfg = experiment.parse(argv)
   resumed = args.resume is not None
+  writer = args.process_id == 0
   if resumed:
     out = Path(args.resume)
     argv = _resume_argv(parser, argv, out)
     parser, args, cfg = experiment.parse(argv)
   else:
     out = Path(args.out or f"runs/{experiment.name}-{datetime.datetime.now():%Y%m%d-%H%M%S}")
-    try:
-      common.check_out_dir(out)
-    except FileExistsError as e:
-      print(f"error: {e}", file=sys.stderr)
-      return 2
+    if writer:
+      try:
+        common.check_out_dir(out)
+      except FileExistsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+  try:
+    experiment.launch(args, cfg)
+  except UsageError as e:
+    parser.error(str(e))
+  except ConnectionError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
   try:
     data = experiment.load(args, cfg)
   except common.LOAD_ERRORS as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  if not resumed:
+  if writer and not resumed:
     out.mkdir(parents=True, exist_ok=True)
-    stored = _absolute_paths(argv, ("--data-dir", "--out", *experiment.path_flags))
+    stored = _absolute_paths(_split_launch(argv)[0], ("--data-dir", "--out", *experiment.path_flags))
     common.write_json(out / "config.json", common.jsonable({
         "experiment": experiment.name, "argv": stored, "preset": args.preset, **experiment.describe(args, cfg),
         "config": dataclasses.asdict(cfg)}))
-  run = Run(out, resumed=resumed, progress=not args.no_progress)
+  run = Run(out, resumed=resumed, progress=not args.no_progress and writer, writer=writer)
   try:
     if resumed:
       run.log(event="resumed", finished_stages=run.finished_stages())
@@ -465,15 +543,17 @@ def main(experiment: Experiment, argv: Sequence[str] | None = None) -> int:
                  "finished_stages": run.finished_stages(),
                  "resume": f"python -m experiments.{experiment.name} --resume {out}"}
       # the run's own status file: a second failure after --resume replaces the first one's
-      write_atomic(out / "results.partial.json", (json.dumps(partial, indent=2) + "\n").encode(), overwrite=True)
-      print(f"error: {e}\nfinished stages are kept in {run.stages}; after fixing the cause, continue with "
-            f"--resume {out}", file=sys.stderr)
+      if writer:
+        write_atomic(out / "results.partial.json", (json.dumps(partial, indent=2) + "\n").encode(), overwrite=True)
+      print(f"error{'' if writer else f' (process {args.process_id})'}: {e}\nfinished stages are kept in "
+            f"{out / 'stages'}; after fixing the cause, continue with --resume {out}", file=sys.stderr)
       return 1
     run.log(event="finished", stages_read_back=run.loaded, stages_computed=run.computed)
     run.write_json("results.json", results)
     text = experiment.report(run, args, cfg, results)
   finally:
     run.close()
-  print(text)
-  print(f"outputs in {out}")
+  if writer:
+    print(text)
+    print(f"outputs in {out}")
   return 0

@@ -3,16 +3,21 @@ JAX starts): the mesh, rows sharded and reduced inside ``jax.shard_map`` against
 ``axis_name``), masked padding, row-sharded tables holding 1/N of the bytes per device, replication, and the errors
 that name the argument and the counts."""
 
+import contextlib
+import io
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
 from absl.testing import absltest
 
+from experiments import harness
 from tests._tolerance import assert_close
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -214,3 +219,104 @@ class TwoTowerDataParallelTest(absltest.TestCase):
   def test_devices_and_batch_errors(self):
     self.assertIn("`batch_size`=66 is not divisible by the 4 devices", self.out["step_error"])
     self.assertEqual(self.out["cli_errors"], [2, 2, False])  # exit 2, nothing written
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _launch(argv: list[str], devices: int) -> subprocess.Popen:
+  env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}", "JAX_PLATFORMS": "cpu",
+         "PYTHONPATH": str(ROOT)}
+  return subprocess.Popen([sys.executable, "-m", "experiments.gramian_training", "--preset", "test", "--no-progress",
+                           *argv], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _two_processes(argv: list[str], timeout_s: int) -> list[subprocess.Popen]:
+  port = _free_port()
+  return [_launch([*argv, "--num-processes", "2", "--process-id", str(i), "--coordinator", f"127.0.0.1:{port}",
+                   "--peer-timeout", str(timeout_s)], devices=2) for i in range(2)]
+
+
+class MultiProcessTest(absltest.TestCase):
+  """Real jax.distributed runs on 127.0.0.1: 2 processes x 2 forced CPU devices (gloo collectives)."""
+
+  def test_two_processes_equal_one_process_on_four_devices_and_only_process_0_writes(self):
+    tmp = Path(self.create_tempdir().full_path)
+    single = _launch(["--steps", "10", "--out", str(tmp / "single")], devices=4)
+    self.assertEqual(single.wait(timeout=300), 0, single.stderr.read()[-2000:])
+    procs = _two_processes(["--steps", "10", "--out", str(tmp / "multi")], timeout_s=120)
+    outputs = [p.communicate(timeout=300) for p in procs]
+    self.assertEqual([p.returncode for p in procs], [0, 0], [e[-2000:] for _, e in outputs])
+    self.assertIn("outputs in", outputs[0][0])
+    self.assertNotIn("outputs in", outputs[1][0])  # process 1 reports nothing and writes nothing
+    files = lambda d: sorted(str(p.relative_to(d)) for p in d.rglob("*"))
+    self.assertEqual(files(tmp / "multi"), files(tmp / "single"))
+    read = lambda d: [json.loads(l) for l in (d / "metrics.jsonl").read_text().splitlines() if "loss" in l]
+    one, two = read(tmp / "single"), read(tmp / "multi")
+    self.assertEqual(len(one), len(two))
+    self.assertNotEqual(len(one), 0)
+    for a, b in zip(one, two):
+      for key in ("loss", "observed_loss", "penalty_estimate"):
+        assert_close(f32(b[key]), f32(a[key]), "reduction", scale=abs(a[key]) or 1.0)
+    self.assertNotIn("--process-id", json.loads((tmp / "multi" / "config.json").read_text())["argv"])
+
+  def test_a_dead_peer_stops_the_other_process_within_the_timeout(self):
+    tmp = Path(self.create_tempdir().full_path)
+    out = tmp / "run"
+    procs = _two_processes(["--steps", "1000000", "--eval-every", "100000", "--out", str(out)], timeout_s=10)
+    deadline = time.monotonic() + 240
+    while not (out / "metrics.jsonl").exists() and time.monotonic() < deadline and procs[0].poll() is None:
+      time.sleep(0.5)
+    time.sleep(3.0)  # both are in the training loop's collectives
+    procs[1].kill()
+    started = time.monotonic()
+    _, err = procs[0].communicate(timeout=120)
+    self.assertNotEqual(procs[0].returncode, 0)
+    self.assertLess(time.monotonic() - started, 90)  # the heartbeat timeout (10 s) plus slack for a loaded machine
+    self.assertRegex(err, r"another task died|unhealthy|stopped sending heartbeats")
+    self.assertFalse((out / "results.json").exists())  # nothing half-written is published
+
+  def test_an_unreachable_coordinator_is_a_clear_error(self):
+    tmp = Path(self.create_tempdir().full_path)
+    port = _free_port()
+    proc = _launch(["--out", str(tmp / "run"), "--num-processes", "2", "--process-id", "1", "--coordinator",
+                    f"127.0.0.1:{port}", "--peer-timeout", "2"], devices=2)
+    _, err = proc.communicate(timeout=120)
+    self.assertEqual(proc.returncode, 2)
+    self.assertIn(f"the coordinator 127.0.0.1:{port} (`coordinator`, --coordinator) is not reachable after 2 s", err)
+    self.assertFalse((tmp / "run").exists())
+
+
+class LaunchFlagsTest(absltest.TestCase):
+  """The launch flags are checked before anything is written, and are not part of the stored run."""
+
+  def _main(self, experiment, argv):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as exit_:
+      harness.main(experiment, argv)
+    return exit_.exception.code, err.getvalue()
+
+  def test_bad_launch_flags_exit_2_naming_the_flag(self):
+    from experiments.bc_aligner.experiment import EXPERIMENT as bc_aligner  # pylint: disable=import-outside-toplevel
+    from experiments.gramian_training.experiment import EXPERIMENT as gramian  # pylint: disable=import-outside-toplevel
+    out = Path(self.create_tempdir().full_path) / "run"
+    code, err = self._main(gramian, ["--preset", "test", "--num-processes", "2", "--out", str(out)])
+    self.assertEqual(code, 2)
+    self.assertIn("--coordinator is needed with --num-processes 2", err)
+    code, err = self._main(bc_aligner, ["--preset", "test", "--devices", "2", "--out", str(out)])
+    self.assertEqual(code, 2)
+    self.assertIn("--devices 2: the bc_aligner experiment does not run data-parallel yet", err)
+    code, err = self._main(gramian, ["--preset", "test", "--num-processes", "2", "--process-id", "2",
+                                     "--coordinator", "127.0.0.1:1234", "--out", str(out)])
+    self.assertEqual(code, 2)
+    self.assertIn("`process_id` must be an integer in [0, 1], got 2", err)
+    self.assertFalse(out.exists())
+
+  def test_launch_flags_are_split_from_the_run_s_flags(self):
+    run, launch = harness._split_launch(["--preset", "test", "--devices", "4", "--process-id=1", "--steps", "3",
+                                         "--coordinator", "h:1"])
+    self.assertEqual(run, ["--preset", "test", "--steps", "3"])
+    self.assertEqual(launch, ["--devices", "4", "--process-id=1", "--coordinator", "h:1"])

@@ -1,6 +1,8 @@
 """The data mesh and the placement of host values on it (see :mod:`bcjax.parallel`)."""
 
 import re
+import socket
+import time
 
 import jax
 import numpy as np
@@ -29,9 +31,28 @@ def initialize(num_processes: int, process_id: int, coordinator: str, *, timeout
   if match is None or not 0 < int(match.group(1)) < 65536:
     raise ValueError(f"initialize: `coordinator` must be HOST:PORT with a port in 1..65535, got {coordinator!r}")
   timeout_s = _checks.as_int("initialize", "timeout_s", timeout_s, low=1)
+  if process_id != 0:
+    # JAX aborts the process (no Python exception) when the coordinator never answers; a reachability check first
+    # turns that into an error that names the address.
+    _wait_for_coordinator(str(coordinator), timeout_s)
   jax.distributed.initialize(coordinator_address=str(coordinator), num_processes=num_processes,
                              process_id=process_id, initialization_timeout=timeout_s,
                              heartbeat_timeout_seconds=timeout_s)
+
+
+def _wait_for_coordinator(coordinator: str, timeout_s: float) -> None:
+  host, _, port = coordinator.rpartition(":")
+  host = host.strip("[]")
+  deadline = time.monotonic() + timeout_s
+  while True:
+    try:
+      socket.create_connection((host, int(port)), timeout=1.0).close()
+      return
+    except OSError as e:
+      if time.monotonic() >= deadline:
+        raise ConnectionError(f"initialize: the coordinator {coordinator} (`coordinator`, --coordinator) is not "
+                              f"reachable after {timeout_s} s ({e}); is process 0 running there?") from e
+      time.sleep(0.25)
 
 
 def is_main_process() -> bool:

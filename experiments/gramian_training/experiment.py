@@ -52,9 +52,7 @@ class GramianTraining(TwoTowerExperiment):
   presets = PRESETS
   data_parallel = True
 
-  def check(self, args, cfg):
-    super().check(args, cfg)
-    devices = args.mesh.devices.size
+  def check_mesh(self, args, cfg, devices):
     for flag, size in (("--batch-size", cfg.batch_size), ("--penalty-batch-size", cfg.penalty_batch_size)):
       if size % devices:
         raise harness.UsageError(flag, f"{size} is not divisible by the {devices} devices of the data mesh "
