@@ -68,10 +68,11 @@ def write_report(out: str, benchmark: str, **content) -> None:
 
 
 def benchmark_main(name: str, description: str, config_cls, presets: dict, run: Callable[..., dict],
-                   argv: Sequence[str] | None = None) -> int:
+                   argv: Sequence[str] | None = None, check_config: Callable | None = None) -> int:
   """The command line of a benchmark: ``--out FILE`` (must not exist: checked before any work), ``--preset``
   (``full``, or ``quick``: seconds; ``--quick`` is its shorthand) and one flag per config option; then
-  ``run(cfg) -> report fields`` and the JSON report, which records the config."""
+  ``run(cfg) -> report fields`` and the JSON report, which records the config. ``check_config(cfg)`` may raise
+  :class:`~experiments.harness.UsageError` for cross-flag checks."""
   parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{name}", description=description,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--out", required=True, help="JSON report to write (must not exist)")
@@ -83,6 +84,8 @@ def benchmark_main(name: str, description: str, config_cls, presets: dict, run: 
       raise harness.UsageError("--out", f"{args.out} exists; reports are never overwritten")
     if not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
       raise harness.UsageError("--out", f"{args.out}: its folder does not exist")
+    if check_config is not None:
+      check_config(cfg)
   args, cfg = harness.parse_config(parser, argv, config_cls,
                                    lambda a: presets["quick" if a.quick else a.preset], check)
   content = run(cfg)

@@ -3,9 +3,10 @@
 import json
 from pathlib import Path
 
+import numpy as np
 from absl.testing import absltest
 
-from benchmarks import alignment_losses, gnn_step, gramian_vs_sampling
+from benchmarks import alignment_losses, gnn_step, gramian_vs_sampling, scaling
 from tests._tolerance import assert_close
 
 
@@ -48,6 +49,23 @@ class BenchmarkSmokeTest(absltest.TestCase):
       self.assertGreater(row["bcjax"]["compile_s"], 0)
       if "pyg" in row:  # only where torch_geometric is installed
         assert_close(row["pyg_over_bcjax"], row["pyg"]["median_s"] / row["bcjax"]["median_s"])
+
+  def test_scaling_quick_shards_the_table_by_one_over_n(self):
+    out = Path(self.create_tempdir().full_path) / "scaling.json"
+    self.assertEqual(scaling.main(["--out", str(out), "--quick", "--devices", "1,2,4"]), 0)
+    report = json.loads(out.read_text())
+    rows = report["by_devices"]
+    self.assertEqual([r["devices"] for r in rows], [1, 2, 4])
+    for r in rows:
+      self.assertEqual(r["table"]["bytes_per_device"] * r["devices"], r["table"]["total_bytes"])
+      self.assertGreater(r["two_tower_step"]["median_s"], 0)
+      self.assertGreater(r["two_tower_step"]["compile_s"], 0)
+      # the same global batches on every device count: the same loss up to float32 summation order
+      assert_close(np.float32(r["two_tower_step"]["final_loss"]), np.float32(rows[0]["two_tower_step"]["final_loss"]),
+                   "reduction")
+    with self.assertRaises(SystemExit) as ctx:  # a batch not divisible by a device count is refused before work
+      scaling.main(["--out", str(out.with_name("x.json")), "--quick", "--devices", "3"])
+    self.assertEqual(ctx.exception.code, 2)
 
 
 if __name__ == "__main__":

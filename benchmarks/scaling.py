@@ -1,0 +1,145 @@
+r"""Data-parallel scaling: train steps per second against the device count, and the per-device memory of a
+row-sharded embedding table.
+
+For each N in ``--devices`` a fresh process starts with N devices (on CPU, N forced host devices:
+``--xla_force_host_platform_device_count``; on an accelerator, the first N) and measures, on the 1-D data mesh of
+:mod:`bcjax.parallel`:
+
+* the two-tower step of ``experiments.two_tower`` (SOGram, the observed batch and the Gramian batch split over the
+  devices; compile time apart, then the median of repeated steps with ``block_until_ready``);
+* a [rows, dim] float32 table placed with :func:`bcjax.parallel.shard_table`: the bytes each device holds, which
+  should be ``rows * dim * 4 / N``.
+
+Forced CPU devices share the same cores, so on CPU only the memory figures and the equality of the results mean
+anything; the step rates are for an accelerator machine. The BC-Aligner step is not data-parallel yet and is not
+measured.
+
+  python -m benchmarks.scaling --out runs/scaling.json [--quick]
+"""
+
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from experiments import harness
+from experiments.harness import option
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  devices: tuple[int, ...] = option((1, 2, 4, 8), help="device counts N to measure", low=1)
+  batch_size: int = option(8192, help="observed pairs per step (global; divisible by every N)", low=1)
+  penalty_batch_size: int = option(8192, help="Gramian batch per side (global; divisible by every N)", low=1)
+  num_pages: int = option(20_000, help="entities of the synthetic link corpus", low=10)
+  num_links: int = option(200_000, help="links of the synthetic link corpus", low=100)
+  table_rows: int = option(1 << 20, help="rows of the sharded table (divisible by every N)", low=1)
+  table_dim: int = option(64, help="width of the sharded table", low=1)
+  repeats: int = option(20, help="timed steps (median reported)", low=1)
+
+
+PRESETS = {"full": Config(),
+           "quick": Config(devices=(1, 2, 4), batch_size=256, penalty_batch_size=256, num_pages=500, num_links=5000,
+                           table_rows=4096, table_dim=16, repeats=3)}
+
+
+def measure_on_devices(num_devices: int, cfg: Config) -> dict:
+  """One device count, in this process (which must have at least ``num_devices`` devices)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  from flax import nnx  # pylint: disable=import-outside-toplevel
+
+  from bcjax.data import synthetic_link_corpus  # pylint: disable=import-outside-toplevel
+  from bcjax.gramian import sogram  # pylint: disable=import-outside-toplevel
+  from bcjax.models import TwoTower  # pylint: disable=import-outside-toplevel
+  from bcjax.parallel import DATA_AXIS, data_mesh, replicate, shard_table  # pylint: disable=import-outside-toplevel
+  from experiments.two_tower.data import train_data  # pylint: disable=import-outside-toplevel
+  from experiments.two_tower.train import (init_state, make_optimizer,  # pylint: disable=import-outside-toplevel
+                                           make_train_step)
+
+  mesh = data_mesh(num_devices)
+  corpus = synthetic_link_corpus(cfg.num_pages, cfg.num_links, seed=0)
+  estimator = sogram(0.1, axis_name=DATA_AXIS)
+  model = TwoTower(corpus.vocab_size, 32, len(corpus.left.groups), len(corpus.right.groups), (64, 32),
+                   rngs=nnx.Rngs(params=0))
+  graphdef, params = nnx.split(model)
+  optimizer = make_optimizer("adagrad", 0.05)
+  state = replicate(mesh, init_state(graphdef, params, optimizer, estimator, 32))
+  data = replicate(mesh, train_data(corpus, "uniform"))
+  step = make_train_step(graphdef, optimizer, estimator, lam=1.0, batch_size=cfg.batch_size,
+                         penalty_batch_size=cfg.penalty_batch_size, mesh=mesh)
+  key = jax.random.key(1)
+  start = time.perf_counter()
+  compiled = step.lower(state, data, key).compile()
+  compile_s = time.perf_counter() - start
+  for i in range(2):  # warm-up
+    state, metrics = compiled(state, data, jax.random.fold_in(key, i))
+  jax.block_until_ready(state)
+  runs = []
+  for i in range(cfg.repeats):
+    start = time.perf_counter()
+    state, metrics = compiled(state, data, jax.random.fold_in(key, 100 + i))
+    jax.block_until_ready(state)
+    runs.append(time.perf_counter() - start)
+  table = shard_table(mesh, np.zeros((cfg.table_rows, cfg.table_dim), np.float32))
+  per_device = sorted({int(s.data.nbytes) for s in table.addressable_shards})
+  return {"devices": num_devices, "device_kind": mesh.devices.flat[0].device_kind,
+          "two_tower_step": {"compile_s": compile_s, "median_s": statistics.median(runs), "min_s": min(runs),
+                             "steps_per_s": 1.0 / statistics.median(runs), "repeats": cfg.repeats,
+                             "final_loss": float(metrics["loss"])},
+          "table": {"rows": cfg.table_rows, "dim": cfg.table_dim, "total_bytes": cfg.table_rows * cfg.table_dim * 4,
+                    "bytes_per_device": per_device[-1], "distinct_shard_sizes": per_device}}
+
+
+def _child(num_devices: int, cfg: Config) -> dict:
+  # The forced count only shapes the CPU platform; an accelerator's devices stay what they are. This process has not
+  # started a JAX backend, so a GPU's memory is the child's alone.
+  env = dict(os.environ, PYTHONPATH=str(ROOT), XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} "
+             f"--xla_force_host_platform_device_count={num_devices}".strip())
+  code = ("import json, sys; from benchmarks.scaling import Config, measure_on_devices; "
+          f"print('RESULT ' + json.dumps(measure_on_devices({num_devices}, Config(**json.loads(sys.argv[1])))))")
+  proc = subprocess.run([sys.executable, "-c", code, json.dumps(dataclasses.asdict(cfg))], env=env, cwd=ROOT,
+                        capture_output=True, text=True, check=False)
+  if proc.returncode:
+    raise RuntimeError(f"scaling: the {num_devices}-device process failed:\n{proc.stderr[-3000:]}")
+  line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
+  return json.loads(line.removeprefix("RESULT "))
+
+
+def check(cfg: Config) -> None:
+  for n in cfg.devices:
+    for flag, size in (("--batch-size", cfg.batch_size), ("--penalty-batch-size", cfg.penalty_batch_size),
+                       ("--table-rows", cfg.table_rows)):
+      if size % n:
+        raise harness.UsageError(flag, f"{size} is not divisible by {n} devices (--devices {n})")
+
+
+def measure(cfg: Config) -> dict:
+  rows = []
+  for n in cfg.devices:
+    rows.append(_child(n, cfg))
+    step, table = rows[-1]["two_tower_step"], rows[-1]["table"]
+    print(f"N={n}: two-tower step {step['median_s'] * 1e3:8.2f} ms ({step['steps_per_s']:7.1f} steps/s, compile "
+          f"{step['compile_s']:.1f} s); table {table['bytes_per_device']} of {table['total_bytes']} bytes per device",
+          file=sys.stderr)
+  base = rows[0]
+  for r in rows:
+    r["speedup_vs_first"] = base["two_tower_step"]["median_s"] / r["two_tower_step"]["median_s"]
+    r["table"]["fraction_per_device"] = r["table"]["bytes_per_device"] / r["table"]["total_bytes"]
+  return {"by_devices": rows, "bc_aligner_step": "not data-parallel yet (issue 16)",
+          "note": "forced CPU devices share the machine's cores: on CPU only memory and results are meaningful"}
+
+
+def main(argv=None) -> int:
+  from benchmarks.timing import benchmark_main  # pylint: disable=import-outside-toplevel
+  return benchmark_main("scaling", __doc__, Config, PRESETS, measure, argv, check)
+
+
+if __name__ == "__main__":
+  sys.exit(main())
