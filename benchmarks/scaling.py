@@ -107,7 +107,8 @@ def _child(num_devices: int, cfg: Config) -> dict:
   proc = subprocess.run([sys.executable, "-c", code, json.dumps(dataclasses.asdict(cfg))], env=env, cwd=ROOT,
                         capture_output=True, text=True, check=False)
   if proc.returncode:
-    raise RuntimeError(f"scaling: the {num_devices}-device process failed:\n{proc.stderr[-3000:]}")
+    raise RuntimeError(f"scaling: the {num_devices}-device process failed (exit status {proc.returncode}):\n"
+                       f"{proc.stderr[-3000:]}")
   line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
   return json.loads(line.removeprefix("RESULT "))
 

@@ -28,7 +28,8 @@ PROBE = textwrap.dedent("""
     jax.config.update("jax_enable_x64", True)
     import numpy as np
     from bcjax.gramian import gramian
-    from bcjax.parallel import DATA_AXIS, data_mesh, initialize, is_main_process, replicate, shard_rows, shard_table
+    from bcjax.parallel import (DATA_AXIS, data_mesh, initialize, is_main_process, replicate, shard_padded_rows,
+                                shard_rows, shard_table)
 
     out = {"devices": jax.device_count(), "main": is_main_process()}
     mesh = data_mesh()
@@ -52,6 +53,20 @@ PROBE = textwrap.dedent("""
     out["table_equal"] = bool(np.array_equal(np.asarray(t), table))
     r = replicate(mesh, {"w": table})["w"]
     out["replicated"] = [bool(np.array_equal(np.asarray(s.data), table)) for s in r.addressable_shards]
+
+    xp, wp = shard_padded_rows(mesh, x[:10], name="q")  # 10 rows on 4 devices: 2 padded rows, masked
+    out["padded"] = [list(xp.shape), np.asarray(wp).tolist()]
+    gp = jax.jit(jax.shard_map(lambda a, m: gramian(a, where=m, axis_name=DATA_AXIS), mesh=mesh,
+                               in_specs=(jax.P(DATA_AXIS), jax.P(DATA_AXIS)), out_specs=jax.P()))(xp, wp)
+    out["padded_gramian_err"] = float(np.max(np.abs(np.asarray(gp) - v.T @ v / len(v))))
+
+    # The conceptor time course with its correlation matrices summed over the 4 devices, against no mesh.
+    from experiments.conceptors_sts.pipeline import run_time_course
+    from experiments.conceptors_sts.synthetic import make_synthetic_sts
+    sts = make_synthetic_sts(0)
+    out["sts"] = [{m: r["methods"][m]["pcc_by_step"] for m in ("sif", "ca")} | {"specialized":
+                  r["corpus_specialized_sif"]} for r in (run_time_course(*sts, progress=False),
+                                                         run_time_course(*sts, progress=False, mesh=mesh))]
 
     errors = {}
     for name, call in (("devices", lambda: data_mesh(5)), ("devices0", lambda: data_mesh(0)),
@@ -159,6 +174,19 @@ class DataMeshTest(absltest.TestCase):
     self.assertIn("data", self.out["row_spec"])
     self.assertEqual(self.out["rows_per_device"], [3])
     self.assertLess(self.out["gramian_err"], 1e-12)  # float64: the psum of per-device sums, padding masked
+
+  def test_padded_rows_are_masked_out_of_the_reduction(self):
+    shape, where = self.out["padded"]
+    self.assertEqual(shape, [12, 3])
+    self.assertEqual(where, [True] * 10 + [False] * 2)
+    self.assertLess(self.out["padded_gramian_err"], 1e-12)
+
+  def test_conceptor_time_course_on_four_devices_equals_one(self):
+    one, four = self.out["sts"]
+    for method in ("sif", "ca"):
+      assert_close(np.asarray(four[method]), np.asarray(one[method]), "linalg")  # float64 eigh / solves
+    for genre, value in one["specialized"].items():
+      assert_close(four["specialized"][genre], value, "linalg")
 
   def test_tables_split_by_rows_and_replicas(self):
     total, per_device = self.out["table_bytes"]

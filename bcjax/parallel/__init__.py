@@ -11,6 +11,7 @@ from bcjax.parallel._mesh import data_mesh
 from bcjax.parallel._mesh import initialize
 from bcjax.parallel._mesh import is_main_process
 from bcjax.parallel._mesh import replicate
+from bcjax.parallel._mesh import shard_padded_rows
 from bcjax.parallel._mesh import shard_rows
 from bcjax.parallel._mesh import shard_table
 
@@ -20,6 +21,7 @@ __all__ = (
     "initialize",
     "is_main_process",
     "replicate",
+    "shard_padded_rows",
     "shard_rows",
     "shard_table",
 )

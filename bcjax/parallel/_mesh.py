@@ -106,6 +106,22 @@ def shard_rows(mesh: jax.sharding.Mesh, tree, *, name: str = "batch"):
   return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), tree)
 
 
+def shard_padded_rows(mesh: jax.sharding.Mesh, x, *, name: str = "rows"):
+  """``(rows, where)``: a full [n, ...] array (the same in every process) zero-padded to a multiple of the mesh's
+  devices and split by rows over the mesh, with the boolean mask of the real rows, for the ``where=`` argument of
+  the bcjax reductions (padded rows never count). Each process places only its own block of rows."""
+  x = np.asarray(x)
+  if x.ndim < 1:
+    raise ValueError(f"shard_padded_rows: `{name}` needs a leading (row) axis, got shape {x.shape}")
+  n, size = x.shape[0], mesh.devices.size
+  total = n + (-n % size)
+  rows = np.concatenate([x, np.zeros((total - n, *x.shape[1:]), x.dtype)])
+  where = np.arange(total) < n
+  per_process = total // jax.process_count()
+  mine = slice(jax.process_index() * per_process, (jax.process_index() + 1) * per_process)
+  return shard_rows(mesh, (rows[mine], where[mine]), name=name)
+
+
 def _from_full(mesh, tree, spec):
   def place(x):
     x = np.asarray(x)

@@ -66,6 +66,7 @@ class ConceptorsSTS(harness.Experiment):
   config = Config
   presets = PRESETS
   path_flags = ("--vectors", "--freq", "--sts-dir")
+  data_parallel = True
 
   def add_arguments(self, parser):
     parser.add_argument("--vectors", help="word vectors in GloVe text format (.txt, .gz or .zip)")
@@ -102,7 +103,8 @@ class ConceptorsSTS(harness.Experiment):
   def execute(self, run, args, cfg, data):
     vectors, counts, genres = data
     results = run.stage(f"time_course/alpha={cfg.alpha:g}", lambda: run_time_course(
-        vectors, counts, genres, alpha=cfg.alpha, a=cfg.sif_a, progress=run.progress, log=run.log))
+        vectors, counts, genres, alpha=cfg.alpha, a=cfg.sif_a, progress=run.progress, log=run.log,
+        mesh=args.mesh))
     return dict(results, data=self.source(args, cfg))
 
   def report(self, run, args, cfg, results):

@@ -12,6 +12,7 @@ Scores are cosine similarities; the metric is Pearson's r with the gold scores o
 Corpus-specialized SIF (direction estimated on the test genre itself) is reported as a reference line.
 """
 
+import functools
 from collections.abc import Mapping, Sequence
 
 import jax
@@ -19,9 +20,30 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from bcjax.sentence import (NLTK_ENGLISH_STOPWORDS, StsPairs, WordVectors, ca_embed, ca_update,
+from bcjax.conceptors import conceptor_from_correlation, correlation, disjunction
+from bcjax.parallel import DATA_AXIS, shard_padded_rows
+from bcjax.sentence import (NLTK_ENGLISH_STOPWORDS, StsPairs, WordVectors, ca_embed,
                             cosine_similarity, encode_token_ids, pearson, principal_direction, remove_direction,
                             sif_weights, stopword_conceptor, weighted_average)
+
+
+@functools.lru_cache(maxsize=None)
+def _sharded_correlation(mesh: jax.sharding.Mesh):
+  return jax.jit(jax.shard_map(lambda x, m: correlation(x, where=m, axis_name=DATA_AXIS), mesh=mesh,
+                               in_specs=(jax.P(DATA_AXIS), jax.P(DATA_AXIS)), out_specs=jax.P()))
+
+
+def _correlation(q, mesh) -> jax.Array:
+  """R = QᵀQ / n of the rows of q [n, d]; with a mesh the rows are split over its devices and the sums psum'd."""
+  if mesh is None:
+    return correlation(q)
+  return _sharded_correlation(mesh)(*shard_padded_rows(mesh, q, name="sentence vectors"))
+
+
+def _principal_direction(q, mesh) -> jax.Array:
+  if mesh is None:
+    return principal_direction(q)
+  return jnp.linalg.eigh(_correlation(q, mesh))[1][:, -1]  # QᵀQ / n has QᵀQ's eigenvectors
 
 
 def _pcc(e1, e2, gold) -> float:
@@ -47,8 +69,10 @@ def check_inputs(vectors: WordVectors, genres: Mapping[str, StsPairs],
 
 def run_time_course(vectors: WordVectors, counts: Mapping[str, int], genres: Mapping[str, StsPairs], *,
                     alpha: float = 1.0, a: float = 1e-3, stopwords: Sequence[str] = NLTK_ENGLISH_STOPWORDS,
-                    progress: bool = True, log=None) -> dict:
-  """Runs the protocol in float64; returns the results dictionary (PCC x 100)."""
+                    progress: bool = True, log=None, mesh: jax.sharding.Mesh | None = None) -> dict:
+  """Runs the protocol in float64; returns the results dictionary (PCC x 100). With ``mesh`` the corpora's
+  correlation matrices (the conceptors' R_t and SIF's principal directions) are summed over its devices, each
+  holding a block of the sentences."""
   names = list(genres)
   with jax.enable_x64(True):
     vec = jnp.asarray(vectors.vectors, jnp.float64)
@@ -68,14 +92,15 @@ def run_time_course(vectors: WordVectors, counts: Mapping[str, int], genres: Map
     zero_shot = {g: _pcc(ca_embed(raw[g][0], c0), ca_embed(raw[g][1], c0), genres[g].scores) for g in names}
     specialized = {}
     for g in names:
-      u = principal_direction(corpus[g])
+      u = _principal_direction(corpus[g], mesh)
       specialized[g] = _pcc(remove_direction(raw[g][0], u), remove_direction(raw[g][1], u), genres[g].scores)
 
     sif_steps, ca_steps = [], []
     c = c0
     for t in tqdm(range(len(names)), desc="corpora", disable=not progress):
-      u = principal_direction(jnp.concatenate([corpus[g] for g in names[:t + 1]]))
-      c = ca_update(c, corpus[names[t]], alpha)
+      u = _principal_direction(jnp.concatenate([corpus[g] for g in names[:t + 1]]), mesh)
+      # C_t = C_{t-1} OR C(R_t, alpha), as bcjax.sentence.ca_update, with R_t possibly from many devices
+      c = disjunction(c, conceptor_from_correlation(_correlation(corpus[names[t]], mesh), alpha))
       sif_steps.append([_pcc(remove_direction(raw[g][0], u), remove_direction(raw[g][1], u), genres[g].scores)
                         for g in names])
       ca_steps.append([_pcc(ca_embed(raw[g][0], c), ca_embed(raw[g][1], c), genres[g].scores) for g in names])
