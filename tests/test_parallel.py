@@ -147,6 +147,50 @@ TWO_TOWER_PROBE = textwrap.dedent("""
 """)
 
 
+# The BC-Aligner joint step (BC-Aligner's multi-step alignment) for 10 steps on 1 device and on 4.
+BC_ALIGNER_PROBE = textwrap.dedent("""
+    import json
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from flax import nnx
+    from bcjax.alignment import init_backward
+    from bcjax.data import load_graph_dataset
+    from bcjax.parallel import data_mesh
+    from experiments.bc_aligner.configs import PRESETS
+    from experiments.bc_aligner.data import BPRSampler, attribute_sizes, version_data, with_item_ids
+    from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, embed, make_train_step, new_model
+    from experiments.common import adam
+
+    cfg = PRESETS["test"]
+    graph = with_item_ids(load_graph_dataset("synthetic", None, seed=0, **dict(cfg.synthetic)))
+    vd = version_data(graph)[1]
+    sizes = attribute_sizes(graph)
+    previous = new_model(sizes, 1, 8, jax.random.key(0))
+    history = (jnp.asarray(np.random.default_rng(0).normal(size=(8, 8)), jnp.float32),)
+    target = AlignTarget(embed(previous.eval_def, previous.params, previous.batch_stats, vd.inputs), history)
+    batches = list(BPRSampler(vd.split, cfg.batch_size).epoch(np.random.default_rng(0)))
+
+    def run(mesh):
+      model = new_model(sizes, 2, 12, jax.random.key(1))
+      params = {"model": model.params, "w": init_backward(jax.random.key(2), 8, 12)}
+      state = TrainState(jax.tree.map(jnp.array, params), jax.tree.map(jnp.array, model.batch_stats),
+                         adam(cfg.learning_rate).init(params), jnp.zeros((), jnp.int32))
+      step = make_train_step(model.train_def, "linear-mloss", cfg.learning_rate, cfg.weight_decay, cfg.lam, mesh)
+      losses = []
+      for i in range(10):
+        state, metrics = step(state, StepInputs(vd.inputs, batches[i % len(batches)], target, 1.0),
+                              jax.random.key(i))
+        losses.append([float(metrics[k]) for k in ("loss", "bpr", "align")])
+      h = nnx.merge(model.train_def, state.params["model"], state.batch_stats, copy=True)(vd.inputs)
+      flat = jax.tree_util.tree_flatten_with_path(state)[0]
+      return {"losses": losses, "leaves": {jax.tree_util.keystr(p): np.asarray(x).tolist() for p, x in flat},
+              "train_mode_embeddings": np.asarray(h).tolist()}
+
+    print("RESULT " + json.dumps({"one": run(None), "four": run(data_mesh(4))}))
+""")
+
+
 def run_probe(probe: str = PROBE):
   env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu",
          "PYTHONPATH": str(ROOT)}
@@ -249,6 +293,35 @@ class TwoTowerDataParallelTest(absltest.TestCase):
     self.assertEqual(self.out["cli_errors"], [2, 2, False])  # exit 2, nothing written
 
 
+class BCAlignerDataParallelTest(absltest.TestCase):
+  """The joint step with BC-Aligner's loss: the batch rows split over 4 devices, the full-graph forward (BatchNorm
+  over all nodes) whole on each, against 1 device."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.out = run_probe(BC_ALIGNER_PROBE)
+
+  def test_ten_steps_on_four_devices_equal_one(self):
+    one, four = self.out["one"], self.out["four"]
+    for column in range(3):  # the loss, BPR and the alignment term, each at its own scale
+      assert_close(f32(four["losses"])[:, column], f32(one["losses"])[:, column], "reduction")
+    # A GraphSAGE layer's bias right before BatchNorm has a zero gradient in exact arithmetic (BN subtracts the
+    # mean); its computed gradient is rounding noise, which Adam normalises into full-size steps. So those biases,
+    # their Adam moments and the running means that absorb them follow the noise on any device count; everything
+    # else must agree, and the trained models must compute the same embeddings.
+    compared = 0
+    for path, b in one["leaves"].items():
+      if "lin_l']['bias" in path or "['mean']" in path or not np.size(b):
+        continue
+      assert_close(f32(four["leaves"][path]), f32(b), "reduction", scale=float(np.max(np.abs(b))) or 1.0,
+                   err_msg=path)
+      compared += 1
+    self.assertGreater(compared, 20)
+    self.assertTrue(any("['var']" in p for p in one["leaves"]))  # BatchNorm variances are among the compared
+    assert_close(f32(four["train_mode_embeddings"]), f32(one["train_mode_embeddings"]), "network")
+
+
 def _free_port() -> int:
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
@@ -328,15 +401,15 @@ class LaunchFlagsTest(absltest.TestCase):
     return exit_.exception.code, err.getvalue()
 
   def test_bad_launch_flags_exit_2_naming_the_flag(self):
-    from experiments.bc_aligner.experiment import EXPERIMENT as bc_aligner  # pylint: disable=import-outside-toplevel
+    from experiments.icl.experiment import EXPERIMENT as icl  # pylint: disable=import-outside-toplevel
     from experiments.gramian_training.experiment import EXPERIMENT as gramian  # pylint: disable=import-outside-toplevel
     out = Path(self.create_tempdir().full_path) / "run"
     code, err = self._main(gramian, ["--preset", "test", "--num-processes", "2", "--out", str(out)])
     self.assertEqual(code, 2)
     self.assertIn("--coordinator is needed with --num-processes 2", err)
-    code, err = self._main(bc_aligner, ["--preset", "test", "--devices", "2", "--out", str(out)])
+    code, err = self._main(icl, ["--preset", "test", "--devices", "2", "--out", str(out)])
     self.assertEqual(code, 2)
-    self.assertIn("--devices 2: the bc_aligner experiment does not run data-parallel yet", err)
+    self.assertIn("--devices 2: the icl experiment does not run data-parallel yet", err)
     code, err = self._main(gramian, ["--preset", "test", "--num-processes", "2", "--process-id", "2",
                                      "--coordinator", "127.0.0.1:1234", "--out", str(out)])
     self.assertEqual(code, 2)

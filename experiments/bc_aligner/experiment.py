@@ -26,6 +26,7 @@ class BCAligner(harness.Experiment):
   config = Config
   presets = PRESETS
   path_flags = ("--reviews", "--meta")
+  data_parallel = True
   datasets = (f"one of {', '.join(GRAPH_DATASETS)}; --data-dir: a MovieLens folder of any variant, or Amazon "
               f"reviews and metadata .json.gz of the 2014 or 2018 release")
 
@@ -56,6 +57,11 @@ class BCAligner(harness.Experiment):
       if path is not None and not os.path.exists(path):
         raise harness.UsageError(flag, f"{path} does not exist")
 
+  def check_mesh(self, args, cfg, devices):
+    if cfg.batch_size % devices:
+      raise harness.UsageError("--batch-size", f"{cfg.batch_size} is not divisible by the {devices} devices of the "
+                                               f"data mesh (--devices): each device takes an equal share of the rows")
+
   def methods(self, cfg) -> tuple[str, ...]:
     return tuple(m for m in METHODS if m in set(cfg.methods) | set(BASELINES))
 
@@ -81,7 +87,7 @@ class BCAligner(harness.Experiment):
     methods, sweep = self.methods(cfg), cfg.lambda_sweep
     tasks = tuple(t for t in TASKS if t not in left_out)
     splits = [v.split for v in versions]
-    runner = MethodRunner(versions, attribute_sizes(graph), cfg, jax.random.key(cfg.seed), run)
+    runner = MethodRunner(versions, attribute_sizes(graph), cfg, jax.random.key(cfg.seed), run, mesh=args.mesh)
     sweep_runners = {lam: runner.with_lambda(lam) for lam in sweep if lam != cfg.lam}
     total = runner.epochs_needed(methods) + sum(r.epochs_needed(("bc-aligner",)) - cfg.epochs
                                                 for r in sweep_runners.values())

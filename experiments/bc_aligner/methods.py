@@ -18,6 +18,7 @@ recomputes none of them.
 """
 
 import dataclasses
+import functools
 from typing import NamedTuple
 
 import jax
@@ -45,15 +46,16 @@ class MethodRunner:
   """Runs methods on shared versions, training each shared model (M_0, non-bc's M_k) once per run."""
 
   def __init__(self, versions: list[VersionData], attribute_sizes: tuple[int, ...], cfg: Config, key: jax.Array,
-               run: Run, progress=None, prefix: str = ""):
+               run: Run, progress=None, prefix: str = "", mesh: jax.sharding.Mesh | None = None):
     self.versions, self.sizes, self.cfg, self.key = versions, attribute_sizes, cfg, key
-    self.run_dir, self.progress, self.prefix = run, progress, prefix
+    self.run_dir, self.progress, self.prefix, self.mesh = run, progress, prefix, mesh
+    self.train = functools.partial(train_model, mesh=mesh)  # every M_k's steps on the data mesh (--devices)
 
   def with_lambda(self, lam: float) -> "MethodRunner":
     """A runner for another λ that shares this one's M_0 and Non-BC models; its stages and registries go under
     ``lam=<λ>/``."""
     return MethodRunner(self.versions, self.sizes, dataclasses.replace(self.cfg, lam=lam), self.key, self.run_dir,
-                        self.progress, f"lam={lam:g}/")
+                        self.progress, f"lam={lam:g}/", self.mesh)
 
   def _fresh(self, k: int):
     layers, dim = self.cfg.versions[k]
@@ -67,14 +69,14 @@ class MethodRunner:
     return self.run_dir.stage(name if shared else self.prefix + name, compute)
 
   def m0(self) -> Trained:
-    return self._stage("m0", lambda: train_model(
+    return self._stage("m0", lambda: self.train(
         self.versions[0], self._fresh(0), self.cfg, _version_key(self.key, 100), epochs=self.cfg.epochs,
         select_after=0, log=self._logger("m0", 0), progress=self.progress), shared=True)
 
   def nobc(self) -> list[Trained]:
     models = [self.m0()]
     for k in range(1, len(self.versions)):
-      models.append(self._stage(f"non-bc/v{k}", lambda k=k: train_model(
+      models.append(self._stage(f"non-bc/v{k}", lambda k=k: self.train(
           self.versions[k], self._fresh(k), self.cfg, _version_key(self.key, 100 + k), epochs=self.cfg.epochs,
           select_after=0, log=self._logger("non-bc", k), progress=self.progress), shared=True))
     return models
@@ -104,7 +106,7 @@ class MethodRunner:
     if method == "finetune-m0":
       runs = [self.m0()]
       for k in range(1, len(self.versions)):
-        runs.append(self._stage(f"{method}/v{k}", lambda k=k: train_model(
+        runs.append(self._stage(f"{method}/v{k}", lambda k=k: self.train(
             self.versions[k], runs[-1].model, self.cfg, _version_key(self.key, 200 + k),
             epochs=self.cfg.finetune_epochs, select_after=0, log=self._logger(method, k), progress=self.progress),
             shared=True))
@@ -125,7 +127,7 @@ class MethodRunner:
       runs, history = [self.m0()], []
       for k in range(1, len(self.versions)):
         target = AlignTarget(apply_model(runs[-1].model, self.versions[k]), tuple(history))
-        run = self._stage(f"{method}/v{k}", lambda k=k, target=target: train_model(
+        run = self._stage(f"{method}/v{k}", lambda k=k, target=target: self.train(
             self.versions[k], self._fresh(k), self.cfg, _version_key(self.key, 100 + k), epochs=self.cfg.epochs,
             select_after=self.cfg.select_after, kind=kind, target=target, log=self._logger(method, k),
             progress=self.progress))

@@ -27,6 +27,7 @@ from bcjax._reduce import row_mean
 from bcjax.alignment import PosthocFit, fit_posthoc, init_backward
 from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteInputs, BipartiteSAGE
+from bcjax.parallel import DATA_AXIS
 from experiments.bc_aligner.configs import KS, Config
 from experiments.bc_aligner.data import Batch, BPRSampler, VersionData
 from experiments.bc_methods import POSTHOC_LOSS, alignment_loss
@@ -82,10 +83,17 @@ class TrainState(NamedTuple):
 
 @functools.lru_cache(maxsize=None)
 def make_train_step(train_def: nnx.GraphDef, kind: str | None, learning_rate: float, weight_decay: float,
-                    lam: float) -> Callable:
+                    lam: float, mesh: jax.sharding.Mesh | None = None) -> Callable:
   """Returns the jitted ``train_step(state, inputs: StepInputs, rng) -> (state, metrics)``; ``state`` is donated.
-  ``kind`` None trains BPR only (no alignment target)."""
+  ``kind`` None trains BPR only (no alignment target).
+
+  With ``mesh`` the batch's rows (users, positives, negatives, mask) are split over the mesh inside
+  ``jax.shard_map`` and the BPR, regulariser and alignment means are global (``axis_name``). The full-graph
+  forward stays whole on every device, so BatchNorm's statistics are those of all nodes, as on one device; what the
+  devices split is the batch's gathers, losses and their gradients.
+  """
   optimizer = adam(learning_rate)
+  axis = None if mesh is None else DATA_AXIS
 
   def loss_fn(params, batch_stats, inputs: StepInputs):
     model = nnx.merge(train_def, params["model"], batch_stats, copy=True)
@@ -93,24 +101,33 @@ def make_train_step(train_def: nnx.GraphDef, kind: str | None, learning_rate: fl
     new_stats = nnx.state(model, nnx.BatchStat)
     b = inputs.batch
     z_u, z_p, z_n = h[b.user], h[b.pos], h[b.neg]
-    bpr = row_mean(jax.nn.softplus(jnp.sum(z_u * z_n, -1) - jnp.sum(z_u * z_p, -1)), b.mask)
-    reg = 0.5 * row_mean(jnp.sum(z_u * z_u + z_p * z_p + z_n * z_n, -1), b.mask)
+    bpr = row_mean(jax.nn.softplus(jnp.sum(z_u * z_n, -1) - jnp.sum(z_u * z_p, -1)), b.mask, axis)
+    reg = 0.5 * row_mean(jnp.sum(z_u * z_u + z_p * z_p + z_n * z_n, -1), b.mask, axis)
     loss = bpr + weight_decay * reg
     metrics = {"bpr": bpr}
     if kind is not None:
       target = inputs.target
       history = tuple(jax.lax.stop_gradient(w) for w in target.history)
       align = sum(alignment_loss(kind, h[rows], target.z_prev[rows], params.get("w"), history, per_dim=True,
-                                 where=b.mask) for rows in (b.user, b.pos, b.neg))
+                                 where=b.mask, axis_name=axis) for rows in (b.user, b.pos, b.neg))
       loss = loss + lam * align
       metrics["align"] = align
     metrics["loss"] = loss
     return loss, (new_stats, metrics)
 
+  grad_fn = jax.grad(loss_fn, has_aux=True)
+  if mesh is not None:
+    # everything replicated but the batch rows; shard_map's autodiff sums the replicated parameters' gradients
+    batch_spec = Batch(*(jax.P(DATA_AXIS),) * len(Batch._fields))
+    grad_fn = jax.shard_map(grad_fn, mesh=mesh, out_specs=jax.P(),
+                            in_specs=(jax.P(), jax.P(), StepInputs(jax.P(), batch_spec, jax.P(), jax.P())))
+
   @functools.partial(jax.jit, donate_argnums=(0,))
   def train_step(state: TrainState, inputs: StepInputs, rng: jax.Array):
     del rng  # the model has no dropout; kept for the uniform step signature
-    grads, (stats, metrics) = jax.grad(loss_fn, has_aux=True)(state.params, state.batch_stats, inputs)
+    if mesh is not None:  # each device takes its block of the batch's rows
+      inputs = inputs._replace(batch=jax.reshard(inputs.batch, jax.sharding.NamedSharding(mesh, jax.P(DATA_AXIS))))
+    grads, (stats, metrics) = grad_fn(state.params, state.batch_stats, inputs)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     # Adam's step is linear in its rate: scaling the update is Adam at rate * lr_scale, without a recompile
     updates = jax.tree.map(lambda u: u * jnp.asarray(inputs.lr_scale, u.dtype), updates)
@@ -144,7 +161,7 @@ class Trained(NamedTuple):
 
 def train_model(vd: VersionData, model: Model, cfg: Config, key: jax.Array, *, epochs: int, select_after: int,
                 kind: str | None = None, target: AlignTarget | None = None, log: Callable | None = None,
-                progress=None) -> Trained:
+                progress=None, mesh: jax.sharding.Mesh | None = None) -> Trained:
   """Trains ``model`` (fresh Adam at ``cfg.learning_rate`` times ``lr_scale(cfg.lr_schedule, epoch, epochs)``) for
   ``epochs`` and keeps the checkpoint with the strictly highest val Recall@50 among the evaluations at epochs >
   ``select_after`` (all of them when there are none such)."""
@@ -157,7 +174,7 @@ def train_model(vd: VersionData, model: Model, cfg: Config, key: jax.Array, *, e
   optimizer = adam(cfg.learning_rate)
   state = TrainState(jax.tree.map(jnp.array, params), jax.tree.map(jnp.array, model.batch_stats),
                      optimizer.init(params), jnp.zeros((), jnp.int32))
-  step = make_train_step(model.train_def, kind, cfg.learning_rate, cfg.weight_decay, cfg.lam)
+  step = make_train_step(model.train_def, kind, cfg.learning_rate, cfg.weight_decay, cfg.lam, mesh)
   sampler = BPRSampler(vd.split, cfg.batch_size)
   rng = np.random.default_rng(np.asarray(jax.random.key_data(np_key)).ravel())
   best, best_score = None, -1.0
