@@ -14,6 +14,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 from absl.testing import absltest
 
@@ -187,7 +188,21 @@ BC_ALIGNER_PROBE = textwrap.dedent("""
       return {"losses": losses, "leaves": {jax.tree_util.keystr(p): np.asarray(x).tolist() for p, x in flat},
               "train_mode_embeddings": np.asarray(h).tolist()}
 
-    print("RESULT " + json.dumps({"one": run(None), "four": run(data_mesh(4))}))
+    out = {"one": run(None), "four": run(data_mesh(4))}
+
+    # Post-hoc B_k fits (3 epochs of folded batches) with each step's rows split over the 4 devices.
+    import dataclasses
+    from experiments.bc_aligner.train import train_posthoc
+    short = dataclasses.replace(cfg, posthoc_epochs=3, eval_every=1)
+    current = new_model(sizes, 2, 12, jax.random.key(1))
+    z_new = np.asarray(embed(current.eval_def, current.params, current.batch_stats, vd.inputs))
+    out["posthoc"] = {}
+    for kind in ("linear-mloss", "linear-sloss"):
+      aim = target if kind == "linear-mloss" else target._replace(history=())
+      fits = [train_posthoc(vd, z_new, aim, kind, short, jax.random.key(3), mesh=mesh)
+              for mesh in (None, data_mesh(4))]
+      out["posthoc"][kind] = [[np.asarray(w).tolist(), float(err)] for w, err in fits]
+    print("RESULT " + json.dumps(out))
 """)
 
 
@@ -320,6 +335,16 @@ class BCAlignerDataParallelTest(absltest.TestCase):
     self.assertGreater(compared, 20)
     self.assertTrue(any("['var']" in p for p in one["leaves"]))  # BatchNorm variances are among the compared
     assert_close(f32(four["train_mode_embeddings"]), f32(one["train_mode_embeddings"]), "network")
+
+  def test_posthoc_fits_on_four_devices_equal_one(self):
+    for kind, ((w_one, err_one), (w_four, err_four)) in self.out["posthoc"].items():
+      assert_close(f32(w_four), f32(w_one), "reduction", err_msg=kind)
+      assert_close(np.float32(err_four), np.float32(err_one), "reduction", err_msg=kind)
+
+  def test_fit_posthoc_splits_only_given_batches(self):
+    from bcjax.alignment import fit_posthoc  # pylint: disable=import-outside-toplevel
+    with self.assertRaisesRegex(ValueError, "`axis_name` splits given `batches`"):
+      fit_posthoc(np.ones((4, 2)), np.ones((4, 2)), key=jax.random.key(0), axis_name="data")
 
 
 def _free_port() -> int:

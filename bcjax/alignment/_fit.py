@@ -101,8 +101,8 @@ def _adam(learning_rate: float) -> optax.GradientTransformation:
   return optax.adam(learning_rate)
 
 
-@functools.partial(jax.jit, static_argnames=("loss", "batch_size", "per_dim", "optimizer", "weighted"))
-def _fit(z_new, z_prev, history, w0, opt_state, xs, *, loss, batch_size, per_dim, optimizer, weighted):
+@functools.partial(jax.jit, static_argnames=("loss", "batch_size", "per_dim", "optimizer", "weighted", "axis_name"))
+def _fit(z_new, z_prev, history, w0, opt_state, xs, *, loss, batch_size, per_dim, optimizer, weighted, axis_name):
   n = z_new.shape[0]
 
   def objective(w, rows, counts):
@@ -112,11 +112,14 @@ def _fit(z_new, z_prev, history, w0, opt_state, xs, *, loss, batch_size, per_dim
       scale = jnp.sqrt(counts)[:, None].astype(zn.dtype)
       zn, zp = scale * zn, scale * zp
     if loss == "single":
-      value = single_step_loss(zn, zp, w, per_dim=per_dim)
+      value = single_step_loss(zn, zp, w, per_dim=per_dim, axis_name=axis_name)
     else:
-      value = multi_step_loss(zn, zp, w, history, per_dim=per_dim)
+      value = multi_step_loss(zn, zp, w, history, per_dim=per_dim, axis_name=axis_name)
     if weighted:  # the row mean of c·ℓ becomes the count-weighted mean Σ c ℓ / Σ c
-      value = value * rows.shape[0] / jnp.maximum(jnp.sum(counts), 1.0)
+      size, total = jnp.asarray(rows.shape[0], zn.dtype), jnp.sum(counts)
+      if axis_name is not None:
+        size, total = jax.lax.psum((size, total), axis_name)
+      value = value * size / jnp.maximum(total, 1.0)
     return value
 
   def step(carry, x):
@@ -169,6 +172,7 @@ def fit_posthoc(
     optimizer: optax.GradientTransformation | None = None,
     batches: tuple[ArrayLike, ArrayLike] | None = None,
     init: PosthocFit | None = None,
+    axis_name: str | None = None,
 ) -> PosthocFit:
   r"""Fits :math:`W_k` by gradient descent on the single- or multi-step loss with :math:`z_k, z_{k-1}` fixed.
 
@@ -196,11 +200,15 @@ def fit_posthoc(
     batches: ``(rows [steps, R] int, counts [steps, R] >= 0)``, the rows of every step and their counts.
     init: a previous :class:`PosthocFit` to continue from (its ``w`` and ``opt_state``; same optimizer), e.g. one
       epoch of batches at a time with evaluations in between.
+    axis_name: with ``batches``, a mapped axis (``jax.shard_map``) over which each step's rows are split: the
+      count-weighted means are then global, and every device takes the same optimiser step.
 
   Returns:
     :class:`PosthocFit` with ``w`` [d_{k-1}, d_k], ``losses`` [steps] and the optimiser's state.
   """
   fn = "fit_posthoc"
+  if axis_name is not None and batches is None:
+    raise ValueError(f"{fn}: `axis_name` splits given `batches` over devices; pass `batches` with it")
   if loss not in ("single", "multi"):
     raise ValueError(f"{fn}: `loss` must be 'single' or 'multi', got {loss!r}")
   z_new = _checks.as_float_array(fn, "z_new", z_new, ndim=2)
@@ -237,4 +245,4 @@ def fit_posthoc(
     multi_step_loss(z_new[:1], z_prev[:1], w0, chain, per_dim=per_dim)
   xs = batches if batches is not None else jax.random.split(data_key, steps)
   return _fit(z_new, z_prev, chain, w0, opt_state, xs, loss=loss, batch_size=batch_size, per_dim=per_dim,
-              optimizer=optimizer, weighted=batches is not None)
+              optimizer=optimizer, weighted=batches is not None, axis_name=axis_name)

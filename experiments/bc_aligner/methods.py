@@ -117,7 +117,7 @@ class MethodRunner:
         target = AlignTarget(apply_model(nobc[k - 1].model, self.versions[k]), tuple(history))
         w, _ = self._stage(f"{method}/B{k}", lambda k=k, target=target: train_posthoc(
             self.versions[k], nobc[k].z, target, POSTHOC[method], self.cfg, _version_key(self.key, 300 + k),
-            log=self._logger(method, k)), shared=True)
+            log=self._logger(method, k), mesh=self.mesh), shared=True)
         history.append(w)
       published = self._publish(method, history, [m.z for m in nobc],
                                 ["post-hoc, selected by single-step error"] * len(history))

@@ -217,29 +217,43 @@ class NodeWeights(NamedTuple):
   count: jax.Array
 
 
-def fold_batch(batch: Batch, num_nodes: int) -> NodeWeights:
+def fold_batch(batch: Batch, num_nodes: int, multiple: int = 1) -> NodeWeights:
   """The post-hoc loss only reads fixed embeddings, so a node drawn c times in a batch is one row of weight c.
 
-  ``R = min(num_nodes, 3B)`` keeps the shape fixed: every node when the graph is small (fewer rows than the batch's
-  3B), otherwise the batch's distinct nodes padded with count 0.
+  ``R = min(num_nodes, 3B)``, rounded up to a multiple of ``multiple`` (the devices that split the rows), keeps the
+  shape fixed: every node when the graph is small (fewer rows than the batch's 3B), otherwise the batch's distinct
+  nodes; padded with count 0.
   """
   mask = np.asarray(batch.mask)
   rows = np.concatenate([np.asarray(r)[mask] for r in (batch.user, batch.pos, batch.neg)])
   size = min(num_nodes, 3 * len(mask))
   if size == num_nodes:
-    return NodeWeights(jnp.arange(num_nodes, dtype=jnp.int32),
-                       jnp.asarray(np.bincount(rows, minlength=num_nodes), jnp.float32))
-  node, count = np.unique(rows, return_counts=True)
-  pad = size - len(node)
+    node, count = np.arange(num_nodes), np.bincount(rows, minlength=num_nodes)
+  else:
+    node, count = np.unique(rows, return_counts=True)
+  pad = size + (-size % multiple) - len(node)
   return NodeWeights(jnp.asarray(np.concatenate([node, np.zeros(pad, node.dtype)]), jnp.int32),
                      jnp.asarray(np.concatenate([count, np.zeros(pad, count.dtype)]), jnp.float32))
 
 
+@functools.lru_cache(maxsize=None)
+def _sharded_posthoc(mesh: jax.sharding.Mesh, loss: str, optimizer: optax.GradientTransformation) -> Callable:
+  """``fit(z_new, z_prev, history, batches, init) -> PosthocFit`` with every step's rows split over the mesh."""
+  def fit(z_new, z_prev, history, batches, init):
+    return fit_posthoc(z_new, z_prev, history, loss=loss, per_dim=True, optimizer=optimizer, batches=batches,
+                       init=init, axis_name=DATA_AXIS)
+  columns = jax.P(None, DATA_AXIS)
+  return jax.jit(jax.shard_map(fit, mesh=mesh, in_specs=(jax.P(), jax.P(), jax.P(), (columns, columns), jax.P()),
+                               out_specs=jax.P()))
+
+
 def train_posthoc(vd: VersionData, z_new: np.ndarray, target: AlignTarget, kind: str, cfg: Config,
-                  key: jax.Array, log: Callable | None = None) -> tuple[np.ndarray, float]:
+                  key: jax.Array, log: Callable | None = None,
+                  mesh: jax.sharding.Mesh | None = None) -> tuple[np.ndarray, float]:
   """Fits B_k alone with :func:`bcjax.fit_posthoc` on the reference's batches (``posthoc_epochs`` epochs of the
   BPR sampler's user, positive and negative rows, folded into distinct nodes with counts; no λ) and keeps the W_k
-  with the lowest full-node single-step error among evaluations at epochs > ``select_after``."""
+  with the lowest full-node single-step error among evaluations at epochs > ``select_after``. With ``mesh`` each
+  step's folded rows are split over its devices."""
   w_key, np_key = jax.random.split(key)
   z_new = jnp.asarray(z_new)
   optimizer = adam(cfg.learning_rate)
@@ -252,10 +266,15 @@ def train_posthoc(vd: VersionData, z_new: np.ndarray, target: AlignTarget, kind:
   select_after = cfg.select_after if any(e > cfg.select_after for e in eval_epochs) else 0
   best, best_err = None, np.inf
   for epoch in range(1, cfg.posthoc_epochs + 1):
-    folds = [fold_batch(batch, len(z_new)) for batch in sampler.epoch(rng)]
+    folds = [fold_batch(batch, len(z_new), 1 if mesh is None else mesh.devices.size)
+             for batch in sampler.epoch(rng)]
     batches = (jnp.stack([f.node for f in folds]), jnp.stack([f.count for f in folds]))
-    fit = fit_posthoc(z_new, target.z_prev, target.history, loss=loss, per_dim=True, optimizer=optimizer,
-                      batches=batches, init=fit)
+    if mesh is None:
+      fit = fit_posthoc(z_new, target.z_prev, target.history, loss=loss, per_dim=True, optimizer=optimizer,
+                        batches=batches, init=fit)
+    else:
+      batches = jax.reshard(batches, jax.sharding.NamedSharding(mesh, jax.P(None, DATA_AXIS)))
+      fit = _sharded_posthoc(mesh, loss, optimizer)(z_new, target.z_prev, tuple(target.history), batches, fit)
     if epoch in eval_epochs:
       err = float(single_step_error(z_new, target.z_prev, fit.w, vd.split.num_users))
       if log is not None:
