@@ -52,10 +52,10 @@ class BenchmarkSmokeTest(absltest.TestCase):
 
   def test_scaling_quick_shards_the_table_by_one_over_n(self):
     out = Path(self.create_tempdir().full_path) / "scaling.json"
-    self.assertEqual(scaling.main(["--out", str(out), "--quick", "--devices", "1,2,4"]), 0)
+    self.assertEqual(scaling.main(["--out", str(out), "--quick", "--devices", "1,4"]), 0)
     report = json.loads(out.read_text())
     rows = report["by_devices"]
-    self.assertEqual([r["devices"] for r in rows], [1, 2, 4])
+    self.assertEqual([r["devices"] for r in rows], [1, 4])
     for r in rows:
       self.assertEqual(r["table"]["bytes_per_device"] * r["devices"], r["table"]["total_bytes"])
       self.assertGreater(r["two_tower_step"]["median_s"], 0)
