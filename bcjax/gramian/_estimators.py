@@ -137,10 +137,23 @@ def _check_weights(fn: str, weights, b: int, dtype) -> jax.Array:
 
 
 def _gather(axis_name, *arrays):
-  """All devices' batches, concatenated, so replicated states receive identical updates."""
+  """All devices' batches, concatenated in device order, so replicated states receive identical updates.
+
+  Each device writes its block into zeros of the global size and the blocks are summed (``psum``): adding zeros is
+  exact, and unlike ``all_gather`` the result is typed as the same on every device, as the replicated state it
+  updates must be (``jax.shard_map``'s replication check).
+  """
   if axis_name is None:
     return arrays
-  return tuple(None if a is None else jax.lax.all_gather(a, axis_name, tiled=True) for a in arrays)
+  size, index = jax.lax.psum(1, axis_name), jax.lax.axis_index(axis_name)
+
+  def gather(a):
+    dtype = a.dtype
+    a = a.astype(jnp.int32) if dtype == jnp.bool_ else a
+    block = jnp.zeros((size * a.shape[0], *a.shape[1:]), a.dtype)
+    block = jax.lax.dynamic_update_slice_in_dim(block, a, index * a.shape[0], axis=0)
+    return jax.lax.psum(block, axis_name).astype(dtype)
+  return tuple(None if a is None else gather(a) for a in arrays)
 
 
 def sogram(alpha, *, prior_dim: int = 0, axis_name: str | None = None) -> GramianEstimator:

@@ -4,7 +4,7 @@ bias-variance trade-off over α) as a harness experiment."""
 import dataclasses
 from pathlib import Path
 
-from experiments import common
+from experiments import common, harness
 from experiments.gramian_estimation.run import PRESETS, Config, track
 from experiments.two_tower.experiment import TwoTowerExperiment
 
@@ -68,8 +68,19 @@ class GramianEstimation(TwoTowerExperiment):
       cfg = dataclasses.replace(cfg, input_dim=32, sizes=(64, 35), lam=1.0)  # App. F's model: k = 35, λ = 1
     return cfg
 
+  data_parallel = True
+
+  def check_mesh(self, args, cfg, devices):
+    if any(b % devices for b in cfg.batch_sizes):
+      raise harness.UsageError("--batch-sizes", f"{','.join(map(str, cfg.batch_sizes))}: every batch must be "
+                                                f"divisible by the {devices} devices of the data mesh (--devices)")
+    if cfg.train_batch_size % devices:
+      raise harness.UsageError("--devices", f"{devices}: the trajectory's batch of {cfg.train_batch_size} is not "
+                                            f"divisible by it")
+
   def execute(self, run, args, cfg, corpus):
-    results = run.stage("trajectory", lambda: track(corpus, cfg, progress=run.progress, log=run.log))
+    results = run.stage("trajectory", lambda: track(corpus, cfg, progress=run.progress, log=run.log,
+                                                    mesh=args.mesh))
     return dict(results, dataset=args.dataset, preset=args.preset, seed=cfg.seed)
 
   def report(self, run, args, cfg, results):

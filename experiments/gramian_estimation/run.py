@@ -19,6 +19,7 @@ from tqdm import tqdm
 from bcjax.data import PairCorpus, counts
 from bcjax.gramian import GramianEstimator, batch_gramian, gramian, sagram, sogram
 from bcjax.models import TwoTower
+from bcjax.parallel import DATA_AXIS, replicate
 from experiments.two_tower.data import Sampler, gather, make_sampler, sample, train_data
 from experiments.harness import option
 from experiments.two_tower.train import init_state, make_embedder, make_optimizer, make_train_step
@@ -69,31 +70,40 @@ def specs(cfg: Config) -> list[Spec]:
   return out
 
 
-def _make(spec: Spec, n: int, entity_counts, smoothing: float) -> tuple[GramianEstimator, Sampler]:
+def _make(spec: Spec, n: int, entity_counts, smoothing: float,
+          axis_name: str | None) -> tuple[GramianEstimator, Sampler]:
   kind = spec.method.split("-")[-1] if spec.method.startswith("sampling") else "uniform"
   sampler = make_sampler(entity_counts, kind, smoothing)
   if spec.method.startswith("sagram"):
-    return sagram(n, beta=spec.method.split("-")[1]), sampler
+    return sagram(n, beta=spec.method.split("-")[1], axis_name=axis_name), sampler
   if spec.method == "sogram":
-    return sogram(spec.alpha), sampler
-  return batch_gramian(sampling="uniform"), sampler  # weights 1/(np) come with the batch
+    return sogram(spec.alpha, axis_name=axis_name), sampler
+  # weights 1/(np) come with the batch
+  return batch_gramian(sampling="uniform", axis_name=axis_name), sampler
 
 
 def _relative_error(estimate, truth):
   return jnp.linalg.norm(estimate - truth) / jnp.linalg.norm(truth)
 
 
-def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None) -> dict:
+def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None,
+          mesh: jax.sharding.Mesh | None = None) -> dict:
+  """The trajectory and every estimator's error along it; with ``mesh`` the training step and every estimator's
+  batch are split over its devices (the estimators sum their per-device Gramians; SAGram gathers the batch so its
+  replicated cache stays whole)."""
+  axis = None if mesh is None else DATA_AXIS
   key = jax.random.key(cfg.seed)
   model = TwoTower(corpus.vocab_size, cfg.input_dim, len(corpus.left.groups), len(corpus.right.groups), cfg.sizes,
                    rngs=nnx.Rngs(params=jax.random.fold_in(key, 0)))
   graphdef, params = nnx.split(model)
   optimizer = make_optimizer(cfg.optimizer, cfg.learning_rate)
-  driver = batch_gramian(sampling="uniform")
+  driver = batch_gramian(sampling="uniform", axis_name=axis)
   state = init_state(graphdef, params, optimizer, driver, cfg.sizes[-1])
   train_step = make_train_step(graphdef, optimizer, driver, lam=cfg.lam, batch_size=cfg.train_batch_size,
-                               penalty_batch_size=cfg.train_batch_size)
+                               penalty_batch_size=cfg.train_batch_size, mesh=mesh)
   data = train_data(corpus, "uniform", cfg.smoothing)
+  if mesh is not None:
+    state, data = replicate(mesh, state), replicate(mesh, data)
   embed = make_embedder(graphdef)
   sides = {"left": (corpus.left, counts(corpus.train.left, corpus.left.num_entities), data.left_groups),
            "right": (corpus.right, counts(corpus.train.right, corpus.right.num_entities), data.right_groups)}
@@ -102,23 +112,41 @@ def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None) -
   for side, (bags, entity_counts, groups) in sides.items():
     full = embed(state.params, groups, side)
     for spec in all_specs:
-      est, sampler = _make(spec, bags.num_entities, entity_counts, cfg.smoothing)
+      est, sampler = _make(spec, bags.num_entities, entity_counts, cfg.smoothing, axis)
       estimators[side, spec.name] = (est, sampler)
       estimator_states[side, spec.name] = est.init(full)
 
-  @jax.jit
-  def update_all(params, est_states, rng):
+  ordered = sorted(estimators.items())
+  features = {"left": data.left_groups, "right": data.right_groups}
+  batch_of, method_of = {s.name: s.batch for s in all_specs}, {s.name: s.method for s in all_specs}
+
+  def draw(rng):
+    """Each estimator's own batch on the global view: entity ids and weights mu."""
+    return {(side, name): sample(sampler, jax.random.fold_in(rng, i), batch_of[name])
+            for i, ((side, name), (_, sampler)) in enumerate(ordered)}
+
+  def update(params, est_states, features, draws):
     model = nnx.merge(graphdef, params)
     new_states, estimates = {}, {}
-    for i, ((side, name), (est, sampler)) in enumerate(sorted(estimators.items())):
-      spec = next(s for s in all_specs if s.name == name)
-      idx, mu = sample(sampler, jax.random.fold_in(rng, i), spec.batch)
-      groups = gather(sides[side][2], idx)
+    for (side, name), (est, _) in ordered:
+      idx, mu = draws[side, name]
+      groups = gather(features[side], idx)
       x = model.embed_left(groups) if side == "left" else model.embed_right(groups)
-      weights = mu if spec.method.startswith("sampling") else None
+      weights = mu if method_of[name].startswith("sampling") else None
       g, new_states[side, name] = est.update(est_states[side, name], x, indices=idx, weights=weights)
       estimates[side, name] = g.gramian
     return new_states, estimates
+
+  if mesh is not None:
+    update = jax.shard_map(update, mesh=mesh, in_specs=(jax.P(), jax.P(), jax.P(), jax.P(DATA_AXIS)),
+                           out_specs=jax.P())
+
+  @jax.jit
+  def update_all(params, est_states, features, rng):
+    draws = draw(rng)
+    if mesh is not None:  # each device embeds and folds in its block of every batch
+      draws = jax.reshard(draws, jax.sharding.NamedSharding(mesh, jax.P(DATA_AXIS)))
+    return update(params, est_states, features, draws)
 
   @jax.jit
   def errors(estimates, exact):
@@ -127,7 +155,8 @@ def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None) -
   rng = jax.random.fold_in(key, 1)
   steps, curves = [], {side: {s.name: [] for s in all_specs} for side in sides}
   for t in tqdm(range(cfg.steps), desc="trajectory", disable=not progress):
-    estimator_states, estimates = update_all(state.params, estimator_states, jax.random.fold_in(rng, 2 * t))
+    estimator_states, estimates = update_all(state.params, estimator_states, features,
+                                              jax.random.fold_in(rng, 2 * t))
     if t % cfg.error_every == 0 or t == cfg.steps - 1:
       exact = {side: gramian(embed(state.params, sides[side][2], side)) for side in sides}
       errs = jax.device_get(errors(estimates, exact))
