@@ -69,6 +69,18 @@ PROBE = textwrap.dedent("""
                   r["corpus_specialized_sif"]} for r in (run_time_course(*sts, progress=False),
                                                          run_time_course(*sts, progress=False, mesh=mesh))]
 
+    # The error-amplification experiment (MLP encoders, joint and post-hoc alignment) on 1 and on 4 devices.
+    import tempfile
+    from pathlib import Path
+    from experiments import harness
+    from experiments.error_amplification.experiment import EXPERIMENT as amplification
+    tmp = Path(tempfile.mkdtemp())
+    out["amplification"] = []
+    for devices in ("1", "4"):
+      code = harness.main(amplification, ["--preset", "test", "--no-progress", "--devices", devices, "--out",
+                                          str(tmp / devices)])
+      out["amplification"].append([code, json.loads((tmp / devices / "results.json").read_text())])
+
     errors = {}
     for name, call in (("devices", lambda: data_mesh(5)), ("devices0", lambda: data_mesh(0)),
                        ("rows", lambda: shard_rows(mesh, np.zeros((10, 2)))),
@@ -255,6 +267,22 @@ class DataMeshTest(absltest.TestCase):
       assert_close(np.asarray(four[method]), np.asarray(one[method]), "linalg")  # float64 eigh / solves
     for genre, value in one["specialized"].items():
       assert_close(four["specialized"][genre], value, "linalg")
+
+  def test_error_amplification_on_four_devices_equals_one(self):
+    (code_one, one), (code_four, four) = self.out["amplification"]
+    self.assertEqual([code_one, code_four], [0, 0])
+
+    def numbers(tree):
+      if isinstance(tree, dict):
+        return [x for key in sorted(tree) for x in numbers(tree[key])]
+      if isinstance(tree, list):
+        return [x for item in tree for x in numbers(item)]
+      return [tree] if isinstance(tree, float) else []
+    a, b = numbers(one), numbers(four)
+    self.assertEqual(len(a), len(b))
+    self.assertGreater(len(a), 20)
+    for x, y in zip(a, b):  # the experiment computes in float32 (its models are float32 even with x64 on)
+      assert_close(np.float32(y), np.float32(x), "reduction", scale=abs(x) or 1.0)
 
   def test_tables_split_by_rows_and_replicas(self):
     total, per_device = self.out["table_bytes"]

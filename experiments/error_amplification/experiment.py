@@ -13,9 +13,15 @@ class ErrorAmplification(harness.Experiment):
                  "alignment_error.png and one keep-latest registry per linear method.")
   config = Config
   presets = PRESETS
+  data_parallel = True
+
+  def check_mesh(self, args, cfg, devices):
+    if cfg.batch_size % devices:
+      raise harness.UsageError("--batch-size", f"{cfg.batch_size} is not divisible by the {devices} devices of the "
+                                               f"data mesh (--devices)")
 
   def execute(self, run, args, cfg, data):
-    return train_and_evaluate(cfg, run)
+    return train_and_evaluate(cfg, run, args.mesh)
 
   def report(self, run, args, cfg, results):
     table = report(run, results)

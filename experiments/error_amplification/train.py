@@ -20,7 +20,9 @@ import optax
 from flax import nnx
 from tqdm.auto import tqdm
 
+from bcjax._reduce import row_mean
 from bcjax.alignment import BackwardLinear, alignment_error, fit_posthoc, notrans
+from bcjax.parallel import DATA_AXIS
 from bcjax.versioning import Registry
 from experiments import common
 from experiments.bc_methods import JOINT, LINEAR, POSTHOC, POSTHOC_LOSS, alignment_loss
@@ -37,29 +39,40 @@ class TrainState(NamedTuple):
   step: jax.Array  # shape=(), dtype=int32
 
 
-def _objective(model: VersionModel, batch: dict, method: str, history: tuple, lam: float, l2: float):
-  """Eq. (3): intended loss + L2 on embeddings + lambda * alignment (the last only for joint methods)."""
+def _objective(model: VersionModel, batch: dict, method: str, history: tuple, lam: float, l2: float,
+               axis_name: str | None = None):
+  """Eq. (3): intended loss + L2 on embeddings + lambda * alignment (the last only for joint methods); with
+  ``axis_name`` the batch is split over devices and every mean is global."""
   z, y_hat = model.encoder(batch["x"])
-  task = jnp.mean(jnp.sum((y_hat - batch["y"]) ** 2, axis=-1))
-  loss = task + l2 * jnp.mean(jnp.sum(z * z, axis=-1))
+  task = row_mean(jnp.sum((y_hat - batch["y"]) ** 2, axis=-1), axis_name=axis_name)
+  loss = task + l2 * row_mean(jnp.sum(z * z, axis=-1), axis_name=axis_name)
   align = jnp.zeros(())
   if method in JOINT:
     w = None if model.backward is None else model.backward.w[...]
-    align = alignment_loss(JOINT[method], z, batch["z_prev"], w, history)
+    align = alignment_loss(JOINT[method], z, batch["z_prev"], w, history, axis_name=axis_name)
   return loss + lam * align, {"task": task, "align": align}
 
 
 def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation, method: str,
-                    history: tuple, lam: float, l2: float) -> Callable:
-  """Returns the jitted ``train_step(state, batch, rng) -> (state, metrics)`` with the state donated."""
+                    history: tuple, lam: float, l2: float, mesh: jax.sharding.Mesh | None = None) -> Callable:
+  """Returns the jitted ``train_step(state, batch, rng) -> (state, metrics)`` with the state donated; with
+  ``mesh`` the batch rows are split over its devices inside ``jax.shard_map`` (parameters replicated)."""
+  axis = None if mesh is None else DATA_AXIS
 
   def loss_fn(params, batch):
-    return _objective(nnx.merge(graphdef, params), batch, method, history, lam, l2)
+    return _objective(nnx.merge(graphdef, params), batch, method, history, lam, l2, axis)
+
+  value_and_grad = jax.value_and_grad(loss_fn, has_aux=True)
+  if mesh is not None:
+    value_and_grad = jax.shard_map(value_and_grad, mesh=mesh, in_specs=(jax.P(), jax.P(DATA_AXIS)),
+                                   out_specs=jax.P())
 
   @functools.partial(jax.jit, donate_argnums=(0,))
   def train_step(state: TrainState, batch: dict, rng: jax.Array):
     del rng  # deterministic model; the batches are drawn by the caller
-    (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch)
+    if mesh is not None:
+      batch = jax.reshard(batch, jax.sharding.NamedSharding(mesh, jax.P(DATA_AXIS)))
+    (loss, aux), grads = value_and_grad(state.params, batch)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     return TrainState(params, opt_state, state.step + 1), {"loss": loss, **aux}
@@ -68,7 +81,7 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
 
 
 def train_version(cfg: Config, method: str, k: int, data: ChainData, z_prev: jax.Array | None, history: tuple,
-                  log, bar) -> VersionModel:
+                  log, bar, mesh: jax.sharding.Mesh | None = None) -> VersionModel:
   """Trains M_k (and B_k for linear joint methods) for ``cfg.steps`` steps."""
   # Every method gets the same initialisation and batch order at version k (common random numbers).
   key = jax.random.fold_in(jax.random.key(cfg.seed), k)
@@ -79,7 +92,7 @@ def train_version(cfg: Config, method: str, k: int, data: ChainData, z_prev: jax
   graphdef, params = nnx.split(VersionModel(encoder, backward))
   optimizer = common.adam(cfg.learning_rate)
   state = TrainState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
-  step_fn = make_train_step(graphdef, optimizer, method if k else "non-bc", history, cfg.lam, cfg.l2)
+  step_fn = make_train_step(graphdef, optimizer, method if k else "non-bc", history, cfg.lam, cfg.l2, mesh)
   rows = common.endless_batches(batch_key, cfg.n_train, cfg.batch_size)
   for step in range(cfg.steps):
     idx = next(rows)
@@ -107,10 +120,11 @@ def _evaluate(model: VersionModel, x: jax.Array, y: jax.Array) -> tuple[jax.Arra
   return z, float(jnp.mean(jnp.sum((y_hat - y) ** 2, axis=-1)))
 
 
-def train_and_evaluate(cfg: Config, run: Run) -> dict:
+def train_and_evaluate(cfg: Config, run: Run, mesh: jax.sharding.Mesh | None = None) -> dict:
   """Runs every method of ``cfg.methods`` over all versions, one stage per trained model and per post-hoc fit, and
   returns the results (per method and version: alignment error to version 0, single-step error, intended MSE and
-  the composed map's spectral norm)."""
+  the composed map's spectral norm). With ``mesh`` the models' steps are data-parallel (the post-hoc fits, which
+  draw their own rows, run on one device)."""
   if len(cfg.layers) != len(cfg.dims) or len(cfg.dims) < 2:
     raise ValueError(f"`dims` {cfg.dims} and `layers` {cfg.layers} must have the same length >= 2")
   num_versions = len(cfg.dims)
@@ -123,7 +137,7 @@ def train_and_evaluate(cfg: Config, run: Run) -> dict:
   with tqdm(total=total, desc="training", disable=not run.progress, unit="step", mininterval=1.0) as bar:
     def version(method, k, z_prev, history):
       return _restored(run.stage(f"{method}/v{k}", lambda: _stored(
-          train_version(cfg, method, k, data, z_prev, history, run.log, bar))))
+          train_version(cfg, method, k, data, z_prev, history, run.log, bar, mesh))))
     m0 = version("non-bc", 0, None, ())
     z0_train, _ = _evaluate(m0, data.x_train, data.y_train[0])
     z0_test, mse0 = _evaluate(m0, data.x_test, data.y_test[0])
