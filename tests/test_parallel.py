@@ -69,6 +69,41 @@ PROBE = textwrap.dedent("""
                   r["corpus_specialized_sif"]} for r in (run_time_course(*sts, progress=False),
                                                          run_time_course(*sts, progress=False, mesh=mesh))]
 
+    # SAGram with its cache split by rows over the 4 devices against the replicated estimator on the whole batch:
+    # duplicates (the last occurrence wins) and a padded row holding 1e30.
+    from bcjax.gramian import sagram
+    n, k = 12, 3
+    sa_out = {}
+    for beta in ("sag", "saga"):
+      whole, split = sagram(n, beta=beta), sagram(n, beta=beta, axis_name=DATA_AXIS, shard_cache=True)
+      cache0 = rng.normal(size=(n, k))
+      ref = whole.init(cache0)
+      st = split.init(cache0)
+      st = st._replace(cache=shard_table(mesh, np.asarray(st.cache)))
+      spec = type(st)(jax.P(DATA_AXIS, None), jax.P(), jax.P(), jax.P())
+      step = jax.jit(jax.shard_map(lambda s_, x_, i_, w_: split.update(s_, x_, indices=i_, where=w_), mesh=mesh,
+                                   in_specs=(spec, jax.P(DATA_AXIS), jax.P(DATA_AXIS), jax.P(DATA_AXIS)),
+                                   out_specs=(jax.P(), spec)))
+      errs = []
+      for t in range(6):
+        idx = rng.integers(0, n, 8)
+        idx[5] = idx[2]
+        xb = rng.normal(size=(8, k))
+        wb = np.arange(8) != 6
+        xb[6] = 1e30
+        est_ref, ref = whole.update(ref, xb, indices=idx, where=wb)
+        est, st = step(st, *shard_rows(mesh, (xb, idx, wb)))
+        errs.append(float(np.max(np.abs(np.asarray(est.gramian) - np.asarray(est_ref.gramian)))))
+      sa_out[beta] = {"estimate_err": max(errs), "cache_err": float(np.max(np.abs(np.asarray(st.cache) -
+                      np.asarray(ref.cache)))), "cache_bytes": sorted({int(s.data.nbytes) for s in
+                      st.cache.addressable_shards}), "scale": float(np.max(np.abs(np.asarray(est_ref.gramian))))}
+    out["sagram_sharded"] = sa_out
+    try:
+      sagram(n, shard_cache=True)
+      out["sagram_error"] = None
+    except ValueError as e:
+      out["sagram_error"] = str(e)
+
     # The error-amplification experiment (MLP encoders, joint and post-hoc alignment) on 1 and on 4 devices.
     import tempfile
     from pathlib import Path
@@ -267,6 +302,13 @@ class DataMeshTest(absltest.TestCase):
       assert_close(np.asarray(four[method]), np.asarray(one[method]), "linalg")  # float64 eigh / solves
     for genre, value in one["specialized"].items():
       assert_close(four["specialized"][genre], value, "linalg")
+
+  def test_sagram_with_a_row_sharded_cache_equals_the_replicated_one(self):
+    for beta, r in self.out["sagram_sharded"].items():
+      self.assertLess(r["estimate_err"], 1e-12 * r["scale"], beta)  # float64: exact up to summation order
+      self.assertLess(r["cache_err"], 1e-12, beta)
+      self.assertEqual(r["cache_bytes"], [12 * 3 * 8 // 4], beta)  # a quarter of the cache on each device
+    self.assertIn("`shard_cache` splits the cache over the devices of `axis_name`", self.out["sagram_error"])
 
   def test_error_amplification_on_four_devices_equals_one(self):
     (code_one, one), (code_four, four) = self.out["amplification"]

@@ -220,7 +220,7 @@ def project_psd(g: jax.Array) -> jax.Array:
 
 
 def sagram(n: int, *, beta: Literal["sag", "saga"] = "saga", project: bool = False, prior_dim: int = 0,
-           axis_name: str | None = None) -> GramianEstimator:
+           axis_name: str | None = None, shard_cache: bool = False) -> GramianEstimator:
   r"""Stochastic Average Gramian (eq. 8, Alg. 1; Alg. 3 with a prior), for a batch B of example indices:
 
   .. math::
@@ -242,6 +242,10 @@ def sagram(n: int, *, beta: Literal["sag", "saga"] = "saga", project: bool = Fal
     prior_dim: :math:`k_P` of a low-rank prior; 0 for none.
     axis_name: mapped axis over which the batch is sharded; every device gathers all devices' batches so the
       replicated caches stay identical.
+    shard_cache: with ``axis_name``, the cache is split by rows over the devices (``state.cache`` is each device's
+      block of n / N rows, as :func:`bcjax.parallel.shard_table` places it): a device looks up and writes only the
+      rows it holds, and the old rows of the batch are summed over the devices. Memory O(nk / N) per device; the
+      estimates are those of the replicated cache.
 
   Returns:
     ``init(embeddings [n, k], *, weights=None [n], prior=None [n, k_P])`` (the initial cache, Alg. 1 line 4) and
@@ -254,6 +258,8 @@ def sagram(n: int, *, beta: Literal["sag", "saga"] = "saga", project: bool = Fal
   if beta not in ("sag", "saga"):
     raise ValueError(f"sagram: `beta` must be 'sag' (beta = 1/n) or 'saga' (beta = 1), got {beta!r}")
   prior_dim = _checks.as_int("sagram", "prior_dim", prior_dim, low=0)
+  if shard_cache and axis_name is None:
+    raise ValueError("sagram: `shard_cache` splits the cache over the devices of `axis_name`; pass `axis_name`")
 
   def init(embeddings, *, weights=None, prior=None) -> SAGramState:
     cache = _checks.as_float_array("sagram.init", "embeddings", embeddings, ndim=2)
@@ -284,12 +290,23 @@ def sagram(n: int, *, beta: Literal["sag", "saga"] = "saga", project: bool = Fal
     if prior is not None:
       prior = jnp.where(valid[:, None], prior, 0)
     a = jnp.where(valid, a, 0)
-    old = jnp.where(valid[:, None], state.cache[indices], 0)
     b = jnp.sum(valid, dtype=jnp.int32)
-    # The last valid occurrence of each index wins; others are masked out of the cache and S updates.
     position = jnp.arange(x.shape[0])
-    winner = jnp.full((n,), -1, position.dtype).at[indices].max(jnp.where(valid, position, -1))
-    first = (valid & (winner[indices] == position)).astype(x.dtype)
+    if shard_cache:
+      rows, offset = _cache_block(fn, state.cache, n, axis_name)
+      local = indices - offset
+      mine = valid & (local >= 0) & (local < rows)
+      # Only the holder of a row reads it; the others add zeros, so the sum is exact and the same everywhere.
+      old = jax.lax.psum(jnp.where(mine[:, None], state.cache[jnp.clip(local, 0, rows - 1)], 0), axis_name)
+      winner = jnp.full((rows,), -1, position.dtype).at[jnp.where(mine, local, rows)].max(
+          jnp.where(mine, position, -1), mode="drop")
+      won = mine & (winner[jnp.clip(local, 0, rows - 1)] == position)
+      first = jax.lax.psum(won.astype(jnp.int32), axis_name).astype(x.dtype)
+    else:
+      old = jnp.where(valid[:, None], state.cache[indices], 0)
+      # The last valid occurrence of each index wins; others are masked out of the cache and S updates.
+      winner = jnp.full((n,), -1, position.dtype).at[indices].max(jnp.where(valid, position, -1))
+      first = (valid & (winner[indices] == position)).astype(x.dtype)
     delta = (x * (a * first)[:, None]).T @ x - (old * (a * first)[:, None]).T @ old
     gramian_sum = state.gramian_sum + delta / n
     if beta == "sag":
@@ -303,12 +320,24 @@ def sagram(n: int, *, beta: Literal["sag", "saga"] = "saga", project: bool = Fal
       cross_delta = ((x - old) * first[:, None]).T @ prior
       cross_sum = state.cross_sum + cross_delta / n
       cross = cross_sum if beta == "sag" else state.cross_sum + (x - old).T @ prior / jnp.maximum(b, 1)
-    # Non-winning duplicates and padded rows write out of bounds and are dropped.
-    cache = state.cache.at[jnp.where(first > 0, indices, n)].set(x, mode="drop")
+    # Non-winning duplicates and padded rows (and, sharded, other devices' rows) write out of bounds: dropped.
+    if shard_cache:
+      cache = state.cache.at[jnp.where(won, local, rows)].set(x, mode="drop")
+    else:
+      cache = state.cache.at[jnp.where(first > 0, indices, n)].set(x, mode="drop")
     return GramianEstimate(estimate, cross), SAGramState(cache, gramian_sum, cross_sum,
                                                          state.count + (b > 0).astype(state.count.dtype))
 
   return GramianEstimator(init, update)
+
+
+def _cache_block(fn: str, cache: jax.Array, n: int, axis_name: str) -> tuple[int, jax.Array]:
+  """This device's rows of a row-sharded cache and the global id of its first row."""
+  rows, devices = cache.shape[0], jax.lax.psum(1, axis_name)
+  if rows * devices != n:
+    raise ValueError(f"{fn}: with `shard_cache` each device holds n / N rows; got a block of {rows} rows on {devices} "
+                     f"devices for n={n} (place the cache with bcjax.parallel.shard_table, n divisible by N)")
+  return rows, jax.lax.axis_index(axis_name) * rows
 
 
 def sampling_probabilities(counts, kind: Literal["uniform", "linear", "sqrt"]) -> np.ndarray:
