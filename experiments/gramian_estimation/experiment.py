@@ -78,6 +78,17 @@ class GramianEstimation(TwoTowerExperiment):
       raise harness.UsageError("--devices", f"{devices}: the trajectory's batch of {cfg.train_batch_size} is not "
                                             f"divisible by it")
 
+  def load(self, args, cfg):
+    corpus = super().load(args, cfg)
+    if cfg.shard_tables:
+      devices = args.mesh.devices.size
+      for side in ("left", "right"):
+        n = getattr(corpus, side).num_entities
+        if n % devices:
+          raise ValueError(f"--shard-tables: the {side} side has {n} entities, not divisible by the {devices} devices "
+                           f"(--devices) that would split SAGram's cache; choose a device count that divides it")
+    return corpus
+
   def execute(self, run, args, cfg, corpus):
     results = run.stage("trajectory", lambda: track(corpus, cfg, progress=run.progress, log=run.log,
                                                     mesh=args.mesh))

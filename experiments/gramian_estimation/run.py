@@ -17,9 +17,9 @@ from flax import nnx
 from tqdm import tqdm
 
 from bcjax.data import PairCorpus, counts
-from bcjax.gramian import GramianEstimator, batch_gramian, gramian, sagram, sogram
+from bcjax.gramian import GramianEstimator, SAGramState, batch_gramian, gramian, sagram, sogram
 from bcjax.models import TwoTower
-from bcjax.parallel import DATA_AXIS, replicate
+from bcjax.parallel import DATA_AXIS, replicate, shard_table
 from experiments.two_tower.data import Sampler, gather, make_sampler, sample, train_data
 from experiments.harness import option
 from experiments.two_tower.train import init_state, make_embedder, make_optimizer, make_train_step
@@ -43,6 +43,8 @@ class Config:
   num_pages: int = 10_000
   num_links: int = 100_000
   seed: int = option(0, help="PRNG seed of the corpus, the model and the batches", low=0)
+  shard_tables: bool = option(False, help="split SAGram's caches by rows over the data mesh (--devices): each "
+                                          "device holds n / N rows; the estimates are unchanged")
 
 PRESETS = {
     "quick": Config(),
@@ -70,12 +72,12 @@ def specs(cfg: Config) -> list[Spec]:
   return out
 
 
-def _make(spec: Spec, n: int, entity_counts, smoothing: float,
-          axis_name: str | None) -> tuple[GramianEstimator, Sampler]:
+def _make(spec: Spec, n: int, entity_counts, smoothing: float, axis_name: str | None,
+          shard_cache: bool = False) -> tuple[GramianEstimator, Sampler]:
   kind = spec.method.split("-")[-1] if spec.method.startswith("sampling") else "uniform"
   sampler = make_sampler(entity_counts, kind, smoothing)
   if spec.method.startswith("sagram"):
-    return sagram(n, beta=spec.method.split("-")[1], axis_name=axis_name), sampler
+    return sagram(n, beta=spec.method.split("-")[1], axis_name=axis_name, shard_cache=shard_cache), sampler
   if spec.method == "sogram":
     return sogram(spec.alpha, axis_name=axis_name), sampler
   # weights 1/(np) come with the batch
@@ -89,8 +91,8 @@ def _relative_error(estimate, truth):
 def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None,
           mesh: jax.sharding.Mesh | None = None) -> dict:
   """The trajectory and every estimator's error along it; with ``mesh`` the training step and every estimator's
-  batch are split over its devices (the estimators sum their per-device Gramians; SAGram gathers the batch so its
-  replicated cache stays whole)."""
+  batch are split over its devices (the estimators sum their per-device Gramians; SAGram gathers the batch into its
+  cache, replicated or, with ``cfg.shard_tables``, split by rows over the devices)."""
   axis = None if mesh is None else DATA_AXIS
   key = jax.random.key(cfg.seed)
   model = TwoTower(corpus.vocab_size, cfg.input_dim, len(corpus.left.groups), len(corpus.right.groups), cfg.sizes,
@@ -109,12 +111,19 @@ def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None,
            "right": (corpus.right, counts(corpus.train.right, corpus.right.num_entities), data.right_groups)}
   all_specs = specs(cfg)
   estimators, estimator_states = {}, {}
+
+  def sharded(spec: Spec) -> bool:
+    return mesh is not None and cfg.shard_tables and spec.method.startswith("sagram")
+
   for side, (bags, entity_counts, groups) in sides.items():
     full = embed(state.params, groups, side)
     for spec in all_specs:
-      est, sampler = _make(spec, bags.num_entities, entity_counts, cfg.smoothing, axis)
+      est, sampler = _make(spec, bags.num_entities, entity_counts, cfg.smoothing, axis, sharded(spec))
       estimators[side, spec.name] = (est, sampler)
       estimator_states[side, spec.name] = est.init(full)
+      if sharded(spec):
+        estimator_states[side, spec.name] = estimator_states[side, spec.name]._replace(
+            cache=shard_table(mesh, np.asarray(estimator_states[side, spec.name].cache), name=f"{side} SAGram cache"))
 
   ordered = sorted(estimators.items())
   features = {"left": data.left_groups, "right": data.right_groups}
@@ -138,8 +147,12 @@ def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None,
     return new_states, estimates
 
   if mesh is not None:
-    update = jax.shard_map(update, mesh=mesh, in_specs=(jax.P(), jax.P(), jax.P(), jax.P(DATA_AXIS)),
-                           out_specs=jax.P())
+    # replicated states, or (--shard-tables) SAGram caches split by rows
+    state_specs = {(side, name): SAGramState(jax.P(DATA_AXIS, None), jax.P(), jax.P(), jax.P())
+                   if sharded(next(s for s in all_specs if s.name == name)) else jax.P()
+                   for (side, name), _ in ordered}
+    update = jax.shard_map(update, mesh=mesh, in_specs=(jax.P(), state_specs, jax.P(), jax.P(DATA_AXIS)),
+                           out_specs=(state_specs, jax.P()))
 
   @jax.jit
   def update_all(params, est_states, features, rng):
