@@ -150,7 +150,9 @@ def _child(num_devices: int, cfg: Config) -> dict:
   # The forced count only shapes the CPU platform; an accelerator's devices stay what they are. This process has not
   # started a JAX backend, so a GPU's memory is the child's alone.
   env = dict(os.environ, PYTHONPATH=str(ROOT), XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} "
-             f"--xla_force_host_platform_device_count={num_devices}".strip())
+             f"--xla_force_host_platform_device_count={num_devices} "
+             # forced devices share the cores: on a loaded machine a collective may wait long for one of them
+             f"--xla_cpu_collective_call_terminate_timeout_seconds=600".strip())
   code = ("import json, sys; from benchmarks.scaling import Config, measure_on_devices; "
           f"print('RESULT ' + json.dumps(measure_on_devices({num_devices}, Config(**json.loads(sys.argv[1])))))")
   proc = subprocess.run([sys.executable, "-c", code, json.dumps(dataclasses.asdict(cfg))], env=env, cwd=ROOT,

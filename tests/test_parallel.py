@@ -23,6 +23,14 @@ from tests._tolerance import assert_close
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
+def forced_devices(n: int) -> str:
+  """XLA_FLAGS for n CPU devices. Forced devices are threads sharing the machine's cores, so on a loaded 2-core
+  machine one can reach a collective long after the others: XLA's default (abort after 40 s) would turn that wait
+  into a crash, so the probes allow 10 minutes (the subprocess timeouts still bound every test)."""
+  return (f"--xla_force_host_platform_device_count={n} --xla_cpu_collective_call_terminate_timeout_seconds=600 "
+          f"--xla_cpu_collective_call_warn_stuck_timeout_seconds=120 --xla_cpu_collective_timeout_seconds=600")
+
 PROBE = textwrap.dedent("""
     import json
     import jax
@@ -262,10 +270,10 @@ BC_ALIGNER_PROBE = textwrap.dedent("""
 
 
 def run_probe(probe: str = PROBE):
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu",
+  env = {**os.environ, "XLA_FLAGS": forced_devices(4), "JAX_PLATFORMS": "cpu",
          "PYTHONPATH": str(ROOT)}
   proc = subprocess.run([sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True, text=True,
-                        timeout=400)
+                        timeout=540)
   if proc.returncode:
     raise AssertionError(f"the 4-device probe failed:\n{proc.stderr[-3000:]}")
   line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
@@ -443,7 +451,7 @@ def _free_port() -> int:
 
 
 def _launch(argv: list[str], devices: int) -> subprocess.Popen:
-  env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}", "JAX_PLATFORMS": "cpu",
+  env = {**os.environ, "XLA_FLAGS": forced_devices(devices), "JAX_PLATFORMS": "cpu",
          "PYTHONPATH": str(ROOT)}
   return subprocess.Popen([sys.executable, "-m", "experiments.gramian_training", "--preset", "test", "--no-progress",
                            *argv], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
