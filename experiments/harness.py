@@ -412,6 +412,13 @@ class Experiment(abc.ABC):
   def launch(self, args: argparse.Namespace, cfg) -> None:
     """Joins the multi-process run (``--num-processes``) and sets ``args.mesh``, the data mesh of ``--devices``
     (None for an experiment that is not data-parallel); before the run directory exists."""
+    if args.num_processes < 1:
+      raise UsageError("--num-processes", f"must be >= 1, got {args.num_processes}")
+    if not 0 <= args.process_id < args.num_processes:
+      raise UsageError("--process-id", f"must be in [0, {args.num_processes - 1}] (--num-processes "
+                                       f"{args.num_processes}), got {args.process_id}")
+    if args.peer_timeout < 1:
+      raise UsageError("--peer-timeout", f"must be >= 1 second, got {args.peer_timeout}")
     if args.num_processes != 1 and not self.data_parallel:
       raise UsageError("--num-processes", f"{args.num_processes}: the {self.name} experiment does not run "
                                           f"data-parallel yet")
@@ -429,7 +436,7 @@ class Experiment(abc.ABC):
       try:
         parallel.initialize(args.num_processes, args.process_id, args.coordinator, timeout_s=args.peer_timeout)
       except ValueError as e:
-        raise UsageError("--num-processes", str(e).removeprefix("initialize: ")) from e
+        raise UsageError("--coordinator", str(e).removeprefix("initialize: ")) from e
     try:
       args.mesh = parallel.data_mesh(args.devices)
     except ValueError as e:

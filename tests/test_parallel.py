@@ -535,7 +535,14 @@ class LaunchFlagsTest(absltest.TestCase):
     code, err = self._main(gramian, ["--preset", "test", "--num-processes", "2", "--process-id", "2",
                                      "--coordinator", "127.0.0.1:1234", "--out", str(out)])
     self.assertEqual(code, 2)
-    self.assertIn("`process_id` must be an integer in [0, 1], got 2", err)
+    self.assertIn("--process-id must be in [0, 1] (--num-processes 2), got 2", err)
+    for flags, message in ((["--num-processes", "0"], "--num-processes must be >= 1, got 0"),
+                           (["--peer-timeout", "0"], "--peer-timeout must be >= 1 second, got 0"),
+                           (["--num-processes", "2", "--coordinator", "nohost"], "--coordinator `coordinator` must "
+                                                                                 "be HOST:PORT")):
+      code, err = self._main(gramian, ["--preset", "test", *flags, "--out", str(out)])
+      self.assertEqual(code, 2, flags)
+      self.assertIn(message, err)
     self.assertFalse(out.exists())
 
   def test_launch_flags_are_split_from_the_run_s_flags(self):

@@ -14,6 +14,7 @@ from bcjax.parallel._mesh import replicate
 from bcjax.parallel._mesh import shard_padded_rows
 from bcjax.parallel._mesh import shard_rows
 from bcjax.parallel._mesh import shard_table
+from bcjax.parallel._mesh import split_rows
 
 __all__ = (
     "DATA_AXIS",
@@ -24,4 +25,5 @@ __all__ = (
     "shard_padded_rows",
     "shard_rows",
     "shard_table",
+    "split_rows",
 )

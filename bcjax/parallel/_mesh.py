@@ -122,6 +122,13 @@ def shard_padded_rows(mesh: jax.sharding.Mesh, x, *, name: str = "rows"):
   return shard_rows(mesh, (rows[mine], where[mine]), name=name)
 
 
+def split_rows(mesh: jax.sharding.Mesh, tree, *, axis: int = 0):
+  """Every leaf of ``tree`` (global arrays, inside or outside ``jax.jit``) resharded so that its ``axis`` is split
+  over the mesh, e.g. a batch drawn replicated, before ``jax.shard_map`` hands each device its block."""
+  spec = jax.P(*([None] * axis), DATA_AXIS)
+  return jax.reshard(tree, NamedSharding(mesh, spec))
+
+
 def _from_full(mesh, tree, spec):
   def place(x):
     x = np.asarray(x)

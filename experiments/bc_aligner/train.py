@@ -27,7 +27,7 @@ from bcjax._reduce import row_mean
 from bcjax.alignment import PosthocFit, fit_posthoc, init_backward
 from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteInputs, BipartiteSAGE
-from bcjax.parallel import DATA_AXIS
+from bcjax.parallel import DATA_AXIS, split_rows
 from experiments.bc_aligner.configs import KS, Config
 from experiments.bc_aligner.data import Batch, BPRSampler, VersionData
 from experiments.bc_methods import POSTHOC_LOSS, alignment_loss
@@ -126,7 +126,7 @@ def make_train_step(train_def: nnx.GraphDef, kind: str | None, learning_rate: fl
   def train_step(state: TrainState, inputs: StepInputs, rng: jax.Array):
     del rng  # the model has no dropout; kept for the uniform step signature
     if mesh is not None:  # each device takes its block of the batch's rows
-      inputs = inputs._replace(batch=jax.reshard(inputs.batch, jax.sharding.NamedSharding(mesh, jax.P(DATA_AXIS))))
+      inputs = inputs._replace(batch=split_rows(mesh, inputs.batch))
     grads, (stats, metrics) = grad_fn(state.params, state.batch_stats, inputs)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     # Adam's step is linear in its rate: scaling the update is Adam at rate * lr_scale, without a recompile
@@ -273,7 +273,7 @@ def train_posthoc(vd: VersionData, z_new: np.ndarray, target: AlignTarget, kind:
       fit = fit_posthoc(z_new, target.z_prev, target.history, loss=loss, per_dim=True, optimizer=optimizer,
                         batches=batches, init=fit)
     else:
-      batches = jax.reshard(batches, jax.sharding.NamedSharding(mesh, jax.P(None, DATA_AXIS)))
+      batches = split_rows(mesh, batches, axis=1)
       fit = _sharded_posthoc(mesh, loss, optimizer)(z_new, target.z_prev, tuple(target.history), batches, fit)
     if epoch in eval_epochs:
       err = float(single_step_error(z_new, target.z_prev, fit.w, vd.split.num_users))

@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from bcjax._reduce import row_mean
 from bcjax.alignment import BackwardLinear, alignment_error, fit_posthoc, notrans
-from bcjax.parallel import DATA_AXIS
+from bcjax.parallel import DATA_AXIS, split_rows
 from bcjax.versioning import Registry
 from experiments import common
 from experiments.bc_methods import JOINT, LINEAR, POSTHOC, POSTHOC_LOSS, alignment_loss
@@ -71,7 +71,7 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
   def train_step(state: TrainState, batch: dict, rng: jax.Array):
     del rng  # deterministic model; the batches are drawn by the caller
     if mesh is not None:
-      batch = jax.reshard(batch, jax.sharding.NamedSharding(mesh, jax.P(DATA_AXIS)))
+      batch = split_rows(mesh, batch)
     (loss, aux), grads = value_and_grad(state.params, batch)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)

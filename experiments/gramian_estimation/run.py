@@ -19,7 +19,7 @@ from tqdm import tqdm
 from bcjax.data import PairCorpus, counts
 from bcjax.gramian import GramianEstimator, SAGramState, batch_gramian, gramian, sagram, sogram
 from bcjax.models import TwoTower
-from bcjax.parallel import DATA_AXIS, replicate, shard_table
+from bcjax.parallel import DATA_AXIS, replicate, shard_table, split_rows
 from experiments.two_tower.data import Sampler, gather, make_sampler, sample, train_data
 from experiments.harness import option
 from experiments.two_tower.train import init_state, make_embedder, make_optimizer, make_train_step
@@ -158,7 +158,7 @@ def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None,
   def update_all(params, est_states, features, rng):
     draws = draw(rng)
     if mesh is not None:  # each device embeds and folds in its block of every batch
-      draws = jax.reshard(draws, jax.sharding.NamedSharding(mesh, jax.P(DATA_AXIS)))
+      draws = split_rows(mesh, draws)
     return update(params, est_states, features, draws)
 
   @jax.jit

@@ -17,7 +17,7 @@ import optax
 from flax import nnx
 
 from bcjax.gramian import GramianEstimator, gramian_penalty, penalty_surrogate
-from bcjax.parallel import DATA_AXIS
+from bcjax.parallel import DATA_AXIS, split_rows
 from experiments.two_tower.data import TrainData, gather, sample
 
 
@@ -105,7 +105,7 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
     rows = Rows(pairs, *sample(data.left_sampler, k_left, penalty_batch_size),
                 *sample(data.right_sampler, k_right, penalty_batch_size))
     if mesh is not None:  # the rows are drawn replicated; each device takes its block
-      rows = jax.reshard(rows, jax.sharding.NamedSharding(mesh, jax.P(DATA_AXIS)))
+      rows = split_rows(mesh, rows)
     grads, (left_state, right_state, metrics) = grad_fn(state.params, state, data, rows)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
