@@ -40,6 +40,7 @@ from bcjax.contrastive import first_order_meta_gradient
 from bcjax.contrastive import icl_objective
 from bcjax.contrastive import info_nce
 from bcjax.contrastive import inner_step_count
+from bcjax.contrastive import learning_rate_agent
 from bcjax.contrastive import log_change_ratio
 from bcjax.contrastive import log_similarity
 from bcjax.contrastive import mixed_info_nce
@@ -86,8 +87,8 @@ __all__ = _SUBPACKAGES + alignment.__all__ + metrics.__all__ + (
     "negation", "quota",
     # contrastive
     "AgentConfig", "LearningRateAgent", "MetaGradient", "change_ratio", "first_order_meta_gradient", "icl_objective",
-    "info_nce", "inner_step_count", "log_change_ratio", "log_similarity", "mixed_info_nce", "nce_ii",
-    "nce_ii_from_log_ratio", "new_negative_mask", "old_negative_count", "sgd_step",
+    "info_nce", "inner_step_count", "learning_rate_agent", "log_change_ratio", "log_similarity", "mixed_info_nce",
+    "nce_ii", "nce_ii_from_log_ratio", "new_negative_mask", "old_negative_count", "sgd_step",
     # gramian
     "GramianEstimate", "GramianEstimator", "batch_gramian", "cross_gramian", "gramian_penalty", "penalty_surrogate",
     "sagram", "sampled_softmax_loss", "sogram",

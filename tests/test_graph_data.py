@@ -15,7 +15,7 @@ from flax import nnx
 
 from bcjax.data import (AUGMENTATIONS, augment_graphs, batch_graphs, drop_nodes, from_graphs, graph_mask,
                         growth_split, local_degree_profile, mask_attributes, node_mask, normalize_rows, pad_graphs,
-                        read_gin, read_tu, select_graphs, subgraph, tu_dataset_path)
+                        read_gin, read_tu, repad_graphs, select_graphs, subgraph, tu_dataset_path)
 from bcjax.models import GCNEncoder, gcn_propagate
 from tests._tolerance import assert_close, close
 
@@ -232,6 +232,18 @@ class BatchAndViewTest(absltest.TestCase):
     self.assertTrue(np.all(b.senders[pad] == n_real) and np.all(b.receivers[pad] == n_real))
     with self.assertRaisesRegex(ValueError, "budgets"):
       pad_graphs([c.graph(0)], 1, node_budget=int(c.n_node[0]))
+
+  def test_repadding_equals_padding_to_the_larger_budgets(self):
+    c = random_collection(2)
+    small = batch_graphs(c, [0, 3], num_graphs=4)
+    nodes, edges = small.nodes.shape[0] * 2, small.senders.shape[0] * 4
+    grown = repad_graphs(small, nodes, edges)
+    direct = batch_graphs(c, [0, 3], num_graphs=4, node_budget=nodes, edge_budget=edges)
+    for a, b in zip(grown, direct):
+      if a is not None:
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with self.assertRaisesRegex(ValueError, "smaller"):
+      repad_graphs(small, nodes // 4, edges)
 
   def test_views_keep_valid_graphs(self):
     c = random_collection(3, num_graphs=20)

@@ -21,8 +21,11 @@ from experiments.icl.experiment import EXPERIMENT
 from experiments.icl.configs import PRESETS
 from experiments.icl.data import Cycle, GraphData, graph_views, load_graphs, synthetic_graphs
 from experiments.icl.evaluate import C_GRID, svm_accuracy
-from experiments.icl.methods import METHODS, Context, converge, pretrain, train_method
-from experiments.icl.train import split_encoder
+from bcjax.contrastive import first_order_meta_gradient, sgd_step
+from experiments.icl.data import common_budget, stack_batches
+from experiments.icl.methods import METHODS, Context, _Incremental, _Trainer, converge, pretrain, train_method
+from experiments.icl.steps import MetaRule, init_carry, meta_step
+from experiments.icl.train import batch_loss, split_encoder
 from tests._resume import assert_same_results, kill_then_resume
 from tests._tolerance import assert_close
 
@@ -71,6 +74,36 @@ class MethodsTest(absltest.TestCase):
       if method in ("lrl", "icl", "meta", "nce2-only"):
         self.assertGreater(np.max(np.abs(flat(run.encoder.params) - flat(base.encoder.params))), 0.0, method)
 
+  def test_fused_meta_step_equals_the_library_composition(self):
+    """The fused step per query batch (its inner steps scanned, as for graphs) against
+    :func:`bcjax.first_order_meta_gradient` with the steps unrolled, on the same losses, batches and keys, then the
+    outer SGD step of eq. 12; at α = 0.4, two inner steps."""
+    _, ctx, enc = setup(alpha=0.4)
+    t = _Trainer(ctx, enc, jax.random.key(3), 3)
+    inc = _Incremental(t, ctx)
+    supports = [inc.support_views(t, inc.support_cycle.next()) for _ in range(inc.n_inner)]
+    *supports, query = common_budget(supports + [inc.query_views(t, ctx.new[:ctx.cfg.batch_size])])
+    stacked, key, alpha = stack_batches(supports), jax.random.key(4), np.float32(ctx.alpha)
+    c = ctx.cfg
+    rule = MetaRule(None, c.inner_learning_rate, "sgd", c.outer_learning_rate, c.learning_rate, c.weight_decay)
+    carry = init_carry(enc.params, enc.stats, c.learning_rate, c.weight_decay, None, jax.random.key(0))
+    carry, losses = meta_step(enc.train_def, c.temperature, inc.new_num, rule)(carry, stacked, query, key, alpha)
+    k_support, k_query, _, _ = jax.random.split(key, 4)
+    support_keys = jax.random.split(k_support, inc.n_inner)
+    meta = jax.jit(lambda params, stats, batches: first_order_meta_gradient(
+        batch_loss(enc.train_def, "nce-ii", c.temperature),
+        batch_loss(enc.train_def, "mixed", c.temperature, inc.new_num), params, stats, batches,
+        (query, k_query, inc.new_num), c.inner_learning_rate))(
+            enc.params, enc.stats, [(b, k, alpha) for b, k in zip(supports, support_keys)])
+    expected = sgd_step(enc.params, meta.grads, c.outer_learning_rate)
+    assert_close(np.float32(losses[0]), np.float32(meta.query_loss), "network")
+    for a, b in zip(jax.tree.leaves(carry.params), jax.tree.leaves(expected)):
+      # biases right before a BatchNorm get a zero gradient in exact arithmetic (rounding noise of ~1e-10 here):
+      # their scale is the size of one step, lr_q
+      assert_close(np.asarray(a), np.asarray(b), "network", scale=max(float(np.max(np.abs(b))), c.outer_learning_rate))
+    for a, b in zip(jax.tree.leaves(carry.stats), jax.tree.leaves(meta.aux)):
+      assert_close(np.asarray(a), np.asarray(b), "network")
+
   def test_convergence_keeps_the_best_epoch_and_stops_on_patience(self):
     _, ctx, enc = setup()
 
@@ -108,12 +141,13 @@ class CommandLineTest(absltest.TestCase):
 
   def test_alpha_sweep_writes_the_schema_tables_and_figures(self):
     out = Path(self.create_tempdir().full_path) / "run"
-    code = icl_main.main(["--preset", "test", "--alpha-sweep", "0.3,0.5", "--methods", "finetune,icl",
+    # ICL itself (its agents compile slowly) runs in MethodsTest; its meta step runs here
+    code = icl_main.main(["--preset", "test", "--alpha-sweep", "0.3,0.5", "--methods", "finetune,meta",
                           "--max-epochs", "1", "--out", str(out), "--no-progress"])
     self.assertEqual(code, 0)
     results = json.loads((out / "results.json").read_text())
     self.assertEqual((results["dataset"], results["alpha"]), ("synthetic-graphs", 0.3))
-    self.assertEqual(sorted(results["methods"]), ["finetune", "icl", "retrain"])
+    self.assertEqual(sorted(results["methods"]), ["finetune", "meta", "retrain"])
     for block in results["alpha_sweep"].values():
       for name, m in block["methods"].items():
         self.assertEqual(m["epochs"], 1)
@@ -122,14 +156,14 @@ class CommandLineTest(absltest.TestCase):
         self.assertTrue(all(0 <= v <= 100 for v in m["accuracy"].values()), name)
     self.assertEqual(results["methods"]["retrain"]["epoch_speedup"], 1.0)
     table = (out / "table.md").read_text()
-    self.assertIn("| ICL |", table)
+    self.assertIn("| ICL w/o LRL |", table)
     self.assertIn("α=0.5", table)
     for name in ("figure4.png", "figure5.png", "config.json"):
       self.assertGreater((out / name).stat().st_size, 0, name)
     logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    self.assertEqual({r["method"] for r in logged if "event" not in r}, {"pretrain", "retrain", "finetune", "icl"})
+    self.assertEqual({r["method"] for r in logged if "event" not in r}, {"pretrain", "retrain", "finetune", "meta"})
     resumed = kill_then_resume("experiments.icl", icl_main.main, ["--preset", "test", "--alpha-sweep", "0.3,0.5",
-                                                                  "--methods", "finetune,icl", "--max-epochs", "1"],
+                                                                  "--methods", "finetune,meta", "--max-epochs", "1"],
                                "alpha=0.3/run0", out.parent / "killed")
     assert_same_results(self, resumed, results)
 
@@ -178,13 +212,13 @@ class TuDatasetTest(absltest.TestCase):
     self.assertIn("local degree profiles", " ".join(c.notes))
     out = tmp / "run"
     code = icl_main.main(["--preset", "test", "--dataset", "tu:FAKE-BINARY", "--data-dir", str(folder),
-                          "--methods", "icl", "--max-epochs", "1", "--out", str(out), "--no-progress"])
+                          "--methods", "nce2-only", "--max-epochs", "1", "--out", str(out), "--no-progress"])
     self.assertEqual(code, 0)
     results = json.loads((out / "results.json").read_text())
     self.assertEqual(results["dataset"], "tu:FAKE-BINARY")
     self.assertEqual(results["num_samples"], 60)
     self.assertIn("repeated directed edge(s) coalesced", " ".join(results["data_notes"]))
-    self.assertEqual(sorted(results["methods"]), ["icl", "retrain"])
+    self.assertEqual(sorted(results["methods"]), ["nce2-only", "retrain"])
 
   def test_a_split_the_svm_cannot_stratify_is_refused_before_training(self):
     tmp = Path(self.create_tempdir().full_path)

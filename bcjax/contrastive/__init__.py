@@ -4,10 +4,16 @@ meta-optimisation; learning-rate learning with DDPG."""
 from bcjax.contrastive._losses import change_ratio
 from bcjax.contrastive._lr_agent import DDPG
 from bcjax.contrastive._lr_agent import AgentConfig
+from bcjax.contrastive._lr_agent import AgentState
 from bcjax.contrastive._lr_agent import DDPGState
 from bcjax.contrastive._lr_agent import LearningRateAgent
 from bcjax.contrastive._lr_agent import ReplayBuffer
 from bcjax.contrastive._lr_agent import Transitions
+from bcjax.contrastive._lr_agent import ddpg
+from bcjax.contrastive._lr_agent import learning_rate_agent
+from bcjax.contrastive._lr_agent import replay_add
+from bcjax.contrastive._lr_agent import replay_buffer
+from bcjax.contrastive._lr_agent import replay_sample
 from bcjax.contrastive._meta import INNER_RULES
 from bcjax.contrastive._meta import MetaGradient
 from bcjax.contrastive._meta import first_order_meta_gradient
@@ -25,6 +31,7 @@ from bcjax.contrastive._losses import old_negative_count
 
 __all__ = (
     "AgentConfig",
+    "AgentState",
     "DDPG",
     "DDPGState",
     "INNER_RULES",
@@ -33,10 +40,12 @@ __all__ = (
     "ReplayBuffer",
     "Transitions",
     "change_ratio",
+    "ddpg",
     "first_order_meta_gradient",
     "icl_objective",
     "info_nce",
     "inner_step_count",
+    "learning_rate_agent",
     "log_change_ratio",
     "log_similarity",
     "mixed_info_nce",
@@ -44,5 +53,8 @@ __all__ = (
     "nce_ii_from_log_ratio",
     "new_negative_mask",
     "old_negative_count",
+    "replay_add",
+    "replay_buffer",
+    "replay_sample",
     "sgd_step",
 )

@@ -1,4 +1,5 @@
-r"""Learning-rate learning of ICL (section 3.3.2): a DDPG agent whose action is the next step's learning rate.
+r"""Learning-rate learning of ICL (section 3.3.2): a DDPG agent whose action is the next step's learning rate, as
+pure jittable functions of a NamedTuple state in the optax style (a factory returns ``init`` and the steps).
 
 MDP (the paper, with the reference code's concrete choices where the paper is silent):
 
@@ -13,21 +14,21 @@ MDP (the paper, with the reference code's concrete choices where the paper is si
 Networks: actor = 2-layer LSTM (hidden 20; the code passes 10) over the loss window → Linear → sigmoid of the last
 step; critic = MLP (window + 1) → 10 → 10 → 1 with LeakyReLU(0.01). The reference's size-1 LayerNorm after the
 actor's Linear makes the output a constant (only its bias is learnt), so it is off unless ``actor_layer_norm``.
-Training: replay buffer, batch 32; target :math:`y = r + \gamma (1 - d) Q'(s', \mu'(s'))`, critic MSE, actor
-:math:`-\operatorname{mean} Q(s, \mu(s))`, Adam(1e-5) for both, soft target updates with τ = 10⁻³; the first
-``warmup`` + 1 actions are uniform; afterwards :math:`u = \mu(s) + \max(\epsilon, 0) x_{OU}` clipped to [0, 1],
-with an Ornstein–Uhlenbeck process (θ 0.15, σ 0.2, dt 0.01) and ε decaying by 1/50 000 per action.
+Training: replay buffer, batch 32 drawn without replacement (with it while the buffer holds fewer); target
+:math:`y = r + \gamma (1 - d) Q'(s', \mu'(s'))`, critic MSE, actor :math:`-\operatorname{mean} Q(s, \mu(s))`,
+Adam(1e-5) for both, soft target updates :math:`\theta' \leftarrow \tau \theta + (1 - \tau) \theta'` with τ = 10⁻³;
+the first ``warmup`` + 1 actions are uniform; afterwards :math:`u = \mu(s) + \max(\epsilon, 0) x_{OU}` clipped to
+[0, 1], with an Ornstein–Uhlenbeck process (θ 0.15, σ 0.2, dt 0.01) and ε decaying by 1/50 000 per action.
 Exploration noise is in the unit action space: the reference adds it to the raw rate.
 
 Reference: Ji et al., WSDM 2023; Lillicrap et al., "Continuous control with deep reinforcement learning", ICLR 2016.
 """
 
-import functools
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import nnx
 
@@ -86,6 +87,60 @@ class Critic(nnx.Module):
     return self.l3(h)[:, 0]
 
 
+class Transitions(NamedTuple):
+  state: jax.Array  # [..., window]
+  action: jax.Array  # [...] unit actions
+  reward: jax.Array  # [...]
+  next_state: jax.Array  # [..., window]
+  done: jax.Array  # [...] 1.0 where the episode ended
+
+
+class ReplayBuffer(NamedTuple):
+  """A fixed-capacity ring buffer of transitions: ``data`` rows [capacity, ...], ``size`` rows held, ``at`` the next
+  row written (the oldest once full)."""
+  data: Transitions
+  size: jax.Array  # int32 []
+  at: jax.Array  # int32 []
+
+
+def replay_buffer(capacity: int, window: int) -> ReplayBuffer:
+  """An empty buffer of ``capacity`` transitions over loss windows of length ``window``."""
+  zeros = jnp.zeros(capacity, jnp.float32)
+  return ReplayBuffer(Transitions(jnp.zeros((capacity, window), jnp.float32), zeros, zeros,
+                                  jnp.zeros((capacity, window), jnp.float32), zeros),
+                      jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+
+
+def replay_add(buffer: ReplayBuffer, transition: Transitions) -> ReplayBuffer:
+  """Writes one transition (unbatched fields) at ``at``, overwriting the oldest row once the buffer is full."""
+  capacity = buffer.data.reward.shape[0]
+  data = jax.tree.map(lambda column, value: column.at[buffer.at].set(jnp.asarray(value, column.dtype)),
+                      buffer.data, transition)
+  return ReplayBuffer(data, jnp.minimum(buffer.size + 1, capacity), (buffer.at + 1) % capacity)
+
+
+def _distinct_rows(key: jax.Array, n: jax.Array, k: int) -> jax.Array:
+  """k distinct uniform draws from range(n) (n ≥ k, traced) by Floyd's algorithm: for j = n − k … n − 1 draw t from
+  range(j + 1) and keep t, or j when t is already kept. O(k²) work whatever n (no permutation of the buffer)."""
+  keys = jax.random.split(key, k)
+
+  def draw(i, chosen):
+    j = (n - k + i).astype(jnp.int32)
+    t = jax.random.randint(keys[i], (), 0, j + 1, jnp.int32)
+    return chosen.at[i].set(jnp.where(jnp.any(chosen == t), j, t))
+  return jax.lax.fori_loop(0, k, draw, jnp.full(k, -1, jnp.int32))
+
+
+def replay_sample(buffer: ReplayBuffer, key: jax.Array, batch_size: int) -> Transitions:
+  """``batch_size`` stored transitions drawn uniformly, without replacement (with it while fewer are held). The
+  buffer must hold at least one."""
+  size = jnp.maximum(buffer.size, 1)
+  k_floyd, k_any = jax.random.split(key)
+  rows = jnp.where(size >= batch_size, _distinct_rows(k_floyd, size, batch_size),
+                   jax.random.randint(k_any, (batch_size,), 0, size, jnp.int32))
+  return jax.tree.map(lambda column: column[rows], buffer.data)
+
+
 class DDPGState(NamedTuple):
   actor: nnx.State
   critic: nnx.State
@@ -93,41 +148,85 @@ class DDPGState(NamedTuple):
   critic_target: nnx.State
   actor_opt: optax.OptState
   critic_opt: optax.OptState
+  buffer: ReplayBuffer
+  ou: jax.Array  # the Ornstein–Uhlenbeck state x_OU, float32 []
+  epsilon: jax.Array  # the noise scale ε, float32 []
+  steps: jax.Array  # actions taken, int32 []
 
 
-class Transitions(NamedTuple):
-  state: jax.Array  # [B, window]
-  action: jax.Array  # [B] unit actions
-  reward: jax.Array  # [B]
-  next_state: jax.Array  # [B, window]
-  done: jax.Array  # [B] 1.0 where the episode ended
+class DDPG(NamedTuple):
+  """A DDPG agent with a one-dimensional action in [0, 1] (see :func:`ddpg`); every function is pure and jittable.
+
+  * ``init(key) -> DDPGState``;
+  * ``policy(state, observation [window]) -> μ(s)``, the deterministic unit action;
+  * ``act(state, observation, key) -> (unit action, state)``: uniform during the warm-up, then μ(s) plus the
+    decaying OU noise, clipped to [0, 1];
+  * ``remember(state, transition) -> state``: one unbatched :class:`Transitions` into the replay buffer;
+  * ``learn(state, key) -> (state, metrics)``: one update from a replay batch once the warm-up is over and the
+    buffer holds a transition (otherwise the state is returned unchanged and ``metrics["learned"]`` is false).
+  """
+  init: Callable
+  policy: Callable
+  act: Callable
+  remember: Callable
+  learn: Callable
 
 
-class ReplayBuffer:
-  """A host ring buffer of transitions; ``sample`` draws without replacement (with it while it holds fewer than
-  the batch)."""
-
-  def __init__(self, capacity: int, window: int):
-    self.capacity, self.size, self.at = capacity, 0, 0
-    self.data = Transitions(np.zeros((capacity, window), np.float32), *(np.zeros(capacity, np.float32)
-                                                                         for _ in range(2)),
-                            np.zeros((capacity, window), np.float32), np.zeros(capacity, np.float32))
-
-  def add(self, state, action, reward, next_state, done: bool = False):
-    for column, value in zip(self.data, (state, action, reward, next_state, float(done))):
-      column[self.at] = value
-    self.at = (self.at + 1) % self.capacity
-    self.size = min(self.size + 1, self.capacity)
-
-  def sample(self, rng: np.random.Generator, batch_size: int) -> Transitions:
-    rows = rng.choice(self.size, batch_size, replace=self.size < batch_size)
-    return Transitions(*(jnp.asarray(column[rows]) for column in self.data))
+def _distinct_buffers(state):
+  """A copy of every leaf: the targets start equal to the online networks, and a jitted step that donates its state
+  cannot take one buffer twice."""
+  return jax.tree.map(lambda x: jnp.array(x, copy=True), state)
 
 
-@functools.lru_cache(maxsize=None)
-def _update_fn(config: AgentConfig, actor_def: nnx.GraphDef, critic_def: nnx.GraphDef):
-  actor_opt = optax.adam(config.actor_learning_rate)
-  critic_opt = optax.adam(config.critic_learning_rate)
+def _check_config(config: AgentConfig) -> None:
+  if not 0.0 < config.lr_min < config.lr_max:
+    raise ValueError(f"ddpg: need 0 < lr_min < lr_max, got {config.lr_min} and {config.lr_max}")
+  for name in ("window", "batch_size", "buffer_size", "actor_hidden", "critic_hidden"):
+    if getattr(config, name) < 1:
+      raise ValueError(f"ddpg: `{name}` must be >= 1, got {getattr(config, name)}")
+  if config.warmup < 0:
+    raise ValueError(f"ddpg: `warmup` must be >= 0, got {config.warmup}")
+  if config.batch_size > config.buffer_size:
+    raise ValueError(f"ddpg: `batch_size` ({config.batch_size}) exceeds `buffer_size` ({config.buffer_size})")
+
+
+def ddpg(config: AgentConfig) -> DDPG:
+  """The DDPG agent of the module docstring as pure functions over :class:`DDPGState`."""
+  _check_config(config)
+  actor_def = nnx.graphdef(Actor(config.actor_hidden, config.actor_layer_norm, rngs=nnx.Rngs(0)))
+  critic_def = nnx.graphdef(Critic(config.window, config.critic_hidden, rngs=nnx.Rngs(0)))
+  actor_opt, critic_opt = optax.adam(config.actor_learning_rate), optax.adam(config.critic_learning_rate)
+
+  def init(key: jax.Array) -> DDPGState:
+    k_actor, k_critic = jax.random.split(key)
+    actor = nnx.state(Actor(config.actor_hidden, config.actor_layer_norm, rngs=nnx.Rngs(k_actor)))
+    critic = nnx.state(Critic(config.window, config.critic_hidden, rngs=nnx.Rngs(k_critic)))
+    state = DDPGState(actor, critic, actor, critic, actor_opt.init(actor), critic_opt.init(critic),
+                      replay_buffer(config.buffer_size, config.window), jnp.zeros((), jnp.float32),
+                      jnp.ones((), jnp.float32), jnp.zeros((), jnp.int32))
+    return _distinct_buffers(state)
+
+  def policy(state: DDPGState, observation: jax.Array) -> jax.Array:
+    return nnx.merge(actor_def, state.actor)(jnp.asarray(observation, jnp.float32)[None])[0]
+
+  def act(state: DDPGState, observation: jax.Array, key: jax.Array) -> tuple[jax.Array, DDPGState]:
+    steps = state.steps + 1
+    k_uniform, k_noise = jax.random.split(key)
+
+    def explore(_):
+      return jax.random.uniform(k_uniform, dtype=jnp.float32), state.ou, state.epsilon
+
+    def exploit(_):
+      ou = (state.ou + config.ou_theta * (0.0 - state.ou) * config.ou_dt
+            + config.ou_sigma * jnp.sqrt(config.ou_dt) * jax.random.normal(k_noise, dtype=jnp.float32))
+      action = jnp.clip(policy(state, observation) + jnp.maximum(state.epsilon, 0.0) * ou, 0.0, 1.0)
+      return action, ou.astype(jnp.float32), (state.epsilon - config.epsilon_decay).astype(jnp.float32)
+
+    action, ou, epsilon = jax.lax.cond(steps <= config.warmup + 1, explore, exploit, None)
+    return action.astype(jnp.float32), state._replace(ou=ou, epsilon=epsilon, steps=steps)
+
+  def remember(state: DDPGState, transition: Transitions) -> DDPGState:
+    return state._replace(buffer=replay_add(state.buffer, transition))
 
   def critic_loss(critic, state: DDPGState, batch: Transitions):
     next_action = nnx.merge(actor_def, state.actor_target)(batch.next_state)
@@ -140,8 +239,8 @@ def _update_fn(config: AgentConfig, actor_def: nnx.GraphDef, critic_def: nnx.Gra
     action = nnx.merge(actor_def, actor)(batch.state)
     return -jnp.mean(nnx.merge(critic_def, critic)(batch.state, action))
 
-  @jax.jit
-  def update(state: DDPGState, batch: Transitions):
+  def update(state: DDPGState, key: jax.Array):
+    batch = replay_sample(state.buffer, key, config.batch_size)
     c_loss, c_grad = jax.value_and_grad(critic_loss)(state.critic, state, batch)
     c_upd, c_opt = critic_opt.update(c_grad, state.critic_opt, state.critic)
     critic = optax.apply_updates(state.critic, c_upd)
@@ -149,101 +248,110 @@ def _update_fn(config: AgentConfig, actor_def: nnx.GraphDef, critic_def: nnx.Gra
     a_upd, a_opt = actor_opt.update(a_grad, state.actor_opt, state.actor)
     actor = optax.apply_updates(state.actor, a_upd)
     soft = lambda target, online: optax.incremental_update(online, target, config.tau)  # noqa: E731
-    return DDPGState(actor, critic, soft(state.actor_target, actor), soft(state.critic_target, critic), a_opt,
-                     c_opt), {"critic_loss": c_loss, "actor_loss": a_loss}
+    return state._replace(actor=actor, critic=critic, actor_target=soft(state.actor_target, actor),
+                          critic_target=soft(state.critic_target, critic), actor_opt=a_opt,
+                          critic_opt=c_opt), (c_loss, a_loss)
 
-  return actor_opt, critic_opt, update
+  def learn(state: DDPGState, key: jax.Array) -> tuple[DDPGState, dict]:
+    ready = (state.steps > config.warmup) & (state.buffer.size > 0)
+    skip = lambda s, _: (s, (jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32)))  # noqa: E731
+    state, (c_loss, a_loss) = jax.lax.cond(ready, update, skip, state, key)
+    return state, {"learned": ready, "critic_loss": c_loss, "actor_loss": a_loss}
 
-
-@functools.lru_cache(maxsize=None)
-def _policy_fn(actor_def: nnx.GraphDef):
-  return jax.jit(lambda actor, state: nnx.merge(actor_def, actor)(state[None])[0])
-
-
-class DDPG:
-  """A DDPG agent with a one-dimensional action in [0, 1]: ``act(state)``, ``remember(...)``, ``learn()``.
-
-  Networks and updates are pure jitted functions of :class:`DDPGState`; the replay buffer, the OU noise and the
-  warm-up counter live on the host."""
-
-  def __init__(self, config: AgentConfig, key: jax.Array):
-    if not 0.0 < config.lr_min < config.lr_max:
-      raise ValueError(f"DDPG: need 0 < lr_min < lr_max, got {config.lr_min} and {config.lr_max}")
-    if config.window < 1 or config.batch_size < 1 or config.warmup < 0:
-      raise ValueError(f"DDPG: `window` and `batch_size` must be >= 1 and `warmup` >= 0, got {config.window}, "
-                       f"{config.batch_size}, {config.warmup}")
-    self.config = config
-    k_actor, k_critic, k_np = jax.random.split(key, 3)
-    actor = Actor(config.actor_hidden, config.actor_layer_norm, rngs=nnx.Rngs(k_actor))
-    critic = Critic(config.window, config.critic_hidden, rngs=nnx.Rngs(k_critic))
-    self.actor_def, actor_params = nnx.split(actor)
-    self.critic_def, critic_params = nnx.split(critic)
-    actor_opt, critic_opt, self._update = _update_fn(config, self.actor_def, self.critic_def)
-    self.state = DDPGState(actor_params, critic_params, actor_params, critic_params, actor_opt.init(actor_params),
-                           critic_opt.init(critic_params))
-    self._policy = _policy_fn(self.actor_def)
-    self.rng = np.random.default_rng(np.asarray(jax.random.key_data(k_np)).ravel())
-    self.buffer = ReplayBuffer(config.buffer_size, config.window)
-    self.ou, self.epsilon, self.steps = 0.0, 1.0, 0
-
-  def policy(self, state) -> float:
-    """The actor's deterministic unit action μ(s)."""
-    return float(self._policy(self.state.actor, jnp.asarray(state, jnp.float32)))
-
-  def act(self, state) -> float:
-    """A unit action: uniform during the warm-up, then μ(s) plus decaying OU noise, clipped to [0, 1]."""
-    c = self.config
-    self.steps += 1
-    if self.steps <= c.warmup + 1:
-      return float(self.rng.uniform())
-    self.ou += c.ou_theta * (0.0 - self.ou) * c.ou_dt + c.ou_sigma * np.sqrt(c.ou_dt) * self.rng.normal()
-    noise = max(self.epsilon, 0.0) * self.ou
-    self.epsilon -= c.epsilon_decay
-    return float(np.clip(self.policy(state) + noise, 0.0, 1.0))
-
-  def remember(self, state, action: float, reward: float, next_state, done: bool = False):
-    self.buffer.add(state, action, reward, next_state, done)
-
-  def learn(self) -> dict | None:
-    """One DDPG update after the warm-up (None before)."""
-    if self.steps <= self.config.warmup or self.buffer.size == 0:
-      return None
-    self.state, metrics = self._update(self.state, self.buffer.sample(self.rng, self.config.batch_size))
-    return {k: float(v) for k, v in metrics.items()}
-
-  def learning_rate(self, action: float) -> float:
-    return self.config.lr_min + action * (self.config.lr_max - self.config.lr_min)
+  return DDPG(init, policy, act, remember, learn)
 
 
-class LearningRateAgent:
-  """Chooses each step's learning rate from the recent losses: ``lr = agent(loss)`` where ``loss`` is the current
-  step's mini-batch loss at the current parameters, measured before the update the returned rate will drive.
+def _no_update() -> dict:
+  zero = jnp.zeros((), jnp.float32)
+  return {"learned": jnp.zeros((), bool), "critic_loss": zero, "actor_loss": zero}
 
-  The previous call's transition is completed with reward (previous loss − this loss) and stored, one DDPG update
-  runs, then the next action is taken from the window that ends with this loss."""
 
-  def __init__(self, config: AgentConfig, key: jax.Array, initial_loss: float | None = None):
-    self.ddpg = DDPG(config, key)
-    self.history = [] if initial_loss is None else [float(initial_loss)]
-    self.pending = None  # (state, action, loss) of the last action
-    self.last_lr = None
+class AgentState(NamedTuple):
+  """The state of a :func:`learning_rate_agent`: the DDPG agent, the window of the recent losses and the pending
+  transition (the last action, its window and the loss it was taken at)."""
+  ddpg: DDPGState
+  history: jax.Array  # [window] the last losses, oldest first, zero right-padded
+  count: jax.Array  # int32 [] losses held in ``history`` (≤ window)
+  pending: Transitions  # state, action and, in ``reward``, the loss L_t of the last action
+  has_pending: jax.Array  # bool []
 
-  def window(self) -> np.ndarray:
-    w = self.ddpg.config.window
-    recent = self.history[-w:]
-    return np.array(recent + [0.0] * (w - len(recent)), np.float32)
 
-  def __call__(self, loss: float) -> float:
-    loss = float(loss)
-    if not np.isfinite(loss):
-      raise ValueError(f"LearningRateAgent: the loss must be finite, got {loss}")
-    self.history.append(loss)
-    state = self.window()
-    if self.pending is not None:
-      prev_state, prev_action, prev_loss = self.pending
-      self.ddpg.remember(prev_state, prev_action, prev_loss - loss, state)
-      self.ddpg.learn()
-    action = self.ddpg.act(state)
-    self.pending = (state, action, loss)
-    self.last_lr = self.ddpg.learning_rate(action)
-    return self.last_lr
+class LearningRateAgent(NamedTuple):
+  """A loss-driven learning-rate agent (see :func:`learning_rate_agent`); pure and jittable.
+
+  * ``init(key, initial_loss=None) -> AgentState``;
+  * ``observe(state, loss, key) -> (learning_rate, state, metrics)``.
+  """
+  init: Callable
+  observe: Callable
+  learning_rate: Callable  # unit action → learning rate
+  ddpg: DDPG
+
+
+def learning_rate_agent(config: AgentConfig) -> LearningRateAgent:
+  r"""Chooses each step's learning rate from the recent losses (section 3.3.2).
+
+  ``observe(state, loss, key)`` takes :math:`L_t`, the current step's mini-batch loss at the current parameters
+  (measured before the update the returned rate will drive). It appends :math:`L_t` to the window, completes the
+  previous action's transition with the reward :math:`L_{t-1} - L_t` and stores it, runs one DDPG update, then acts
+  from the window ending with :math:`L_t`, returning :math:`lr_t = lr_{\min} + u_t (lr_{\max} - lr_{\min})`.
+
+  A non-finite ``loss`` leaves the state unchanged and returns ``lr_min`` with ``metrics["finite"]`` false: the
+  caller stops on it, and the agent's networks never see a NaN.
+
+  Example::
+
+    agent = bcjax.learning_rate_agent(bcjax.AgentConfig())
+    state = agent.init(jax.random.key(0))
+    lr, state, _ = jax.jit(agent.observe)(state, loss, key)
+  """
+  agent = ddpg(config)
+  w = config.window
+
+  def learning_rate(action: jax.Array) -> jax.Array:
+    return config.lr_min + action * (config.lr_max - config.lr_min)
+
+  def init(key: jax.Array, initial_loss=None) -> AgentState:
+    history, count = jnp.zeros(w, jnp.float32), jnp.zeros((), jnp.int32)
+    if initial_loss is not None:
+      history, count = history.at[0].set(jnp.asarray(initial_loss, jnp.float32)), count + 1
+    zero = jnp.zeros((), jnp.float32)
+    return _distinct_buffers(AgentState(agent.init(key), history, count,
+                                        Transitions(jnp.zeros(w, jnp.float32), zero, zero, jnp.zeros(w, jnp.float32),
+                                                    zero), jnp.zeros((), bool)))
+
+  def step(state: AgentState, loss: jax.Array, key: jax.Array):
+    k_learn, k_act = jax.random.split(key)
+    history = jnp.where(state.count >= w, jnp.roll(state.history, -1).at[w - 1].set(loss),
+                        state.history.at[jnp.minimum(state.count, w - 1)].set(loss))
+    pending = state.pending
+
+    def store_and_learn(ddpg_state):
+      transition = Transitions(pending.state, pending.action, pending.reward - loss, history,
+                               jnp.zeros((), jnp.float32))
+      return agent.learn(agent.remember(ddpg_state, transition), k_learn)
+
+    def wait(ddpg_state):  # the first observation: no action to reward yet
+      return ddpg_state, _no_update()
+
+    # lax.cond, not a select: the replay buffer is large and a select would copy it
+    ddpg_state, metrics = jax.lax.cond(state.has_pending, store_and_learn, wait, state.ddpg)
+    action, ddpg_state = agent.act(ddpg_state, history, k_act)
+    zero = jnp.zeros((), jnp.float32)
+    new_state = AgentState(ddpg_state, history, jnp.minimum(state.count + 1, w),
+                           Transitions(history, action, loss, history, zero), jnp.ones((), bool))
+    return learning_rate(action), new_state, {**metrics, "action": action}
+
+  def observe(state: AgentState, loss, key: jax.Array):
+    loss = jnp.asarray(loss, jnp.float32)
+    finite = jnp.isfinite(loss)
+
+    def skip(state, loss, key):
+      del loss, key
+      return (jnp.asarray(config.lr_min, jnp.float32), state,
+              {**_no_update(), "action": jnp.zeros((), jnp.float32)})
+
+    rate, state, metrics = jax.lax.cond(finite, step, skip, state, loss, key)
+    return rate.astype(jnp.float32), state, {**metrics, "finite": finite}
+
+  return LearningRateAgent(init, observe, learning_rate, agent)

@@ -14,10 +14,11 @@ Reference: Ji et al., "Unbiased and Efficient Self-Supervised Incremental Contra
 """
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 from bcjax import _checks
 
@@ -48,8 +49,9 @@ def inner_step_count(alpha: float, *, rule: str = "paper", old_batches: int | No
 
 
 def sgd_step(params, grads, learning_rate):
-  """θ − lr·g over a pytree (the plain SGD step of the inner loop and of the learned-rate variants)."""
-  return jax.tree.map(lambda p, g: p - learning_rate * g, params, grads)
+  """θ − lr·g over a pytree (the plain SGD step of the inner loop and of the learned-rate variants); each leaf keeps
+  its dtype whatever the rate's (a float64 rate must not promote float32 parameters)."""
+  return jax.tree.map(lambda p, g: (p - learning_rate * g).astype(jnp.result_type(p)), params, grads)
 
 
 class MetaGradient(NamedTuple):
@@ -57,17 +59,19 @@ class MetaGradient(NamedTuple):
   grads: Any  # ∇_{θ'} L^{I,X'}(θ'), to be applied to θ
   fast_params: Any  # θ'
   aux: Any
-  support_losses: tuple
+  support_losses: tuple | jax.Array  # a tuple, or [n_inner] for stacked support batches
+  rate_state: Any = None  # the final state of a stateful rate function
 
 
 def _default_value_and_grad(loss_fn: LossFn):
   return jax.value_and_grad(loss_fn, has_aux=True)
 
 
-def first_order_meta_gradient(support_loss: LossFn, query_loss: LossFn, params, aux, support_batches: Sequence,
-                              query_batch, support_learning_rates, *,
+def first_order_meta_gradient(support_loss: LossFn, query_loss: LossFn, params, aux, support_batches, query_batch,
+                              support_learning_rates, *,
                               value_and_grad: Callable[[LossFn], Callable] = _default_value_and_grad,
-                              update: Callable = sgd_step) -> MetaGradient:
+                              update: Callable = sgd_step, stacked: bool = False,
+                              rate_state: Any = None) -> MetaGradient:
   r"""Runs the inner SGD steps on ``support_batches`` from θ and returns the query loss and its gradient at the fast
   weights θ' (eq. 12, first order). Pure; jittable when the loss functions and the rates are.
 
@@ -75,31 +79,65 @@ def first_order_meta_gradient(support_loss: LossFn, query_loss: LossFn, params, 
     support_loss, query_loss: ``loss(params, aux, batch) -> (loss, aux)``; ``aux`` (e.g. BatchNorm statistics) is
       threaded through every call in order.
     params, aux: θ and the initial auxiliary state.
-    support_batches: one batch per inner step (n_inner of them); query_batch: the new-data batch.
+    support_batches: one batch per inner step (n_inner of them), as a sequence (the steps are unrolled), or with
+      ``stacked=True`` one pytree whose leaves carry the steps on a leading axis (the steps run as one
+      ``jax.lax.scan``, so the step is traced once whatever n_inner).
+    query_batch: the new-data batch.
     support_learning_rates: lr_s for every step, a sequence with one rate per step, or a callable
       ``rate(step, loss) -> lr`` that picks each step's rate from that step's support loss at the current fast
-      weights (a learned-rate agent, section 3.3.2; called eagerly, so jittable only if it is).
+      weights (a learned-rate agent, section 3.3.2; called eagerly, so jittable only if it is). With
+      ``rate_state`` the callable is functional, ``rate(rate_state, step, loss) -> (lr, rate_state)``, as a
+      :func:`bcjax.learning_rate_agent`'s ``observe``; required for a learned rate with ``stacked=True``.
     value_and_grad: how a loss is differentiated: ``value_and_grad(loss)(params, aux, batch) -> ((loss, aux),
       grads)``; the default is ``jax.value_and_grad(loss, has_aux=True)``. Pass compiled (e.g. jitted, timed)
       equivalents to run the steps eagerly with one dispatch each.
     update: the inner step ``update(params, grads, lr) -> params``; plain SGD (:func:`sgd_step`) by default.
+    stacked: whether ``support_batches`` is one stacked pytree (see above).
+    rate_state: the initial state of a functional rate callable.
 
   Returns:
-    :class:`MetaGradient` with the query loss and its gradient at θ', θ', the final ``aux`` and the support losses.
+    :class:`MetaGradient` with the query loss and its gradient at θ', θ', the final ``aux``, the support losses and
+    the final ``rate_state``.
   """
   rates = support_learning_rates
+  if stacked:
+    n_inner = jax.tree.leaves(support_batches)[0].shape[0]
+  else:
+    n_inner = len(support_batches)
+  if rate_state is not None and not callable(rates):
+    raise ValueError("first_order_meta_gradient: `rate_state` needs a callable `support_learning_rates`")
+  if stacked and callable(rates) and rate_state is None:
+    raise ValueError("first_order_meta_gradient: with `stacked=True` a rate callable must be functional; pass "
+                     "`rate_state`")
   if not callable(rates):
     if not isinstance(rates, (list, tuple)):
-      rates = [rates] * len(support_batches)
-    if len(rates) != len(support_batches):
-      raise ValueError(f"first_order_meta_gradient: {len(rates)} learning rates for {len(support_batches)} support "
-                       f"batches")
+      rates = [rates] * n_inner
+    if len(rates) != n_inner:
+      raise ValueError(f"first_order_meta_gradient: {len(rates)} learning rates for {n_inner} support batches")
   support_grad, query_grad = value_and_grad(support_loss), value_and_grad(query_loss)
-  fast, losses = params, []
-  for step, batch in enumerate(support_batches):
+
+  def inner(carry, step, batch, fixed_rate=None):
+    fast, aux, state = carry
     (loss, aux), grads = support_grad(fast, aux, batch)
-    lr = rates(step, loss) if callable(rates) else rates[step]
-    fast = update(fast, grads, lr)
-    losses.append(loss)
+    if rate_state is not None:
+      lr, state = rates(state, step, loss)
+    elif callable(rates):
+      lr = rates(step, loss)
+    else:
+      lr = fixed_rate
+    return (update(fast, grads, lr), aux, state), loss
+
+  carry = (params, aux, rate_state)
+  if stacked:
+    fixed = None if callable(rates) else jax.numpy.asarray(rates)
+    xs = (jax.numpy.arange(n_inner), support_batches, fixed)
+    carry, losses = jax.lax.scan(lambda c, x: inner(c, x[0], x[1], x[2]), carry, xs)
+  else:
+    losses = []
+    for step, batch in enumerate(support_batches):
+      carry, loss = inner(carry, step, batch, None if callable(rates) else rates[step])
+      losses.append(loss)
+    losses = tuple(losses)
+  fast, aux, rate_state = carry
   (loss, aux), grads = query_grad(fast, aux, query_batch)
-  return MetaGradient(loss, grads, fast, aux, tuple(losses))
+  return MetaGradient(loss, grads, fast, aux, losses, rate_state)

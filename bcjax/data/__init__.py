@@ -31,6 +31,7 @@ from bcjax.data._graph_batch import graph_mask
 from bcjax.data._graph_batch import node_graph_ids
 from bcjax.data._graph_batch import node_mask
 from bcjax.data._graph_batch import pad_graphs
+from bcjax.data._graph_batch import repad_graphs
 from bcjax.data._graph_collection import GraphCollection
 from bcjax.data._graph_collection import from_graphs
 from bcjax.data._graph_collection import growth_split
@@ -135,6 +136,7 @@ __all__ = (
     "num_edges_at",
     "PAD",
     "pad_graphs",
+    "repad_graphs",
     "page_corpus",
     "PairCorpus",
     "Pairs",

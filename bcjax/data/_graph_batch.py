@@ -65,6 +65,25 @@ def pad_graphs(graphs: Sequence[Graph], num_graphs: int, *, node_budget: int | N
                            n_edge=n_edge, globals=None)
 
 
+def repad_graphs(graphs: jraph.GraphsTuple, node_budget: int, edge_budget: int) -> jraph.GraphsTuple:
+  """A batch from :func:`pad_graphs` grown to larger budgets: the padding graph takes the new nodes (zeros) and the
+  new edges (self-loops on its first node), so the result equals packing the same graphs with these budgets."""
+  nodes, senders = np.asarray(graphs.nodes), np.asarray(graphs.senders)
+  n_node, n_edge = np.array(graphs.n_node, np.int32), np.array(graphs.n_edge, np.int32)
+  extra_nodes, extra_edges = node_budget - nodes.shape[0], edge_budget - senders.shape[0]
+  if extra_nodes < 0 or extra_edges < 0:
+    raise ValueError(f"repad_graphs: budgets (nodes {node_budget}, edges {edge_budget}) are smaller than the "
+                     f"batch's ({nodes.shape[0]}, {senders.shape[0]})")
+  first_padding = int(np.sum(n_node[:-1]))
+  fill = np.full(extra_edges, first_padding, np.int32)
+  n_node[-1] += extra_nodes
+  n_edge[-1] += extra_edges
+  return jraph.GraphsTuple(nodes=np.concatenate([nodes, np.zeros((extra_nodes,) + nodes.shape[1:], nodes.dtype)]),
+                           edges=None, senders=np.concatenate([senders, fill]),
+                           receivers=np.concatenate([np.asarray(graphs.receivers), fill]), n_node=n_node,
+                           n_edge=n_edge, globals=None)
+
+
 def batch_graphs(collection: GraphCollection, index: Sequence[int], num_graphs: int | None = None, *,
                  node_budget: int | None = None, edge_budget: int | None = None) -> jraph.GraphsTuple:
   """:func:`pad_graphs` of the collection's graphs ``index``; ``num_graphs`` defaults to ``len(index)``."""

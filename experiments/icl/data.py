@@ -9,12 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+import jax
 import jraph
 import numpy as np
 from flax import nnx
 
-from bcjax.data import (GraphCollection, augment_graphs, bucket, from_graphs, graph_mask, local_degree_profile, normalize_rows,
-                        pad_graphs, read_gin, read_tu, tu_dataset_path, with_features)
+from bcjax.data import (GraphCollection, augment_graphs, bucket, from_graphs, graph_mask, local_degree_profile,
+                        normalize_rows, pad_graphs, read_gin, read_tu, repad_graphs, tu_dataset_path, with_features)
 from bcjax.models import GCNEncoder
 from experiments.common import shuffled_batches
 
@@ -113,17 +114,29 @@ class Cycle:
     return self.indices[batch]
 
 
+def typical_budget(c: GraphCollection, batch_size: int, quantile: float = 0.99, samples: int = 1000) -> tuple[int, int]:
+  """The node and edge budgets (power-of-two buckets) that hold ``quantile`` of random batches of ``batch_size``
+  graphs, from the graph sizes alone (a fixed seed: the training streams are not touched). Batches padded to at
+  least these budgets take one shape in the common case, so a run compiles its fused steps for few shapes, at little
+  padding cost (most batches fall in this bucket anyway)."""
+  rng = np.random.default_rng(0)
+  picks = rng.integers(0, c.num_graphs, (samples, min(batch_size, c.num_graphs)))
+  return (bucket(int(np.quantile(c.n_node[picks].sum(axis=1), quantile))),
+          bucket(int(np.quantile(c.n_edge[picks].sum(axis=1), quantile))))
+
+
 def graph_views(c: GraphCollection, index: np.ndarray, batch_size: int, rng: np.random.Generator,
-          extra: np.ndarray | None = None, extra_graphs: int = 0) -> tuple[Views, Negatives | None]:
+          extra: np.ndarray | None = None, extra_graphs: int = 0,
+          min_budget: tuple[int, int] = (0, 0)) -> tuple[Views, Negatives | None]:
   """Anchor/positive views of graphs ``index`` and, with ``extra``, unaugmented negatives ``extra`` padded to
   ``extra_graphs`` graphs (at least one slot, all masked when ``extra`` is empty). All padded to one common node and
-  edge budget, so a step's jitted function sees few distinct shapes."""
+  edge budget, at least ``min_budget``, so a step's jitted function sees few distinct shapes."""
   graphs = [c.graph(i) for i in index]
   positives = augment_graphs(graphs, rng)
   others = None if extra is None else ([c.graph(i) for i in extra] or [c.graph(0)])
   sets = [graphs, positives] + ([others] if others is not None else [])
-  node_budget = bucket(max(sum(len(x) for x, _, _ in g) for g in sets))
-  edge_budget = bucket(max(sum(len(s) for _, s, _ in g) for g in sets))
+  node_budget = max(bucket(max(sum(len(x) for x, _, _ in g) for g in sets)), min_budget[0])
+  edge_budget = max(bucket(max(sum(len(s) for _, s, _ in g) for g in sets)), min_budget[1])
   anchor = pad_graphs(graphs, batch_size, node_budget=node_budget, edge_budget=edge_budget)
   positive = pad_graphs(positives, batch_size, node_budget=node_budget, edge_budget=edge_budget)
   out = Views(anchor, positive, np.asarray(graph_mask(anchor)))
@@ -133,6 +146,27 @@ def graph_views(c: GraphCollection, index: np.ndarray, batch_size: int, rng: np.
   g = pad_graphs(others, slots, node_budget=node_budget, edge_budget=edge_budget)
   mask = np.asarray(graph_mask(g)) if len(extra) else np.zeros(slots + 1, bool)
   return out, Negatives(g, mask)
+
+
+def _is_graphs(x) -> bool:
+  return isinstance(x, jraph.GraphsTuple)
+
+
+def common_budget(batches) -> list:
+  """``batches`` (pytrees of padded graph batches, or of image batches) with every GraphsTuple grown to the largest
+  node and edge budgets among them, so that they share one shape (a fused step takes them together)."""
+  graphs = [g for b in batches for g in jax.tree.leaves(b, is_leaf=_is_graphs) if _is_graphs(g)]
+  if not graphs:
+    return list(batches)
+  nodes = max(g.nodes.shape[0] for g in graphs)
+  edges = max(g.senders.shape[0] for g in graphs)
+  grow = lambda x: repad_graphs(x, nodes, edges) if _is_graphs(x) else x  # noqa: E731
+  return [jax.tree.map(grow, b, is_leaf=_is_graphs) for b in batches]
+
+
+def stack_batches(batches):
+  """Batches of one shape stacked on a new leading axis (for a step that scans or unrolls over them)."""
+  return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *batches)
 
 
 class GraphData:
@@ -145,10 +179,13 @@ class GraphData:
     self.labels = np.asarray(collection.labels)
     self.num = collection.num_graphs
     self.notes = collection.notes
+    self._budgets = {}  # batch size → typical_budget
 
   def views(self, index, batch_size: int, rng: np.random.Generator, extra=None, extra_n: int = 0, timer=None):
     del timer  # graph views are built on the host; nothing compiles
-    return graph_views(self.collection, index, batch_size, rng, extra, extra_n)
+    if batch_size not in self._budgets:
+      self._budgets[batch_size] = typical_budget(self.collection, batch_size)
+    return graph_views(self.collection, index, batch_size, rng, extra, extra_n, self._budgets[batch_size])
 
   def raw_batches(self, index: np.ndarray, size: int = 128) -> Iterator[tuple[jraph.GraphsTuple, int]]:
     """Unaugmented graphs ``index`` in padded batches of ``size`` (node budgets bucketed, so few shapes compile)."""

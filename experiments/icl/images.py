@@ -93,7 +93,7 @@ class ImageData:
       x = _resize_fn(self.augment)(padded)
     else:  # a timer books the augmentation's compilation as compile time, not training time
       fn = _augment_fn(self.augment)
-      x = timer.call(fn, key, padded) if timer is not None else fn(key, padded)
+      x = timer.dispatch(fn, key, padded) if timer is not None else fn(key, padded)
     return ImageBatch(x, jnp.arange(rows) < len(index))
 
   def views(self, index, batch_size: int, rng: np.random.Generator, extra=None, extra_n: int = 0, timer=None):

@@ -26,14 +26,12 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from bcjax.contrastive import (AgentConfig, LearningRateAgent, first_order_meta_gradient, inner_step_count,
-                               old_negative_count)
-from experiments.common import device_copy, shuffled_batches, to_host
+from bcjax.contrastive import AgentConfig, inner_step_count, old_negative_count
+from experiments.common import shuffled_batches, to_host
 from experiments.icl.configs import METHODS, Config
-from experiments.icl.data import Cycle
-from experiments.icl.train import (Encoder, Timer, adam_update, batch_loss, compiled_value_and_grad, embed_fn,
-                                   sgd_update)
-
+from experiments.icl.data import Cycle, common_budget, stack_batches
+from experiments.icl.steps import MetaRule, adam_step, agent_step, init_carry, meta_step
+from experiments.icl.train import Encoder, Timer
 
 
 class Run(NamedTuple):
@@ -53,46 +51,51 @@ class Context(NamedTuple):
   cfg: Config
 
 
-class _Trainer:
-  """Shared state of one method's run: parameters, BatchNorm statistics, PRNG streams and the timer."""
+def agent_config(cfg: Config) -> AgentConfig:
+  return AgentConfig(actor_hidden=cfg.agent_hidden, actor_layer_norm=cfg.agent_layer_norm)
 
-  def __init__(self, ctx: Context, encoder: Encoder, key: jax.Array, seed: int):
+
+class _Trainer:
+  """One method's run: the donated step carry (θ, BatchNorm statistics, Adam, the agents), PRNG streams, the timer
+  and the epoch's losses, kept on the device until the epoch ends."""
+
+  def __init__(self, ctx: Context, encoder: Encoder, key: jax.Array, seed: int, agent: AgentConfig | None = None,
+               initial_loss: float | None = None):
     self.ctx, self.cfg, self.enc = ctx, ctx.cfg, encoder
-    self.params, self.stats = device_copy(encoder.params), device_copy(encoder.stats)
-    self.key = key
+    self.key, k_agents = jax.random.split(key)
+    self.carry = init_carry(encoder.params, encoder.stats, self.cfg.learning_rate, self.cfg.weight_decay, agent,
+                            k_agents, initial_loss)
     self.rng = np.random.default_rng(seed)
     self.timer = Timer()
-    self.optimizer, self._adam = adam_update(self.cfg.learning_rate, self.cfg.weight_decay)
-    self.opt_state = self.optimizer.init(self.params)
+    self.pending = []  # the epoch's per-batch losses (device scalars)
+
+  @property
+  def params(self):
+    return self.carry.params
+
+  @property
+  def stats(self):
+    return self.carry.stats
 
   def next_key(self):
     self.key, sub = jax.random.split(self.key)
     return sub
 
-  def loss(self, kind: str, static_extra=None):
-    """``loss(params, stats, (batch, key, extra)) -> (loss, stats)`` of one kind (see ``train.loss_fn``)."""
-    return batch_loss(self.enc.train_def, kind, self.cfg.temperature, static_extra)
+  def run(self, step, *args):
+    """One fused step: the carry moves on and its loss joins the epoch's (no host synchronisation)."""
+    self.carry, loss = self.timer.dispatch(step, self.carry, *args)
+    self.pending.append(loss[0] if isinstance(loss, tuple) else loss)
 
-  def value_and_grad(self, loss):
-    """The jitted, timed ``(params, stats, batch) -> ((loss, stats), grads)`` of ``loss``."""
-    fn = compiled_value_and_grad(loss)
-    return lambda params, stats, batch: self.timer.call(fn, params, stats, batch)
+  def epoch_loss(self) -> float:
+    """The mean of the epoch's losses: the epoch's one host synchronisation."""
+    losses = np.asarray(jax.device_get(self.pending), np.float64)
+    self.pending = []
+    return float(np.mean(losses))
 
-  def grad(self, kind: str, batch, extra=0.0):
-    """Loss and gradient at θ of one batch (a fresh key); the BatchNorm statistics move on."""
-    return self.grad_prepared(kind, (batch, self.next_key(), extra))
-
-  def grad_prepared(self, kind: str, prepared):
-    """The same for a batch prepared as ``(views, key, extra)``."""
-    loss = self.loss(kind, prepared[2] if kind == "mixed" else None)
-    (value, self.stats), grads = self.value_and_grad(loss)(self.params, self.stats, prepared)
-    return float(value), grads
-
-  def adam(self, grads):
-    self.params, self.opt_state = self.timer.call(self._adam, self.params, self.opt_state, grads)
-
-  def sgd(self, grads, lr: float, params=None):
-    return self.timer.call(sgd_update, self.params if params is None else params, grads, np.float32(lr))
+  def adam_step(self, kind: str, static_extra=None, teacher: Encoder | None = None):
+    c = self.cfg
+    return adam_step(self.enc.train_def, kind, c.temperature, c.learning_rate, c.weight_decay, static_extra,
+                     None if teacher is None else teacher.eval_def)
 
   def views(self, index, extra=None, extra_graphs: int = 0):
     batch, others = self.ctx.data.views(index, self.cfg.batch_size, self.rng, extra, extra_graphs, self.timer)
@@ -101,24 +104,19 @@ class _Trainer:
 
 def _nce_i_epoch(t: _Trainer, indices: np.ndarray, teacher: Encoder | None = None) -> float:
   """NCE-I over ``indices`` with Adam; with a frozen ``teacher`` the distillation term is added."""
-  losses = []
+  if teacher is None:
+    step, frozen, extra = t.adam_step("nce-i"), None, 0.0
+  else:
+    step, frozen, extra = t.adam_step("distill", teacher=teacher), (teacher.params, teacher.stats), t.cfg.distill_weight
   for index in shuffled_batches(len(indices), t.cfg.batch_size, t.rng):
-    batch = t.views(indices[index])
-    if teacher is not None:
-      old = embed_fn(teacher.eval_def)
-      batch = (batch, t.timer.call(old, teacher.params, teacher.stats, batch.anchor))
-      loss, grads = t.grad("distill", batch, t.cfg.distill_weight)
-    else:
-      loss, grads = t.grad("nce-i", batch)
-    t.adam(grads)
-    losses.append(loss)
-  return float(np.mean(losses))
+    t.run(step, t.views(indices[index]), t.next_key(), np.float32(extra), frozen)
+  return t.epoch_loss()
 
 
 class _Incremental:
-  """The cycling negative iterators and agents of the NCE-II based methods."""
+  """The cycling negative iterators and the batch builders of the NCE-II based methods."""
 
-  def __init__(self, t: _Trainer, ctx: Context, initial_loss: float, key: jax.Array, learned: bool):
+  def __init__(self, t: _Trainer, ctx: Context):
     b = ctx.cfg.batch_size
     self.old_num = old_negative_count(ctx.alpha, b)
     self.new_num = b - 1 - self.old_num
@@ -128,70 +126,48 @@ class _Incremental:
     old_batches, new_batches = math.ceil(len(ctx.old) / b), math.ceil(len(ctx.new) / b)
     self.n_inner = inner_step_count(ctx.alpha, rule=ctx.cfg.inner_rule, old_batches=old_batches,
                                     new_batches=new_batches)
-    self.agent_s = self.agent_q = None
-    if learned:
-      k_s, k_q = jax.random.split(key)
-      agent = AgentConfig(actor_hidden=ctx.cfg.agent_hidden, actor_layer_norm=ctx.cfg.agent_layer_norm)
-      self.agent_s = LearningRateAgent(agent, k_s, initial_loss)
-      self.agent_q = LearningRateAgent(agent, k_q, initial_loss)
 
-  def support_batch(self, t: _Trainer, index):
-    """An NCE-II batch of old anchors with B − 1 new negatives each: ``(views, key, α)``."""
-    batch = t.views(index, self.new_cycle.next(), t.cfg.batch_size - 1)
-    return batch, t.next_key(), np.float32(t.ctx.alpha)
+  def support_views(self, t: _Trainer, index):
+    """An NCE-II batch: old anchors with B − 1 new negatives each."""
+    return t.views(index, self.new_cycle.next(), t.cfg.batch_size - 1)
 
-  def query_batch(self, t: _Trainer, index):
-    """A mixed NCE-I batch of new anchors with old_num old negatives each: ``(views, key, new_num)``."""
-    batch = t.views(index, self.old_cycle.next(), self.old_num)
-    return batch, t.next_key(), self.new_num
-
-  def support(self, t: _Trainer, index):
-    return t.grad_prepared("nce-ii", self.support_batch(t, index))
-
-  def query(self, t: _Trainer, index):
-    return t.grad_prepared("mixed", self.query_batch(t, index))
+  def query_views(self, t: _Trainer, index):
+    """A mixed NCE-I batch: new anchors with old_num old negatives each."""
+    return t.views(index, self.old_cycle.next(), self.old_num)
 
 
 def _two_phase_epoch(t: _Trainer, inc: _Incremental, learned: bool) -> float:
   """All old batches (NCE-II) then all new batches (mixed NCE-I): Adam, or SGD with the agents' rates."""
-  losses = []
-  phases = ((t.ctx.old, inc.support, inc.agent_s), (t.ctx.new, inc.query, inc.agent_q))
-  for indices, step, agent in phases:
-    for index in shuffled_batches(len(indices), t.cfg.batch_size, t.rng):
-      loss, grads = step(t, indices[index])
+  c = t.cfg
+  alpha = np.float32(t.ctx.alpha)
+  for which, (indices, views, kind, extra) in enumerate(((t.ctx.old, inc.support_views, "nce-ii", None),
+                                                         (t.ctx.new, inc.query_views, "mixed", inc.new_num))):
+    if learned:
+      step = agent_step(t.enc.train_def, kind, c.temperature, agent_config(c), which, extra)
+    else:
+      step = t.adam_step(kind, extra)
+    for index in shuffled_batches(len(indices), c.batch_size, t.rng):
+      batch = views(t, indices[index])
       if learned:
-        t.params = t.sgd(grads, agent(loss))
+        t.run(step, batch, t.next_key(), alpha)
       else:
-        t.adam(grads)
-      losses.append(loss)
-  return float(np.mean(losses))
+        t.run(step, batch, t.next_key(), alpha, None)
+  return t.epoch_loss()
 
 
 def _meta_epoch(t: _Trainer, inc: _Incremental, learned: bool) -> float:
-  """Per query batch: :func:`bcjax.first_order_meta_gradient` (n_inner support SGD steps from θ, with the agent's
-  rates or lr_s, and the query gradient at θ'), then the outer step on θ."""
-  support_loss, query_loss = t.loss("nce-ii"), t.loss("mixed", inc.new_num)
-
-  def inner_update(params, grads, lr):
-    # the jitted SGD step donates its input: θ itself must survive the inner loop
-    return t.timer.call(sgd_update, device_copy(params) if params is t.params else params, grads, np.float32(lr))
-
-  losses = []
-  for index in shuffled_batches(len(t.ctx.new), t.cfg.batch_size, t.rng):
-    supports = [inc.support_batch(t, inc.support_cycle.next()) for _ in range(inc.n_inner)]
-    query = inc.query_batch(t, t.ctx.new[index])
-    rates = (lambda step, loss: inc.agent_s(float(loss))) if learned else t.cfg.inner_learning_rate
-    meta = first_order_meta_gradient(support_loss, query_loss, t.params, t.stats, supports, query, rates,
-                                     value_and_grad=t.value_and_grad, update=inner_update)
-    t.stats, loss, grads = meta.aux, float(meta.query_loss), meta.grads
-    if learned:
-      t.params = t.sgd(grads, inc.agent_q(loss))
-    elif t.cfg.meta_outer == "adam":
-      t.adam(grads)
-    else:
-      t.params = t.sgd(grads, t.cfg.outer_learning_rate)
-    losses.append(loss)
-  return float(np.mean(losses))
+  """Per query batch one fused :func:`experiments.icl.steps.meta_step`: n_inner support SGD steps from θ (the
+  agent's rates or lr_s), the query gradient at θ' and the outer step on θ."""
+  c = t.cfg
+  rule = MetaRule(agent_config(c) if learned else None, c.inner_learning_rate, "sgd" if learned else c.meta_outer,
+                  c.outer_learning_rate, c.learning_rate, c.weight_decay, unroll=t.ctx.data.kind == "images")
+  step = meta_step(t.enc.train_def, c.temperature, inc.new_num, rule)
+  alpha = np.float32(t.ctx.alpha)
+  for index in shuffled_batches(len(t.ctx.new), c.batch_size, t.rng):
+    supports = [inc.support_views(t, inc.support_cycle.next()) for _ in range(inc.n_inner)]
+    *supports, query = common_budget(supports + [inc.query_views(t, t.ctx.new[index])])
+    t.run(step, stack_batches(supports), query, t.next_key(), alpha)
+  return t.epoch_loss()
 
 
 def train_method(method: str, ctx: Context, pretrained: Encoder, fresh: Encoder, initial_loss: float,
@@ -200,11 +176,9 @@ def train_method(method: str, ctx: Context, pretrained: Encoder, fresh: Encoder,
   if method not in METHODS:
     raise ValueError(f"unknown method {method!r}; choose from {METHODS}")
   cfg = ctx.cfg
-  k_train, k_agents = jax.random.split(key)
-  t = _Trainer(ctx, fresh if method == "retrain" else pretrained, k_train, seed)
-  inc = None
-  if method in ("nce2-only", "meta", "lrl", "icl"):
-    inc = _Incremental(t, ctx, initial_loss, k_agents, learned=method in ("lrl", "icl"))
+  agent = agent_config(cfg) if method in ("lrl", "icl") else None
+  t = _Trainer(ctx, fresh if method == "retrain" else pretrained, key, seed, agent, initial_loss)
+  inc = _Incremental(t, ctx) if method in ("nce2-only", "meta", "lrl", "icl") else None
   replay = None
   if method == "replay":
     kept = t.rng.choice(ctx.old, min(len(ctx.new), len(ctx.old)), replace=False)
@@ -259,14 +233,12 @@ def pretrain(ctx: Context, fresh: Encoder, key: jax.Array, seed: int, log=None) 
   """NCE-I on the old data X; returns the run and the last mini-batch loss (the agents' first observation)."""
   t = _Trainer(ctx, fresh, key, seed)
   last = []
+  step = t.adam_step("nce-i")
 
   def epoch():
-    losses = []
     for index in shuffled_batches(len(ctx.old), t.cfg.batch_size, t.rng):
-      loss, grads = t.grad("nce-i", t.views(ctx.old[index]))
-      t.adam(grads)
-      losses.append(loss)
-    last.append(losses[-1])
-    return float(np.mean(losses))
+      t.run(step, t.views(ctx.old[index]), t.next_key(), np.float32(0.0), None)
+    last.append(t.pending[-1])
+    return t.epoch_loss()
   run = converge(t, epoch, ctx.cfg.patience, ctx.cfg.max_epochs, "pretrain", log)
-  return run, last[-1]
+  return run, float(last[-1])

@@ -1,6 +1,6 @@
-"""Jitted pieces of the ICL experiment: the encoder split for pure functions, the three losses on graph views (each
-view set in its own forward call, as the reference, so BatchNorm sees per-call batch statistics), gradient and
-update functions, and a timer that keeps compilation out of the training time."""
+"""Pieces of the ICL experiment's steps: the encoder split for pure functions, the losses on graph or image views
+(each view set in its own forward call, as the reference, so BatchNorm sees per-call batch statistics), the
+embedding function and a timer that keeps compilation out of the training time."""
 
 import functools
 import time
@@ -9,11 +9,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 from flax import nnx
 
-from bcjax.contrastive import info_nce, mixed_info_nce, nce_ii, sgd_step
-from experiments.common import adam, split_train_eval
+from bcjax.contrastive import info_nce, mixed_info_nce, nce_ii
+from experiments.common import split_train_eval
 
 KINDS = ("nce-i", "nce-ii", "mixed", "distill")
 
@@ -97,42 +96,23 @@ def batch_loss(train_def: nnx.GraphDef, kind: str, temperature: float, static_ex
 
 
 @functools.lru_cache(maxsize=None)
-def compiled_value_and_grad(loss: Callable) -> Callable:
-  """Jitted ``(params, stats, batch) -> ((loss, stats), grads)`` of one :func:`batch_loss`, cached per loss."""
-  return jax.jit(jax.value_and_grad(loss, has_aux=True))
-
-
-@functools.lru_cache(maxsize=None)
-def adam_update(learning_rate: float, weight_decay: float):
-  """Adam with coupled L2 weight decay (torch ``Adam(weight_decay=...)``): returns (optimizer, jitted update)."""
-  optimizer = adam(learning_rate, weight_decay)
-
-  @functools.partial(jax.jit, donate_argnums=(0, 1))
-  def update(params, opt_state, grads):
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state
-  return optimizer, update
-
-
-sgd_update = jax.jit(sgd_step, donate_argnums=(0,))
-
-
-@functools.lru_cache(maxsize=None)
 def embed_fn(eval_def: nnx.GraphDef) -> Callable:
   return jax.jit(lambda params, stats, graphs: nnx.merge(eval_def, params, stats)(graphs))
 
 
 class Timer:
-  """Wall time of jitted calls with compilation separated: a call during which a function's compilation cache grew
-  counts as compile time, the rest as training time."""
+  """Books the compilation of jitted calls: a call during which the function's compilation cache grew spent its
+  dispatch (tracing and compiling; the computation itself runs asynchronously) as compile time. The callers
+  subtract it from the wall time of their epochs."""
 
   def __init__(self):
     self.compile_seconds = 0.0
 
-  def call(self, fn, *args):
+  def dispatch(self, fn, *args):
+    """``fn(*args)`` without waiting for the result."""
     before = fn._cache_size()
     start = time.perf_counter()
-    out = jax.block_until_ready(fn(*args))
+    out = fn(*args)
     if fn._cache_size() > before:
       self.compile_seconds += time.perf_counter() - start
     return out
