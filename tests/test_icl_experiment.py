@@ -22,6 +22,7 @@ from experiments.icl.configs import PRESETS
 from experiments.icl.data import Cycle, GraphData, graph_views, load_graphs, synthetic_graphs
 from experiments.icl.evaluate import C_GRID, svm_accuracy
 from bcjax.contrastive import first_order_meta_gradient, sgd_step
+from experiments.icl.convergence import Rule
 from experiments.icl.data import common_budget, stack_batches
 from experiments.icl.methods import METHODS, Context, _Incremental, _Trainer, converge, pretrain, train_method
 from experiments.icl.steps import MetaRule, init_carry, meta_step
@@ -110,13 +111,13 @@ class MethodsTest(absltest.TestCase):
     # converge only reads these attributes of a trainer
     trainer = SimpleNamespace(params=enc.params, stats=enc.stats, enc=enc, timer=SimpleNamespace(compile_seconds=0.0))
     losses = iter([3.0, 2.0, 2.0, 2.5, 2.6, 1.0])
-    run = converge(trainer, lambda: next(losses), patience=2, max_epochs=10, name="fake")
+    run = converge(trainer, lambda: next(losses), Rule("paper", patience=2), max_epochs=10, name="fake")
     self.assertEqual(run.epochs, 3)  # ties count as improvements (<= best), 1-based
     self.assertEqual(run.losses, [3.0, 2.0, 2.0, 2.5, 2.6])
     self.assertEqual(run.stopped, "patience")
     nan = iter([float("nan")])
     with self.assertRaisesRegex(FloatingPointError, "not finite"):
-      converge(trainer, lambda: next(nan), patience=2, max_epochs=3, name="fake")
+      converge(trainer, lambda: next(nan), Rule("paper", patience=2), max_epochs=3, name="fake")
 
 
 class SvmTest(absltest.TestCase):

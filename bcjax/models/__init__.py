@@ -6,6 +6,7 @@ from bcjax.models._bipartite import bipartite_inputs
 from bcjax.models._gcn import GCNConv
 from bcjax.models._gcn import GCNEncoder
 from bcjax.models._gcn import gcn_propagate
+from bcjax.models._norm import MaskedBatchNorm
 from bcjax.models._sage import GraphSAGE
 from bcjax.models._sage import SAGEConv
 from bcjax.models._sage import mean_aggregate
@@ -28,6 +29,7 @@ __all__ = (
     "GCNConv",
     "GCNEncoder",
     "GraphSAGE",
+    "MaskedBatchNorm",
     "mean_aggregate",
     "ResNet18",
     "SAGEConv",

@@ -27,6 +27,7 @@ import jraph
 from flax import nnx
 
 from bcjax.data._graph_batch import node_graph_ids, node_mask
+from bcjax.models._norm import MaskedBatchNorm
 
 
 SELF_LOOPS = ("always", "remaining")
@@ -71,10 +72,12 @@ class GCNConv(nnx.Module):
 class GCNEncoder(nnx.Module):
   """``__call__(graph, key=None) -> [num_graphs + 1, layers * hidden]`` graph embeddings (the last row, and rows of
   empty graphs, are padding). Dropout is applied when ``key`` is given; BatchNorm uses batch statistics in train
-  mode (``model.train()``) and running ones in eval mode, PyTorch momentum 0.1 (flax 0.9), eps 1e-5."""
+  mode (``model.train()``) and running ones in eval mode, PyTorch momentum 0.1 (flax 0.9), eps 1e-5. With
+  ``axis_name`` the batch's graphs are split over that mesh axis and BatchNorm's statistics are those of all the
+  devices' real nodes (:class:`MaskedBatchNorm`)."""
 
   def __init__(self, in_features: int, hidden: int = 32, layers: int = 2, dropout: float = 0.5, *,
-               self_loops: str = "always", rngs: nnx.Rngs):
+               self_loops: str = "always", axis_name: str | None = None, rngs: nnx.Rngs):
     if layers < 1 or hidden < 1 or in_features < 1:
       raise ValueError(f"GCNEncoder: `in_features`, `hidden` and `layers` must be >= 1, got {in_features}, {hidden}, "
                        f"{layers}")
@@ -83,8 +86,8 @@ class GCNEncoder(nnx.Module):
     self.dropout = dropout
     dims = [in_features] + [hidden] * layers
     self.convs = nnx.List([GCNConv(a, b, self_loops=self_loops, rngs=rngs) for a, b in zip(dims[:-1], dims[1:])])
-    self.norms = nnx.List([nnx.BatchNorm(hidden, use_bias=False, use_scale=False, momentum=0.9, epsilon=1e-5,
-                                         rngs=rngs) for _ in range(layers)])
+    self.norms = nnx.List([MaskedBatchNorm(hidden, axis_name=axis_name, use_bias=False, use_scale=False,
+                                           momentum=0.9, epsilon=1e-5, rngs=rngs) for _ in range(layers)])
 
   @property
   def out_features(self) -> int:

@@ -1,8 +1,9 @@
 """The incremental methods of the ICL experiment and their convergence protocol.
 
 Every method starts from the encoder pre-trained on the old data X (retraining starts from scratch on X') and
-trains until its epoch loss has not reached a new minimum (<= best) for ``patience`` epochs. The reported epoch is
-the best one (1-based) and the time the cumulative training-loop time up to it, compilation excluded.
+trains until the run's convergence rule stops it (:mod:`experiments.icl.convergence`: the smoothed, noise-aware
+rule by default, the paper's with ``--convergence paper``). The reported epoch is the best one (1-based) and the
+time the cumulative training-loop time up to it, compilation excluded.
 
 * retrain: NCE-I on X' (in-batch negatives), Adam;
 * finetune: NCE-I on ΔX only, Adam;
@@ -29,6 +30,7 @@ import numpy as np
 from bcjax.contrastive import AgentConfig, inner_step_count, old_negative_count
 from experiments.common import shuffled_batches, to_host
 from experiments.icl.configs import METHODS, Config
+from experiments.icl.convergence import Rule, Tracker
 from experiments.icl.data import Cycle, common_budget, stack_batches
 from experiments.icl.steps import MetaRule, adam_step, agent_step, init_carry, meta_step
 from experiments.icl.train import Encoder, Timer
@@ -198,11 +200,18 @@ def train_method(method: str, ctx: Context, pretrained: Encoder, fresh: Encoder,
       return _two_phase_epoch(t, inc, learned=method == "lrl")
     return _meta_epoch(t, inc, learned=method == "icl")
 
-  return converge(t, epoch, cfg.patience, cfg.max_epochs, method, log)
+  return converge(t, epoch, rule_of(cfg), cfg.max_epochs, method, log)
 
 
-def converge(t: _Trainer, epoch, patience: int, max_epochs: int, name: str, log=None) -> Run:
-  best, best_epoch, best_state, elapsed, at_best, wait = math.inf, -1, None, 0.0, 0.0, 0
+def rule_of(cfg: Config) -> Rule:
+  return Rule(cfg.convergence, cfg.patience, cfg.min_epochs, cfg.smoothing)
+
+
+def converge(t: _Trainer, epoch, rule: Rule, max_epochs: int, name: str, log=None) -> Run:
+  """Runs ``epoch()`` until ``rule`` says converged (see :mod:`experiments.icl.convergence`) or ``max_epochs``;
+  keeps the parameters of the best epoch."""
+  tracker = Tracker(rule)
+  best_epoch, best_state, elapsed, at_best = -1, None, 0.0, 0.0
   losses, stopped = [], "max-epochs"
   for e in range(max_epochs):
     compiled_before = t.timer.compile_seconds
@@ -215,14 +224,13 @@ def converge(t: _Trainer, epoch, patience: int, max_epochs: int, name: str, log=
     if not np.isfinite(loss):
       stopped = "non-finite loss"
       break
-    if loss <= best:
-      best, best_epoch, at_best, wait = loss, e, elapsed, 0
+    improved, stop = tracker.update(loss)
+    if improved:
+      best_epoch, at_best = e, elapsed
       best_state = (to_host(t.params), to_host(t.stats))
-    else:
-      wait += 1
-      if wait >= patience:
-        stopped = "patience"
-        break
+    if stop:
+      stopped = "patience"
+      break
   if best_state is None:
     raise FloatingPointError(f"{name}: the first epoch's loss is not finite ({losses[0]}); lower the learning rate")
   return Run(t.enc._replace(params=best_state[0], stats=best_state[1]), best_epoch + 1, at_best,
@@ -240,5 +248,5 @@ def pretrain(ctx: Context, fresh: Encoder, key: jax.Array, seed: int, log=None) 
       t.run(step, t.views(ctx.old[index]), t.next_key(), np.float32(0.0), None)
     last.append(t.pending[-1])
     return t.epoch_loss()
-  run = converge(t, epoch, ctx.cfg.patience, ctx.cfg.max_epochs, "pretrain", log)
+  run = converge(t, epoch, rule_of(ctx.cfg), ctx.cfg.max_epochs, "pretrain", log)
   return run, float(last[-1])
