@@ -25,13 +25,16 @@ from bcjax import sentence
 from bcjax import versioning
 from bcjax.alignment import *  # noqa: F401,F403  (every name of alignment.__all__ is public math)
 from bcjax.conceptors import aperture_adaptation
+from bcjax.conceptors import aperture_norm_gradient
 from bcjax.conceptors import conceptor
 from bcjax.conceptors import conceptor_from_correlation
 from bcjax.conceptors import conjunction
 from bcjax.conceptors import correlation
 from bcjax.conceptors import disjunction
 from bcjax.conceptors import negation
+from bcjax.conceptors import optimal_aperture
 from bcjax.conceptors import quota
+from bcjax.conceptors import relative_aperture
 from bcjax.contrastive import AgentConfig
 from bcjax.contrastive import LearningRateAgent
 from bcjax.contrastive import MetaGradient
@@ -83,8 +86,8 @@ _SUBPACKAGES = ("alignment", "conceptors", "contrastive", "data", "files", "gram
 
 __all__ = _SUBPACKAGES + alignment.__all__ + metrics.__all__ + (
     # conceptors
-    "aperture_adaptation", "conceptor", "conceptor_from_correlation", "conjunction", "correlation", "disjunction",
-    "negation", "quota",
+    "aperture_adaptation", "aperture_norm_gradient", "conceptor", "conceptor_from_correlation", "conjunction",
+    "correlation", "disjunction", "negation", "optimal_aperture", "quota", "relative_aperture",
     # contrastive
     "AgentConfig", "LearningRateAgent", "MetaGradient", "change_ratio", "first_order_meta_gradient", "icl_objective",
     "info_nce", "inner_step_count", "learning_rate_agent", "log_change_ratio", "log_similarity", "mixed_info_nce",

@@ -3,7 +3,9 @@
 metadata is refused with the keys it has, and the BC-Aligner test preset finishes on a category whose edge-rating
 evaluation windows hold one class, listing that task as left out."""
 
+import contextlib
 import gzip
+import io
 import json
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from absl.testing import absltest, parameterized
 
 from bcjax.data import (TASKS, DataFormatError, amazon_files, load_amazon, read_amazon_metadata, read_amazon_reviews)
 from experiments.bc_aligner import __main__ as cli
+from experiments.bc_aligner.experiment import EXPERIMENT
 from tests._amazon_fixture import category_graph, expected_days, write_category
 
 
@@ -108,14 +111,14 @@ class ReleaseTest(parameterized.TestCase):
 
 class CommandLineTest(parameterized.TestCase):
 
-  @parameterized.parameters(("2014", True), ("2018", False))
-  def test_test_preset_finishes_and_leaves_out_the_single_class_task(self, release, with_meta):
+  def test_test_preset_finishes_and_leaves_out_the_single_class_task(self):
+    # One full run (2018 reviews given by path, no metadata: item ids); the 2014 release with metadata from a
+    # folder goes through the same load step below, without the training.
     folder = Path(self.create_tempdir())
-    reviews, meta = write_category(folder, "Toys", release, meta=with_meta)
+    reviews, _ = write_category(folder, "Toys", "2018", meta=False)
     out = Path(self.create_tempdir()) / "run"
     args = ["--dataset", "amazon-Toys", "--preset", "test", "--methods", "bc-aligner", "--epochs", "2",
-            "--out", str(out), "--no-progress"]
-    args += ["--data-dir", str(folder)] if with_meta else ["--reviews", str(reviews)]
+            "--out", str(out), "--no-progress", "--reviews", str(reviews)]
     self.assertEqual(cli.main(args), 0)
     results = json.loads((out / "results.json").read_text())
     left = results["consumers_left_out"]
@@ -127,11 +130,22 @@ class CommandLineTest(parameterized.TestCase):
       self.assertEqual(set(r["unintended_auc_by_task"]), set(results["consumers"]))
       self.assertTrue(np.isfinite(r["combined_degradation_pct"]))
     notes = " ".join(results["data_notes"])
-    self.assertIn(f"release {release} by content", notes)
-    if not with_meta:
-      self.assertIn("no metadata file", notes)
-      self.assertIn("item-id", notes)
+    self.assertIn("release 2018 by content", notes)
+    self.assertIn("no metadata file", notes)
+    self.assertIn("item-id", notes)
     self.assertIn("left out", (out / "table.md").read_text())
+
+  def test_data_dir_with_metadata_loads_as_the_run_would(self):
+    folder = Path(self.create_tempdir())
+    write_category(folder, "Toys", "2014", meta=True)
+    _, args, cfg = EXPERIMENT.parse(["--dataset", "amazon-Toys", "--preset", "test", "--data-dir", str(folder)])
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+      graph, versions, _, left_out = EXPERIMENT.load(args, cfg)
+    self.assertLen(versions, 5)
+    self.assertIn("release 2014 by content", " ".join(graph.notes))
+    self.assertNotIn("no metadata file", " ".join(graph.notes))
+    self.assertIn("binary-edge-rating", left_out)
+    self.assertIn("consumer task binary-edge-rating left out", printed.getvalue())
 
   def test_flags_are_checked_before_anything_is_written(self):
     out = Path(self.create_tempdir()) / "run"

@@ -14,7 +14,7 @@ from absl.testing import absltest
 
 from bcjax.sentence import load_sts_genres
 from experiments.conceptors_sts.__main__ import main
-from experiments.conceptors_sts.pipeline import check_inputs
+from experiments.conceptors_sts.pipeline import check_inputs, run_time_course
 from experiments.conceptors_sts.synthetic import make_synthetic_sts
 from tests._resume import assert_same_results, kill_then_resume
 from tests._tolerance import assert_close
@@ -60,7 +60,9 @@ class ConceptorsStsTest(absltest.TestCase):
     np.testing.assert_array_equal(zero_shot, np.broadcast_to(zero_shot[0], zero_shot.shape))
     table = (self.out / "table.md").read_text().splitlines()
     self.assertEqual(table[0], "| method | news | captions | WordNet | forums | tweets | mean |")
-    self.assertLen(table, 5)
+    self.assertLen(table, 7)
+    self.assertTrue(table[-1].startswith("Apertures, α = 1: stopwords 1, news 1,"), table[-1])
+    self.assertEqual(self.results["alpha_spread"]["max_over_min"], 1.0)
     self.assertIn("CA beats train-from-scratch SIF on", self.stdout)
     records = [json.loads(line) for line in (self.out / "metrics.jsonl").read_text().splitlines()]
     self.assertLen([r for r in records if "event" not in r], 10)  # one per (step, method); the harness adds events
@@ -105,11 +107,62 @@ class ConceptorsStsTest(absltest.TestCase):
       check_inputs(vectors, genres, stopwords=("notaword",))
     check_inputs(vectors, genres)
 
+  def test_alpha_flag_is_validated_before_anything_is_written(self):
+    for bad in ("automatic", "0", "-2", "nan", "inf"):
+      out = self.tmp / f"bad-{bad}"
+      with contextlib.redirect_stderr(io.StringIO()) as err, self.assertRaises(SystemExit) as ctx:
+        main(["--alpha", bad, "--out", str(out), "--no-progress"])
+      self.assertEqual(ctx.exception.code, 2)
+      self.assertIn("--alpha", err.getvalue())
+      self.assertFalse(out.exists())
+
   @absltest.skipUnless((DATA / "sts" / "STSBenchmark").is_dir(), "development STS data not present")
   def test_real_sts_genres_have_the_reference_counts(self):
     genres = load_sts_genres(DATA / "sts")
     self.assertEqual({g: len(p.scores) for g, p in genres.items()},
                      {"news": 4299, "captions": 3250, "WordNet": 2061, "forums": 1079, "tweets": 750})
+
+
+def _ca_pccs(vectors, counts, genres, alpha) -> tuple[np.ndarray, dict]:
+  results = run_time_course(vectors, counts, genres, alpha=alpha, progress=False)
+  pccs = np.array([results["methods"][m]["pcc_by_step"] for m in ("ca", "zero-shot-ca", "sif")])
+  return pccs, results
+
+
+class AutomaticApertureTest(absltest.TestCase):
+  """--alpha auto makes CA independent of the word vectors' scale: C(c²R, α*(c²R)) = C(R, α*(R)); a fixed α does
+  not (C(c²R, α) = C(R, cα))."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.vectors, cls.counts, cls.genres = make_synthetic_sts(0)
+
+  def scaled(self, c):
+    return self.vectors._replace(vectors=self.vectors.vectors * c)
+
+  def test_automatic_apertures_are_scale_invariant(self):
+    for rule, scales in (("jaeger", (0.1, 10.0)), ("relative", (10.0,))):
+      base, results = _ca_pccs(self.vectors, self.counts, self.genres, rule)
+      self.assertEqual(results["alpha"], rule)
+      self.assertEqual(list(results["alpha_by_step"]), ["stopwords"] + results["genres"])
+      self.assertGreater(results["alpha_spread"]["max_over_min"], 1.0)
+      for c in scales:
+        pccs, scaled = _ca_pccs(self.scaled(c), self.counts, self.genres, rule)
+        # PCCs are x 100 with entries up to 100: compare at that scale.
+        assert_close(pccs, base, "linalg", scale=100.0, err_msg=f"{rule}, c = {c}")
+        assert_close(list(scaled["alpha_by_step"].values()),
+                     [a / c for a in results["alpha_by_step"].values()], "linalg", err_msg=f"{rule}, c = {c}")
+
+  def test_a_fixed_aperture_is_not(self):
+    base, _ = _ca_pccs(self.vectors, self.counts, self.genres, 1.0)
+    pccs, _ = _ca_pccs(self.scaled(10.0), self.counts, self.genres, 1.0)
+    self.assertGreater(np.abs(pccs[:2] - base[:2]).max(), 0.5)  # CA and zero-shot CA move by PCC points
+    assert_close(pccs[2], base[2], "linalg", scale=100.0)  # SIF is scale-free either way
+
+  def test_unknown_rule_is_refused(self):
+    with self.assertRaisesRegex(ValueError, "`alpha` must be a positive number or one of"):
+      run_time_course(self.vectors, self.counts, self.genres, alpha="jager", progress=False)
 
 
 if __name__ == "__main__":

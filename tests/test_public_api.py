@@ -154,6 +154,8 @@ def _traced_cases():
       "nce_ii_from_log_ratio": (lambda h: bcjax.nce_ii_from_log_ratio(x[:, 0], h), (0.3, 0.7)),
       "ca_update": (lambda h: bcjax.sentence.ca_update(c, y, h), (0.5, 2.0)),
       "ca_initial": (lambda h: bcjax.sentence.ca_initial(x, h), (0.5, 2.0)),
+      "relative_aperture": (lambda h: bcjax.relative_aperture(r, ratio=h), (0.5, 2.0)),
+      "aperture_norm_gradient": (lambda h: bcjax.aperture_norm_gradient(r, h), (0.5, 2.0)),
   }
 
 

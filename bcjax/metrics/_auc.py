@@ -12,6 +12,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from bcjax import _checks
+from bcjax._buckets import pad_to_bucket
 
 
 def roc_auc(scores: ArrayLike, labels: ArrayLike, *, where: ArrayLike | None = None) -> jax.Array:
@@ -33,9 +34,20 @@ def roc_auc(scores: ArrayLike, labels: ArrayLike, *, where: ArrayLike | None = N
     if not binary.all():
       raise ValueError(f"{fn}: `labels` must be binary (0/1 or bool) on the valid entries")
   positive = (labels == 1) & valid
+  if _checks.is_concrete(positive) and _checks.is_concrete(valid):
+    n_pos = int(np.sum(np.asarray(positive)))
+    n_neg = int(np.sum(np.asarray(valid))) - n_pos
+    if n_pos == 0 or n_neg == 0:
+      raise ValueError(f"{fn}: needs both classes, got {n_pos} positive and {n_neg} negative entries")
+    if _checks.is_concrete(scores):
+      # Eager calls come with every evaluation set's own length; padding to a power of two bounds the compiles.
+      scores, positive, valid = pad_to_bucket((scores, positive, valid), (0.0, False, False))
+  return _rank_sum_auc(scores, positive, valid)
+
+
+@jax.jit
+def _rank_sum_auc(scores: jax.Array, positive: jax.Array, valid: jax.Array) -> jax.Array:
   n_pos, n_neg = jnp.sum(positive), jnp.sum(~positive & valid)
-  if _checks.is_concrete(n_pos) and (int(n_pos) == 0 or int(n_neg) == 0):
-    raise ValueError(f"{fn}: needs both classes, got {int(n_pos)} positive and {int(n_neg)} negative entries")
   # Invalid entries go to +inf, above every valid score, so they do not shift valid ranks.
   s = jnp.where(valid, scores, jnp.inf)
   ordered = jnp.sort(s)

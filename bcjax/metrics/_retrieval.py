@@ -5,6 +5,7 @@ as sparse (query, item) pairs, turned into dense masks one chunk of queries at a
 O(chunk x items).
 """
 
+import functools
 from collections.abc import Sequence
 
 import jax
@@ -12,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcjax import _checks
+from bcjax._buckets import bucket_size
 
 from bcjax.metrics._ranking import average_precision_at_k, recall_at_k
 
@@ -40,9 +42,15 @@ def _pairs(name: str, pairs, num_queries: int, num_items: int) -> tuple[np.ndarr
   return q, i
 
 
-@jax.jit
-def _scores(queries, items):
-  return queries @ items.T
+@functools.partial(jax.jit, static_argnames=("ks",))
+def _chunk_sums(queries, items, rel, eligible, undercount, ks):
+  """Sums over one chunk of queries of Recall@K (times ``undercount``) and AP@K for every K, in one program."""
+  scores = queries @ items.T
+  out = {}
+  for k in ks:
+    out[f"recall@{k}"] = jnp.sum(recall_at_k(scores, rel, k, where=eligible) * undercount)
+    out[f"map@{k}"] = jnp.sum(average_precision_at_k(scores, rel, k, where=eligible))
+  return out
 
 
 def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=None, ks: Sequence[int] = (10,),
@@ -99,27 +107,32 @@ def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=N
   totals = {f"{m}@{k}": 0.0 for k in ks for m in ("recall", "map")}
   for start in range(0, len(eval_queries), chunk_size):
     chunk = eval_queries[start:start + chunk_size]
+    # The last (or only) chunk is padded to a power of two with rows that have no relevant and no eligible item:
+    # they add 0 to every sum, and the chunk shapes, hence the compiles, stay few.
+    rows = min(bucket_size(len(chunk)), chunk_size) if len(eval_queries) > chunk_size else bucket_size(len(chunk))
+    rows = max(rows, len(chunk))
     row = np.full(num_q, -1, np.int64)
     row[chunk] = np.arange(len(chunk))
-    rel = np.zeros((len(chunk), len(universe)), bool)
+    rel = np.zeros((rows, len(universe)), bool)
     sel = row[rel_q] >= 0
     rel[row[rel_q[sel]], column[rel_i[sel]]] = True
+    eligible = np.zeros_like(rel)
     if candidates is not None:
-      eligible = np.zeros_like(rel)
-      eligible[:, column[candidates]] = True
+      eligible[:len(chunk), column[candidates]] = True
     else:
-      eligible = np.ones_like(rel)
+      eligible[:len(chunk)] = True
     sel = (row[exc_q] >= 0) & (column[exc_i] >= 0)
     eligible[row[exc_q[sel]], column[exc_i[sel]]] = False
     if rank_excluded_relevant:
       eligible |= rel
-      undercount = 1.0
+      undercount = np.ones(rows)
     else:  # recall_at_k divides by the eligible relevant items; rescale to all relevant items
-      undercount = jnp.asarray((rel & eligible).sum(1) / np.maximum(rel.sum(1), 1), queries.dtype)
-    scores = _scores(queries[jnp.asarray(chunk)], items_u)
-    for k in ks:
-      totals[f"recall@{k}"] += float(jnp.sum(recall_at_k(scores, rel, k, where=eligible) * undercount))
-      totals[f"map@{k}"] += float(jnp.sum(average_precision_at_k(scores, rel, k, where=eligible)))
+      undercount = (rel & eligible).sum(1) / np.maximum(rel.sum(1), 1)
+    query_rows = np.concatenate([chunk, np.full(rows - len(chunk), chunk[0])])
+    sums = _chunk_sums(queries[jnp.asarray(query_rows)], items_u, jnp.asarray(rel), jnp.asarray(eligible),
+                       jnp.asarray(undercount, queries.dtype), ks)
+    for name, value in jax.device_get(sums).items():
+      totals[name] += float(value)
   out = {name: total / len(eval_queries) for name, total in totals.items()}
   out["queries"] = int(len(eval_queries))
   return out

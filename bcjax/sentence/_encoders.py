@@ -9,7 +9,7 @@ References:
   https://arxiv.org/abs/1904.09187
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +17,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from bcjax import _checks
-from bcjax.conceptors import conceptor, disjunction
+from bcjax.conceptors import conceptor_from_correlation, correlation, disjunction
 from bcjax.sentence._tokenize import keep_token, tokenize
 from bcjax.sentence._vectors import WordVectors
 
@@ -108,13 +108,26 @@ def remove_direction(q: ArrayLike, u: ArrayLike) -> jax.Array:
   return q - jnp.outer(q @ u, u)
 
 
-def ca_initial(stopword_vectors: ArrayLike, alpha: float = 1.0) -> jax.Array:
-  r"""Zero-shot conceptor :math:`C_0 = R_Z (R_Z + \alpha^{-2} I)^{-1}` of stop-word vectors [|Z|, d]."""
-  return conceptor(stopword_vectors, alpha)
+Aperture = float | Callable[[jax.Array], jax.Array]
+"""A conceptor aperture: a number, or a rule mapping a correlation matrix R to one (``bcjax.optimal_aperture``,
+``bcjax.relative_aperture``), which makes the encoder independent of the word vectors' scale."""
 
 
-def stopword_conceptor(vectors: WordVectors, stopwords: Sequence[str], alpha: float = 1.0) -> tuple[jax.Array, int]:
-  r"""The zero-shot conceptor :math:`C_0` of the distinct stop words that have a vector, and their number.
+def conceptor_with_aperture(r: ArrayLike, alpha: Aperture = 1.0) -> tuple[jax.Array, jax.Array]:
+  r"""(C(R, α), α) with α a number or ``alpha(R)`` for a rule: the conceptor and the aperture it used."""
+  r = jnp.asarray(r)
+  value = alpha(r) if callable(alpha) else jnp.asarray(alpha, r.dtype)
+  return conceptor_from_correlation(r, value), value
+
+
+def ca_initial(stopword_vectors: ArrayLike, alpha: Aperture = 1.0) -> jax.Array:
+  r"""Zero-shot conceptor :math:`C_0 = R_Z (R_Z + \alpha^{-2} I)^{-1}` of stop-word vectors [|Z|, d]; ``alpha`` a
+  number or a rule R -> α (see :data:`Aperture`)."""
+  return conceptor_with_aperture(correlation(stopword_vectors), alpha)[0]
+
+
+def stopword_correlation(vectors: WordVectors, stopwords: Sequence[str]) -> tuple[jax.Array, int]:
+  r""":math:`R_Z` of the distinct stop words that have a vector, and their number.
 
   Each word counts once however often the list repeats it (the CA notebook builds :math:`R_Z` from a set).
 
@@ -123,14 +136,26 @@ def stopword_conceptor(vectors: WordVectors, stopwords: Sequence[str], alpha: fl
   """
   rows = [vectors.index[w] for w in dict.fromkeys(stopwords) if w in vectors.index]
   if not rows:
-    raise ValueError("stopword_conceptor: none of the stop words is in the word-vector vocabulary")
-  return ca_initial(jnp.asarray(vectors.vectors)[np.asarray(rows)], alpha), len(rows)
+    raise ValueError("stopword_correlation: none of the stop words is in the word-vector vocabulary")
+  return correlation(jnp.asarray(vectors.vectors)[np.asarray(rows)]), len(rows)
 
 
-def ca_update(c_prev: ArrayLike, q_corpus: ArrayLike, alpha: float = 1.0) -> jax.Array:
+def stopword_conceptor(vectors: WordVectors, stopwords: Sequence[str], alpha: Aperture = 1.0) -> tuple[jax.Array, int]:
+  r"""The zero-shot conceptor :math:`C_0 = C(R_Z, \alpha)` of the distinct stop words that have a vector (see
+  :func:`stopword_correlation`), and their number.
+
+  Raises:
+    ValueError: none of the stop words is in the vocabulary.
+  """
+  r, count = stopword_correlation(vectors, stopwords)
+  return conceptor_with_aperture(r, alpha)[0], count
+
+
+def ca_update(c_prev: ArrayLike, q_corpus: ArrayLike, alpha: Aperture = 1.0) -> jax.Array:
   r"""One continual step :math:`C_t = C_{t-1} \vee C(R_t, \alpha)` with :math:`R_t` the uncentred correlation of the
-  corpus's raw sentence vectors [n, d] (equivalently, the correlations are summed)."""
-  return disjunction(c_prev, conceptor(q_corpus, alpha))
+  corpus's raw sentence vectors [n, d] (with one fixed α for every step the correlations add). A rule for ``alpha``
+  picks each step's aperture from its own :math:`R_t`."""
+  return disjunction(c_prev, conceptor_with_aperture(correlation(q_corpus), alpha)[0])
 
 
 def ca_embed(q: ArrayLike, c: ArrayLike) -> jax.Array:

@@ -8,19 +8,35 @@ import numpy as np
 
 from bcjax.sentence import load_sts_genres, load_word_frequencies, load_word_vectors
 from experiments import common, harness
-from experiments.conceptors_sts.pipeline import check_inputs, run_time_course
+from experiments.conceptors_sts.pipeline import APERTURE_RULES, check_inputs, run_time_course
 from experiments.conceptors_sts.synthetic import make_synthetic_sts
 from experiments.harness import option
 
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  alpha: float = option(1.0, help="aperture α of every conceptor (paper: 1)", low=0.0, low_open=True)
+  alpha: str = option("1", help="aperture α of every conceptor: a positive number (paper: 1), or 'auto' to pick each "
+                               "conceptor's from its own correlation matrix by --alpha-rule (no labels used)")
+  alpha_rule: str = option("jaeger", help="rule of --alpha auto: Jaeger's norm-gradient optimum, or the mean "
+                                          "eigenvalue put at x = 2", choices=tuple(APERTURE_RULES))
   sif_a: float = option(1e-3, help="SIF constant a (paper: 1e-3)", low=0.0, low_open=True)
   seed: int = option(0, help="seed of the synthetic default corpus", low=0)
 
 
 PRESETS = {"quick": Config(), "paper": Config(), "test": Config()}
+
+
+def aperture(cfg: Config) -> float | str:
+  """--alpha as run_time_course takes it: a positive float, or for 'auto' the name of --alpha-rule."""
+  if cfg.alpha.strip().lower() == "auto":
+    return cfg.alpha_rule
+  try:
+    value = float(cfg.alpha)
+  except ValueError:
+    raise harness.UsageError("--alpha", f"must be a positive number or 'auto', got {cfg.alpha!r}") from None
+  if not (value > 0 and np.isfinite(value)):
+    raise harness.UsageError("--alpha", f"must be a positive finite number or 'auto', got {cfg.alpha!r}")
+  return value
 
 
 LABELS = {"sif": "train-from-scratch SIF", "zero-shot-ca": "zero-shot CA", "ca": "CA"}
@@ -34,6 +50,18 @@ def table_1(results: dict) -> str:
     avg = results["methods"][key]["time_course_average"]
     rows.append([label] + [round(avg[g], 1) for g in genres] + [round(float(np.mean(list(avg.values()))), 1)])
   return common.markdown_table(["method"] + genres + ["mean"], rows, floatfmt=".1f")
+
+
+def aperture_line(results: dict) -> str:
+  """The apertures the conceptors used (C_0's, then each step's) and their spread."""
+  by_step = results.get("alpha_by_step")
+  if by_step is None:  # a run saved before apertures were recorded
+    return f"Aperture α = {results['alpha']} for every conceptor."
+  rule = f"--alpha auto ({results['alpha']} rule)" if isinstance(results["alpha"], str) else f"α = {results['alpha']:g}"
+  spread = results["alpha_spread"]
+  return (f"Apertures, {rule}: " + ", ".join(f"{k} {v:.3g}" for k, v in by_step.items())
+          + f" (geometric mean {spread['geometric_mean']:.3g}, max/min {spread['max_over_min']:.3g}). Quota of C_0, "
+          "then of C_t: " + ", ".join(f"{v:.3f}" for v in results["quota_by_step"].values()) + ".")
 
 
 def figure_2(path: Path, results: dict) -> None:
@@ -74,6 +102,7 @@ class ConceptorsSTS(harness.Experiment):
     parser.add_argument("--sts-dir", help="directory with STSBenchmark/ and STS12/, STS13/, STS14/")
 
   def check(self, args, cfg):
+    aperture(cfg)
     given = [p is not None for p in (args.vectors, args.freq, args.sts_dir)]
     if any(given) and not all(given):
       raise harness.UsageError("--vectors", "--freq and --sts-dir go together (omit all three for the synthetic "
@@ -102,13 +131,15 @@ class ConceptorsSTS(harness.Experiment):
 
   def execute(self, run, args, cfg, data):
     vectors, counts, genres = data
-    results = run.stage(f"time_course/alpha={cfg.alpha:g}", lambda: run_time_course(
-        vectors, counts, genres, alpha=cfg.alpha, a=cfg.sif_a, progress=run.progress, log=run.log,
+    alpha = aperture(cfg)
+    label = f"auto-{alpha}" if isinstance(alpha, str) else f"{alpha:g}"
+    results = run.stage(f"time_course/alpha={label}", lambda: run_time_course(
+        vectors, counts, genres, alpha=alpha, a=cfg.sif_a, progress=run.progress, log=run.log,
         mesh=args.mesh))
     return dict(results, data=self.source(args, cfg))
 
   def report(self, run, args, cfg, results):
-    table = table_1(results)
+    table = table_1(results) + "\n" + aperture_line(results) + "\n"
     run.write_text("table.md", table)
     figure_2(run.out / "figure2.png", results)
     wins = [g for g in results["genres"] if results["methods"]["ca"]["time_course_average"][g]

@@ -20,11 +20,14 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from bcjax.conceptors import conceptor_from_correlation, correlation, disjunction
+from bcjax.conceptors import correlation, disjunction, optimal_aperture, quota, relative_aperture
 from bcjax.parallel import DATA_AXIS, shard_padded_rows
-from bcjax.sentence import (NLTK_ENGLISH_STOPWORDS, StsPairs, WordVectors, ca_embed,
+from bcjax.sentence import (NLTK_ENGLISH_STOPWORDS, StsPairs, WordVectors, ca_embed, conceptor_with_aperture,
                             cosine_similarity, encode_token_ids, pearson, principal_direction, remove_direction,
-                            sif_weights, stopword_conceptor, weighted_average)
+                            sif_weights, stopword_correlation, weighted_average)
+
+# --alpha auto: each conceptor's aperture from its own correlation matrix, so no labelled data picks it.
+APERTURE_RULES = {"jaeger": optimal_aperture, "relative": relative_aperture}
 
 
 @functools.lru_cache(maxsize=None)
@@ -68,11 +71,17 @@ def check_inputs(vectors: WordVectors, genres: Mapping[str, StsPairs],
 
 
 def run_time_course(vectors: WordVectors, counts: Mapping[str, int], genres: Mapping[str, StsPairs], *,
-                    alpha: float = 1.0, a: float = 1e-3, stopwords: Sequence[str] = NLTK_ENGLISH_STOPWORDS,
+                    alpha: float | str = 1.0, a: float = 1e-3, stopwords: Sequence[str] = NLTK_ENGLISH_STOPWORDS,
                     progress: bool = True, log=None, mesh: jax.sharding.Mesh | None = None) -> dict:
-  """Runs the protocol in float64; returns the results dictionary (PCC x 100). With ``mesh`` the corpora's
-  correlation matrices (the conceptors' R_t and SIF's principal directions) are summed over its devices, each
-  holding a block of the sentences."""
+  """Runs the protocol in float64; returns the results dictionary (PCC x 100). ``alpha`` is a fixed aperture or the
+  name of a rule in :data:`APERTURE_RULES` that picks every conceptor's aperture (C_0's and each step's) from its own
+  correlation matrix; the apertures used are in ``alpha_by_step``. With ``mesh`` the corpora's correlation matrices
+  (the conceptors' R_t and SIF's principal directions) are summed over its devices, each holding a block of the
+  sentences."""
+  if isinstance(alpha, str) and alpha not in APERTURE_RULES:
+    raise ValueError(f"run_time_course: `alpha` must be a positive number or one of {sorted(APERTURE_RULES)}, got "
+                     f"{alpha!r}")
+  aperture = APERTURE_RULES.get(alpha, alpha)
   names = list(genres)
   with jax.enable_x64(True):
     vec = jnp.asarray(vectors.vectors, jnp.float64)
@@ -87,7 +96,10 @@ def run_time_course(vectors: WordVectors, counts: Mapping[str, int], genres: Map
       raw[g] = pair
     # Both sentences of every pair, interleaved s1, s2, s1, s2, ... as the reference stacks them.
     corpus = {g: jnp.stack(raw[g], axis=1).reshape(-1, vec.shape[1]) for g in names}
-    c0, stop_count = stopword_conceptor(vectors, stopwords, alpha)
+    r0, stop_count = stopword_correlation(vectors, stopwords)
+    c0, alpha0 = conceptor_with_aperture(r0, aperture)
+    alphas = {"stopwords": float(alpha0)}
+    quotas = {"stopwords": float(quota(c0))}  # how much of the space each conceptor claims, and so removes
 
     zero_shot = {g: _pcc(ca_embed(raw[g][0], c0), ca_embed(raw[g][1], c0), genres[g].scores) for g in names}
     specialized = {}
@@ -100,7 +112,10 @@ def run_time_course(vectors: WordVectors, counts: Mapping[str, int], genres: Map
     for t in tqdm(range(len(names)), desc="corpora", disable=not progress):
       u = _principal_direction(jnp.concatenate([corpus[g] for g in names[:t + 1]]), mesh)
       # C_t = C_{t-1} OR C(R_t, alpha), as bcjax.sentence.ca_update, with R_t possibly from many devices
-      c = disjunction(c, conceptor_from_correlation(_correlation(corpus[names[t]], mesh), alpha))
+      c_t, alphas[names[t]] = conceptor_with_aperture(_correlation(corpus[names[t]], mesh), aperture)
+      alphas[names[t]] = float(alphas[names[t]])
+      c = disjunction(c, c_t)
+      quotas[names[t]] = float(quota(c))
       sif_steps.append([_pcc(remove_direction(raw[g][0], u), remove_direction(raw[g][1], u), genres[g].scores)
                         for g in names])
       ca_steps.append([_pcc(ca_embed(raw[g][0], c), ca_embed(raw[g][1], c), genres[g].scores) for g in names])
@@ -120,4 +135,12 @@ def run_time_course(vectors: WordVectors, counts: Mapping[str, int], genres: Map
       "sentences_without_tokens": empty,
       "stopwords_in_vocabulary": stop_count,
       "alpha": alpha, "sif_a": a,
+      "alpha_by_step": alphas, "quota_by_step": quotas, "alpha_spread": aperture_spread(list(alphas.values())),
   }
+
+
+def aperture_spread(alphas: Sequence[float]) -> dict:
+  """Summary of the apertures used: range, geometric mean and max/min ratio (1 for a fixed aperture)."""
+  values = np.asarray(alphas, np.float64)
+  return {"min": float(values.min()), "max": float(values.max()),
+          "geometric_mean": float(np.exp(np.log(values).mean())), "max_over_min": float(values.max() / values.min())}
