@@ -86,7 +86,7 @@ class OptimalApertureTest(parameterized.TestCase):
     r = (r + r.T) / 2
     # The small cluster's falling terms move the peak from sqrt(2) by about 1e-7 (relative).
     assert_close(optimal_aperture(r), np.sqrt(2.0), "statistical", rtol=1e-5, atol=0)
-    self.assertAlmostEqual(dense_argmax_np(r, 8001)[0], 0.5 * np.log(2.0), delta=0.01)
+    self.assertLess(abs(dense_argmax_np(r, 8001)[0] - 0.5 * np.log(2.0)), 0.01)
 
   @parameterized.parameters(0.01, 1.0, 250.0)
   def test_closed_form_for_isotropic_r(self, s):
@@ -153,7 +153,7 @@ BAD = [
     ("asymmetric", lambda: optimal_aperture(np.array([[1.0, 1.0], [0.0, 1.0]])), ValueError, ["`r`", "symmetric"]),
     ("not_square", lambda: optimal_aperture(np.ones((2, 3))), ValueError, ["`r`", "square"]),
     ("grid", lambda: optimal_aperture(np.eye(2), grid_size=2), ValueError, ["grid_size", "2"]),
-    ("relative_nan", lambda: relative_aperture(np.eye(2) * np.inf), ValueError, ["relative_aperture", "`r`"]),
+    ("relative_nan", lambda: relative_aperture(np.diag([np.inf, 1.0])), ValueError, ["relative_aperture", "`r`"]),
     ("ratio", lambda: relative_aperture(np.eye(2), ratio=-1.0), ValueError, ["`ratio`", "positive"]),
     ("gradient_alpha", lambda: aperture_norm_gradient(np.eye(2), 0.0), ValueError, ["`alpha`", "positive"]),
     ("gradient_not_psd", lambda: aperture_norm_gradient(_not_psd(), 1.0), ValueError, ["aperture_norm_gradient",

@@ -19,6 +19,7 @@ import numpy as np
 from absl.testing import absltest
 
 from experiments import harness
+from tests.conftest import TEST_XLA_FLAGS
 from tests._tolerance import assert_close
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +30,8 @@ def forced_devices(n: int) -> str:
   machine one can reach a collective long after the others: XLA's default (abort after 40 s) would turn that wait
   into a crash, so the probes allow 10 minutes (the subprocess timeouts still bound every test)."""
   return (f"--xla_force_host_platform_device_count={n} --xla_cpu_collective_call_terminate_timeout_seconds=600 "
-          f"--xla_cpu_collective_call_warn_stuck_timeout_seconds=120 --xla_cpu_collective_timeout_seconds=600")
+          f"--xla_cpu_collective_call_warn_stuck_timeout_seconds=120 --xla_cpu_collective_timeout_seconds=600 "
+          f"{TEST_XLA_FLAGS}")
 
 PROBE = textwrap.dedent("""
     import json
