@@ -40,13 +40,13 @@ class PosthocTest(parameterized.TestCase):
 
   @parameterized.parameters("single", "multi")
   def test_gradient_fit_converges_to_least_squares(self, loss):
-    # Adam at 2e-2 still wanders by ~3e-3 after 4000 steps, and where it stands then depends on round-off (a
-    # different XLA optimisation level moved it by 2.5e-3); after 8000 it is within 2e-4 either way.
-    fit = fit_posthoc(self.z_new, self.z_prev, self.history, key=jax.random.key(0), loss=loss, steps=8000,
-                      learning_rate=2e-2)
+    # At 2e-2 Adam keeps wandering by ~3e-3 around the optimum, and where it stands after 4000 steps depends on
+    # round-off (another XLA optimisation level moved it by 2.5e-3); at 1e-2 it settles within 8e-4 either way.
+    fit = fit_posthoc(self.z_new, self.z_prev, self.history, key=jax.random.key(0), loss=loss, steps=4000,
+                      learning_rate=1e-2)
     w_star = least_squares_backward(self.z_new, self.z_prev)
     assert_close(fit.w, w_star, "statistical", rtol=0, atol=2e-3)
-    self.assertEqual(fit.losses.shape, (8000,))
+    self.assertEqual(fit.losses.shape, (4000,))
     self.assertLess(float(fit.losses[-1]), float(fit.losses[0]))
 
   def test_mini_batch_fit_is_deterministic_and_decreases_loss(self):
