@@ -56,6 +56,7 @@ from bcjax.gramian import GramianEstimate
 from bcjax.gramian import GramianEstimator
 from bcjax.gramian import batch_gramian
 from bcjax.gramian import cross_gramian
+from bcjax.gramian import full_gramian
 from bcjax.gramian import gramian_penalty
 from bcjax.gramian import penalty_surrogate
 from bcjax.gramian import sagram
@@ -93,8 +94,8 @@ __all__ = _SUBPACKAGES + alignment.__all__ + metrics.__all__ + (
     "info_nce", "inner_step_count", "learning_rate_agent", "log_change_ratio", "log_similarity", "mixed_info_nce",
     "nce_ii", "nce_ii_from_log_ratio", "new_negative_mask", "old_negative_count", "sgd_step",
     # gramian
-    "GramianEstimate", "GramianEstimator", "batch_gramian", "cross_gramian", "gramian_penalty", "penalty_surrogate",
-    "sagram", "sampled_softmax_loss", "sogram",
+    "GramianEstimate", "GramianEstimator", "batch_gramian", "cross_gramian", "full_gramian", "gramian_penalty",
+    "penalty_surrogate", "sagram", "sampled_softmax_loss", "sogram",
     # models
     "BipartiteInputs", "BipartiteSAGE", "GCNConv", "GCNEncoder", "GraphSAGE", "ResNet18", "SAGEConv", "SmallCNN",
     "Tower", "TwoTower", "bipartite_inputs", "gcn_propagate", "mean_aggregate",

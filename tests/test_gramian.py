@@ -11,7 +11,7 @@ from tests._bad_inputs import bad_input_test_case
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bcjax.gramian import (batch_gramian, cross_gramian, double_sum_penalty, global_orthogonal_penalty, gramian,
+from bcjax.gramian import (batch_gramian, full_gramian, cross_gramian, double_sum_penalty, global_orthogonal_penalty, gramian,
                            gramian_form_penalty, gramian_penalty, low_rank_prior_penalty, penalty_surrogate,
                            sagram, sampled_softmax_loss, sampling_probabilities, sogram)
 from tests._tolerance import assert_close
@@ -280,6 +280,36 @@ BAD = [
 
 BadInputTest = bad_input_test_case(BAD)
 
+
+
+class FullGramianTest(parameterized.TestCase):
+  """The exact oracle: (1/n) Σ_i x_i x_iᵀ over every entity, whatever the chunking, split over devices or not."""
+
+  def setUp(self):
+    super().setUp()
+    self.x = np.random.default_rng(11).normal(size=(37, 4))
+    self.embed = lambda i: jnp.asarray(self.x)[i] * 1.0  # traced gather, as a tower's forward pass would be
+
+  @parameterized.parameters(1, 5, 36, 37, 64)
+  def test_equals_numpy_for_any_chunking(self, chunk):
+    assert_close(full_gramian(self.embed, 37, chunk_size=chunk), self.x.T @ self.x / 37)
+
+  def test_jit_and_devices_splitting_the_chunks(self):
+    want = self.x.T @ self.x / 37
+    assert_close(jax.jit(lambda: full_gramian(self.embed, 37, chunk_size=6))(), want)
+    # 3 devices share 7 chunks (one device gets a chunk past the end, which must add nothing).
+    split = jax.vmap(lambda _: full_gramian(self.embed, 37, chunk_size=6, axis_name="d"), axis_name="d")(
+        jnp.arange(3))
+    for g in split:
+      assert_close(g, want)
+
+  def test_bad_inputs(self):
+    with self.assertRaisesRegex(ValueError, "num_entities"):
+      full_gramian(self.embed, 0)
+    with self.assertRaisesRegex(ValueError, "chunk_size"):
+      full_gramian(self.embed, 37, chunk_size=0)
+    with self.assertRaisesRegex(ValueError, r"`embed` must map 5 indices to \[5, k\]"):
+      full_gramian(lambda i: jnp.ones((3,)), 37, chunk_size=5)
 
 if __name__ == "__main__":
   absltest.main()

@@ -11,7 +11,9 @@ from bcjax.data import synthetic_link_corpus
 from bcjax.gramian import batch_gramian, sogram
 from bcjax.models import TwoTower, bag_mean
 from experiments.two_tower.data import make_sampler, sample, train_data
-from experiments.two_tower.train import init_state, make_optimizer, make_train_step
+from experiments.two_tower.softmax import log_in_batch_probability, make_softmax_step
+from experiments.two_tower.train import exact_gramians, init_state, make_optimizer, make_train_step
+from bcjax.gramian import penalty_surrogate
 from tests._tolerance import assert_close
 
 
@@ -80,6 +82,90 @@ class TrainStepTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "optimizer must be one of"):
       make_optimizer("lbfgs", 0.1)
 
+
+
+class OracleAndSoftmaxTest(absltest.TestCase):
+  """The exact-Gramian oracle and the in-batch sampled-softmax baseline of experiments.gramian_training."""
+
+  def setUp(self):
+    super().setUp()
+    self.corpus = synthetic_link_corpus(60, 400, num_clusters=4, seed=1)
+    self.data = train_data(self.corpus, "uniform")
+    model = TwoTower(self.corpus.vocab_size, 6, 3, 3, (8, 5), rngs=nnx.Rngs(params=jax.random.key(2)))
+    self.graphdef, self.params = nnx.split(model)
+
+  def embeddings(self, params):
+    model = nnx.merge(self.graphdef, params)
+    return model.embed_left(self.data.left_groups), model.embed_right(self.data.right_groups)
+
+  def test_oracle_gradient_equals_the_double_sum_gradient(self):
+    params = jax.tree.map(lambda p: p.astype(jnp.float64), self.params)  # float64 throughout
+    g_u, g_v = exact_gramians(self.graphdef, params, self.data, chunk_size=7)
+    u, v = self.embeddings(params)
+    u64, v64 = np.asarray(u), np.asarray(v)
+    assert_close(g_u, u64.T @ u64 / len(u64))
+    assert_close(g_v, v64.T @ v64 / len(v64))
+
+    def double_sum(p):  # (1/(n m)) Σ_ij <u_i, v_j>², written out
+      a, b = self.embeddings(p)
+      return jnp.mean((a @ b.T) ** 2)
+
+    def oracle(p):  # the surrogate on every entity (weights 1) with the oracle's constant Gramians
+      a, b = self.embeddings(p)
+      return penalty_surrogate(a, b, g_u, g_v)
+
+    want, got = jax.grad(double_sum)(params), jax.grad(oracle)(params)
+    for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+      assert_close(x, y, "reduction", scale=float(np.max(np.abs(y))) or 1.0)
+
+  def test_oracle_step_reports_the_exact_penalty_and_trains(self):
+    opt = make_optimizer("adam", 1e-2)
+    state = init_state(self.graphdef, self.params, opt, None, 5)
+    step = make_train_step(self.graphdef, opt, None, lam=1.0, batch_size=32, penalty_batch_size=16,
+                           exact_chunk_size=16)
+    u, v = (np.asarray(x, np.float64) for x in self.embeddings(self.params))
+    exact = np.mean((u @ v.T) ** 2)  # the metric is the penalty at the parameters the step starts from
+    state, metrics = step(state, self.data, jax.random.key(0))
+    assert_close(np.float32(metrics["penalty_estimate"]), np.float32(exact), "reduction")
+    losses = [float(metrics["loss"])]
+    for t in range(1, 30):
+      state, metrics = step(state, self.data, jax.random.key(t))
+      losses.append(float(metrics["loss"]))
+    self.assertTrue(np.all(np.isfinite(losses)))
+    self.assertLess(np.mean(losses[-5:]), np.mean(losses[:5]))
+    self.assertEqual(state.left_estimator, ())
+
+  def test_log_q_is_the_pair_frequency(self):
+    right = np.asarray(self.data.pair_right)
+    probe = right[:10]
+    want = np.log(np.bincount(right, minlength=self.corpus.right.num_entities)[probe] / len(right))
+    assert_close(log_in_batch_probability(self.data, jnp.asarray(probe)), np.float32(want), "elementwise")
+
+  def test_softmax_step_loss_equals_numpy_and_the_correction_sign_matters(self):
+    opt = make_optimizer("sgd", 0.0)
+    key, tau, batch = jax.random.key(5), 0.5, 24
+    pairs = np.asarray(jax.random.randint(key, (batch,), 0, self.data.pair_left.shape[0]))  # the step's own draw
+    model = nnx.merge(self.graphdef, self.params)
+    left = np.asarray(self.data.pair_left)[pairs]
+    u = np.asarray(model.embed_left(tuple(g[left] for g in self.data.left_groups)), np.float64)
+    right = np.asarray(self.data.pair_right)[pairs]
+    v = np.asarray(model.embed_right(tuple(g[right] for g in self.data.right_groups)), np.float64)
+    log_q = np.log(np.bincount(np.asarray(self.data.pair_right),
+                               minlength=self.corpus.right.num_entities)[right] / self.data.pair_right.shape[0])
+
+    def reference(sign):
+      logits = u @ v.T / tau - sign * log_q[None, :]
+      lse = np.log(np.sum(np.exp(logits - logits.max(1, keepdims=True)), 1)) + logits.max(1)
+      return float(np.mean(lse - np.diag(logits)))
+
+    for correct, want in ((True, reference(1.0)), (False, reference(0.0))):
+      state = init_state(self.graphdef, jax.tree.map(jnp.array, self.params), opt, None, 5)  # the step donates it
+      step = make_softmax_step(self.graphdef, opt, batch_size=batch, temperature=tau, correct=correct)
+      _, metrics = step(state, self.data, key)
+      assert_close(np.float32(metrics["loss"]), np.float32(want), "reduction", err_msg=f"correct={correct}")
+    self.assertGreater(abs(reference(-1.0) - reference(1.0)), 1e-3)  # a flipped correction would be caught
+    with self.assertRaisesRegex(ValueError, "temperature"):
+      make_softmax_step(self.graphdef, opt, batch_size=batch, temperature=0.0)
 
 if __name__ == "__main__":
   absltest.main()

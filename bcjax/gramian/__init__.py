@@ -11,6 +11,7 @@ from bcjax.gramian._estimators import project_psd
 from bcjax.gramian._estimators import sagram
 from bcjax.gramian._estimators import sampling_probabilities
 from bcjax.gramian._estimators import sogram
+from bcjax.gramian._full import full_gramian
 from bcjax.gramian._penalty import cross_gramian
 from bcjax.gramian._penalty import double_sum_penalty
 from bcjax.gramian._penalty import global_orthogonal_penalty
@@ -31,6 +32,7 @@ __all__ = (
     "batch_gramian",
     "cross_gramian",
     "double_sum_penalty",
+    "full_gramian",
     "global_orthogonal_penalty",
     "gramian",
     "gramian_form_penalty",

@@ -6,7 +6,12 @@ import dataclasses
 from experiments.harness import option
 
 SAMPLINGS = ("uniform", "linear", "sqrt")
-METHODS = tuple(f"{m}-{s}" for s in SAMPLINGS for m in ("sampling", "sogram"))
+# exact-<s>: the oracle (the full Gramians every step, gradient on the same sampled rows); softmax-*: in-batch sampled
+# softmax, with or without the logQ correction.
+SOFTMAX = ("softmax-logq", "softmax-uncorrected")
+METHODS = tuple(f"{m}-{s}" for s in SAMPLINGS for m in ("sampling", "sogram", "exact")) + SOFTMAX
+DEFAULT_METHODS = tuple(f"{m}-{s}" for s in SAMPLINGS for m in ("sampling", "sogram")) + ("exact-uniform",
+                                                                                           "softmax-logq")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +31,10 @@ class Config:
   smoothing: float = 1.0  # added to entity counts of the linear / sqrt distributions
   num_pages: int = 20_000  # synthetic corpus
   num_links: int = 200_000
-  methods: tuple[str, ...] = option(METHODS, help="methods to run", choices=METHODS)
+  methods: tuple[str, ...] = option(DEFAULT_METHODS, help="methods to run", choices=METHODS)
+  temperature: float = option(0.1, help="temperature τ of the softmax-* methods' logits <u, v> / τ", low=0.0,
+                              low_open=True)
+  exact_chunk_size: int = option(4096, help="entities per chunk of the exact-* oracle's full-corpus pass", low=1)
   seed: int = option(0, help="PRNG seed of the corpus, the models and the batches", low=0)
 
 def _movielens(cfg: Config) -> Config:
@@ -42,7 +50,8 @@ PRESETS = {
                     learning_rate=1e-3, penalty_batch_size=128, alpha=0.1),
     "paper": Config(steps=50_000, eval_every=2_500, num_pages=85_000, num_links=1_500_000),
     "test": Config(input_dim=8, sizes=(16, 8), num_pages=400, num_links=3000, steps=20, eval_every=10,
-                   batch_size=64, penalty_batch_size=32, methods=("sampling-uniform", "sogram-uniform")),
+                   batch_size=64, penalty_batch_size=32, exact_chunk_size=128,
+                   methods=("sampling-uniform", "sogram-uniform", "exact-uniform", "softmax-logq")),
 }
 
 

@@ -14,17 +14,29 @@ from bcjax.models import TwoTower
 from bcjax.parallel import DATA_AXIS, replicate
 from experiments.gramian_training.configs import Config
 from experiments.two_tower.data import train_data
+from experiments.two_tower.softmax import make_softmax_step
 from experiments.two_tower.train import init_state, make_embedder, make_optimizer, make_train_step
 
 
-def _estimator(method: str, cfg: Config, axis_name: str | None):
-  kind, _, sampling = method.partition("-")
+def _step(method: str, graphdef, optimizer, cfg: Config, mesh):
+  """(train step, estimator or None, entity sampling) of ``method``."""
+  kind, _, variant = method.partition("-")
+  axis_name = None if mesh is None else DATA_AXIS
+  if kind == "softmax":
+    step = make_softmax_step(graphdef, optimizer, batch_size=cfg.batch_size, temperature=cfg.temperature,
+                             correct=variant == "logq", mesh=mesh)
+    return step, None, "uniform"
   if kind == "sogram":
-    return sogram(cfg.alpha, axis_name=axis_name), sampling
-  if kind == "sampling":
-    # the 1/(np) weights come with the batch
-    return batch_gramian(sampling="uniform", axis_name=axis_name), sampling
-  raise ValueError(f"unknown method {method!r}")
+    estimator = sogram(cfg.alpha, axis_name=axis_name)
+  elif kind == "sampling":
+    estimator = batch_gramian(sampling="uniform", axis_name=axis_name)  # the 1/(np) weights come with the batch
+  elif kind == "exact":
+    estimator = None
+  else:
+    raise ValueError(f"unknown method {method!r}")
+  step = make_train_step(graphdef, optimizer, estimator, lam=cfg.lam, batch_size=cfg.batch_size,
+                         penalty_batch_size=cfg.penalty_batch_size, mesh=mesh, exact_chunk_size=cfg.exact_chunk_size)
+  return step, estimator, variant
 
 
 def evaluate(embed, params, corpus: PairCorpus, candidates: np.ndarray, *, exact: bool = False) -> dict:
@@ -44,16 +56,14 @@ def evaluate(embed, params, corpus: PairCorpus, candidates: np.ndarray, *, exact
 def train_method(method: str, corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None,
                  mesh: jax.sharding.Mesh | None = None) -> dict:
   """One method's training curve; with ``mesh`` (``--devices``) every step is data-parallel over it."""
-  estimator, sampling = _estimator(method, cfg, None if mesh is None else DATA_AXIS)
-  data = train_data(corpus, sampling, cfg.smoothing)
   key = jax.random.key(cfg.seed)  # same initial model and batches for every method
   model = TwoTower(corpus.vocab_size, cfg.input_dim, len(corpus.left.groups), len(corpus.right.groups), cfg.sizes,
                    rngs=nnx.Rngs(params=jax.random.fold_in(key, 0)))
   graphdef, params = nnx.split(model)
   optimizer = make_optimizer(cfg.optimizer, cfg.learning_rate)
+  step_fn, estimator, sampling = _step(method, graphdef, optimizer, cfg, mesh)
+  data = train_data(corpus, sampling, cfg.smoothing)
   state = init_state(graphdef, params, optimizer, estimator, cfg.sizes[-1])
-  step_fn = make_train_step(graphdef, optimizer, estimator, lam=cfg.lam, batch_size=cfg.batch_size,
-                            penalty_batch_size=cfg.penalty_batch_size, mesh=mesh)
   if mesh is not None:
     state, data = replicate(mesh, state), replicate(mesh, data)
   rng = jax.random.fold_in(key, 1)

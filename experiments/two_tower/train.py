@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from bcjax.gramian import GramianEstimator, gramian_penalty, penalty_surrogate
+from bcjax.gramian import GramianEstimator, full_gramian, gramian_penalty, penalty_surrogate
 from bcjax.parallel import DATA_AXIS, split_rows
 from experiments.two_tower.data import TrainData, gather, sample
 
@@ -36,10 +36,22 @@ def make_optimizer(name: str, learning_rate: float) -> optax.GradientTransformat
   return optimizers[name](learning_rate)
 
 
-def init_state(graphdef, params, optimizer, estimator: GramianEstimator, k: int) -> TrainState:
+def init_state(graphdef, params, optimizer, estimator: GramianEstimator | None, k: int) -> TrainState:
+  """Fresh optimiser and estimator states (none for the exact oracle, ``estimator=None``)."""
   shape = jax.ShapeDtypeStruct((1, k), jnp.float32)
-  return TrainState(params, optimizer.init(params), estimator.init(shape), estimator.init(shape),
-                    jnp.zeros((), jnp.int32))
+  left, right = ((), ()) if estimator is None else (estimator.init(shape), estimator.init(shape))
+  return TrainState(params, optimizer.init(params), left, right, jnp.zeros((), jnp.int32))
+
+
+def exact_gramians(graphdef: nnx.GraphDef, params, data: TrainData, chunk_size: int) -> tuple[jax.Array, jax.Array]:
+  """The oracle: (G_u, G_v) of every left and right entity under the current parameters (a chunked forward pass
+  over both corpora, constants for the gradient)."""
+  model = nnx.merge(graphdef, jax.lax.stop_gradient(params))
+  g_u = full_gramian(lambda i: model.embed_left(gather(data.left_groups, i)), data.left_groups[0].shape[0],
+                     chunk_size=chunk_size)
+  g_v = full_gramian(lambda i: model.embed_right(gather(data.right_groups, i)), data.right_groups[0].shape[0],
+                     chunk_size=chunk_size)
+  return g_u, g_v
 
 
 class Rows(NamedTuple):
@@ -52,9 +64,14 @@ class Rows(NamedTuple):
   right_mu: jax.Array
 
 
-def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation, estimator: GramianEstimator,
-                    *, lam: float, batch_size: int, penalty_batch_size: int, mesh: jax.sharding.Mesh | None = None):
+def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
+                    estimator: GramianEstimator | None, *, lam: float, batch_size: int, penalty_batch_size: int,
+                    mesh: jax.sharding.Mesh | None = None, exact_chunk_size: int = 4096):
   """Returns the jitted ``train_step(state, data, rng) -> (state, metrics)``; the state is donated.
+
+  ``estimator=None`` is the exact-Gramian oracle: every step recomputes G_u and G_v over all entities
+  (:func:`exact_gramians`, ``exact_chunk_size`` rows at a time) and the surrogate's gradient is taken on the same
+  sampled entity rows as the estimators', so the oracle differs from them only in the Gramians' estimation error.
 
   With ``mesh`` (a :func:`bcjax.parallel.data_mesh`) the step is data-parallel: the rows are split over the mesh
   inside ``jax.shard_map``, parameters, optimiser and estimator states are replicated, and every batch mean and
@@ -72,7 +89,7 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
     m = jnp.mean(x)
     return m if axis is None else jax.lax.pmean(m, axis)  # equal rows per device: the mean of means
 
-  def loss_fn(params, state: TrainState, data: TrainData, rows: Rows):
+  def loss_fn(params, state: TrainState, data: TrainData, rows: Rows, exact):
     model = nnx.merge(graphdef, params)
     u = model.embed_left(gather(data.left_groups, data.pair_left[rows.pairs]))
     v = model.embed_right(gather(data.right_groups, data.pair_right[rows.pairs]))
@@ -80,22 +97,25 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
     observed = 0.5 * mean(residual ** 2)
     u_b = model.embed_left(gather(data.left_groups, rows.left_idx))
     v_b = model.embed_right(gather(data.right_groups, rows.right_idx))
-    # The estimates include the current batch (Alg. 2 line 6) and are constants for the gradient (Prop. 1).
-    g_u, left_state = estimator.update(state.left_estimator, jax.lax.stop_gradient(u_b), indices=rows.left_idx,
-                                       weights=rows.left_mu)
-    g_v, right_state = estimator.update(state.right_estimator, jax.lax.stop_gradient(v_b), indices=rows.right_idx,
-                                        weights=rows.right_mu)
-    surrogate = penalty_surrogate(u_b, v_b, g_u.gramian, g_v.gramian, u_weights=rows.left_mu,
-                                  v_weights=rows.right_mu, axis_name=axis)
+    if estimator is None:
+      (g_u, g_v), left_state, right_state = exact, (), ()
+    else:
+      # The estimates include the current batch (Alg. 2 line 6) and are constants for the gradient (Prop. 1).
+      est_u, left_state = estimator.update(state.left_estimator, jax.lax.stop_gradient(u_b),
+                                           indices=rows.left_idx, weights=rows.left_mu)
+      est_v, right_state = estimator.update(state.right_estimator, jax.lax.stop_gradient(v_b),
+                                            indices=rows.right_idx, weights=rows.right_mu)
+      g_u, g_v = est_u.gramian, est_v.gramian
+    surrogate = penalty_surrogate(u_b, v_b, g_u, g_v, u_weights=rows.left_mu, v_weights=rows.right_mu,
+                                  axis_name=axis)
     loss = observed + lam * surrogate
-    metrics = {"loss": loss, "observed_loss": observed, "penalty_estimate": gramian_penalty(g_u.gramian,
-                                                                                          g_v.gramian)}
+    metrics = {"loss": loss, "observed_loss": observed, "penalty_estimate": gramian_penalty(g_u, g_v)}
     return loss, (left_state, right_state, metrics)
 
   grad_fn = jax.grad(loss_fn, has_aux=True)
   if mesh is not None:
     # Replicated parameters used by every device's rows: shard_map's autodiff sums their gradient over the mesh.
-    grad_fn = jax.shard_map(grad_fn, mesh=mesh, in_specs=(jax.P(), jax.P(), jax.P(), jax.P(DATA_AXIS)),
+    grad_fn = jax.shard_map(grad_fn, mesh=mesh, in_specs=(jax.P(), jax.P(), jax.P(), jax.P(DATA_AXIS), jax.P()),
                             out_specs=jax.P())
 
   @functools.partial(jax.jit, donate_argnums=(0,))
@@ -106,7 +126,9 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
                 *sample(data.right_sampler, k_right, penalty_batch_size))
     if mesh is not None:  # the rows are drawn replicated; each device takes its block
       rows = split_rows(mesh, rows)
-    grads, (left_state, right_state, metrics) = grad_fn(state.params, state, data, rows)
+    # The oracle's full-corpus pass runs in the global view, outside shard_map: with a mesh XLA partitions it.
+    exact = None if estimator is not None else exact_gramians(graphdef, state.params, data, exact_chunk_size)
+    grads, (left_state, right_state, metrics) = grad_fn(state.params, state, data, rows, exact)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     return TrainState(params, opt_state, left_state, right_state, state.step + 1), metrics

@@ -1,0 +1,77 @@
+r"""The baseline practitioners use: in-batch sampled softmax with the logQ correction (Yi et al., RecSys 2019; TensorFlow
+Recommenders' ``Retrieval`` task).
+
+Each step draws B training pairs uniformly; every pair's right entity is the positive of its left entity and a
+negative of the other B - 1 left entities:
+
+.. math::
+  \ell_i = -s_{ii} + \log \sum_j \exp(s_{ij}), \qquad s_{ij} = \langle u_i, v_j \rangle / \tau - \log Q_j,
+
+with :math:`Q_j` the probability that right entity j is in the batch, proportional to its training-pair frequency
+(known here: counted from the training pairs). The loss is :func:`bcjax.gramian.sampled_softmax_loss`; with a mesh each device holds
+a block of the pairs and the candidates are every device's right entities (an all-gather), so the negatives are the
+global batch's.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+from bcjax.gramian import sampled_softmax_loss
+from bcjax.parallel import DATA_AXIS, split_rows
+from experiments.two_tower.data import TrainData, gather
+from experiments.two_tower.train import TrainState
+
+
+def log_in_batch_probability(data: TrainData, right: jax.Array) -> jax.Array:
+  """log Q_j = log(count_j / E) of the right entities ``right``: a uniformly drawn training pair's right entity is j
+  with this probability (each candidate came from a pair, so count_j >= 1)."""
+  pair_right = data.pair_right
+  frequency = jax.ops.segment_sum(jnp.ones(pair_right.shape, jnp.float32), pair_right,
+                                  num_segments=data.right_groups[0].shape[0])
+  return jnp.log(frequency[right] / pair_right.shape[0])
+
+
+def make_softmax_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation, *, batch_size: int,
+                      temperature: float, correct: bool = True, mesh: jax.sharding.Mesh | None = None):
+  """``train_step(state, data, rng) -> (state, metrics)`` (state donated) minimising the in-batch softmax, with the
+  logQ correction unless ``correct=False``. Metrics: ``loss`` (and ``observed_loss``, the same, so the curves of
+  every method read alike)."""
+  if not temperature > 0:
+    raise ValueError(f"make_softmax_step: `temperature` must be positive, got {temperature}")
+  axis = None if mesh is None else DATA_AXIS
+  if mesh is not None and batch_size % mesh.devices.size:
+    raise ValueError(f"make_softmax_step: `batch_size`={batch_size} is not divisible by the {mesh.devices.size} "
+                     f"devices of the mesh (--devices)")
+
+  def loss_fn(params, data: TrainData, pairs: jax.Array):
+    model = nnx.merge(graphdef, params)
+    right = data.pair_right[pairs]
+    u = model.embed_left(gather(data.left_groups, data.pair_left[pairs]))
+    v = model.embed_right(gather(data.right_groups, right))
+    labels = jnp.arange(u.shape[0])
+    if axis is not None:  # every device's right entities are candidates; this device's positives sit at its offset
+      v, right = jax.lax.all_gather((v, right), axis, tiled=True)
+      labels = labels + jax.lax.axis_index(axis) * u.shape[0]
+    correction = log_in_batch_probability(data, right) if correct else None
+    loss = sampled_softmax_loss(u / temperature, v, labels, log_q=correction, axis_name=axis)
+    return loss, {"loss": loss, "observed_loss": loss}
+
+  grad_fn = jax.grad(loss_fn, has_aux=True)
+  if mesh is not None:
+    grad_fn = jax.shard_map(grad_fn, mesh=mesh, in_specs=(jax.P(), jax.P(), jax.P(DATA_AXIS)), out_specs=jax.P())
+
+  @functools.partial(jax.jit, donate_argnums=(0,))
+  def train_step(state: TrainState, data: TrainData, rng: jax.Array):
+    pairs = jax.random.randint(rng, (batch_size,), 0, data.pair_left.shape[0])
+    if mesh is not None:
+      pairs = split_rows(mesh, pairs)
+    grads, metrics = grad_fn(state.params, data, pairs)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    return state._replace(params=optax.apply_updates(state.params, updates), opt_state=opt_state,
+                          step=state.step + 1), metrics
+
+  return train_step
