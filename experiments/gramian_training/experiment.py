@@ -25,11 +25,12 @@ def table_2(results: dict) -> str:
       continue
     gain = 100.0 * (ours["final_map@10"] / base["final_map@10"] - 1.0) if base["final_map@10"] > 0 else float("nan")
     reach = time_to_reach(ours["curve"], base["final_map@10"])
-    closed = "—" if oracle is None else \
-        f"{gap_closed(base['final_map@10'], ours['final_map@10'], oracle['final_map@10']):.0f}%"
+    closed = float("nan") if oracle is None else gap_closed(base["final_map@10"], ours["final_map@10"],
+                                                            oracle["final_map@10"])
     rows.append([s, base["final_map@10"], ours["final_map@10"], f"{gain:+.1f}%",
                  "never" if reach is None else f"{100 * reach / max(ours['train_seconds'], 1e-9):.0f}%",
-                 "—" if oracle is None else f"{oracle['final_map@10']:.4f}", closed,
+                 "—" if oracle is None else f"{oracle['final_map@10']:.4f}",
+                 f"{closed:.0f}%" if closed == closed else "—",
                  base["exact"]["recall@50"], ours["exact"]["recall@50"]])
   return common.markdown_table(["sampling", "baseline MAP@10", "SOGram MAP@10", "improvement",
                                 "SOGram time to baseline's final", "exact-oracle MAP@10", "gap closed by SOGram",

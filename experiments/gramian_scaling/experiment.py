@@ -1,0 +1,162 @@
+"""The corpus-size curve: does SOGram's gain over sampling grow with n, as the paper's Table 2 suggests (+4 % at 85K
+pages, up to +19 % at 5.3M)? Every (n, seed, method) is one stage, trained by the training comparison's own
+``train_method`` on the seeded synthetic link corpus of n pages."""
+
+import dataclasses
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from bcjax.data import synthetic_link_corpus
+from experiments import common, harness
+from experiments.gramian_scaling.configs import PAPER_POINTS, PRESETS, Config
+from experiments.gramian_training.configs import PRESETS as TRAINING_PRESETS
+from experiments.gramian_training.experiment import gap_closed
+from experiments.gramian_training.run import train_method
+from experiments.two_tower.data import check_corpus
+
+
+def training_config(cfg: Config, n: int, seed: int):
+  """The training comparison's config for one (n, seed): its quick protocol with this run's settings."""
+  return dataclasses.replace(
+      TRAINING_PRESETS["quick"], num_pages=n, num_links=n * cfg.links_per_page, seed=seed, steps=cfg.steps,
+      eval_every=min(cfg.eval_every, cfg.steps), optimizer="adam", learning_rate=cfg.learning_rate,
+      batch_size=cfg.batch_size, penalty_batch_size=cfg.penalty_batch_size, alpha=cfg.alpha,
+      temperature=cfg.temperature, num_candidates=cfg.num_candidates, input_dim=cfg.input_dim, sizes=cfg.hidden,
+      methods=cfg.methods)
+
+
+def baseline_of(method: str) -> str | None:
+  """The sampling run a method is compared with: the same sampling distribution (uniform for the softmax)."""
+  kind, _, variant = method.partition("-")
+  if kind == "sampling":
+    return None
+  return "sampling-uniform" if kind == "softmax" else f"sampling-{variant}"
+
+
+def map_at(curve: list[dict], seconds: float) -> float:
+  """Validation MAP@10 of the last evaluation within ``seconds`` of training."""
+  return max((c for c in curve if c["train_seconds"] <= seconds), key=lambda c: c["train_seconds"])["map@10"]
+
+
+def summarise(runs: dict, methods: tuple[str, ...]) -> dict:
+  """``runs[n][seed][method]`` (train_method results) -> per method and n: mean and std over seeds of the final
+  MAP@10, exact Recall@50, MAP@10 at equal wall-clock (the fastest method's training time), the improvement over
+  the baseline (%) and, where the oracle ran, the share of the sampling -> oracle gap closed (%)."""
+  out = {m: {} for m in methods}
+  for n, by_seed in runs.items():
+    per_method = {m: {"final": [], "recall": [], "time_matched": [], "improvement": [], "gap_closed": []}
+                  for m in methods}
+    for results in by_seed.values():
+      budget = min(r["train_seconds"] for r in results.values())
+      for m, r in results.items():
+        row = per_method[m]
+        row["final"].append(r["final_map@10"])
+        row["recall"].append(r["exact"]["recall@50"])
+        row["time_matched"].append(map_at(r["curve"], budget))
+        base = results.get(baseline_of(m))
+        if base is not None and base["final_map@10"] > 0:
+          row["improvement"].append(100.0 * (r["final_map@10"] / base["final_map@10"] - 1.0))
+          oracle = results.get(f"exact-{m.partition('-')[2]}")
+          closed = None if oracle is None or not m.startswith("sogram-") else gap_closed(
+              base["final_map@10"], r["final_map@10"], oracle["final_map@10"])
+          if closed is not None and np.isfinite(closed):  # no gap (oracle = sampling): nothing to close
+            row["gap_closed"].append(closed)
+    for m, row in per_method.items():
+      if not row["final"]:
+        continue  # e.g. the oracle above --exact-max-pages
+      out[m][str(n)] = {f"{key}_{stat}": float(fn(values)) for key, values in row.items() if values
+                        for stat, fn in (("mean", np.mean), ("std", np.std))}
+      out[m][str(n)]["seeds"] = len(row["final"])
+  return out
+
+
+def table(summary: dict) -> str:
+  def cell(entry, key, fmt):
+    if f"{key}_mean" not in entry:
+      return "—"
+    return f"{entry[f'{key}_mean']:{fmt}} ± {entry[f'{key}_std']:{fmt.lstrip('+')}}"
+
+  rows = []
+  for m, by_n in summary.items():
+    for n, e in by_n.items():
+      rows.append([n, m, cell(e, "final", ".4f"), cell(e, "recall", ".4f"), cell(e, "time_matched", ".4f"),
+                   cell(e, "improvement", "+.1f"), cell(e, "gap_closed", ".0f"), e["seeds"]])
+  rows.sort(key=lambda r: (int(r[0]), r[1]))
+  return common.markdown_table(["n", "method", "final MAP@10", "Recall@50 (exact)", "MAP@10 at equal time",
+                                "vs sampling %", "gap to oracle closed %", "seeds"], rows)
+
+
+def figure(path: Path, summary: dict) -> None:
+  """Final MAP@10 and the improvement over sampling against n (log axis), the paper's Table 2 points marked."""
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+  colors = {"uniform": "C0", "sqrt": "C1", "linear": "C2", "logq": "C3", "uncorrected": "C4"}
+  styles = {"sogram": "o-", "sampling": "s--", "exact": "^:", "softmax": "d-."}
+  for m, by_n in summary.items():
+    if not by_n:
+      continue
+    kind, _, variant = m.partition("-")
+    ns = sorted(int(n) for n in by_n)
+    for ax, key in ((left, "final"), (right, "improvement")):
+      if key == "improvement" and kind == "sampling":
+        continue
+      ys = [by_n[str(n)].get(f"{key}_mean", np.nan) for n in ns]
+      es = [by_n[str(n)].get(f"{key}_std", np.nan) for n in ns]
+      ax.errorbar(ns, ys, yerr=es, fmt=styles[kind], color=colors.get(variant, "k"), label=m, capsize=3)
+  for variant, points in PAPER_POINTS.items():
+    right.plot(*zip(*points), "x", color=colors[variant], markersize=9, label=f"paper, SOGram {variant}")
+  right.axhline(0.0, color="gray", lw=0.8)
+  left.set(xscale="log", xlabel="corpus size n (pages)", ylabel="final validation MAP@10")
+  right.set(xscale="log", xlabel="corpus size n (pages)", ylabel="improvement over sampling (%)")
+  for ax in (left, right):
+    ax.grid(alpha=0.3)
+  right.legend(fontsize=7)
+  fig.tight_layout()
+  common.save_figure(fig, path)
+
+
+class GramianScaling(harness.Experiment):
+  name = "gramian_scaling"
+  description = ("The corpus-size curve of Gramian estimation: sampling, SOGram, the exact-Gramian oracle and "
+                 "sampled softmax trained on seeded synthetic link corpora of n pages, for every n of --sizes and "
+                 "--seeds seeds. Writes config.json, metrics.jsonl, stages/ (one per n, seed, method), results.json, "
+                 "table.md, scaling.png.")
+  config = Config
+  presets = PRESETS
+
+  def execute(self, run, args, cfg, data):
+    runs = {}
+    for n in cfg.sizes:
+      runs[n] = {}
+      for seed in range(cfg.seeds):
+        train_cfg = training_config(cfg, n, seed)
+        corpus = functools.cache(lambda n=n, seed=seed: check_corpus(synthetic_link_corpus(
+            n, n * cfg.links_per_page, seed=seed)))  # built only when a stage of it has to run
+        runs[n][seed] = {}
+        for method in cfg.methods:
+          if method.startswith("exact-") and n > cfg.exact_max_pages:
+            continue
+          runs[n][seed][method] = run.stage(
+              f"n={n}/seed={seed}/{method}",
+              lambda method=method, corpus=corpus, train_cfg=train_cfg: train_method(
+                  method, corpus(), train_cfg, progress=run.progress, log=functools.partial(run.log, n=n,
+                                                                                              seed=seed)))
+    return {"preset": args.preset, "sizes": list(cfg.sizes), "seeds": cfg.seeds,
+            "summary": summarise(runs, cfg.methods), "paper_points": PAPER_POINTS,
+            "runs": {str(n): {str(s): {m: {k: r[k] for k in ("final_map@10", "best_map@10", "exact",
+                                                               "train_seconds", "compile_seconds")}
+                                       for m, r in by_method.items()}
+                                   for s, by_method in by_seed.items()} for n, by_seed in runs.items()}}
+
+  def report(self, run, args, cfg, results):
+    text = table(results["summary"])
+    run.write_text("table.md", text)
+    figure(run.out / "scaling.png", results["summary"])
+    return f"\nFinal validation MAP@10 and gains against corpus size (mean ± std over {cfg.seeds} seeds):\n\n{text}"
+
+
+EXPERIMENT = GramianScaling()

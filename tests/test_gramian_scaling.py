@@ -1,0 +1,81 @@
+"""The corpus-size curve (experiments.gramian_scaling) end to end on its test preset: outputs, the summary against a
+recomputation from the per-seed runs, and a resumed run that recomputes one lost stage."""
+
+import contextlib
+import io
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from absl.testing import absltest
+
+from experiments.gramian_scaling.__main__ import main
+from tests._resume import assert_same_results
+from tests._tolerance import assert_close
+
+
+class GramianScalingTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = Path(tempfile.mkdtemp(prefix="bcjax-gramian-scaling-"))
+    cls.out = cls.tmp / "run"
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+      cls.code = main(["--preset", "test", "--out", str(cls.out), "--no-progress"])
+    cls.printed = printed.getvalue()
+    cls.results = json.loads((cls.out / "results.json").read_text())
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.tmp, ignore_errors=True)
+    super().tearDownClass()
+
+  def test_outputs(self):
+    self.assertEqual(self.code, 0)
+    for name in ("config.json", "metrics.jsonl", "results.json", "table.md", "scaling.png"):
+      self.assertGreater((self.out / name).stat().st_size, 0, name)
+    self.assertEqual(sorted(self.results["summary"]), ["exact-uniform", "sampling-uniform", "sogram-uniform"])
+    self.assertLen(list((self.out / "stages").rglob("*.pkl")), 2 * 2 * 3)  # sizes x seeds x methods
+    rows = [l for l in (self.out / "table.md").read_text().splitlines() if l.startswith("| 300 ") or
+            l.startswith("| 600 ")]
+    self.assertLen(rows, 6)
+    self.assertIn("Final validation MAP@10 and gains against corpus size", self.printed)
+
+  def test_summary_recomputes_from_the_runs(self):
+    for n in ("300", "600"):
+      seeds = self.results["runs"][n]
+      final = {m: np.array([seeds[s][m]["final_map@10"] for s in sorted(seeds)]) for m in seeds["0"]}
+      summary = {m: self.results["summary"][m][n] for m in final}
+      for m, values in final.items():
+        assert_close(summary[m]["final_mean"], values.mean())
+        assert_close(summary[m]["final_std"], values.std(), scale=1.0)
+        self.assertEqual(summary[m]["seeds"], 2)
+      base, ours, oracle = final["sampling-uniform"], final["sogram-uniform"], final["exact-uniform"]
+      assert_close(summary["sogram-uniform"]["improvement_mean"], np.mean(100 * (ours / base - 1)))
+      assert_close(summary["exact-uniform"]["improvement_mean"], np.mean(100 * (oracle / base - 1)))
+      with np.errstate(divide="ignore", invalid="ignore"):
+        closed = np.mean(100 * (ours - base) / (oracle - base))
+      if np.isfinite(closed):
+        assert_close(summary["sogram-uniform"]["gap_closed_mean"], closed)
+      else:  # a seed without a gap has nothing to close: no NaN in the results
+        self.assertTrue(np.isfinite(summary["sogram-uniform"].get("gap_closed_mean", 0.0)))
+      self.assertNotIn("improvement_mean", summary["sampling-uniform"])
+
+  def test_a_lost_stage_is_recomputed_on_resume(self):
+    copy = self.tmp / "copy"
+    shutil.copytree(self.out, copy)
+    for name in ("results.json", "table.md", "scaling.png"):  # as a run killed before its report leaves it
+      (copy / name).unlink()
+    lost = next((copy / "stages").rglob("*.pkl"))
+    lost.unlink()
+    with contextlib.redirect_stdout(io.StringIO()):
+      self.assertEqual(main(["--resume", str(copy), "--no-progress"]), 0)
+    self.assertTrue(lost.exists())
+    assert_same_results(self, json.loads((copy / "results.json").read_text()), self.results)
+
+
+if __name__ == "__main__":
+  absltest.main()
