@@ -3,6 +3,7 @@ overwrite, and the ML-100K path when the development data is present."""
 
 import json
 import os
+import types
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ from absl.testing import absltest
 from bcjax.data import synthetic_link_corpus
 
 from experiments.gramian_estimation.__main__ import main as estimation_main
+from experiments.gramian_estimation.experiment import EXPERIMENT as estimation
 from experiments.gramian_training.__main__ import main as training_main
 from tests._resume import assert_same_results, kill_then_resume
 from experiments.two_tower.data import check_corpus, load_corpus
@@ -20,6 +22,16 @@ DATA = Path(os.environ.get("BCJAX_DATA_DIR", ROOT.parent / "shared" / "data"))
 
 
 class GramianEstimationTest(absltest.TestCase):
+
+  def test_shard_tables_refuses_a_device_count_that_does_not_divide_the_tables(self):
+    # The check runs in load(), before the run directory exists; a mesh of 7 devices stands in for --devices 7.
+    _, args, cfg = estimation.parse(["--preset", "test", "--shard-tables"])
+    args.mesh = types.SimpleNamespace(devices=np.empty(7))
+    with self.assertRaisesRegex(ValueError, r"--shard-tables: the left side has 300 entities, not divisible by the "
+                                            r"7 devices"):
+      estimation.load(args, cfg)
+    args.mesh = types.SimpleNamespace(devices=np.empty(4))  # 300 = 4 x 75 rows per device
+    self.assertEqual(estimation.load(args, cfg).left.num_entities, 300)
 
   def test_outputs_and_determinism(self):
     runs = []

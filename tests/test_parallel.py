@@ -483,9 +483,11 @@ class MultiProcessTest(absltest.TestCase):
 
   def test_two_processes_equal_one_process_on_four_devices_and_only_process_0_writes(self):
     tmp = Path(self.create_tempdir().full_path)
-    single = _launch(["--steps", "10", "--out", str(tmp / "single")], devices=4)
+    # SOGram (psum'd Gramians) and the sampled softmax (in-batch negatives all-gathered across both processes)
+    argv = ["--steps", "10", "--methods", "sogram-uniform,softmax-logq"]
+    single = _launch([*argv, "--out", str(tmp / "single")], devices=4)
     self.assertEqual(single.wait(timeout=300), 0, single.stderr.read()[-2000:])
-    procs = _two_processes(["--steps", "10", "--out", str(tmp / "multi")], timeout_s=120)
+    procs = _two_processes([*argv, "--out", str(tmp / "multi")], timeout_s=120)
     outputs = [p.communicate(timeout=300) for p in procs]
     self.assertEqual([p.returncode for p in procs], [0, 0], [e[-2000:] for _, e in outputs])
     self.assertIn("outputs in", outputs[0][0])
@@ -496,9 +498,12 @@ class MultiProcessTest(absltest.TestCase):
     one, two = read(tmp / "single"), read(tmp / "multi")
     self.assertEqual(len(one), len(two))
     self.assertNotEqual(len(one), 0)
+    self.assertEqual({r["method"] for r in one}, {"sogram-uniform", "softmax-logq"})
     for a, b in zip(one, two):
-      for key in ("loss", "observed_loss", "penalty_estimate"):
-        assert_close(f32(b[key]), f32(a[key]), "reduction", scale=abs(a[key]) or 1.0)
+      self.assertEqual((a["method"], a["step"]), (b["method"], b["step"]))
+      for key in ("loss", "observed_loss", "penalty_estimate", "val_map@10"):
+        if key in a:  # the softmax has no penalty
+          assert_close(f32(b[key]), f32(a[key]), "reduction", scale=abs(a[key]) or 1.0)
     self.assertNotIn("--process-id", json.loads((tmp / "multi" / "config.json").read_text())["argv"])
 
   def test_a_dead_peer_stops_the_other_process_within_the_timeout(self):
