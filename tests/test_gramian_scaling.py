@@ -12,6 +12,7 @@ import numpy as np
 from absl.testing import absltest
 
 from experiments.gramian_scaling.__main__ import main
+from experiments.gramian_scaling.experiment import map_at
 from tests._resume import assert_same_results
 from tests._tolerance import assert_close
 
@@ -76,6 +77,14 @@ class GramianScalingTest(absltest.TestCase):
     self.assertTrue(lost.exists())
     assert_same_results(self, json.loads((copy / "results.json").read_text()), self.results)
 
+
+
+class MapAtTest(absltest.TestCase):
+
+  def test_interpolates_between_evaluations_and_holds_at_the_ends(self):
+    curve = [{"train_seconds": 0.0, "map@10": 0.0}, {"train_seconds": 10.0, "map@10": 0.2},
+             {"train_seconds": 30.0, "map@10": 0.1}]
+    assert_close([map_at(curve, t) for t in (0.0, 5.0, 10.0, 20.0, 30.0, 45.0)], [0.0, 0.1, 0.2, 0.15, 0.1, 0.1])
 
 if __name__ == "__main__":
   absltest.main()

@@ -36,8 +36,9 @@ def baseline_of(method: str) -> str | None:
 
 
 def map_at(curve: list[dict], seconds: float) -> float:
-  """Validation MAP@10 of the last evaluation within ``seconds`` of training."""
-  return max((c for c in curve if c["train_seconds"] <= seconds), key=lambda c: c["train_seconds"])["map@10"]
+  """Validation MAP@10 after ``seconds`` of training, interpolated linearly between the curve's evaluations (a
+  sparse curve would otherwise read its last evaluation before the budget, often step 0)."""
+  return float(np.interp(seconds, [c["train_seconds"] for c in curve], [c["map@10"] for c in curve]))
 
 
 def summarise(runs: dict, methods: tuple[str, ...]) -> dict:
