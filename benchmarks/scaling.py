@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from bcjax import parallel
 from experiments import harness
 from experiments.harness import option
 
@@ -153,6 +154,7 @@ def _child(num_devices: int, cfg: Config) -> dict:
              f"--xla_force_host_platform_device_count={num_devices} "
              # forced devices share the cores: on a loaded machine a collective may wait long for one of them
              f"--xla_cpu_collective_call_terminate_timeout_seconds=600".strip())
+  parallel.reserve_collective_threads(env)  # a pool the forced devices' collectives cannot exhaust
   code = ("import json, sys; from benchmarks.scaling import Config, measure_on_devices; "
           f"print('RESULT ' + json.dumps(measure_on_devices({num_devices}, Config(**json.loads(sys.argv[1])))))")
   proc = subprocess.run([sys.executable, "-c", code, json.dumps(dataclasses.asdict(cfg))], env=env, cwd=ROOT,

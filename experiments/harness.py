@@ -41,8 +41,12 @@ import typing
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from bcjax import parallel
 from bcjax.files import write_atomic
 from experiments import common
+
+# Before any JAX backend starts: forced CPU devices (XLA_FLAGS) get a client pool their collectives cannot exhaust.
+parallel.reserve_collective_threads()
 
 FAULT_ENV = "BCJAX_FAULT"
 
@@ -428,7 +432,6 @@ class Experiment(abc.ABC):
                                       f"leave --devices out")
       args.mesh = None
       return
-    from bcjax import parallel  # pylint: disable=import-outside-toplevel
     if args.num_processes != 1:
       if args.coordinator is None:
         raise UsageError("--coordinator", f"is needed with --num-processes {args.num_processes} (process 0's "

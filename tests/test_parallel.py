@@ -18,6 +18,7 @@ import jax
 import numpy as np
 from absl.testing import absltest
 
+from bcjax import parallel
 from experiments import harness
 from tests.conftest import TEST_XLA_FLAGS
 from tests._tolerance import assert_close
@@ -25,13 +26,21 @@ from tests._tolerance import assert_close
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def forced_devices(n: int) -> str:
-  """XLA_FLAGS for n CPU devices. Forced devices are threads sharing the machine's cores, so on a loaded 2-core
-  machine one can reach a collective long after the others: XLA's default (abort after 40 s) would turn that wait
-  into a crash, so the probes allow 10 minutes (the subprocess timeouts still bound every test)."""
-  return (f"--xla_force_host_platform_device_count={n} --xla_cpu_collective_call_terminate_timeout_seconds=600 "
-          f"--xla_cpu_collective_call_warn_stuck_timeout_seconds=120 --xla_cpu_collective_timeout_seconds=600 "
-          f"{TEST_XLA_FLAGS}")
+def forced_device_env(n: int) -> dict:
+  """The environment of a child process with n forced CPU devices. Forced devices are threads sharing the machine's
+  cores, so on a loaded 2-core machine one can reach a collective long after the others: XLA's default (abort after
+  40 s) would turn that wait into a crash, so the probes allow 10 minutes (the subprocess timeouts still bound every
+  test). The client's thread pool gets the 2n + 1 threads its collectives need (bcjax.parallel), without which
+  about one run in ten of the 4-device amplification experiment deadlocked on a loaded 2-core machine."""
+  env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT),
+         "XLA_FLAGS": f"--xla_force_host_platform_device_count={n} "
+                      f"--xla_cpu_collective_call_terminate_timeout_seconds=600 "
+                      f"--xla_cpu_collective_call_warn_stuck_timeout_seconds=120 "
+                      f"--xla_cpu_collective_timeout_seconds=600 {TEST_XLA_FLAGS}"}
+  env.pop("PJRT_NPROC", None)
+  env.pop("NPROC", None)
+  parallel.reserve_collective_threads(env)
+  return env
 
 PROBE = textwrap.dedent("""
     import json
@@ -140,6 +149,17 @@ PROBE = textwrap.dedent("""
       except ValueError as e:
         errors[name] = str(e)
     out["errors"] = errors
+
+    # The client pool this process got, and data_mesh's warning when the pool is too small for its collectives.
+    import os
+    import warnings
+    out["pool"] = os.environ.get("PJRT_NPROC")
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter("always")
+      data_mesh()
+      os.environ["PJRT_NPROC"] = "4"
+      data_mesh(2)
+    out["pool_warnings"] = [str(w.message) for w in caught]
     print("RESULT " + json.dumps(out))
 """)
 
@@ -279,8 +299,7 @@ BC_ALIGNER_PROBE = textwrap.dedent("""
 
 
 def run_probe(probe: str = PROBE):
-  env = {**os.environ, "XLA_FLAGS": forced_devices(4), "JAX_PLATFORMS": "cpu",
-         "PYTHONPATH": str(ROOT)}
+  env = forced_device_env(4)
   proc = subprocess.run([sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True, text=True,
                         timeout=540)
   if proc.returncode:
@@ -359,6 +378,41 @@ class DataMeshTest(absltest.TestCase):
     self.assertIn("`coordinator` must be HOST:PORT", e["port"])
     self.assertIn("`process_id` must be an integer in [0, 1], got 2", e["process"])
     self.assertIn("`num_processes` must be an integer in [1, inf], got 0", e["count"])
+
+  def test_a_pool_too_small_for_the_collectives_is_named(self):
+    self.assertEqual(self.out["pool"], "9")  # 2 x 4 + 1, set by forced_device_env
+    [warning] = self.out["pool_warnings"]  # none for the 9-thread pool, one for the 4-thread one
+    self.assertIn("4 CPU devices share an XLA client pool of about 4 threads", warning)
+    self.assertIn("set PJRT_NPROC=9", warning)
+
+
+class ReserveCollectiveThreadsTest(absltest.TestCase):
+  """bcjax.parallel.reserve_collective_threads on environment dicts (no backend starts)."""
+
+  def test_forced_devices_get_2n_plus_1_threads(self):
+    for n in (2, 4, 7):
+      env = {"XLA_FLAGS": f"--xla_backend_optimization_level=0 --xla_force_host_platform_device_count={n}",
+             "PJRT_NPROC": "1"}
+      self.assertEqual(parallel.reserve_collective_threads(env), 2 * n + 1)
+      self.assertEqual(env["PJRT_NPROC"], str(2 * n + 1))
+      self.assertEqual(parallel.collective_threads_needed(n), 2 * n + 1)
+
+  def test_the_last_forced_count_wins(self):
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2 --xla_force_host_platform_device_count=6",
+           "PJRT_NPROC": "3"}
+    self.assertEqual(parallel.forced_cpu_devices(env), 6)
+    self.assertEqual(parallel.reserve_collective_threads(env), 13)
+
+  def test_large_enough_pools_and_single_devices_are_left_alone(self):
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "PJRT_NPROC": "32"}
+    self.assertIsNone(parallel.reserve_collective_threads(env))
+    self.assertEqual(env["PJRT_NPROC"], "32")
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "NPROC": "9"}  # XLA's second variable
+    self.assertIsNone(parallel.reserve_collective_threads(env))
+    self.assertNotIn("PJRT_NPROC", env)
+    for env in ({}, {"XLA_FLAGS": "--xla_force_host_platform_device_count=1", "PJRT_NPROC": "1"}):
+      self.assertIsNone(parallel.reserve_collective_threads(env))
+      self.assertEqual(parallel.forced_cpu_devices(env), 1)
 
 
 if __name__ == "__main__":
@@ -466,8 +520,7 @@ def _free_port() -> int:
 
 
 def _launch(argv: list[str], devices: int) -> subprocess.Popen:
-  env = {**os.environ, "XLA_FLAGS": forced_devices(devices), "JAX_PLATFORMS": "cpu",
-         "PYTHONPATH": str(ROOT)}
+  env = forced_device_env(devices)
   return subprocess.Popen([sys.executable, "-m", "experiments.gramian_training", "--preset", "test", "--no-progress",
                            *argv], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

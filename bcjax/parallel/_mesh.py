@@ -1,8 +1,10 @@
 """The data mesh and the placement of host values on it (see :mod:`bcjax.parallel`)."""
 
+import os
 import re
 import socket
 import time
+import warnings
 
 import jax
 import numpy as np
@@ -13,6 +15,63 @@ from bcjax import _checks
 DATA_AXIS = "data"  # the one mesh axis; pass it as ``axis_name=`` to bcjax reductions inside jax.shard_map
 
 _COORDINATOR = re.compile(r"^\[?[A-Za-z0-9_.:-]+\]?:(\d{1,5})$")
+_FORCED_CPU_DEVICES = re.compile(r"--xla_force_host_platform_device_count=(\d+)")
+
+
+def collective_threads_needed(num_devices: int) -> int:
+  """Threads the XLA:CPU client needs so that N devices in one process cannot deadlock in a collective: 2N + 1.
+
+  Each device's program runs on a thread of the client's pool (``max(cores, N)`` threads by default). In an
+  all-reduce, N - 1 devices can wait at the rendezvous while the last device's launch waits for one of its earlier
+  programs to finish, which needs a free thread: with N threads that is a deadlock (observed on 2 cores with 4
+  forced devices). N waiting programs, N waiting launches and one thread that makes progress never deadlock.
+  """
+  return 2 * num_devices + 1
+
+
+def _client_threads(environ) -> int:
+  # XLA sizes the pool from PJRT_NPROC, then NPROC, then the cores this process may run on.
+  for name in ("PJRT_NPROC", "NPROC"):
+    value = environ.get(name, "")
+    if value.strip().isdigit():
+      return int(value)
+  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def forced_cpu_devices(environ=None) -> int:
+  """CPU devices this environment's XLA_FLAGS (the last ``--xla_force_host_platform_device_count``) or the
+  ``jax_num_cpu_devices`` option asks for; 1 when neither does."""
+  environ = os.environ if environ is None else environ
+  counts = _FORCED_CPU_DEVICES.findall(environ.get("XLA_FLAGS", ""))
+  n = int(counts[-1]) if counts else 1
+  if environ is os.environ:
+    n = max(n, int(getattr(jax.config, "jax_num_cpu_devices", -1) or -1))
+  return max(n, 1)
+
+
+def reserve_collective_threads(environ=None) -> int | None:
+  """Sizes the XLA:CPU client's thread pool for the forced CPU devices: sets ``PJRT_NPROC`` to
+  :func:`collective_threads_needed` when it would be smaller. Call it before JAX starts its CPU backend (the pool
+  is made once); pass a child process's environment dict to prepare that instead.
+
+  Returns:
+    the thread count set, or ``None`` when nothing had to change (one device, or a pool already large enough).
+  """
+  environ = os.environ if environ is None else environ
+  n = forced_cpu_devices(environ)
+  if n == 1 or _client_threads(environ) >= collective_threads_needed(n):
+    return None
+  environ["PJRT_NPROC"] = str(collective_threads_needed(n))
+  return collective_threads_needed(n)
+
+
+def _warn_if_collectives_can_deadlock(local: int) -> None:
+  if jax.default_backend() != "cpu" or local == 1 or _client_threads(os.environ) >= collective_threads_needed(local):
+    return
+  warnings.warn(f"data_mesh: {local} CPU devices share an XLA client pool of about {_client_threads(os.environ)} "
+                f"threads, and XLA's in-process collectives can deadlock with fewer than "
+                f"{collective_threads_needed(local)}: set PJRT_NPROC={collective_threads_needed(local)} before JAX "
+                f"starts (bcjax.parallel.reserve_collective_threads() does it)", RuntimeWarning, stacklevel=3)
 
 
 def initialize(num_processes: int, process_id: int, coordinator: str, *, timeout_s: int = 120) -> None:
@@ -73,6 +132,7 @@ def data_mesh(num_devices: int | None = None) -> jax.sharding.Mesh:
   if isinstance(num_devices, bool) or not isinstance(num_devices, (int, np.integer)) or not 1 <= num_devices <= local:
     raise ValueError(f"data_mesh: `num_devices` (--devices) must be an integer in [1, {local}] (this process has "
                      f"{local} {jax.default_backend()} device(s)), got {num_devices!r}")
+  _warn_if_collectives_can_deadlock(local)
   by_process = {}
   for d in jax.devices():
     by_process.setdefault(d.process_index, []).append(d)
