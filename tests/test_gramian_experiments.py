@@ -59,6 +59,51 @@ class GramianEstimationTest(absltest.TestCase):
     self.assertEqual((out / "keep.txt").read_text(), "mine")
 
 
+class ValidationQueriesTest(absltest.TestCase):
+  """--eval-queries: a fixed random subset of the validation queries, ranked exactly as if the validation split held
+  only their pairs."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    from flax import nnx  # pylint: disable=import-outside-toplevel
+    import jax  # pylint: disable=import-outside-toplevel
+    from bcjax.models import TwoTower  # pylint: disable=import-outside-toplevel
+    from experiments.two_tower.train import make_embedder  # pylint: disable=import-outside-toplevel
+    cls.corpus = check_corpus(synthetic_link_corpus(300, 2400, seed=4))
+    model = TwoTower(cls.corpus.vocab_size, 8, 3, 3, (16, 8), rngs=nnx.Rngs(params=jax.random.key(0)))
+    graphdef, cls.params = nnx.split(model)
+    cls.embed = staticmethod(make_embedder(graphdef, chunk_size=64))
+
+  def test_the_subset_is_fixed_sorted_and_limited(self):
+    from experiments.gramian_training.run import validation_queries  # pylint: disable=import-outside-toplevel
+    every = np.unique(self.corpus.val.left)
+    np.testing.assert_array_equal(validation_queries(self.corpus, 0, 0), every)
+    np.testing.assert_array_equal(validation_queries(self.corpus, len(every) + 5, 0), every)
+    some = validation_queries(self.corpus, 20, 3)
+    self.assertLen(some, 20)
+    self.assertTrue(np.all(np.diff(some) > 0) and np.all(np.isin(some, every)))
+    np.testing.assert_array_equal(validation_queries(self.corpus, 20, 3), some)
+    self.assertFalse(np.array_equal(validation_queries(self.corpus, 20, 4), some))
+
+  def test_a_subset_ranks_like_a_validation_split_of_only_its_pairs(self):
+    from experiments.gramian_training.run import evaluate, validation_queries  # pylint: disable=import-outside-toplevel
+    from bcjax.data import Pairs  # pylint: disable=import-outside-toplevel
+    some = validation_queries(self.corpus, 25, 1)
+    keep = np.isin(self.corpus.val.left, some)
+    only = self.corpus._replace(val=Pairs(*(x[keep] for x in self.corpus.val)))
+    candidates = np.arange(0, 300, 2)
+    for exact in (False, True):
+      capped = evaluate(self.embed, self.params, self.corpus, candidates, some, exact=exact)
+      split = evaluate(self.embed, self.params, only, candidates, np.unique(only.val.left), exact=exact)
+      self.assertEqual(sorted(capped), sorted(split))
+      for key, value in split.items():
+        self.assertEqual(capped[key], value, key)
+      every = evaluate(self.embed, self.params, self.corpus, candidates, np.unique(self.corpus.val.left),
+                       exact=exact)
+      self.assertNotEqual(every["map@10"], capped["map@10"])  # the subset is not the whole split
+
+
 class GramianTrainingTest(absltest.TestCase):
 
   def test_outputs(self):

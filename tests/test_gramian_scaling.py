@@ -12,7 +12,7 @@ import numpy as np
 from absl.testing import absltest
 
 from experiments.gramian_scaling.__main__ import main
-from experiments.gramian_scaling.experiment import map_at
+from experiments.gramian_scaling.experiment import best_temperature, map_at
 from tests._resume import assert_same_results
 from tests._tolerance import assert_close
 
@@ -65,6 +65,10 @@ class GramianScalingTest(absltest.TestCase):
         self.assertTrue(np.isfinite(summary["sogram-uniform"].get("gap_closed_mean", 0.0)))
       self.assertNotIn("improvement_mean", summary["sampling-uniform"])
 
+  def test_one_temperature_is_not_swept(self):
+    self.assertEqual(self.results["temperature"], 0.1)
+    self.assertEqual(self.results["temperature_sweep"], {})
+
   def test_a_lost_stage_is_recomputed_on_resume(self):
     copy = self.tmp / "copy"
     shutil.copytree(self.out, copy)
@@ -85,6 +89,28 @@ class MapAtTest(absltest.TestCase):
     curve = [{"train_seconds": 0.0, "map@10": 0.0}, {"train_seconds": 10.0, "map@10": 0.2},
              {"train_seconds": 30.0, "map@10": 0.1}]
     assert_close([map_at(curve, t) for t in (0.0, 5.0, 10.0, 20.0, 30.0, 45.0)], [0.0, 0.1, 0.2, 0.15, 0.1, 0.1])
+
+
+class TemperatureSweepTest(absltest.TestCase):
+
+  def test_best_temperature_takes_the_highest_map_and_the_smallest_tau_of_a_tie(self):
+    self.assertEqual(best_temperature({0.1: 0.2, 0.3: 0.25, 1.0: 0.1}), 0.3)
+    self.assertEqual(best_temperature({1.0: 0.25, 0.3: 0.25, 0.1: 0.2}), 0.3)
+
+  def test_the_tuned_temperature_trains_every_softmax_run(self):
+    with tempfile.TemporaryDirectory() as tmp:
+      with contextlib.redirect_stdout(io.StringIO()):
+        code = main(["--preset", "test", "--out", f"{tmp}/run", "--no-progress", "--sizes", "300", "--seeds", "1",
+                     "--methods", "softmax-logq", "--temperatures", "0.1,1"])
+      self.assertEqual(code, 0)
+      results = json.loads(Path(f"{tmp}/run/results.json").read_text())
+      table = Path(f"{tmp}/run/table.md").read_text()
+    sweep = {float(t): v for t, v in results["temperature_sweep"].items()}
+    self.assertEqual(sorted(sweep), [0.1, 1.0])
+    self.assertEqual(results["temperature"], best_temperature(sweep))
+    # The curve's run is the sweep's run at the chosen τ: the same seed and config give the same numbers.
+    self.assertEqual(results["runs"]["300"]["0"]["softmax-logq"]["final_map@10"], sweep[results["temperature"]])
+    self.assertIn(f"Softmax temperature τ = {results['temperature']}", table)
 
 if __name__ == "__main__":
   absltest.main()

@@ -17,14 +17,19 @@ from experiments.gramian_training.run import train_method
 from experiments.two_tower.data import check_corpus
 
 
-def training_config(cfg: Config, n: int, seed: int):
+def training_config(cfg: Config, n: int, seed: int, temperature: float):
   """The training comparison's config for one (n, seed): its quick protocol with this run's settings."""
   return dataclasses.replace(
       TRAINING_PRESETS["quick"], num_pages=n, num_links=n * cfg.links_per_page, seed=seed, steps=cfg.steps,
       eval_every=min(cfg.eval_every, cfg.steps), optimizer="adam", learning_rate=cfg.learning_rate,
       batch_size=cfg.batch_size, penalty_batch_size=cfg.penalty_batch_size, alpha=cfg.alpha,
-      temperature=cfg.temperature, num_candidates=cfg.num_candidates, input_dim=cfg.input_dim, sizes=cfg.hidden,
-      methods=cfg.methods)
+      temperature=temperature, num_candidates=cfg.num_candidates, eval_queries=cfg.eval_queries,
+      input_dim=cfg.input_dim, sizes=cfg.hidden, methods=cfg.methods)
+
+
+def best_temperature(sweep: dict[float, float]) -> float:
+  """The temperature of the highest final MAP@10 (the smallest τ among ties)."""
+  return max(sorted(sweep), key=lambda tau: sweep[tau])
 
 
 def baseline_of(method: str) -> str | None:
@@ -130,23 +135,39 @@ class GramianScaling(harness.Experiment):
   presets = PRESETS
 
   def execute(self, run, args, cfg, data):
+    corpora = {}
+
+    def corpus(n, seed):  # built only when a stage of it has to run
+      if (n, seed) not in corpora:
+        corpora.clear()  # one corpus in memory at a time: a million pages take a few hundred MB
+        corpora[n, seed] = check_corpus(synthetic_link_corpus(n, n * cfg.links_per_page, seed=seed))
+      return corpora[n, seed]
+
+    softmax = [m for m in cfg.methods if m.startswith("softmax-")]
+    sweep, temperature = {}, cfg.temperatures[0]
+    if softmax and len(cfg.temperatures) > 1:  # tuned once, on the smallest corpus, for the first softmax method
+      n = min(cfg.sizes)
+      for tau in cfg.temperatures:
+        sweep[tau] = run.stage(f"tune/{softmax[0]}/temperature={tau}", lambda n=n, tau=tau: train_method(
+            softmax[0], corpus(n, 0), training_config(cfg, n, 0, tau), progress=run.progress,
+            log=functools.partial(run.log, n=n, seed=0, temperature=tau)))["final_map@10"]
+      temperature = best_temperature(sweep)
     runs = {}
     for n in cfg.sizes:
       runs[n] = {}
       for seed in range(cfg.seeds):
-        train_cfg = training_config(cfg, n, seed)
-        corpus = functools.cache(lambda n=n, seed=seed: check_corpus(synthetic_link_corpus(
-            n, n * cfg.links_per_page, seed=seed)))  # built only when a stage of it has to run
+        train_cfg = training_config(cfg, n, seed, temperature)
         runs[n][seed] = {}
         for method in cfg.methods:
           if method.startswith("exact-") and n > cfg.exact_max_pages:
             continue
           runs[n][seed][method] = run.stage(
               f"n={n}/seed={seed}/{method}",
-              lambda method=method, corpus=corpus, train_cfg=train_cfg: train_method(
-                  method, corpus(), train_cfg, progress=run.progress, log=functools.partial(run.log, n=n,
-                                                                                              seed=seed)))
+              lambda method=method, n=n, seed=seed, train_cfg=train_cfg: train_method(
+                  method, corpus(n, seed), train_cfg, progress=run.progress,
+                  log=functools.partial(run.log, n=n, seed=seed)))
     return {"preset": args.preset, "sizes": list(cfg.sizes), "seeds": cfg.seeds,
+            "temperature": temperature, "temperature_sweep": {str(t): v for t, v in sweep.items()},
             "summary": summarise(runs, cfg.methods), "paper_points": PAPER_POINTS,
             "runs": {str(n): {str(s): {m: {k: r[k] for k in ("final_map@10", "best_map@10", "exact",
                                                                "train_seconds", "compile_seconds")}
@@ -155,6 +176,9 @@ class GramianScaling(harness.Experiment):
 
   def report(self, run, args, cfg, results):
     text = table(results["summary"])
+    if results["temperature_sweep"]:
+      text += (f"\nSoftmax temperature τ = {results['temperature']}, tuned at the smallest n (seed 0); final MAP@10 "
+               f"by τ: " + ", ".join(f"{t}: {v:.4f}" for t, v in results["temperature_sweep"].items()) + "\n")
     run.write_text("table.md", text)
     figure(run.out / "scaling.png", results["summary"])
     return f"\nFinal validation MAP@10 and gains against corpus size (mean ± std over {cfg.seeds} seeds):\n\n{text}"

@@ -28,6 +28,8 @@ class Config:
   eval_every: int = option(250, help="steps between validation evaluations", low=1)
   num_candidates: int = option(50_000, help="MAP@10 is scored against this many random candidates (paper: 50K)",
                                low=1)
+  eval_queries: int = option(0, help="validation queries ranked at each evaluation (a fixed random subset); 0 ranks "
+                                     "every one", low=0)
   smoothing: float = 1.0  # added to entity counts of the linear / sqrt distributions
   num_pages: int = 20_000  # synthetic corpus
   num_links: int = 200_000

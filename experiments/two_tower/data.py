@@ -27,6 +27,7 @@ class TrainData(NamedTuple):
   pair_target: jax.Array
   left_sampler: Sampler
   right_sampler: Sampler
+  right_log_q: jax.Array  # [n_right] log Q_j of the in-batch softmax (see log_in_batch_probability)
 
 
 def make_sampler(entity_counts: np.ndarray, kind: str, smoothing: float = 1.0) -> Sampler:
@@ -45,6 +46,14 @@ def sample(sampler: Sampler, key: jax.Array, size: int) -> tuple[jax.Array, jax.
   return idx, sampler.mu[idx]
 
 
+def log_in_batch_probability(pair_right: np.ndarray, n_right: int) -> np.ndarray:
+  """log Q_j = log(count_j / E) for every right entity j: a uniformly drawn training pair's right entity is j with
+  this probability. Counted once on the host; an entity in no training pair is never an in-batch candidate, and gets
+  log(1 / E) so the table holds no -inf."""
+  count = np.bincount(np.asarray(pair_right), minlength=n_right).astype(np.float64)
+  return np.log(np.maximum(count, 1.0) / max(len(pair_right), 1)).astype(np.float32)
+
+
 def train_data(corpus: PairCorpus, sampling: str, smoothing: float = 1.0) -> TrainData:
   n_left, n_right = corpus.left.num_entities, corpus.right.num_entities
   return TrainData(
@@ -53,7 +62,8 @@ def train_data(corpus: PairCorpus, sampling: str, smoothing: float = 1.0) -> Tra
       pair_left=jnp.asarray(corpus.train.left), pair_right=jnp.asarray(corpus.train.right),
       pair_target=jnp.asarray(corpus.train.target),
       left_sampler=make_sampler(counts(corpus.train.left, n_left), sampling, smoothing),
-      right_sampler=make_sampler(counts(corpus.train.right, n_right), sampling, smoothing))
+      right_sampler=make_sampler(counts(corpus.train.right, n_right), sampling, smoothing),
+      right_log_q=jnp.asarray(log_in_batch_probability(corpus.train.right, n_right)))
 
 
 def gather(groups: tuple[jax.Array, ...], idx: jax.Array) -> tuple[jax.Array, ...]:

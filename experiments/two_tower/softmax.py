@@ -8,7 +8,7 @@ negative of the other B - 1 left entities:
   \ell_i = -s_{ii} + \log \sum_j \exp(s_{ij}), \qquad s_{ij} = \langle u_i, v_j \rangle / \tau - \log Q_j,
 
 with :math:`Q_j` the probability that right entity j is in the batch, proportional to its training-pair frequency
-(known here: counted from the training pairs). The loss is :func:`bcjax.gramian.sampled_softmax_loss`; with a mesh each device holds
+(known here: counted once from the training pairs, ``TrainData.right_log_q``). The loss is :func:`bcjax.gramian.sampled_softmax_loss`; with a mesh each device holds
 a block of the pairs and the candidates are every device's right entities (an all-gather), so the negatives are the
 global batch's.
 """
@@ -24,15 +24,6 @@ from bcjax.gramian import sampled_softmax_loss
 from bcjax.parallel import DATA_AXIS, split_rows
 from experiments.two_tower.data import TrainData, gather
 from experiments.two_tower.train import TrainState
-
-
-def log_in_batch_probability(data: TrainData, right: jax.Array) -> jax.Array:
-  """log Q_j = log(count_j / E) of the right entities ``right``: a uniformly drawn training pair's right entity is j
-  with this probability (each candidate came from a pair, so count_j >= 1)."""
-  pair_right = data.pair_right
-  frequency = jax.ops.segment_sum(jnp.ones(pair_right.shape, jnp.float32), pair_right,
-                                  num_segments=data.right_groups[0].shape[0])
-  return jnp.log(frequency[right] / pair_right.shape[0])
 
 
 def make_softmax_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation, *, batch_size: int,
@@ -56,7 +47,7 @@ def make_softmax_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransform
     if axis is not None:  # every device's right entities are candidates; this device's positives sit at its offset
       v, right = jax.lax.all_gather((v, right), axis, tiled=True)
       labels = labels + jax.lax.axis_index(axis) * u.shape[0]
-    correction = log_in_batch_probability(data, right) if correct else None
+    correction = data.right_log_q[right] if correct else None
     loss = sampled_softmax_loss(u / temperature, v, labels, log_q=correction, axis_name=axis)
     return loss, {"loss": loss, "observed_loss": loss}
 
