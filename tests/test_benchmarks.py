@@ -28,8 +28,24 @@ class BenchmarkSmokeTest(absltest.TestCase):
 
   def test_gramian_vs_sampling_quick_writes_the_documented_fields(self):
     out = Path(self.create_tempdir().full_path) / "gram.json"
-    self.assertEqual(gramian_vs_sampling.main(["--out", str(out), "--quick"]), 0)
+    self.assertEqual(gramian_vs_sampling.main(["--out", str(out), "--quick", "--step-pages", "3000",
+                                               "--step-repeats", "1"]), 0)
     report = json.loads(out.read_text())
+    steps = report["train_steps"]
+    self.assertEqual(steps["pages"], 3000)
+    self.assertEqual(sorted(steps["methods"]), ["exact-uniform", "sagram-uniform", "sampling-uniform", "softmax-logq",
+                                                "sogram-uniform"])
+    for method, row in steps["methods"].items():
+      self.assertGreater(row["median_s"], 0.0, method)
+      self.assertGreater(row["compile_s"], 0.0, method)
+      self.assertTrue(row["finite"], method)
+      self.assertGreaterEqual(row["state_bytes"], 3 * steps["param_bytes"], method)  # parameters and Adam's moments
+      self.assertGreater(row["xla_peak_bytes"], row["state_bytes"] // 2, method)
+    k = steps["k"]
+    self.assertEqual(steps["methods"]["sogram-uniform"]["state_bytes"] - steps["methods"]["exact-uniform"]["state_bytes"],
+                     2 * (4 * k * k + 4))  # per side a float32 k x k Gramian and an int32 count
+    sagram_extra = steps["methods"]["sagram-uniform"]["state_bytes"] - steps["methods"]["exact-uniform"]["state_bytes"]
+    self.assertEqual(sagram_extra, 2 * (4 * 3000 * k + 4 * k * k + 4))  # per side the n x k cache, S and a count
     for row in report["cost"]:
       self.assertEqual(set(row) >= {"batch", "k", "double_sum_s", "gramian_s", "sogram_update_s", "ratio",
                                     "flop_ratio"}, True)

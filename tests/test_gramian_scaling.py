@@ -101,7 +101,7 @@ class TemperatureSweepTest(absltest.TestCase):
     with tempfile.TemporaryDirectory() as tmp:
       with contextlib.redirect_stdout(io.StringIO()):
         code = main(["--preset", "test", "--out", f"{tmp}/run", "--no-progress", "--sizes", "300", "--seeds", "1",
-                     "--methods", "softmax-logq", "--temperatures", "0.1,1"])
+                     "--methods", "sampling-uniform,sagram-uniform,softmax-logq", "--temperatures", "0.1,1"])
       self.assertEqual(code, 0)
       results = json.loads(Path(f"{tmp}/run/results.json").read_text())
       table = Path(f"{tmp}/run/table.md").read_text()
@@ -111,6 +111,11 @@ class TemperatureSweepTest(absltest.TestCase):
     # The curve's run is the sweep's run at the chosen τ: the same seed and config give the same numbers.
     self.assertEqual(results["runs"]["300"]["0"]["softmax-logq"]["final_map@10"], sweep[results["temperature"]])
     self.assertIn(f"Softmax temperature τ = {results['temperature']}", table)
+    sagram = results["summary"]["sagram-uniform"]["300"]  # SAGram's caches, against sampling
+    base = results["runs"]["300"]["0"]["sampling-uniform"]["final_map@10"]
+    ours = results["runs"]["300"]["0"]["sagram-uniform"]["final_map@10"]
+    if base > 0:
+      assert_close(sagram["improvement_mean"], 100 * (ours / base - 1))
 
 if __name__ == "__main__":
   absltest.main()

@@ -135,6 +135,33 @@ class OracleAndSoftmaxTest(absltest.TestCase):
     self.assertLess(np.mean(losses[-5:]), np.mean(losses[:5]))
     self.assertEqual(state.left_estimator, ())
 
+  def test_sagram_step_starts_from_exact_caches_and_trains(self):
+    from bcjax.gramian import sagram  # pylint: disable=import-outside-toplevel
+    from experiments.gramian_training.configs import PRESETS  # pylint: disable=import-outside-toplevel
+    from experiments.gramian_training.run import method_step  # pylint: disable=import-outside-toplevel
+    n = self.corpus.left.num_entities
+    opt = make_optimizer("adam", 1e-2)
+    estimator = (sagram(n), sagram(n))
+    caches = self.embeddings(self.params)  # every entity under the initial parameters (Alg. 1 line 4)
+    state = init_state(self.graphdef, self.params, opt, estimator, 5, caches)
+    self.assertEqual(state.left_estimator.cache.shape, (n, 5))
+    step = make_train_step(self.graphdef, opt, estimator, lam=1.0, batch_size=32, penalty_batch_size=16)
+    u, v = (np.asarray(x, np.float64) for x in caches)
+    exact = np.mean((u @ v.T) ** 2)
+    # Before the first update the cache is every current embedding, so the SAGA estimate is the exact Gramian.
+    state, metrics = step(state, self.data, jax.random.key(0))
+    assert_close(np.float32(metrics["penalty_estimate"]), np.float32(exact), "reduction")
+    losses = [float(metrics["loss"])]
+    for t in range(1, 30):
+      state, metrics = step(state, self.data, jax.random.key(t))
+      losses.append(float(metrics["loss"]))
+    self.assertTrue(np.all(np.isfinite(losses)))
+    self.assertLess(np.mean(losses[-5:]), np.mean(losses[:5]))
+    # The caches hold the embeddings of the rows last drawn, not the initial ones.
+    self.assertGreater(float(np.max(np.abs(np.asarray(state.left_estimator.cache) - u))), 0.0)
+    with self.assertRaisesRegex(ValueError, "sagram-sqrt: SAGram samples its cache rows uniformly"):
+      method_step("sagram-sqrt", self.graphdef, opt, PRESETS["test"], None, (n, n))
+
   def test_log_q_is_the_pair_frequency(self):
     right = np.asarray(self.data.pair_right)
     probe = right[:10]

@@ -25,6 +25,8 @@ class Config:
                                low=1)
   exact_max_pages: int = option(1_000_000, help="the exact oracle runs only where n is at most this (its every step "
                                                 "embeds the whole corpus)", low=1)
+  sagram_max_pages: int = option(1_000_000, help="SAGram runs only where n is at most this (its caches hold n x k "
+                                                 "floats per side)", low=1)
   steps: int = option(1500, help="training steps per model", low=1)
   eval_every: int = option(150, help="steps between validation evaluations", low=1)
   learning_rate: float = option(1e-3, help="Adam's learning rate", low=0.0, low_open=True)

@@ -65,7 +65,7 @@ def summarise(runs: dict, methods: tuple[str, ...]) -> dict:
         if base is not None and base["final_map@10"] > 0:
           row["improvement"].append(100.0 * (r["final_map@10"] / base["final_map@10"] - 1.0))
           oracle = results.get(f"exact-{m.partition('-')[2]}")
-          closed = None if oracle is None or not m.startswith("sogram-") else gap_closed(
+          closed = None if oracle is None or not m.startswith(("sogram-", "sagram-")) else gap_closed(
               base["final_map@10"], r["final_map@10"], oracle["final_map@10"])
           if closed is not None and np.isfinite(closed):  # no gap (oracle = sampling): nothing to close
             row["gap_closed"].append(closed)
@@ -101,7 +101,7 @@ def figure(path: Path, summary: dict) -> None:
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
   fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
   colors = {"uniform": "C0", "sqrt": "C1", "linear": "C2", "logq": "C3", "uncorrected": "C4"}
-  styles = {"sogram": "o-", "sampling": "s--", "exact": "^:", "softmax": "d-."}
+  styles = {"sogram": "o-", "sagram": "v-", "sampling": "s--", "exact": "^:", "softmax": "d-."}
   for m, by_n in summary.items():
     if not by_n:
       continue
@@ -159,7 +159,8 @@ class GramianScaling(harness.Experiment):
         train_cfg = training_config(cfg, n, seed, temperature)
         runs[n][seed] = {}
         for method in cfg.methods:
-          if method.startswith("exact-") and n > cfg.exact_max_pages:
+          if (method.startswith("exact-") and n > cfg.exact_max_pages or
+              method.startswith("sagram-") and n > cfg.sagram_max_pages):
             continue
           runs[n][seed][method] = run.stage(
               f"n={n}/seed={seed}/{method}",

@@ -9,7 +9,8 @@ SAMPLINGS = ("uniform", "linear", "sqrt")
 # exact-<s>: the oracle (the full Gramians every step, gradient on the same sampled rows); softmax-*: in-batch sampled
 # softmax, with or without the logQ correction.
 SOFTMAX = ("softmax-logq", "softmax-uncorrected")
-METHODS = tuple(f"{m}-{s}" for s in SAMPLINGS for m in ("sampling", "sogram", "exact")) + SOFTMAX
+# sagram-uniform: SAGram's per-entity caches (O(nk) memory per side), rows drawn uniformly.
+METHODS = tuple(f"{m}-{s}" for s in SAMPLINGS for m in ("sampling", "sogram", "exact")) + ("sagram-uniform",) + SOFTMAX
 DEFAULT_METHODS = tuple(f"{m}-{s}" for s in SAMPLINGS for m in ("sampling", "sogram")) + ("exact-uniform",
                                                                                            "softmax-logq")
 

@@ -8,7 +8,7 @@ from flax import nnx
 from tqdm import tqdm
 
 from bcjax.data import PairCorpus
-from bcjax.gramian import batch_gramian, sogram
+from bcjax.gramian import batch_gramian, sagram, sogram
 from bcjax.metrics import evaluate_retrieval
 from bcjax.models import TwoTower
 from bcjax.parallel import DATA_AXIS, replicate
@@ -18,8 +18,9 @@ from experiments.two_tower.softmax import make_softmax_step
 from experiments.two_tower.train import init_state, make_embedder, make_optimizer, make_train_step
 
 
-def _step(method: str, graphdef, optimizer, cfg: Config, mesh):
-  """(train step, estimator or None, entity sampling) of ``method``."""
+def method_step(method: str, graphdef, optimizer, cfg: Config, mesh=None, num_entities=(0, 0)):
+  """(train step, estimator (a (left, right) pair for SAGram) or None, entity sampling) of ``method``;
+  ``num_entities`` (left, right) sizes SAGram's caches."""
   kind, _, variant = method.partition("-")
   axis_name = None if mesh is None else DATA_AXIS
   if kind == "softmax":
@@ -28,6 +29,11 @@ def _step(method: str, graphdef, optimizer, cfg: Config, mesh):
     return step, None, "uniform"
   if kind == "sogram":
     estimator = sogram(cfg.alpha, axis_name=axis_name)
+  elif kind == "sagram":
+    # The cache estimates the uniform Gramian; its SAGA correction is unbiased for uniformly drawn rows (mu = 1).
+    if variant != "uniform":
+      raise ValueError(f"{method}: SAGram samples its cache rows uniformly; use sagram-uniform")
+    estimator = tuple(sagram(n, axis_name=axis_name) for n in num_entities)
   elif kind == "sampling":
     estimator = batch_gramian(sampling="uniform", axis_name=axis_name)  # the 1/(np) weights come with the batch
   elif kind == "exact":
@@ -72,16 +78,20 @@ def train_method(method: str, corpus: PairCorpus, cfg: Config, *, progress: bool
                    rngs=nnx.Rngs(params=jax.random.fold_in(key, 0)))
   graphdef, params = nnx.split(model)
   optimizer = make_optimizer(cfg.optimizer, cfg.learning_rate)
-  step_fn, estimator, sampling = _step(method, graphdef, optimizer, cfg, mesh)
+  step_fn, estimator, sampling = method_step(method, graphdef, optimizer, cfg, mesh,
+                                             (corpus.left.num_entities, corpus.right.num_entities))
   data = train_data(corpus, sampling, cfg.smoothing)
-  state = init_state(graphdef, params, optimizer, estimator, cfg.sizes[-1])
+  embed = make_embedder(graphdef)
+  caches = None
+  if method.startswith("sagram-"):  # the caches start from every entity's initial embedding (Alg. 1 line 4)
+    caches = (embed(params, corpus.left.groups, "left"), embed(params, corpus.right.groups, "right"))
+  state = init_state(graphdef, params, optimizer, estimator, cfg.sizes[-1], caches)
   if mesh is not None:
     state, data = replicate(mesh, state), replicate(mesh, data)
   rng = jax.random.fold_in(key, 1)
   start = time.perf_counter()
   compiled = step_fn.lower(state, data, rng).compile()
   compile_seconds = time.perf_counter() - start
-  embed = make_embedder(graphdef)
   candidates = np.random.default_rng(cfg.seed).choice(corpus.right.num_entities,
                                                       min(cfg.num_candidates, corpus.right.num_entities),
                                                       replace=False)

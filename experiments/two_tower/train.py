@@ -36,10 +36,31 @@ def make_optimizer(name: str, learning_rate: float) -> optax.GradientTransformat
   return optimizers[name](learning_rate)
 
 
-def init_state(graphdef, params, optimizer, estimator: GramianEstimator | None, k: int) -> TrainState:
-  """Fresh optimiser and estimator states (none for the exact oracle, ``estimator=None``)."""
-  shape = jax.ShapeDtypeStruct((1, k), jnp.float32)
-  left, right = ((), ()) if estimator is None else (estimator.init(shape), estimator.init(shape))
+Estimators = GramianEstimator | tuple[GramianEstimator, GramianEstimator] | None
+
+
+def _sides(estimator: Estimators) -> tuple:
+  """(left, right) estimators: one estimator serves both sides, a pair gives each side its own (SAGram's caches have
+  one row per entity of their side)."""
+  if estimator is None or isinstance(estimator, GramianEstimator):
+    return estimator, estimator
+  return tuple(estimator)
+
+
+def init_state(graphdef, params, optimizer, estimator: Estimators, k: int, caches=None) -> TrainState:
+  """Fresh optimiser and estimator states (none for the exact oracle, ``estimator=None``).
+
+  ``caches``: the (left [n_u, k], right [n_v, k]) embeddings of every entity under ``params``, which initialise
+  caching estimators (SAGram, Alg. 1 line 4); the other estimators start from zero and need none.
+  """
+  left_est, right_est = _sides(estimator)
+  if estimator is None:
+    left, right = (), ()
+  elif caches is not None:
+    left, right = left_est.init(caches[0]), right_est.init(caches[1])
+  else:
+    shape = jax.ShapeDtypeStruct((1, k), jnp.float32)
+    left, right = left_est.init(shape), right_est.init(shape)
   return TrainState(params, optimizer.init(params), left, right, jnp.zeros((), jnp.int32))
 
 
@@ -64,12 +85,11 @@ class Rows(NamedTuple):
   right_mu: jax.Array
 
 
-def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
-                    estimator: GramianEstimator | None, *, lam: float, batch_size: int, penalty_batch_size: int,
+def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation, estimator: Estimators, *, lam: float, batch_size: int, penalty_batch_size: int,
                     mesh: jax.sharding.Mesh | None = None, exact_chunk_size: int = 4096):
   """Returns the jitted ``train_step(state, data, rng) -> (state, metrics)``; the state is donated.
 
-  ``estimator=None`` is the exact-Gramian oracle: every step recomputes G_u and G_v over all entities
+  ``estimator`` serves both sides, or is a (left, right) pair. ``estimator=None`` is the exact-Gramian oracle: every step recomputes G_u and G_v over all entities
   (:func:`exact_gramians`, ``exact_chunk_size`` rows at a time) and the surrogate's gradient is taken on the same
   sampled entity rows as the estimators', so the oracle differs from them only in the Gramians' estimation error.
 
@@ -79,6 +99,7 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
   ``axis_name=DATA_AXIS``. Both batch sizes must be divisible by the mesh's device count.
   """
   axis = None if mesh is None else DATA_AXIS
+  left_estimator, right_estimator = _sides(estimator)
   if mesh is not None:
     for name, size in (("batch_size", batch_size), ("penalty_batch_size", penalty_batch_size)):
       if size % mesh.devices.size:
@@ -101,10 +122,10 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
       (g_u, g_v), left_state, right_state = exact, (), ()
     else:
       # The estimates include the current batch (Alg. 2 line 6) and are constants for the gradient (Prop. 1).
-      est_u, left_state = estimator.update(state.left_estimator, jax.lax.stop_gradient(u_b),
-                                           indices=rows.left_idx, weights=rows.left_mu)
-      est_v, right_state = estimator.update(state.right_estimator, jax.lax.stop_gradient(v_b),
-                                            indices=rows.right_idx, weights=rows.right_mu)
+      est_u, left_state = left_estimator.update(state.left_estimator, jax.lax.stop_gradient(u_b),
+                                                indices=rows.left_idx, weights=rows.left_mu)
+      est_v, right_state = right_estimator.update(state.right_estimator, jax.lax.stop_gradient(v_b),
+                                                  indices=rows.right_idx, weights=rows.right_mu)
       g_u, g_v = est_u.gramian, est_v.gramian
     surrogate = penalty_surrogate(u_b, v_b, g_u, g_v, u_weights=rows.left_mu, v_weights=rows.right_mu,
                                   axis_name=axis)
