@@ -64,6 +64,11 @@ class GramianScalingTest(absltest.TestCase):
       else:  # a seed without a gap has nothing to close: no NaN in the results
         self.assertTrue(np.isfinite(summary["sogram-uniform"].get("gap_closed_mean", 0.0)))
       self.assertNotIn("improvement_mean", summary["sampling-uniform"])
+      for m in ("sampling-uniform", "sogram-uniform"):  # the Gramian error along training, both sides, after step 0
+        errors = [np.mean([np.mean(c["gramian_error"]) for c in seeds[s][m]["curve"][1:]]) for s in sorted(seeds)]
+        assert_close(summary[m]["gramian_error_mean"], np.mean(errors))
+        self.assertTrue(all(0 < e < 10 for e in errors), (m, errors))
+      self.assertNotIn("gramian_error_mean", summary["exact-uniform"])  # the oracle estimates nothing
 
   def test_one_temperature_is_not_swept(self):
     self.assertEqual(self.results["temperature"], 0.1)

@@ -160,6 +160,37 @@ class OracleAndSoftmaxTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "sagram-sqrt: SAGram samples its cache rows uniformly"):
       method_step("sagram-sqrt", self.graphdef, opt, PRESETS["test"], None, (n, n))
 
+  def test_estimation_error_against_float64_references(self):
+    from bcjax.gramian import sagram  # pylint: disable=import-outside-toplevel
+    from experiments.two_tower.train import make_estimation_error  # pylint: disable=import-outside-toplevel
+    opt, n, batch = make_optimizer("adam", 1e-2), self.corpus.left.num_entities, 16
+    u, v = (np.asarray(x, np.float64) for x in self.embeddings(self.params))
+    exact = (u.T @ u / len(u), v.T @ v / len(v))
+    # Sampling: the weighted batch Gramian (1/|B|) Σ mu_i x_i x_i^T of the rows the function draws (sqrt sampling,
+    # so the weights mu = 1/(n p) are not all 1).
+    est, sqrt = batch_gramian(sampling="uniform"), train_data(self.corpus, "sqrt")
+    state = init_state(self.graphdef, self.params, opt, est, 5)
+    rng = jax.random.key(7)
+    got = make_estimation_error(self.graphdef, est, penalty_batch_size=batch, exact_chunk_size=16)(state, sqrt, rng)
+    self.assertGreater(float(np.std(np.asarray(sqrt.left_sampler.mu))), 0.01)
+    for side, (sampler, x, g) in enumerate(((sqrt.left_sampler, u, exact[0]), (sqrt.right_sampler, v, exact[1]))):
+      idx, mu = (np.asarray(a, np.float64) for a in sample(sampler, jax.random.fold_in(rng, side), batch))
+      rows = x[idx.astype(int)]
+      g_hat = (rows * mu[:, None]).T @ rows / batch
+      assert_close(got[side], np.float32(np.linalg.norm(g_hat - g) / np.linalg.norm(g)), "reduction")
+    # SAGram from exact caches: no error; SOGram with alpha = 1 keeps only the batch: sampling's error.
+    caches = self.embeddings(self.params)
+    pair = (sagram(n), sagram(n))
+    state = init_state(self.graphdef, self.params, opt, pair, 5, caches)
+    got = make_estimation_error(self.graphdef, pair, penalty_batch_size=batch)(state, self.data, rng)
+    assert_close(got, np.zeros(2, np.float32), "reduction", scale=1.0)
+    state = init_state(self.graphdef, self.params, opt, sogram(1.0), 5)
+    zero_history = make_estimation_error(self.graphdef, sogram(1.0), penalty_batch_size=batch)(state, self.data, rng)
+    sampling_error = make_estimation_error(self.graphdef, est, penalty_batch_size=batch)(
+        init_state(self.graphdef, self.params, opt, est, 5), self.data, rng)
+    assert_close(zero_history, sampling_error, "reduction")
+    self.assertTrue(np.all(np.asarray(sampling_error) > 0.01))  # 16 rows of 60 are not the whole corpus
+
   def test_log_q_is_the_pair_frequency(self):
     right = np.asarray(self.data.pair_right)
     probe = right[:10]

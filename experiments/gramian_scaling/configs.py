@@ -40,6 +40,8 @@ class Config:
   num_candidates: int = option(50_000, help="MAP@10 is scored against this many random candidates", low=1)
   eval_queries: int = option(2000, help="validation queries ranked per evaluation (a fixed random subset per seed; "
                                         "0: all)", low=0)
+  track_error: bool = option(True, help="measure each estimator's Gramian error against the exact Gramians at every "
+                                        "evaluation (a full pass over the corpus, not timed)")
   input_dim: int = 50
   hidden: tuple[int, ...] = (256, 64)
 

@@ -24,6 +24,7 @@ def training_config(cfg: Config, n: int, seed: int, temperature: float):
       eval_every=min(cfg.eval_every, cfg.steps), optimizer="adam", learning_rate=cfg.learning_rate,
       batch_size=cfg.batch_size, penalty_batch_size=cfg.penalty_batch_size, alpha=cfg.alpha,
       temperature=temperature, num_candidates=cfg.num_candidates, eval_queries=cfg.eval_queries,
+      track_error=cfg.track_error,
       input_dim=cfg.input_dim, sizes=cfg.hidden, methods=cfg.methods)
 
 
@@ -46,14 +47,20 @@ def map_at(curve: list[dict], seconds: float) -> float:
   return float(np.interp(seconds, [c["train_seconds"] for c in curve], [c["map@10"] for c in curve]))
 
 
+def mean_gramian_error(curve: list[dict]) -> float | None:
+  """The relative Gramian error averaged over both sides and every evaluation after step 0 (None if untracked)."""
+  errors = [np.mean(c["gramian_error"]) for c in curve[1:] if "gramian_error" in c]
+  return float(np.mean(errors)) if errors else None
+
+
 def summarise(runs: dict, methods: tuple[str, ...]) -> dict:
   """``runs[n][seed][method]`` (train_method results) -> per method and n: mean and std over seeds of the final
   MAP@10, exact Recall@50, MAP@10 at equal wall-clock (the fastest method's training time), the improvement over
   the baseline (%) and, where the oracle ran, the share of the sampling -> oracle gap closed (%)."""
   out = {m: {} for m in methods}
   for n, by_seed in runs.items():
-    per_method = {m: {"final": [], "recall": [], "time_matched": [], "improvement": [], "gap_closed": []}
-                  for m in methods}
+    per_method = {m: {"final": [], "recall": [], "time_matched": [], "improvement": [], "gap_closed": [],
+                      "gramian_error": []} for m in methods}
     for results in by_seed.values():
       budget = min(r["train_seconds"] for r in results.values())
       for m, r in results.items():
@@ -61,6 +68,8 @@ def summarise(runs: dict, methods: tuple[str, ...]) -> dict:
         row["final"].append(r["final_map@10"])
         row["recall"].append(r["exact"]["recall@50"])
         row["time_matched"].append(map_at(r["curve"], budget))
+        if (error := mean_gramian_error(r["curve"])) is not None:
+          row["gramian_error"].append(error)
         base = results.get(baseline_of(m))
         if base is not None and base["final_map@10"] > 0:
           row["improvement"].append(100.0 * (r["final_map@10"] / base["final_map@10"] - 1.0))
@@ -88,18 +97,20 @@ def table(summary: dict) -> str:
   for m, by_n in summary.items():
     for n, e in by_n.items():
       rows.append([n, m, cell(e, "final", ".4f"), cell(e, "recall", ".4f"), cell(e, "time_matched", ".4f"),
-                   cell(e, "improvement", "+.1f"), cell(e, "gap_closed", ".0f"), e["seeds"]])
+                   cell(e, "improvement", "+.1f"), cell(e, "gap_closed", ".0f"), cell(e, "gramian_error", ".3f"),
+                   e["seeds"]])
   rows.sort(key=lambda r: (int(r[0]), r[1]))
   return common.markdown_table(["n", "method", "final MAP@10", "Recall@50 (exact)", "MAP@10 at equal time",
-                                "vs sampling %", "gap to oracle closed %", "seeds"], rows)
+                                "vs sampling %", "gap to oracle closed %", "Gramian error", "seeds"], rows)
 
 
 def figure(path: Path, summary: dict) -> None:
-  """Final MAP@10 and the improvement over sampling against n (log axis), the paper's Table 2 points marked."""
+  """Final MAP@10, the improvement over sampling (the paper's Table 2 points marked) and, where tracked, each
+  estimator's Gramian error along training, against n (log axis)."""
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+  fig, (left, right, error) = plt.subplots(1, 3, figsize=(16, 4))
   colors = {"uniform": "C0", "sqrt": "C1", "linear": "C2", "logq": "C3", "uncorrected": "C4"}
   styles = {"sogram": "o-", "sagram": "v-", "sampling": "s--", "exact": "^:", "softmax": "d-."}
   for m, by_n in summary.items():
@@ -107,8 +118,8 @@ def figure(path: Path, summary: dict) -> None:
       continue
     kind, _, variant = m.partition("-")
     ns = sorted(int(n) for n in by_n)
-    for ax, key in ((left, "final"), (right, "improvement")):
-      if key == "improvement" and kind == "sampling":
+    for ax, key in ((left, "final"), (right, "improvement"), (error, "gramian_error")):
+      if key == "improvement" and kind == "sampling" or f"{key}_mean" not in by_n[str(ns[-1])]:
         continue
       ys = [by_n[str(n)].get(f"{key}_mean", np.nan) for n in ns]
       es = [by_n[str(n)].get(f"{key}_std", np.nan) for n in ns]
@@ -118,7 +129,9 @@ def figure(path: Path, summary: dict) -> None:
   right.axhline(0.0, color="gray", lw=0.8)
   left.set(xscale="log", xlabel="corpus size n (pages)", ylabel="final validation MAP@10")
   right.set(xscale="log", xlabel="corpus size n (pages)", ylabel="improvement over sampling (%)")
-  for ax in (left, right):
+  error.set(xscale="log", yscale="log", xlabel="corpus size n (pages)",
+            ylabel="Gramian error ||G_hat - G||_F / ||G||_F (mean along training)")
+  for ax in (left, right, error):
     ax.grid(alpha=0.3)
   right.legend(fontsize=7)
   fig.tight_layout()
@@ -171,7 +184,7 @@ class GramianScaling(harness.Experiment):
             "temperature": temperature, "temperature_sweep": {str(t): v for t, v in sweep.items()},
             "summary": summarise(runs, cfg.methods), "paper_points": PAPER_POINTS,
             "runs": {str(n): {str(s): {m: {k: r[k] for k in ("final_map@10", "best_map@10", "exact",
-                                                               "train_seconds", "compile_seconds")}
+                                                               "train_seconds", "compile_seconds", "curve")}
                                        for m, r in by_method.items()}
                                    for s, by_method in by_seed.items()} for n, by_seed in runs.items()}}
 

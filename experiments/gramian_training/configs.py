@@ -29,6 +29,8 @@ class Config:
   eval_every: int = option(250, help="steps between validation evaluations", low=1)
   num_candidates: int = option(50_000, help="MAP@10 is scored against this many random candidates (paper: 50K)",
                                low=1)
+  track_error: bool = option(False, help="at every evaluation, also measure the relative error of each estimator's "
+                                         "Gramians against the exact ones (a full pass over both corpora)")
   eval_queries: int = option(0, help="validation queries ranked at each evaluation (a fixed random subset); 0 ranks "
                                      "every one", low=0)
   smoothing: float = 1.0  # added to entity counts of the linear / sqrt distributions

@@ -15,7 +15,8 @@ from bcjax.parallel import DATA_AXIS, replicate
 from experiments.gramian_training.configs import Config
 from experiments.two_tower.data import train_data
 from experiments.two_tower.softmax import make_softmax_step
-from experiments.two_tower.train import init_state, make_embedder, make_optimizer, make_train_step
+from experiments.two_tower.train import (init_state, make_embedder, make_estimation_error, make_optimizer,
+                                         make_train_step)
 
 
 def method_step(method: str, graphdef, optimizer, cfg: Config, mesh=None, num_entities=(0, 0)):
@@ -96,9 +97,19 @@ def train_method(method: str, corpus: PairCorpus, cfg: Config, *, progress: bool
                                                       min(cfg.num_candidates, corpus.right.num_entities),
                                                       replace=False)
   queries = validation_queries(corpus, cfg.eval_queries, cfg.seed)
+  # The Gramian estimates' error along training (not timed); the oracle's is 0, the softmax has no Gramian.
+  track = cfg.track_error and mesh is None and estimator is not None
+  error = None if not track else make_estimation_error(graphdef, estimator, penalty_batch_size=cfg.penalty_batch_size,
+                                                       exact_chunk_size=cfg.exact_chunk_size)
+
+  def point(step: int, seconds: float, ev: dict) -> dict:
+    out = {"step": step, "train_seconds": seconds, "map@10": ev["map@10"]}
+    if error is not None:
+      out["gramian_error"] = [float(e) for e in error(state, data, jax.random.fold_in(key, 2 + step))]
+    return out
+
   curve, train_seconds = [], 0.0
-  first = evaluate(embed, state.params, corpus, candidates, queries)
-  curve.append({"step": 0, "train_seconds": 0.0, "map@10": first["map@10"]})
+  curve.append(point(0, 0.0, evaluate(embed, state.params, corpus, candidates, queries)))
   bar = tqdm(range(1, cfg.steps + 1), desc=method, disable=not progress, leave=False)
   for step in bar:
     tic = time.perf_counter()
@@ -110,10 +121,11 @@ def train_method(method: str, corpus: PairCorpus, cfg: Config, *, progress: bool
       if not np.isfinite(metrics["loss"]):
         raise FloatingPointError(f"{method}: non-finite loss {metrics['loss']} at step {step}")
       ev = evaluate(embed, state.params, corpus, candidates, queries)
-      curve.append({"step": step, "train_seconds": train_seconds, "map@10": ev["map@10"]})
+      curve.append(point(step, train_seconds, ev))
       bar.set_postfix(map10=f"{ev['map@10']:.4f}", loss=f"{metrics['loss']:.3f}")
       if log is not None:
-        log(method=method, step=step, train_seconds=train_seconds, **metrics, **{"val_map@10": ev["map@10"]})
+        extra = {"gramian_error": curve[-1]["gramian_error"]} if "gramian_error" in curve[-1] else {}
+        log(method=method, step=step, train_seconds=train_seconds, **metrics, **{"val_map@10": ev["map@10"]}, **extra)
     else:
       train_seconds += time.perf_counter() - tic
   final = evaluate(embed, state.params, corpus, candidates, queries, exact=True)

@@ -157,6 +157,33 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
   return train_step
 
 
+def make_estimation_error(graphdef: nnx.GraphDef, estimator: Estimators, *, penalty_batch_size: int,
+                          exact_chunk_size: int = 4096):
+  r"""Returns the jitted ``error(state, data, rng) -> [2]``: the relative Frobenius error
+  :math:`\lVert \hat G - G(\theta)\rVert_F / \lVert G(\theta)\rVert_F` of the (left, right) Gramian estimates the next
+  step would use, against the exact Gramians of every entity at the state's parameters (as in Fig. 2 of the paper,
+  but along a real training run). The estimate is the estimator's update on a freshly drawn entity batch, exactly as
+  in the train step: the batch Gramian for sampling, SOGram's moving average, SAGram's corrected cache sum. The state
+  is not changed. Single-device (an estimator built without ``axis_name``)."""
+  left_estimator, right_estimator = _sides(estimator)
+
+  @jax.jit
+  def error(state: TrainState, data: TrainData, rng: jax.Array) -> jax.Array:
+    model = nnx.merge(graphdef, state.params)
+    exact = exact_gramians(graphdef, state.params, data, exact_chunk_size)
+    out = []
+    for side, est, est_state, sampler, groups, key, g in (
+        ("left", left_estimator, state.left_estimator, data.left_sampler, data.left_groups, 0, exact[0]),
+        ("right", right_estimator, state.right_estimator, data.right_sampler, data.right_groups, 1, exact[1])):
+      idx, mu = sample(sampler, jax.random.fold_in(rng, key), penalty_batch_size)
+      x = (model.embed_left if side == "left" else model.embed_right)(gather(groups, idx))
+      estimate, _ = est.update(est_state, x, indices=idx, weights=mu)
+      out.append(jnp.linalg.norm(estimate.gramian - g) / jnp.linalg.norm(g))
+    return jnp.stack(out)
+
+  return error
+
+
 def make_embedder(graphdef: nnx.GraphDef, chunk_size: int = 8192):
   """``embed(params, groups, side) -> [n, k]`` for all n entities of one side, in jitted chunks."""
 
