@@ -33,7 +33,7 @@ class Config:
   batch_size: int = option(1024, help="observed pairs per step", low=1)
   penalty_batch_size: int = option(128, help="entities per side for the Gramian", low=1)
   alpha: float = option(0.1, help="SOGram's Gramian learning rate", low=0.0, high=1.0, low_open=True)
-  temperatures: tuple[float, ...] = option((0.05, 0.1, 0.3, 1.0),
+  temperatures: tuple[float, ...] = option((0.1, 0.3, 1.0, 3.0),
                                           help="temperatures τ tried for the softmax-* methods: each trains at the "
                                                "smallest n (seed 0) and the best final MAP@10 sets τ for every n",
                                           low=0.0, low_open=True)
