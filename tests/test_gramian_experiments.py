@@ -15,6 +15,7 @@ from experiments.gramian_estimation.__main__ import main as estimation_main
 from experiments.gramian_estimation.experiment import EXPERIMENT as estimation
 from experiments.gramian_training.__main__ import main as training_main
 from tests._resume import assert_same_results, kill_then_resume
+from tests._tolerance import assert_close
 from experiments.two_tower.data import check_corpus, load_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,6 +103,27 @@ class ValidationQueriesTest(absltest.TestCase):
       every = evaluate(self.embed, self.params, self.corpus, candidates, np.unique(self.corpus.val.left),
                        exact=exact)
       self.assertNotEqual(every["map@10"], capped["map@10"])  # the subset is not the whole split
+
+  def test_candidate_evaluation_embeds_only_the_ranked_items(self):
+    from experiments.gramian_training.run import evaluate  # pylint: disable=import-outside-toplevel
+    from bcjax.metrics import evaluate_retrieval  # pylint: disable=import-outside-toplevel
+    queries, candidates = np.unique(self.corpus.val.left), np.arange(1, 300, 3)
+    embedded = []
+
+    def spy(params, groups, side, idx=None):
+      embedded.append((side, None if idx is None else len(idx)))
+      return self.embed(params, groups, side, idx)
+
+    got = evaluate(spy, self.params, self.corpus, candidates, queries)
+    ranked = np.union1d(candidates, self.corpus.val.right)
+    self.assertEqual(embedded, [("left", len(queries)), ("right", len(ranked))])
+    u = self.embed(self.params, self.corpus.left.groups, "left")
+    v = self.embed(self.params, self.corpus.right.groups, "right")
+    want = evaluate_retrieval(u, v, (self.corpus.val.left, self.corpus.val.right),
+                              exclude=(self.corpus.train.left, self.corpus.train.right), candidates=candidates)
+    self.assertEqual(got["queries"], want["queries"])
+    assert_close(got["map@10"], want["map@10"])
+    assert_close(got["recall@10"], want["recall@10"])
 
 
 class GramianTrainingTest(absltest.TestCase):

@@ -12,7 +12,7 @@ import numpy as np
 from absl.testing import absltest
 
 from experiments.gramian_scaling.__main__ import main
-from experiments.gramian_scaling.experiment import best_temperature, map_at
+from experiments.gramian_scaling.experiment import best_temperature, map_at, next_temperature, oracle_gap
 from tests._resume import assert_same_results
 from tests._tolerance import assert_close
 
@@ -57,12 +57,11 @@ class GramianScalingTest(absltest.TestCase):
       base, ours, oracle = final["sampling-uniform"], final["sogram-uniform"], final["exact-uniform"]
       assert_close(summary["sogram-uniform"]["improvement_mean"], np.mean(100 * (ours / base - 1)))
       assert_close(summary["exact-uniform"]["improvement_mean"], np.mean(100 * (oracle / base - 1)))
-      with np.errstate(divide="ignore", invalid="ignore"):
-        closed = np.mean(100 * (ours - base) / (oracle - base))
-      if np.isfinite(closed):
-        assert_close(summary["sogram-uniform"]["gap_closed_mean"], closed)
-      else:  # a seed without a gap has nothing to close: no NaN in the results
-        self.assertTrue(np.isfinite(summary["sogram-uniform"].get("gap_closed_mean", 0.0)))
+      want = oracle_gap(base, ours, oracle)  # the paired gap (tested against its definition in OracleGapTest)
+      for key, value in want.items():
+        assert_close(summary["sogram-uniform"][key], value)
+      self.assertEqual("gap_closed" in summary["sogram-uniform"], "gap_closed" in want)
+      self.assertNotIn("gap_closed_mean", summary["sogram-uniform"])
       self.assertNotIn("improvement_mean", summary["sampling-uniform"])
       for m in ("sampling-uniform", "sogram-uniform"):  # the Gramian error along training, both sides, after step 0
         errors = [np.mean([np.mean(c["gramian_error"]) for c in seeds[s][m]["curve"][1:]]) for s in sorted(seeds)]
@@ -96,7 +95,38 @@ class MapAtTest(absltest.TestCase):
     assert_close([map_at(curve, t) for t in (0.0, 5.0, 10.0, 20.0, 30.0, 45.0)], [0.0, 0.1, 0.2, 0.15, 0.1, 0.1])
 
 
+class OracleGapTest(absltest.TestCase):
+
+  def test_a_resolved_gap_against_its_definition(self):
+    base, ours, oracle = np.array([0.20, 0.22, 0.21]), np.array([0.23, 0.24, 0.22]), np.array([0.25, 0.28, 0.26])
+    d = oracle - base  # 0.05, 0.06, 0.05
+    got = oracle_gap(base, ours, oracle)
+    assert_close(got["oracle_gap_mean"], np.mean(d))
+    assert_close(got["oracle_gap_se"], np.sqrt(np.sum((d - d.mean()) ** 2) / 2) / np.sqrt(3))
+    assert_close(got["gap_closed"], 100 * np.mean(ours - base) / np.mean(d))  # (0.03+0.02+0.01)/3 / (0.16/3): 37.5 %
+    assert_close(got["gap_closed"], 37.5)
+    # an estimator below sampling closes a negative share
+    assert_close(oracle_gap(base, 2 * base - ours, oracle)["gap_closed"], -37.5)
+
+  def test_a_gap_inside_the_seed_noise_gives_no_share(self):
+    base, oracle = np.array([0.20, 0.24, 0.18]), np.array([0.23, 0.21, 0.19])  # d = +0.03, -0.03, +0.01
+    got = oracle_gap(base, base + 0.01, oracle)
+    self.assertNotIn("gap_closed", got)
+    assert_close(got["oracle_gap_mean"], 0.01 / 3)
+    # an oracle clearly below sampling has no gap to close either
+    self.assertNotIn("gap_closed", oracle_gap(base, base, base - np.array([0.05, 0.06, 0.05])))
+    # one seed cannot tell the gap from noise
+    self.assertEqual(sorted(oracle_gap(base[:1], base[:1], oracle[:1])), ["oracle_gap_mean"])
+
+
 class TemperatureSweepTest(absltest.TestCase):
+
+  def test_a_best_tau_on_the_grid_edge_extends_the_grid_past_it(self):
+    self.assertEqual(next_temperature({0.1: 0.13, 0.3: 0.15, 1.0: 0.18, 3.0: 0.20}), 9.0)
+    self.assertEqual(next_temperature({0.1: 0.2, 0.3: 0.15, 1.0: 0.1}), 0.03333)
+    self.assertIsNone(next_temperature({0.1: 0.1, 0.3: 0.2, 1.0: 0.1}))  # an inner optimum
+    self.assertIsNone(next_temperature({0.3: 0.2}))  # no grid to extend
+    self.assertEqual(next_temperature({1.0: 0.1, 2.0: 0.3}), 4.0)  # the step of the outermost two points
 
   def test_best_temperature_takes_the_highest_map_and_the_smallest_tau_of_a_tie(self):
     self.assertEqual(best_temperature({0.1: 0.2, 0.3: 0.25, 1.0: 0.1}), 0.3)
@@ -106,12 +136,16 @@ class TemperatureSweepTest(absltest.TestCase):
     with tempfile.TemporaryDirectory() as tmp:
       with contextlib.redirect_stdout(io.StringIO()):
         code = main(["--preset", "test", "--out", f"{tmp}/run", "--no-progress", "--sizes", "300", "--seeds", "1",
-                     "--methods", "sampling-uniform,sagram-uniform,softmax-logq", "--temperatures", "0.1,1"])
+                     "--methods", "sampling-uniform,sagram-uniform,softmax-logq", "--temperatures", "0.1,1",
+                     "--temperature-extensions", "1"])
       self.assertEqual(code, 0)
       results = json.loads(Path(f"{tmp}/run/results.json").read_text())
       table = Path(f"{tmp}/run/table.md").read_text()
     sweep = {float(t): v for t, v in results["temperature_sweep"].items()}
-    self.assertEqual(sorted(sweep), [0.1, 1.0])
+    # the grid's best decides the one extension: 10 past a best 1, 0.01 past a best 0.1
+    first = best_temperature({t: sweep[t] for t in (0.1, 1.0)})
+    self.assertEqual(sorted(sweep), sorted([0.1, 1.0, 10.0 if first == 1.0 else 0.01]))
+    self.assertEqual(results["temperature_on_edge"], next_temperature(sweep) is not None)
     self.assertEqual(results["temperature"], best_temperature(sweep))
     # The curve's run is the sweep's run at the chosen τ: the same seed and config give the same numbers.
     self.assertEqual(results["runs"]["300"]["0"]["softmax-logq"]["final_map@10"], sweep[results["temperature"]])

@@ -1,6 +1,8 @@
 """Ranking metrics against float64 NumPy references written here, and the chunked retrieval evaluation against a
 brute-force loop (full corpus and candidate sets)."""
 
+from unittest import mock
+
 import jax
 import numpy as np
 from absl.testing import absltest, parameterized
@@ -9,7 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
-from bcjax.metrics import average_precision_at_k, evaluate_retrieval, mean_over_queries, recall_at_k, roc_auc
+from bcjax.metrics import (average_precision_at_k, evaluate_retrieval, mean_over_queries, ranking_metrics, recall_at_k,
+                           roc_auc)
+from bcjax.metrics import _retrieval
 from tests._tolerance import assert_close
 
 
@@ -44,6 +48,21 @@ class RankingTest(parameterized.TestCase):
       want_r, want_ap = np_metrics(scores, relevant, k, w)
       assert_close(recall_at_k(scores, relevant, k, where=w), want_r)
       assert_close(average_precision_at_k(scores, relevant, k, where=w), want_ap)
+
+  def test_one_ranking_serves_every_cutoff(self):
+    # Ties (scores on a coarse grid) make the top K of one pass and the head of a longer one differ if the ranking
+    # were not tie-stable.
+    rng = np.random.default_rng(3)
+    scores = rng.integers(0, 4, size=(25, 18)).astype(np.float64)
+    relevant = rng.random((25, 18)) < 0.3
+    where = rng.random((25, 18)) < 0.7
+    for w in (None, where):
+      got = ranking_metrics(scores, relevant, (1, 4, 9), where=w)
+      self.assertEqual(sorted(got), ["map@1", "map@4", "map@9", "recall@1", "recall@4", "recall@9"])
+      for k in (1, 4, 9):
+        want_r, want_ap = np_metrics(scores, relevant, k, w)
+        assert_close(got[f"recall@{k}"], want_r, err_msg=f"K={k}")
+        assert_close(got[f"map@{k}"], want_ap, err_msg=f"K={k}")
 
   def test_closed_forms(self):
     scores = np.array([[4.0, 3.0, 2.0, 1.0]])
@@ -126,6 +145,22 @@ class RetrievalTest(parameterized.TestCase):
       assert_close(got[f"recall@{k}"], want_r)
       assert_close(got[f"map@{k}"], want_ap)
     self.assertEqual(got["queries"], len(set(rel[0])))
+
+  def test_large_corpora_are_scored_in_smaller_query_chunks(self):
+    # A chunk holds at most _CHUNK_ENTRIES scores; with a tiny budget every chunk is one or two queries, and the
+    # padded last chunk (rows that copy a real query) must still add nothing.
+    rng = np.random.default_rng(4)
+    u, v = rng.normal(size=(9, 3)), rng.normal(size=(40, 3))
+    rel = (rng.integers(0, 9, 30), rng.integers(0, 40, 30))
+    exc = (rng.integers(0, 9, 50), rng.integers(0, 40, 50))
+    want = evaluate_retrieval(u, v, rel, exclude=exc, ks=(3, 6))
+    with mock.patch.object(_retrieval, "_CHUNK_ENTRIES", 60):
+      got = evaluate_retrieval(u, v, rel, exclude=exc, ks=(3, 6))
+    for k in (3, 6):
+      want_r, want_ap = self.brute_force(u, v, rel, exc, k)
+      assert_close(got[f"recall@{k}"], want_r)
+      assert_close(got[f"map@{k}"], want_ap)
+      assert_close(got[f"map@{k}"], want[f"map@{k}"])
 
   def test_excluded_relevant_items_count_in_the_recall_denominator(self):
     # BC-Aligner's reference rule: a re-interaction with a training item is not ranked, but it still counts among

@@ -47,6 +47,16 @@ def _ranked_hits(fn: str, scores, relevant, k: int, where):
   return hits.astype(scores.dtype), jnp.sum(relevant, axis=1).astype(scores.dtype)
 
 
+def _recall(hits, n_rel, k: int):
+  return jnp.sum(hits[:, :k], axis=1) / jnp.maximum(n_rel, 1)
+
+
+def _average_precision(hits, n_rel, k: int):
+  hits = hits[:, :k]
+  precision = jnp.cumsum(hits, axis=1) / jnp.arange(1, k + 1, dtype=hits.dtype)
+  return jnp.sum(precision * hits, axis=1) / jnp.maximum(jnp.minimum(n_rel, k), 1)
+
+
 def recall_at_k(scores: ArrayLike, relevant: ArrayLike, k: int, *, where: ArrayLike | None = None) -> jax.Array:
   """Recall@K per query, [Q]: the share of the eligible relevant items ranked in the top K.
 
@@ -56,16 +66,27 @@ def recall_at_k(scores: ArrayLike, relevant: ArrayLike, k: int, *, where: ArrayL
     k: the cut-off K.
     where: [Q, N] boolean eligibility (e.g. False on the query's training items).
   """
-  hits, n_rel = _ranked_hits("recall_at_k", scores, relevant, k, where)
-  return jnp.sum(hits, axis=1) / jnp.maximum(n_rel, 1)
+  return _recall(*_ranked_hits("recall_at_k", scores, relevant, k, where), k)
 
 
 def average_precision_at_k(scores: ArrayLike, relevant: ArrayLike, k: int, *,
                            where: ArrayLike | None = None) -> jax.Array:
   """AP@K per query, [Q] (MAP@K is its mean over queries); arguments as in :func:`recall_at_k`."""
-  hits, n_rel = _ranked_hits("average_precision_at_k", scores, relevant, k, where)
-  precision = jnp.cumsum(hits, axis=1) / jnp.arange(1, k + 1, dtype=hits.dtype)
-  return jnp.sum(precision * hits, axis=1) / jnp.maximum(jnp.minimum(n_rel, k), 1)
+  return _average_precision(*_ranked_hits("average_precision_at_k", scores, relevant, k, where), k)
+
+
+def ranking_metrics(scores: ArrayLike, relevant: ArrayLike, ks, *, where: ArrayLike | None = None
+                    ) -> dict[str, jax.Array]:
+  """``{"recall@K": [Q], "map@K": [Q]}`` for every K of ``ks`` from a single top-K pass at the largest K (the top K
+  of a tie-stable ranking is the head of its top K' for K <= K'), so scoring a large corpus at several cut-offs costs
+  one ranking; arguments as in :func:`recall_at_k`."""
+  ks = tuple(ks)
+  hits, n_rel = _ranked_hits("ranking_metrics", scores, relevant, max(ks), where)
+  out = {}
+  for k in ks:
+    out[f"recall@{k}"] = _recall(hits, n_rel, k)
+    out[f"map@{k}"] = _average_precision(hits, n_rel, k)
+  return out
 
 
 def mean_over_queries(values: ArrayLike, relevant: ArrayLike) -> jax.Array:

@@ -15,7 +15,7 @@ import numpy as np
 from bcjax import _checks
 from bcjax._buckets import bucket_size
 
-from bcjax.metrics._ranking import average_precision_at_k, recall_at_k
+from bcjax.metrics._ranking import ranking_metrics
 
 
 def _indices(name: str, values) -> np.ndarray:
@@ -42,15 +42,37 @@ def _pairs(name: str, pairs, num_queries: int, num_items: int) -> tuple[np.ndarr
   return q, i
 
 
-@functools.partial(jax.jit, static_argnames=("ks",))
-def _chunk_sums(queries, items, rel, eligible, undercount, ks):
-  """Sums over one chunk of queries of Recall@K (times ``undercount``) and AP@K for every K, in one program."""
-  scores = queries @ items.T
-  out = {}
-  for k in ks:
-    out[f"recall@{k}"] = jnp.sum(recall_at_k(scores, rel, k, where=eligible) * undercount)
-    out[f"map@{k}"] = jnp.sum(average_precision_at_k(scores, rel, k, where=eligible))
-  return out
+# Scores of one chunk are [rows, items]; chunks of a large corpus hold fewer queries so that a chunk's score matrix and
+# masks stay near 2^28 entries (1 GiB of float32 scores) whatever the corpus size.
+_CHUNK_ENTRIES = 1 << 28
+
+
+def _padded_pairs(rows: np.ndarray, cols: np.ndarray, fill_row: int) -> tuple[jax.Array, jax.Array]:
+  """(row, column) index pairs padded to a power of two with the out-of-range row ``fill_row`` (dropped by the
+  scatter), so the compiles stay one per octave of pair counts."""
+  size = bucket_size(len(rows))
+  pad = size - len(rows)
+  return (jnp.asarray(np.concatenate([rows, np.full(pad, fill_row)]), jnp.int32),
+          jnp.asarray(np.concatenate([cols, np.zeros(pad, cols.dtype)]), jnp.int32))
+
+
+@functools.partial(jax.jit, static_argnames=("ks", "rank_excluded_relevant"))
+def _chunk_sums(queries, items, num_valid, rel_pairs, exc_pairs, is_candidate, ks, rank_excluded_relevant):
+  """Sums over one chunk of queries of Recall@K and AP@K for every K, in one program. The relevance and
+  eligibility masks are scattered here from sparse (row, column) pairs rather than shipped dense from the host;
+  rows from ``num_valid`` on are padding with no relevant and no eligible item (they add 0)."""
+  rows, num_items = queries.shape[0], items.shape[0]
+  rel = jnp.zeros((rows, num_items), bool).at[rel_pairs].set(True, mode="drop")
+  valid = jnp.arange(rows) < num_valid
+  eligible = (valid[:, None] & is_candidate[None, :]).at[exc_pairs].set(False, mode="drop")
+  if rank_excluded_relevant:
+    eligible = eligible | rel
+    undercount = jnp.ones(rows, queries.dtype)
+  else:  # recall_at_k divides by the eligible relevant items; rescale to all relevant items
+    undercount = (jnp.sum(rel & eligible, axis=1) / jnp.maximum(jnp.sum(rel, axis=1), 1)).astype(queries.dtype)
+  per_query = ranking_metrics(queries @ items.T, rel, ks, where=eligible)
+  return {name: jnp.sum(value * undercount) if name.startswith("recall") else jnp.sum(value)
+          for name, value in per_query.items()}
 
 
 def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=None, ks: Sequence[int] = (10,),
@@ -103,6 +125,10 @@ def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=N
   if not ks:
     raise ValueError(f"{fn}: `ks` is empty; give at least one cut-off K")
   items_u = items[jnp.asarray(universe)]
+  is_candidate = np.zeros(len(universe), bool)
+  is_candidate[column[candidates] if candidates is not None else slice(None)] = True
+  is_candidate = jnp.asarray(is_candidate)
+  chunk_size = min(chunk_size, max(1, _CHUNK_ENTRIES // len(universe)))
   eval_queries = np.unique(rel_q)
   totals = {f"{m}@{k}": 0.0 for k in ks for m in ("recall", "map")}
   for start in range(0, len(eval_queries), chunk_size):
@@ -113,24 +139,13 @@ def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=N
     rows = max(rows, len(chunk))
     row = np.full(num_q, -1, np.int64)
     row[chunk] = np.arange(len(chunk))
-    rel = np.zeros((rows, len(universe)), bool)
     sel = row[rel_q] >= 0
-    rel[row[rel_q[sel]], column[rel_i[sel]]] = True
-    eligible = np.zeros_like(rel)
-    if candidates is not None:
-      eligible[:len(chunk), column[candidates]] = True
-    else:
-      eligible[:len(chunk)] = True
+    rel_pairs = _padded_pairs(row[rel_q[sel]], column[rel_i[sel]], rows)
     sel = (row[exc_q] >= 0) & (column[exc_i] >= 0)
-    eligible[row[exc_q[sel]], column[exc_i[sel]]] = False
-    if rank_excluded_relevant:
-      eligible |= rel
-      undercount = np.ones(rows)
-    else:  # recall_at_k divides by the eligible relevant items; rescale to all relevant items
-      undercount = (rel & eligible).sum(1) / np.maximum(rel.sum(1), 1)
+    exc_pairs = _padded_pairs(row[exc_q[sel]], column[exc_i[sel]], rows)
     query_rows = np.concatenate([chunk, np.full(rows - len(chunk), chunk[0])])
-    sums = _chunk_sums(queries[jnp.asarray(query_rows)], items_u, jnp.asarray(rel), jnp.asarray(eligible),
-                       jnp.asarray(undercount, queries.dtype), ks)
+    sums = _chunk_sums(queries[jnp.asarray(query_rows)], items_u, len(chunk), rel_pairs, exc_pairs, is_candidate,
+                       ks, rank_excluded_relevant)
     for name, value in jax.device_get(sums).items():
       totals[name] += float(value)
   out = {name: total / len(eval_queries) for name, total in totals.items()}

@@ -12,7 +12,6 @@ from bcjax.data import synthetic_link_corpus
 from experiments import common, harness
 from experiments.gramian_scaling.configs import PAPER_POINTS, PRESETS, Config
 from experiments.gramian_training.configs import PRESETS as TRAINING_PRESETS
-from experiments.gramian_training.experiment import gap_closed
 from experiments.gramian_training.run import train_method
 from experiments.two_tower.data import check_corpus
 
@@ -31,6 +30,36 @@ def training_config(cfg: Config, n: int, seed: int, temperature: float):
 def best_temperature(sweep: dict[float, float]) -> float:
   """The temperature of the highest final MAP@10 (the smallest τ among ties)."""
   return max(sorted(sweep), key=lambda tau: sweep[tau])
+
+
+def next_temperature(sweep: dict[float, float]) -> float | None:
+  """Where the best τ of a sweep lies on the edge of the grid tried, the next τ one geometric step beyond that edge
+  (the step between the two outermost grid points on that side, 4 significant digits); None for an inner optimum
+  (or a grid of one τ). A best τ on the edge says only that the optimum lies beyond it."""
+  taus = sorted(sweep)
+  if len(taus) < 2:
+    return None
+  best = best_temperature(sweep)
+  if best == taus[-1]:
+    return float(f"{taus[-1] * taus[-1] / taus[-2]:.4g}")
+  if best == taus[0]:
+    return float(f"{taus[0] * taus[0] / taus[1]:.4g}")
+  return None
+
+
+def oracle_gap(base: np.ndarray, ours: np.ndarray, oracle: np.ndarray) -> dict:
+  """The sampling -> oracle gap in final MAP@10 and the share of it ``ours`` closes, from runs paired by seed (the
+  same corpus, initial model and batches). The gap is d_s = oracle_s - base_s with standard error
+  std(d, ddof=1)/sqrt(S); the share closed, 100 mean(ours - base) / mean(d), is given only when the gap is resolved
+  (S >= 2 and mean(d) > 2 SE): a gap inside the seed noise would turn noise into shares of -1000 %."""
+  gap = np.asarray(oracle, np.float64) - np.asarray(base, np.float64)
+  out = {"oracle_gap_mean": float(gap.mean())}
+  if gap.size < 2:
+    return out
+  out["oracle_gap_se"] = se = float(gap.std(ddof=1) / np.sqrt(gap.size))
+  if gap.mean() > 2.0 * se:
+    out["gap_closed"] = float(100.0 * np.mean(np.asarray(ours, np.float64) - base) / gap.mean())
+  return out
 
 
 def baseline_of(method: str) -> str | None:
@@ -56,11 +85,12 @@ def mean_gramian_error(curve: list[dict]) -> float | None:
 def summarise(runs: dict, methods: tuple[str, ...]) -> dict:
   """``runs[n][seed][method]`` (train_method results) -> per method and n: mean and std over seeds of the final
   MAP@10, exact Recall@50, MAP@10 at equal wall-clock (the fastest method's training time), the improvement over
-  the baseline (%) and, where the oracle ran, the share of the sampling -> oracle gap closed (%)."""
+  the baseline (%), the Gramian error along training and, for SOGram and SAGram where the oracle ran, the
+  sampling -> oracle gap and the share of it closed (:func:`oracle_gap`)."""
   out = {m: {} for m in methods}
   for n, by_seed in runs.items():
-    per_method = {m: {"final": [], "recall": [], "time_matched": [], "improvement": [], "gap_closed": [],
-                      "gramian_error": []} for m in methods}
+    per_method = {m: {"final": [], "recall": [], "time_matched": [], "improvement": [], "gramian_error": []}
+                  for m in methods}
     for results in by_seed.values():
       budget = min(r["train_seconds"] for r in results.values())
       for m, r in results.items():
@@ -73,17 +103,17 @@ def summarise(runs: dict, methods: tuple[str, ...]) -> dict:
         base = results.get(baseline_of(m))
         if base is not None and base["final_map@10"] > 0:
           row["improvement"].append(100.0 * (r["final_map@10"] / base["final_map@10"] - 1.0))
-          oracle = results.get(f"exact-{m.partition('-')[2]}")
-          closed = None if oracle is None or not m.startswith(("sogram-", "sagram-")) else gap_closed(
-              base["final_map@10"], r["final_map@10"], oracle["final_map@10"])
-          if closed is not None and np.isfinite(closed):  # no gap (oracle = sampling): nothing to close
-            row["gap_closed"].append(closed)
     for m, row in per_method.items():
       if not row["final"]:
         continue  # e.g. the oracle above --exact-max-pages
       out[m][str(n)] = {f"{key}_{stat}": float(fn(values)) for key, values in row.items() if values
                         for stat, fn in (("mean", np.mean), ("std", np.std))}
       out[m][str(n)]["seeds"] = len(row["final"])
+      base, oracle = baseline_of(m), f"exact-{m.partition('-')[2]}"
+      if m.startswith(("sogram-", "sagram-")) and per_method.get(oracle, {}).get("final"):
+        paired = [s for s, r in by_seed.items() if {m, base, oracle} <= set(r)]
+        out[m][str(n)].update(oracle_gap(*(np.array([by_seed[s][x]["final_map@10"] for s in paired])
+                                           for x in (base, m, oracle))))
   return out
 
 
@@ -93,15 +123,22 @@ def table(summary: dict) -> str:
       return "—"
     return f"{entry[f'{key}_mean']:{fmt}} ± {entry[f'{key}_std']:{fmt.lstrip('+')}}"
 
+  def closed(entry):
+    if "oracle_gap_mean" not in entry:
+      return "—"
+    gap = f"gap {entry['oracle_gap_mean']:+.4f}" + (f" ± {entry['oracle_gap_se']:.4f}" if "oracle_gap_se" in entry
+                                                    else "")
+    return f"{entry['gap_closed']:.0f} ({gap})" if "gap_closed" in entry else f"unresolved ({gap})"
+
   rows = []
   for m, by_n in summary.items():
     for n, e in by_n.items():
       rows.append([n, m, cell(e, "final", ".4f"), cell(e, "recall", ".4f"), cell(e, "time_matched", ".4f"),
-                   cell(e, "improvement", "+.1f"), cell(e, "gap_closed", ".0f"), cell(e, "gramian_error", ".3f"),
+                   cell(e, "improvement", "+.1f"), closed(e), cell(e, "gramian_error", ".3f"),
                    e["seeds"]])
   rows.sort(key=lambda r: (int(r[0]), r[1]))
   return common.markdown_table(["n", "method", "final MAP@10", "Recall@50 (exact)", "MAP@10 at equal time",
-                                "vs sampling %", "gap to oracle closed %", "Gramian error", "seeds"], rows)
+                                "vs sampling %", "gap to oracle closed % (oracle - sampling ± SE)", "Gramian error", "seeds"], rows)
 
 
 def figure(path: Path, summary: dict) -> None:
@@ -130,7 +167,8 @@ def figure(path: Path, summary: dict) -> None:
   left.set(xscale="log", xlabel="corpus size n (pages)", ylabel="final validation MAP@10")
   right.set(xscale="log", xlabel="corpus size n (pages)", ylabel="improvement over sampling (%)")
   error.set(xscale="log", yscale="log", xlabel="corpus size n (pages)",
-            ylabel="Gramian error ||G_hat - G||_F / ||G||_F (mean along training)")
+            ylabel="relative Gramian error (mean along training)")
+  error.set_title(r"$\|\hat G - G\|_F \,/\, \|G\|_F$", fontsize=9)
   for ax in (left, right, error):
     ax.grid(alpha=0.3)
   right.legend(fontsize=7)
@@ -160,10 +198,15 @@ class GramianScaling(harness.Experiment):
     sweep, temperature = {}, cfg.temperatures[0]
     if softmax and len(cfg.temperatures) > 1:  # tuned once, on the smallest corpus, for the first softmax method
       n = min(cfg.sizes)
-      for tau in cfg.temperatures:
-        sweep[tau] = run.stage(f"tune/{softmax[0]}/temperature={tau}", lambda n=n, tau=tau: train_method(
-            softmax[0], corpus(n, 0), training_config(cfg, n, 0, tau), progress=run.progress,
-            log=functools.partial(run.log, n=n, seed=0, temperature=tau)))["final_map@10"]
+      grid = list(cfg.temperatures)
+      for _ in range(cfg.temperature_extensions + 1):  # a best τ on the grid's edge extends the grid past it
+        for tau in grid:
+          sweep[tau] = run.stage(f"tune/{softmax[0]}/temperature={tau}", lambda n=n, tau=tau: train_method(
+              softmax[0], corpus(n, 0), training_config(cfg, n, 0, tau), progress=run.progress,
+              log=functools.partial(run.log, n=n, seed=0, temperature=tau)))["final_map@10"]
+        if (beyond := next_temperature(sweep)) is None:
+          break
+        grid = [beyond]
       temperature = best_temperature(sweep)
     runs = {}
     for n in cfg.sizes:
@@ -181,7 +224,8 @@ class GramianScaling(harness.Experiment):
                   method, corpus(n, seed), train_cfg, progress=run.progress,
                   log=functools.partial(run.log, n=n, seed=seed)))
     return {"preset": args.preset, "sizes": list(cfg.sizes), "seeds": cfg.seeds,
-            "temperature": temperature, "temperature_sweep": {str(t): v for t, v in sweep.items()},
+            "temperature": temperature, "temperature_sweep": {str(t): v for t, v in sorted(sweep.items())},
+            "temperature_on_edge": next_temperature(sweep) is not None,
             "summary": summarise(runs, cfg.methods), "paper_points": PAPER_POINTS,
             "runs": {str(n): {str(s): {m: {k: r[k] for k in ("final_map@10", "best_map@10", "exact",
                                                                "train_seconds", "compile_seconds", "curve")}
@@ -192,7 +236,9 @@ class GramianScaling(harness.Experiment):
     text = table(results["summary"])
     if results["temperature_sweep"]:
       text += (f"\nSoftmax temperature τ = {results['temperature']}, tuned at the smallest n (seed 0); final MAP@10 "
-               f"by τ: " + ", ".join(f"{t}: {v:.4f}" for t, v in results["temperature_sweep"].items()) + "\n")
+               f"by τ: " + ", ".join(f"{t}: {v:.4f}" for t, v in results["temperature_sweep"].items()) +
+               (" (the best τ is still on the grid's edge after --temperature-extensions steps)"
+                if results.get("temperature_on_edge") else "") + "\n")
     run.write_text("table.md", text)
     figure(run.out / "scaling.png", results["summary"])
     return f"\nFinal validation MAP@10 and gains against corpus size (mean ± std over {cfg.seeds} seeds):\n\n{text}"
