@@ -136,6 +136,27 @@ class RobustnessTest(parameterized.TestCase):
     assert_close(float(sharded[0][0]), float(info_nce(anchor, positive)))
     assert_close(float(sharded[1][1]), float(nce_ii(anchor, positive, z_new, 0.4)))
 
+  def test_mixed_info_nce_sharded_picks_the_one_device_negatives(self):
+    anchor, positive, _, z_old = views(11, b=8, m=4)
+    new_num = 5  # anchors 0..4 take columns 0..5 but self, the others 0..4: rows of both devices are negatives
+    want = float(mixed_info_nce(anchor, positive, z_old, new_num))
+    shard = lambda x: x.reshape(2, -1, x.shape[-1])  # noqa: E731
+    got = jax.vmap(lambda a, p, o: mixed_info_nce(a, p, o, new_num, axis_name="d"), axis_name="d")(
+        shard(anchor), shard(positive), shard(z_old))
+    assert_close(np.asarray(got), [want, want])
+    # blocks of 4 real rows and one padding row each (as graph batches split over devices): the real positions
+    pad = lambda x: np.concatenate([x.reshape(2, 4, -1), np.full((2, 1, x.shape[-1]), 1e30)], axis=1)  # noqa: E731
+    where = np.tile(np.arange(5) < 4, (2, 1))
+    positions = np.array([[0, 1, 2, 3, 4], [4, 5, 6, 7, 8]])
+    old = np.stack([z_old[:2], z_old[2:]])
+    got = jax.vmap(lambda a, p, o, w, q: mixed_info_nce(a, p, o, new_num, where=w, positions=q, axis_name="d"),
+                   axis_name="d")(pad(anchor), pad(positive), old, where, positions)
+    assert_close(np.asarray(got), [want, want])
+    # the default positions count the padding rows and pick other negatives: the positions matter
+    default = jax.vmap(lambda a, p, o, w: mixed_info_nce(a, p, o, new_num, where=w, axis_name="d"),
+                       axis_name="d")(pad(anchor), pad(positive), old, where)
+    self.assertGreater(abs(float(default[0]) - want), 1e-4 * abs(want))
+
   def test_bad_inputs(self):
     anchor, positive, z_new, _ = views(6)
     with self.assertRaisesRegex(ValueError, r"`positive` has shape \(5, 5\)"):

@@ -52,6 +52,32 @@ class MaskedBatchNormTest(absltest.TestCase):
       assert_close(np.asarray(mean[d]), 0.1 * mu, scale=np.max(np.abs(mu)))
       assert_close(np.asarray(var[d]), 0.9 + 0.1 * sigma2, scale=np.max(sigma2))
 
+  def test_images_split_over_an_axis_get_the_whole_batch_statistics(self):
+    # [N, H, W, C] images with a row mask, as the image encoders call it: statistics over every real pixel
+    rng = np.random.default_rng(3)
+    devices, rows = 2, 4
+    x = rng.normal(size=(devices * rows, 3, 3, 5)).astype(np.float32) * 2.0 + 0.5
+    mask = np.array([True, True, True, False, True, False, False, False])
+    x[~mask] = np.nan  # padded images hold anything
+    flax = nnx.BatchNorm(5, momentum=0.9, epsilon=1e-5, rngs=nnx.Rngs(0))
+    flax.train()
+    want = np.asarray(flax(np.where(mask[:, None, None, None], x, 0.0), mask=mask[:, None, None, None]))
+    module = MaskedBatchNorm(5, axis_name="d", momentum=0.9, epsilon=1e-5, rngs=nnx.Rngs(0))
+    module.train()
+    graphdef, state = nnx.split(module)
+
+    def run(x, mask):
+      m = nnx.merge(graphdef, state, copy=True)
+      return m(x, mask=mask[:, None, None, None]), m.mean[...], m.var[...]
+    y, mean, var = jax.vmap(run, axis_name="d")(jnp.asarray(x).reshape(devices, rows, 3, 3, 5),
+                                                jnp.asarray(mask).reshape(devices, rows))
+    got = np.asarray(y).reshape(x.shape)
+    assert_close(got[mask], want[mask], "network")
+    real = x[mask].reshape(-1, 5).astype(np.float64)  # float64 NumPy over the real pixels
+    assert_close(np.asarray(mean[0]), 0.1 * real.mean(axis=0), "reduction", scale=1.0)
+    assert_close(np.asarray(var[1]), 0.9 + 0.1 * real.var(axis=0), "reduction", scale=1.0)
+    assert_close(np.asarray(flax.mean[...]), np.asarray(mean[0]), "reduction", scale=1.0)
+
 
 class GCNSplitTest(absltest.TestCase):
 

@@ -419,6 +419,106 @@ if __name__ == "__main__":
   absltest.main()
 
 
+# ICL's fused steps on graphs (GCN) and images (small CNN): each step kind for 10 steps (ICL's agents: 3); every step
+# starts both runs from the one-device carry (replicated on the mesh) with the same batch, cut into 4 device blocks
+# for the mesh (every third batch short, so some devices hold no sample).
+ICL_PROBE = textwrap.dedent("""
+    import dataclasses, json, tempfile
+    from pathlib import Path
+    import jax
+    import numpy as np
+    from jax.sharding import NamedSharding
+    from bcjax.contrastive import AgentConfig
+    from bcjax.parallel import DATA_AXIS, data_mesh, shard_blocks
+    from experiments import harness
+    from experiments.icl.configs import PRESETS
+    from experiments.icl.data import common_budget, stack_batches
+    from experiments.icl.datasets import load_dataset
+    from experiments.icl.experiment import EXPERIMENT
+    from experiments.icl.steps import MetaRule, adam_step, init_carry, meta_step
+    from experiments.icl.train import split_encoder
+
+    cfg = dataclasses.replace(PRESETS["test"], dropout=0.0, image_width=4, image_features=8)
+    B, NEW_NUM, OLD_NUM = 32, 10, 21
+    AGENT = AgentConfig(actor_hidden=4)
+    mesh = data_mesh(4)
+    NEGATIVES = {"nce-i": (None, 0), "distill": (None, 0), "nce-ii": (B - 1, B - 1), "mixed": (OLD_NUM, OLD_NUM)}
+
+    def leaves(tree):
+      return {jax.tree_util.keystr(p): np.asarray(x).tolist() for p, x in
+              jax.tree_util.tree_flatten_with_path(tree)[0] if np.issubdtype(np.asarray(x).dtype, np.number)}
+
+    def batches(data, devices):
+      rng = np.random.default_rng(7)  # both runs draw the same samples and augmentations
+      def views(i, extra, slots):
+        idx = rng.choice(data.num, B if i % 3 else 12 + i, replace=False)
+        ex = None if extra is None else rng.choice(data.num, extra, replace=False)
+        v, o = data.views(idx, B, rng, ex, slots, None, devices)
+        return v if ex is None else (v, o)
+      return views
+
+    def run(data, kind, steps):
+      meshes = (None, mesh)
+      enc = {m: split_encoder(data.new_model(cfg, jax.random.key(0), None if m is None else DATA_AXIS))
+             for m in meshes}
+      teacher = (enc[None].params, enc[None].stats)
+
+      def make(m):
+        e = enc[m]
+        if kind in ("meta", "icl"):
+          rule = MetaRule(AGENT if kind == "icl" else None, 1e-2, "sgd", 1e-2, 1e-3, 1e-5, unroll=True)
+          return meta_step(e.train_def, 0.1, NEW_NUM, rule, m)
+        return adam_step(e.train_def, kind, 0.1, 1e-3, 1e-5, NEW_NUM if kind == "mixed" else None,
+                         e.eval_def if kind == "distill" else None, m)
+      step = {m: make(m) for m in meshes}
+      carry = init_carry(enc[None].params, enc[None].stats, 1e-3, 1e-5, AGENT if kind == "icl" else None,
+                         jax.random.key(1), 1.0)
+      views = {m: batches(data, 1 if m is None else 4) for m in meshes}
+      out = {"losses": []}
+      for i in range(steps):
+        key = jax.random.key(100 + i)
+        host = jax.device_get(carry)
+        results = {}
+        for m in meshes:
+          place = (lambda b, axis=0: b) if m is None else (lambda b, axis=0, m=m: shard_blocks(m, b, axis=axis))
+          if kind in ("meta", "icl"):
+            *sup, q = common_budget([views[m](i, B - 1, B - 1) for _ in range(2)] + [views[m](i, OLD_NUM, OLD_NUM)])
+            args = (place(stack_batches(sup), 1), place(q), key, np.float32(0.3))
+          else:
+            args = (place(views[m](i, *NEGATIVES[kind])), key, np.float32(1.0 if kind == "distill" else 0.3),
+                    teacher if kind == "distill" else None)
+          start = jax.tree.map(np.array, host)
+          if m is not None:
+            start = jax.device_put(start, NamedSharding(m, jax.P()))
+          results[m] = step[m](start, *args)
+        (c1, l1), (c4, l4) = results[None], results[mesh]
+        first = lambda l: float(np.asarray(l[0] if isinstance(l, tuple) else l))
+        out["losses"].append([first(l1), first(l4)])
+        out["replicated"] = all(x.sharding.is_fully_replicated for x in jax.tree.leaves(c4))
+        if i == steps - 1:  # the last step's carries; every earlier step shows in its successor's loss
+          out["one"], out["four"] = leaves(c1), leaves(c4)
+        carry = c1
+      return out
+
+    out = {}
+    for dataset, kinds in (("synthetic-graphs", ("nce-i", "nce-ii", "mixed", "distill", "meta", "icl")),
+                           ("digits-2", ("nce-i", "mixed", "meta"))):
+      data = load_dataset(dataset, seed=0)
+      for kind in kinds:
+        out[f"{dataset} {kind}"] = run(data, kind, 3 if kind == "icl" else 10)
+
+    def cli(*argv):
+      try:
+        return harness.main(EXPERIMENT, ["--preset", "test", "--no-progress", *argv])
+      except SystemExit as e:
+        return e.code
+    tmp = Path(tempfile.mkdtemp())
+    out["cli_error"] = [cli("--devices", "3", "--out", str(tmp / "e")), (tmp / "e").exists()]
+    print("RESULT " + json.dumps(out))
+""")
+
+
+
 def f32(x) -> np.ndarray:
   """Values that were float32 before the probe's JSON, compared at float32 precision."""
   return np.asarray(x, np.float32)
@@ -513,6 +613,64 @@ class BCAlignerDataParallelTest(absltest.TestCase):
       fit_posthoc(np.ones((4, 2)), np.ones((4, 2)), key=jax.random.key(0), axis_name="data")
 
 
+class ShardBlocksTest(absltest.TestCase):
+
+  def test_blocks_are_placed_and_a_missing_axis_is_named(self):
+    mesh = parallel.data_mesh(1)
+    x = np.arange(12.0).reshape(3, 1, 4)
+    placed = parallel.shard_blocks(mesh, {"x": x}, axis=1)
+    np.testing.assert_array_equal(np.asarray(placed["x"]), x)
+    self.assertEqual(placed["x"].sharding.spec, jax.P(None, parallel.DATA_AXIS))
+    with self.assertRaisesRegex(ValueError, r"`views` needs an axis 2 .* got shape \(3, 4\)"):
+      parallel.shard_blocks(mesh, np.zeros((3, 4)), axis=2, name="views")
+
+
+class ICLDataParallelTest(absltest.TestCase):
+  """ICL's NCE-I, NCE-II, mixed NCE-I, distillation, meta and ICL (learned rates) steps: the batch in 4 device blocks
+  against the whole batch on 1 device, each step from the same carry. Global InfoNCE denominators and negative sets,
+  BatchNorm over every device's real rows (graphs: nodes; images: pixels) and one update on all devices."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.out = run_probe(ICL_PROBE)
+
+  def test_steps_on_four_devices_equal_one(self):
+    runs = {k: v for k, v in self.out.items() if k != "cli_error"}
+    self.assertLen(runs, 9)
+    for name, run in runs.items():
+      losses = np.asarray(run["losses"], np.float32)
+      self.assertTrue(np.all(np.isfinite(losses)), name)
+      assert_close(losses[:, 1], losses[:, 0], "reduction", scale=1.0, err_msg=name)  # losses are O(1) or near 0
+      self.assertTrue(run["replicated"], name)
+      self.assertEqual(set(run["four"]), set(run["one"]), name)
+      compared = 0
+      for path, b in run["one"].items():
+        a = run["four"][path]
+        if not np.size(b):
+          continue
+        if np.issubdtype(np.asarray(b).dtype, np.integer):  # Adam's count, the agents' buffer positions
+          np.testing.assert_array_equal(a, b, err_msg=f"{name} {path}")
+          continue
+        # A GCN layer's bias right before BatchNorm has a zero gradient in exact arithmetic (BN subtracts the mean):
+        # Adam normalises its rounding noise into full steps on any device count.
+        if "['convs']" in path and "['bias']" in path:
+          continue
+        scale = float(np.max(np.abs(b))) or 1.0
+        if ".mu" in path or ".nu" in path or ".agents" in path:
+          # Adam's moments are the raw gradients, whose float32 rounding follows the summation order; NCE-II's are
+          # differences of nearly equal softmax sums (r ~ 1), so they keep less precision than the steps they give.
+          assert_close(f32(a), f32(b), "statistical", rtol=0.0, atol=(1e-2 if "nce-ii" in name else 2e-4) * scale,
+                       err_msg=f"{name} {path}")
+        else:  # parameters and BatchNorm statistics
+          assert_close(f32(a), f32(b), "reduction", scale=scale, err_msg=f"{name} {path}")
+        compared += 1
+      self.assertGreater(compared, 5, name)
+
+  def test_a_batch_the_devices_do_not_divide_is_refused(self):
+    self.assertEqual(self.out["cli_error"], [2, False])  # exit 2 before the run directory exists
+
+
 def _free_port() -> int:
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
@@ -596,15 +754,19 @@ class LaunchFlagsTest(absltest.TestCase):
     return exit_.exception.code, err.getvalue()
 
   def test_bad_launch_flags_exit_2_naming_the_flag(self):
+    from experiments.gramian_scaling.experiment import EXPERIMENT as scaling  # pylint: disable=import-outside-toplevel
     from experiments.icl.experiment import EXPERIMENT as icl  # pylint: disable=import-outside-toplevel
     from experiments.gramian_training.experiment import EXPERIMENT as gramian  # pylint: disable=import-outside-toplevel
     out = Path(self.create_tempdir().full_path) / "run"
     code, err = self._main(gramian, ["--preset", "test", "--num-processes", "2", "--out", str(out)])
     self.assertEqual(code, 2)
     self.assertIn("--coordinator is needed with --num-processes 2", err)
-    code, err = self._main(icl, ["--preset", "test", "--devices", "2", "--out", str(out)])
+    code, err = self._main(scaling, ["--preset", "test", "--devices", "2", "--out", str(out)])
     self.assertEqual(code, 2)
-    self.assertIn("--devices 2: the icl experiment does not run data-parallel yet", err)
+    self.assertIn("--devices 2: the gramian_scaling experiment does not run data-parallel yet", err)
+    code, err = self._main(icl, ["--preset", "test", "--devices", "2", "--out", str(out)])  # this process has 1
+    self.assertEqual(code, 2)
+    self.assertIn("--devices must be an integer in [1, 1]", err)
     code, err = self._main(gramian, ["--preset", "test", "--num-processes", "2", "--process-id", "2",
                                      "--coordinator", "127.0.0.1:1234", "--out", str(out)])
     self.assertEqual(code, 2)

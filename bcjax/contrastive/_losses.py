@@ -220,33 +220,51 @@ def old_negative_count(alpha: float, batch_size: int) -> int:
 def new_negative_mask(batch_size: int, new_num: int) -> jax.Array:
   r"""[B, B] mask of the in-batch new negatives of :func:`mixed_info_nce`: :math:`M_{ij} = (j \ne i) \wedge
   (j < n_{\rm new} + 1[i < n_{\rm new}])`, so every anchor gets exactly ``new_num`` of them (the reference)."""
-  i = jnp.arange(batch_size)[:, None]
-  j = jnp.arange(batch_size)[None, :]
+  return _new_negatives(jnp.arange(batch_size), jnp.arange(batch_size), new_num)
+
+
+def _new_negatives(rows: jax.Array, columns: jax.Array, new_num: int) -> jax.Array:
+  """:func:`new_negative_mask`'s rule on the samples' positions p in the batch: M_ij = (p_j != p_i) and
+  (p_j < new_num + 1[p_i < new_num])."""
+  i, j = rows[:, None], columns[None, :]
   return (j != i) & (j < new_num + (i < new_num))
 
 
 def mixed_info_nce(anchor: ArrayLike, positive: ArrayLike, old_negatives: ArrayLike, new_num: int, *,
                    old_negatives_where: ArrayLike | None = None, temperature: float = 0.1,
-                   where: ArrayLike | None = None) -> jax.Array:
+                   where: ArrayLike | None = None, positions: ArrayLike | None = None,
+                   axis_name: str | None = None) -> jax.Array:
   r"""NCE-I over :math:`X'` for new anchors (eq. 9's second term) with mixed negatives: ``new_num`` in-batch new
   negatives (:func:`new_negative_mask`) plus the ``old_negatives`` [old_num, D] drawn from the old data, where
   old_num = :func:`old_negative_count` and new_num = B − 1 − old_num. Averaged over the real anchors.
 
-  Sharding is not offered here: the reference's column rule is defined on one batch.
+  The reference picks the new negatives by the samples' positions in the batch. ``positions`` [B] gives each row's
+  position (default: its row index, offset by the rows of the devices before it under ``axis_name``); a batch split
+  over devices whose blocks hold padding rows passes the real positions so that every anchor gets the negatives
+  it would get on one device (padding rows are masked by ``where`` and never count).
   """
   fn = "mixed_info_nce"
   anchor, positive, where, old_negatives, old_negatives_where = _check(fn, anchor, positive, where, old_negatives,
                                                                        old_negatives_where, temperature)
   b = anchor.shape[0]
-  try:
-    new_num = _checks.as_int(fn, "new_num", new_num, low=0, high=b - 1)
-  except (TypeError, ValueError):
-    raise ValueError(f"{fn}: `new_num` must be an integer in [0, B-1] = [0, {b - 1}], got {new_num!r}") from None
-  log_pos, logits, others = _in_batch_terms(anchor, positive, where, temperature, None)
-  log_new = _masked_logsumexp(logits, others & new_negative_mask(b, new_num))
-  log_old = _extra_terms(anchor, old_negatives, old_negatives_where, temperature, None)
+  if axis_name is None:
+    try:
+      new_num = _checks.as_int(fn, "new_num", new_num, low=0, high=b - 1)
+    except (TypeError, ValueError):
+      raise ValueError(f"{fn}: `new_num` must be an integer in [0, B-1] = [0, {b - 1}], got {new_num!r}") from None
+  else:
+    new_num = _checks.as_int(fn, "new_num", new_num, low=0)
+  if positions is None:
+    positions = _row_offset(b, axis_name) + jnp.arange(b)
+  else:
+    positions = jnp.asarray(positions)
+    if positions.shape != (b,) or not jnp.issubdtype(positions.dtype, jnp.integer):
+      raise ValueError(f"{fn}: `positions` must be [B] = [{b}] integers, got {positions.shape} {positions.dtype}")
+  log_pos, logits, others = _in_batch_terms(anchor, positive, where, temperature, axis_name)
+  log_new = _masked_logsumexp(logits, others & _new_negatives(positions, _gather(positions, axis_name), new_num))
+  log_old = _extra_terms(anchor, old_negatives, old_negatives_where, temperature, axis_name)
   log_den = jnp.logaddexp(log_pos, jnp.logaddexp(log_new, log_old))
-  return row_mean(log_den - log_pos, where)
+  return row_mean(log_den - log_pos, where, axis_name)
 
 
 def icl_objective(nce_ii_mean: ArrayLike, nce_i_new_mean: ArrayLike, alpha) -> jax.Array:

@@ -18,8 +18,9 @@ from flax import nnx
 
 
 class MaskedBatchNorm(nnx.BatchNorm):
-  """``nnx.BatchNorm`` over the leading axis whose training statistics are psum'd over ``axis_name`` as sums and
-  counts of the real (masked) rows; ``__call__(x [N, F], mask=None [N, 1] or [N])``."""
+  """``nnx.BatchNorm`` over every axis but the features' whose training statistics are psum'd over ``axis_name``
+  as sums and counts of the real (masked) entries; ``__call__(x [N, ..., F], mask=None)`` with ``mask`` [N] (one
+  flag per row) or broadcastable to ``x`` as flax takes it (e.g. [N, 1, 1, 1] for images [N, H, W, F])."""
 
   def __init__(self, num_features: int, *, axis_name: str | None = None, **kwargs):
     super().__init__(num_features, **kwargs)
@@ -29,9 +30,16 @@ class MaskedBatchNorm(nnx.BatchNorm):
     running = self.use_running_average if use_running_average is None else use_running_average
     if self.global_axis is None or running:
       return super().__call__(x, use_running_average, mask=mask)
-    real = jnp.ones(x.shape[:1], bool) if mask is None else jnp.reshape(mask, x.shape[:1]).astype(bool)
-    kept = jnp.where(real[:, None], x, 0.0)  # padded rows may hold anything, NaN included
-    sums = jnp.stack([jnp.sum(kept, axis=0), jnp.sum(kept * kept, axis=0)])  # [2, F]
+    if mask is None:
+      real = jnp.ones(x.shape[:-1], bool)
+    else:  # [N] flags rows; otherwise flax's form, broadcastable to x (its feature axis 1)
+      mask = jnp.asarray(mask).astype(bool)
+      if mask.ndim == 1:
+        mask = jnp.reshape(mask, mask.shape + (1,) * (x.ndim - 1))
+      real = jnp.broadcast_to(mask, x.shape)[..., 0]
+    kept = jnp.where(real[..., None], x, 0.0)  # padded rows may hold anything, NaN included
+    axes = tuple(range(x.ndim - 1))
+    sums = jnp.stack([jnp.sum(kept, axis=axes), jnp.sum(kept * kept, axis=axes)])  # [2, F]
     count = jnp.sum(real.astype(x.dtype))
     sums, count = jax.lax.psum((sums, count), self.global_axis)
     count = jnp.maximum(count, 1.0)

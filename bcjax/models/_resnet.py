@@ -1,6 +1,7 @@
 """Image encoders of the ICL experiments in flax NNX: ResNet-18 (He et al. 2016, the reference's ImageNet variant)
 and a small CNN for CPU presets. Both map [B, H, W, 3] images to embeddings [B, D]; BatchNorm statistics can be
-restricted to the real rows of a padded batch with ``mask`` [B].
+restricted to the real rows of a padded batch with ``mask`` [B] and, with ``axis_name``, gathered over the devices that
+a batch's rows are split over (:class:`~bcjax.models.MaskedBatchNorm`).
 
 ResNet-18 (reference spec §6.4): 7×7/2 conv (64, no bias) → BN → ReLU → 3×3/2 max-pool → four stages of two
 BasicBlocks (64/128/256/512, stride 2 from stage 2, 1×1 conv + BN shortcut when the shape changes) → global average
@@ -16,15 +17,17 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from bcjax.models._norm import MaskedBatchNorm
+
 _HE_FAN_OUT = nnx.initializers.variance_scaling(2.0, "fan_out", "normal")
 _TORCH_LINEAR = nnx.initializers.variance_scaling(1 / 3, "fan_in", "uniform")
 
 
-def _bn(features: int, rngs: nnx.Rngs) -> nnx.BatchNorm:
-  return nnx.BatchNorm(features, momentum=0.9, epsilon=1e-5, rngs=rngs)
+def _bn(features: int, rngs: nnx.Rngs, axis_name: str | None) -> MaskedBatchNorm:
+  return MaskedBatchNorm(features, axis_name=axis_name, momentum=0.9, epsilon=1e-5, rngs=rngs)
 
 
-def _norm(bn: nnx.BatchNorm, x: jax.Array, mask: jax.Array | None) -> jax.Array:
+def _norm(bn: MaskedBatchNorm, x: jax.Array, mask: jax.Array | None) -> jax.Array:
   return bn(x, mask=None if mask is None else mask[:, None, None, None])
 
 
@@ -42,12 +45,12 @@ def _conv(c_in: int, c_out: int, k: int, stride: int, rngs: nnx.Rngs) -> nnx.Con
 class BasicBlock(nnx.Module):
   """conv3×3 → BN → ReLU → conv3×3 → BN, plus the (projected) input, → ReLU."""
 
-  def __init__(self, c_in: int, c_out: int, stride: int, *, rngs: nnx.Rngs):
-    self.conv1, self.bn1 = _conv(c_in, c_out, 3, stride, rngs), _bn(c_out, rngs)
-    self.conv2, self.bn2 = _conv(c_out, c_out, 3, 1, rngs), _bn(c_out, rngs)
+  def __init__(self, c_in: int, c_out: int, stride: int, *, axis_name: str | None = None, rngs: nnx.Rngs):
+    self.conv1, self.bn1 = _conv(c_in, c_out, 3, stride, rngs), _bn(c_out, rngs, axis_name)
+    self.conv2, self.bn2 = _conv(c_out, c_out, 3, 1, rngs), _bn(c_out, rngs, axis_name)
     self.projected = stride != 1 or c_in != c_out
     if self.projected:
-      self.shortcut_conv, self.shortcut_bn = _conv(c_in, c_out, 1, stride, rngs), _bn(c_out, rngs)
+      self.shortcut_conv, self.shortcut_bn = _conv(c_in, c_out, 1, stride, rngs), _bn(c_out, rngs, axis_name)
 
   def __call__(self, x: jax.Array, mask: jax.Array | None = None) -> jax.Array:
     x = _in_param_dtype(x, self.conv1)
@@ -59,13 +62,16 @@ class BasicBlock(nnx.Module):
 
 
 class ResNet18(nnx.Module):
-  """ResNet-18 encoder: images [B, H, W, C_in] → [B, out_features]."""
+  """ResNet-18 encoder: images [B, H, W, C_in] → [B, out_features]; ``axis_name``: the mesh axis a batch's rows are
+  split over (BatchNorm's statistics are then those of the whole batch)."""
 
-  def __init__(self, in_channels: int = 3, out_features: int = 1000, *, rngs: nnx.Rngs):
-    self.stem, self.stem_bn = _conv(in_channels, 64, 7, 2, rngs), _bn(64, rngs)
+  def __init__(self, in_channels: int = 3, out_features: int = 1000, *, axis_name: str | None = None,
+               rngs: nnx.Rngs):
+    self.stem, self.stem_bn = _conv(in_channels, 64, 7, 2, rngs), _bn(64, rngs, axis_name)
     blocks, c = [], 64
     for width, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-      blocks += [BasicBlock(c, width, stride, rngs=rngs), BasicBlock(width, width, 1, rngs=rngs)]
+      blocks += [BasicBlock(c, width, stride, axis_name=axis_name, rngs=rngs),
+                 BasicBlock(width, width, 1, axis_name=axis_name, rngs=rngs)]
       c = width
     self.blocks = nnx.List(blocks)
     self.fc = nnx.Linear(512, out_features, kernel_init=_TORCH_LINEAR, rngs=rngs)
@@ -84,13 +90,14 @@ class ResNet18(nnx.Module):
 
 class SmallCNN(nnx.Module):
   """A CPU-sized encoder: three conv3×3 → BN → ReLU stages (``width``, 2·width stride 2, 4·width stride 2), global
-  average pool, linear → ``out_features``."""
+  average pool, linear → ``out_features``; ``axis_name`` as in :class:`ResNet18`."""
 
-  def __init__(self, in_channels: int = 3, out_features: int = 64, width: int = 32, *, rngs: nnx.Rngs):
+  def __init__(self, in_channels: int = 3, out_features: int = 64, width: int = 32, *, axis_name: str | None = None,
+               rngs: nnx.Rngs):
     widths = (width, 2 * width, 4 * width)
     self.convs = nnx.List([_conv(c_in, c_out, 3, s, rngs)
                            for c_in, c_out, s in zip((in_channels,) + widths[:-1], widths, (1, 2, 2))])
-    self.bns = nnx.List([_bn(c, rngs) for c in widths])
+    self.bns = nnx.List([_bn(c, rngs, axis_name) for c in widths])
     self.fc = nnx.Linear(widths[-1], out_features, kernel_init=_TORCH_LINEAR, rngs=rngs)
     self.out_features = out_features
 

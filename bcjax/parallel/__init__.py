@@ -14,6 +14,7 @@ from bcjax.parallel._mesh import initialize
 from bcjax.parallel._mesh import is_main_process
 from bcjax.parallel._mesh import replicate
 from bcjax.parallel._mesh import reserve_collective_threads
+from bcjax.parallel._mesh import shard_blocks
 from bcjax.parallel._mesh import shard_padded_rows
 from bcjax.parallel._mesh import shard_rows
 from bcjax.parallel._mesh import shard_table
@@ -28,6 +29,7 @@ __all__ = (
     "is_main_process",
     "replicate",
     "reserve_collective_threads",
+    "shard_blocks",
     "shard_padded_rows",
     "shard_rows",
     "shard_table",

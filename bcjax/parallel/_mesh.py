@@ -196,6 +196,19 @@ def _from_full(mesh, tree, spec):
   return jax.tree.map(place, tree)
 
 
+def shard_blocks(mesh: jax.sharding.Mesh, tree, *, axis: int = 0, name: str = "batch"):
+  """Every leaf (the same full value in every process) split along ``axis`` over the mesh (``P(None, ..., DATA_AXIS)``),
+  e.g. a batch cut on the host into one block per device on that axis (graph batches whose blocks are padded each
+  on their own). Each process places only its devices' blocks."""
+  leaves = jax.tree.leaves(tree)
+  size = mesh.devices.size
+  for x in leaves:
+    if np.ndim(x) <= axis or np.shape(x)[axis] % size:
+      raise ValueError(f"shard_blocks: every leaf of `{name}` needs an axis {axis} divisible by the mesh's {size} "
+                       f"devices, got shape {np.shape(x)}")
+  return _from_full(mesh, tree, lambda x: jax.P(*([None] * axis), DATA_AXIS))
+
+
 def replicate(mesh: jax.sharding.Mesh, tree):
   """Every leaf (the same full value in every process) replicated on every device of the mesh (``P()``)."""
   return _from_full(mesh, tree, lambda x: jax.P())

@@ -127,40 +127,68 @@ def typical_budget(c: GraphCollection, batch_size: int, quantile: float = 0.99, 
 
 def graph_views(c: GraphCollection, index: np.ndarray, batch_size: int, rng: np.random.Generator,
           extra: np.ndarray | None = None, extra_graphs: int = 0,
-          min_budget: tuple[int, int] = (0, 0)) -> tuple[Views, Negatives | None]:
+          min_budget: tuple[int, int] = (0, 0), devices: int = 1) -> tuple[Views, Negatives | None]:
   """Anchor/positive views of graphs ``index`` and, with ``extra``, unaugmented negatives ``extra`` padded to
   ``extra_graphs`` graphs (at least one slot, all masked when ``extra`` is empty). All padded to one common node and
-  edge budget, at least ``min_budget``, so a step's jitted function sees few distinct shapes."""
+  edge budget, at least ``min_budget``, so a step's jitted function sees few distinct shapes.
+
+  With ``devices`` = N > 1 the batch is cut into N blocks of consecutive samples (batch_size / N anchor slots and
+  ceil(slots / N) negative slots each), every block padded on its own to one common budget and the blocks stacked
+  on a new leading axis, which a mesh splits over its devices. A block without real graphs holds an empty one
+  (no nodes: masked, and outside every BatchNorm statistic), so the blocks together are the one-device batch."""
   graphs = [c.graph(i) for i in index]
   positives = augment_graphs(graphs, rng)
   others = None if extra is None else ([c.graph(i) for i in extra] or [c.graph(0)])
-  sets = [graphs, positives] + ([others] if others is not None else [])
-  node_budget = max(bucket(max(sum(len(x) for x, _, _ in g) for g in sets)), min_budget[0])
-  edge_budget = max(bucket(max(sum(len(s) for _, s, _ in g) for g in sets)), min_budget[1])
-  anchor = pad_graphs(graphs, batch_size, node_budget=node_budget, edge_budget=edge_budget)
-  positive = pad_graphs(positives, batch_size, node_budget=node_budget, edge_budget=edge_budget)
-  out = Views(anchor, positive, np.asarray(graph_mask(anchor)))
+  per, slots = batch_size // devices, max(extra_graphs, 1)
+  per_other = -(-slots // devices)
+  empty = (np.zeros((0, c.node_features.shape[1]), np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+  def blocks(items, size):
+    return [items[d * size:(d + 1) * size] or [empty] for d in range(devices)]
+  sets = [blocks(graphs, per), blocks(positives, per)] + ([blocks(others, per_other)] if others is not None else [])
+  node_budget = max(bucket(max(sum(len(x) for x, _, _ in b) for g in sets for b in g)), min_budget[0] // devices)
+  edge_budget = max(bucket(max(sum(len(s) for _, s, _ in b) for g in sets for b in g)), min_budget[1] // devices)
+
+  def padded(block_list, size):
+    out = [pad_graphs(b, size, node_budget=node_budget, edge_budget=edge_budget) for b in block_list]
+    return out[0] if devices == 1 else stack_batches(out)
+  anchor, positive = padded(sets[0], per), padded(sets[1], per)
+  out = Views(anchor, positive, _graph_masks(anchor))
   if others is None:
     return out, None
-  slots = max(extra_graphs, 1)
-  g = pad_graphs(others, slots, node_budget=node_budget, edge_budget=edge_budget)
-  mask = np.asarray(graph_mask(g)) if len(extra) else np.zeros(slots + 1, bool)
+  g = padded(sets[2], per_other)
+  mask = _graph_masks(g) if len(extra) else np.zeros(np.shape(g.n_node), bool)
   return out, Negatives(g, mask)
+
+
+def _graph_masks(g: jraph.GraphsTuple) -> np.ndarray:
+  """:func:`bcjax.data.graph_mask` of a batch, or of every block of a stacked one."""
+  if np.ndim(g.n_node) == 1:
+    return np.asarray(graph_mask(g))
+  return np.stack([np.asarray(graph_mask(jax.tree.map(lambda x, d=d: x[d], g))) for d in range(len(g.n_node))])
 
 
 def _is_graphs(x) -> bool:
   return isinstance(x, jraph.GraphsTuple)
 
 
+def _repad(g: jraph.GraphsTuple, nodes: int, edges: int) -> jraph.GraphsTuple:
+  if np.ndim(g.n_node) == 1:
+    return repad_graphs(g, nodes, edges)
+  return stack_batches([repad_graphs(jax.tree.map(lambda x, d=d: x[d], g), nodes, edges)
+                        for d in range(len(g.n_node))])
+
+
 def common_budget(batches) -> list:
-  """``batches`` (pytrees of padded graph batches, or of image batches) with every GraphsTuple grown to the largest
-  node and edge budgets among them, so that they share one shape (a fused step takes them together)."""
+  """``batches`` (pytrees of padded graph batches, or of image batches; graph batches may be stacked device blocks)
+  with every GraphsTuple grown to the largest node and edge budgets among them, so that they share one shape (a
+  fused step takes them together)."""
   graphs = [g for b in batches for g in jax.tree.leaves(b, is_leaf=_is_graphs) if _is_graphs(g)]
   if not graphs:
     return list(batches)
-  nodes = max(g.nodes.shape[0] for g in graphs)
-  edges = max(g.senders.shape[0] for g in graphs)
-  grow = lambda x: repad_graphs(x, nodes, edges) if _is_graphs(x) else x  # noqa: E731
+  nodes = max(g.nodes.shape[-2] for g in graphs)
+  edges = max(g.senders.shape[-1] for g in graphs)
+  grow = lambda x: _repad(x, nodes, edges) if _is_graphs(x) else x  # noqa: E731
   return [jax.tree.map(grow, b, is_leaf=_is_graphs) for b in batches]
 
 
@@ -181,11 +209,12 @@ class GraphData:
     self.notes = collection.notes
     self._budgets = {}  # batch size → typical_budget
 
-  def views(self, index, batch_size: int, rng: np.random.Generator, extra=None, extra_n: int = 0, timer=None):
+  def views(self, index, batch_size: int, rng: np.random.Generator, extra=None, extra_n: int = 0, timer=None,
+            devices: int = 1):
     del timer  # graph views are built on the host; nothing compiles
     if batch_size not in self._budgets:
       self._budgets[batch_size] = typical_budget(self.collection, batch_size)
-    return graph_views(self.collection, index, batch_size, rng, extra, extra_n, self._budgets[batch_size])
+    return graph_views(self.collection, index, batch_size, rng, extra, extra_n, self._budgets[batch_size], devices)
 
   def raw_batches(self, index: np.ndarray, size: int = 128) -> Iterator[tuple[jraph.GraphsTuple, int]]:
     """Unaugmented graphs ``index`` in padded batches of ``size`` (node budgets bucketed, so few shapes compile)."""
@@ -193,6 +222,7 @@ class GraphData:
       chunk = [self.collection.graph(i) for i in index[start:start + size]]
       yield pad_graphs(chunk, size), len(chunk)
 
-  def new_model(self, cfg, key):
+  def new_model(self, cfg, key, axis_name: str | None = None):
+    """A fresh GCN; ``axis_name``: the mesh axis its batches are split over (global BatchNorm statistics)."""
     return GCNEncoder(self.collection.node_features.shape[1], cfg.hidden, cfg.layers, cfg.dropout,
-                      self_loops=cfg.gcn_self_loops, rngs=nnx.Rngs(params=key))
+                      self_loops=cfg.gcn_self_loops, axis_name=axis_name, rngs=nnx.Rngs(params=key))

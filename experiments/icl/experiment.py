@@ -8,6 +8,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from bcjax.data import growth_split
+from bcjax.parallel import DATA_AXIS
 from experiments import harness
 from experiments.icl import report
 from experiments.icl.configs import PRESETS, Config
@@ -32,14 +33,16 @@ def planned_splits(num: int, alphas, cfg) -> dict:
           for alpha in alphas for run in range(cfg.runs)}
 
 
-def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar) -> tuple[dict, dict, dict]:
-  """One independent run at growth ratio α: split, pre-train on X, train every method; returns the per-method
-  records, their epoch losses and the pre-trained encoder's accuracies."""
+def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar, mesh=None) -> tuple[dict, dict, dict]:
+  """One independent run at growth ratio α: split, pre-train on X, train every method (data-parallel over ``mesh``
+  when given); returns the per-method records, their epoch losses and the pre-trained encoder's accuracies."""
   seed = cfg.seed + 1000 * run
+  if mesh is not None and mesh.devices.size == 1:
+    mesh = None  # one device: the plain steps (the same numbers, without the collectives)
   old, new = growth_split(data.num, alpha, np.random.default_rng(seed))
-  ctx = Context(data, old, new, alpha, cfg)
+  ctx = Context(data, old, new, alpha, cfg, mesh)
   k_model, k_pre, k_methods = jax.random.split(jax.random.fold_in(jax.random.key(cfg.seed), run), 3)
-  fresh = split_encoder(data.new_model(cfg, k_model))
+  fresh = split_encoder(data.new_model(cfg, k_model, None if mesh is None else DATA_AXIS))
 
   def logger(name):
     def write(**record):
@@ -67,6 +70,7 @@ class ICL(harness.Experiment):
                  "results.json, table.md, figure5.png (and figure4.png with --alpha-sweep).")
   config = Config
   presets = PRESETS
+  data_parallel = True
   default_dataset = "synthetic-graphs"
   datasets = (f"one of {', '.join(DATASETS)}; tu:NAME reads any TU dataset (e.g. tu:IMDB-BINARY) from --data-dir "
               f"(its folder or zip, or a folder holding NAME/ or NAME.zip) or, with --download, from the TU Dortmund "
@@ -75,6 +79,11 @@ class ICL(harness.Experiment):
   def check(self, args, cfg):
     if not known_dataset(args.dataset):
       raise harness.UsageError("--dataset", f"must be one of {', '.join(DATASETS)}; got {args.dataset!r}")
+
+  def check_mesh(self, args, cfg, devices):
+    if cfg.batch_size % devices:
+      raise harness.UsageError("--devices", f"{devices} devices do not divide the batch of {cfg.batch_size} samples "
+                                            f"(batch_size): each device takes an equal block of every batch")
 
   def describe(self, args, cfg):
     return {"dataset": args.dataset, "alphas": alphas_of(cfg), "methods": methods_of(cfg)}
@@ -97,7 +106,7 @@ class ICL(harness.Experiment):
         per_run, pre_runs = {m: [] for m in methods}, []
         for r in range(cfg.runs):
           records, losses, pre_acc = run.stage(f"alpha={alpha:g}/run{r}", lambda alpha=alpha, r=r: run_alpha(
-              data, alpha, methods, cfg, r, run.log, bar))
+              data, alpha, methods, cfg, r, run.log, bar, args.mesh))
           for m, rec in records.items():
             per_run[m].append(rec)
           pre_runs.append(pre_acc)

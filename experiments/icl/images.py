@@ -77,6 +77,13 @@ def _pad(x: np.ndarray, rows: int) -> np.ndarray:
   return np.concatenate([x, np.zeros((rows - len(x),) + x.shape[1:], x.dtype)]) if len(x) < rows else x
 
 
+def _blocks(batch, devices: int):
+  """Every array of ``batch`` reshaped [rows, ...] -> [devices, rows / devices, ...] (unchanged for one device)."""
+  if devices == 1:
+    return batch
+  return jax.tree.map(lambda x: np.asarray(x).reshape((devices, -1) + np.shape(x)[1:]), batch)
+
+
 class ImageData:
   """An image dataset as the ICL methods see it (the interface of GraphData)."""
 
@@ -96,23 +103,32 @@ class ImageData:
       x = timer.dispatch(fn, key, padded) if timer is not None else fn(key, padded)
     return ImageBatch(x, jnp.arange(rows) < len(index))
 
-  def views(self, index, batch_size: int, rng: np.random.Generator, extra=None, extra_n: int = 0, timer=None):
+  def views(self, index, batch_size: int, rng: np.random.Generator, extra=None, extra_n: int = 0, timer=None,
+            devices: int = 1):
+    """Views of images ``index`` (and negatives ``extra`` in ``extra_n`` slots); with ``devices`` = N > 1 every
+    array is cut into N blocks of consecutive rows on a new leading axis (the negatives' slots rounded up to a
+    multiple of N, the extra slots masked), which a mesh splits over its devices."""
     k_a, k_p, k_o = jax.random.split(jax.random.key(int(rng.integers(2**31))), 3)
     anchor, positive = self._batch(index, batch_size, k_a, timer), self._batch(index, batch_size, k_p, timer)
-    out = Views(anchor, positive, np.arange(batch_size) < len(index))
+    out = _blocks(Views(anchor, positive, np.arange(batch_size) < len(index)), devices)
     if extra is None:
       return out, None
     slots = max(extra_n, 1)
     others = self._batch(extra if len(extra) else index[:1], slots, k_o, timer)
-    return out, Negatives(others, np.arange(slots) < len(extra))
+    rows = slots + -slots % devices  # padded after the augmentation, which draws per row of its input
+    if rows > slots:
+      others = ImageBatch(*(_pad(np.asarray(x), rows) for x in others))
+    return out, _blocks(Negatives(others, np.arange(rows) < len(extra)), devices)
 
   def raw_batches(self, index: np.ndarray, size: int = 128):
     for start in range(0, len(index), size):
       chunk = index[start:start + size]
       yield self._batch(chunk, size, None), len(chunk)
 
-  def new_model(self, cfg, key):
+  def new_model(self, cfg, key, axis_name: str | None = None):
+    """A fresh image encoder; ``axis_name``: the mesh axis its batches are split over (global BatchNorm
+    statistics)."""
     rngs = nnx.Rngs(params=key)
     if cfg.image_encoder == "resnet18":
-      return ImageEncoder(ResNet18(3, cfg.image_features, rngs=rngs))
-    return ImageEncoder(SmallCNN(3, cfg.image_features, cfg.image_width, rngs=rngs))
+      return ImageEncoder(ResNet18(3, cfg.image_features, axis_name=axis_name, rngs=rngs))
+    return ImageEncoder(SmallCNN(3, cfg.image_features, cfg.image_width, axis_name=axis_name, rngs=rngs))

@@ -26,8 +26,10 @@ from typing import NamedTuple
 
 import jax
 import numpy as np
+from jax.sharding import NamedSharding
 
 from bcjax.contrastive import AgentConfig, inner_step_count, old_negative_count
+from bcjax.parallel import shard_blocks
 from experiments.common import shuffled_batches, to_host
 from experiments.icl.configs import METHODS, Config
 from experiments.icl.convergence import Rule, Tracker
@@ -51,6 +53,7 @@ class Context(NamedTuple):
   new: np.ndarray
   alpha: float
   cfg: Config
+  mesh: jax.sharding.Mesh | None = None  # --devices: every step data-parallel over it
 
 
 def agent_config(cfg: Config) -> AgentConfig:
@@ -67,6 +70,10 @@ class _Trainer:
     self.key, k_agents = jax.random.split(key)
     self.carry = init_carry(encoder.params, encoder.stats, self.cfg.learning_rate, self.cfg.weight_decay, agent,
                             k_agents, initial_loss)
+    self.mesh = ctx.mesh
+    self.devices = 1 if ctx.mesh is None else ctx.mesh.devices.size
+    if ctx.mesh is not None:  # replicated on every device; the steps keep it so
+      self.carry = jax.device_put(self.carry, NamedSharding(ctx.mesh, jax.P()))
     self.rng = np.random.default_rng(seed)
     self.timer = Timer()
     self.pending = []  # the epoch's per-batch losses (device scalars)
@@ -97,11 +104,19 @@ class _Trainer:
   def adam_step(self, kind: str, static_extra=None, teacher: Encoder | None = None):
     c = self.cfg
     return adam_step(self.enc.train_def, kind, c.temperature, c.learning_rate, c.weight_decay, static_extra,
-                     None if teacher is None else teacher.eval_def)
+                     None if teacher is None else teacher.eval_def, self.mesh)
 
-  def views(self, index, extra=None, extra_graphs: int = 0):
-    batch, others = self.ctx.data.views(index, self.cfg.batch_size, self.rng, extra, extra_graphs, self.timer)
-    return batch if extra is None else (batch, others)
+  def views(self, index, extra=None, extra_graphs: int = 0, place: bool = True):
+    """A batch of views (with negatives ``extra`` in ``extra_graphs`` slots); on a mesh in device blocks, placed
+    on it unless ``place`` is False (batches that are stacked first)."""
+    batch, others = self.ctx.data.views(index, self.cfg.batch_size, self.rng, extra, extra_graphs, self.timer,
+                                        self.devices)
+    batch = batch if extra is None else (batch, others)
+    return self.place(batch) if place else batch
+
+  def place(self, batch, axis: int = 0):
+    """A host batch of device blocks (on ``axis``) split over the mesh; unchanged without one."""
+    return batch if self.mesh is None else shard_blocks(self.mesh, batch, axis=axis)
 
 
 def _nce_i_epoch(t: _Trainer, indices: np.ndarray, teacher: Encoder | None = None) -> float:
@@ -129,13 +144,13 @@ class _Incremental:
     self.n_inner = inner_step_count(ctx.alpha, rule=ctx.cfg.inner_rule, old_batches=old_batches,
                                     new_batches=new_batches)
 
-  def support_views(self, t: _Trainer, index):
+  def support_views(self, t: _Trainer, index, place: bool = True):
     """An NCE-II batch: old anchors with B − 1 new negatives each."""
-    return t.views(index, self.new_cycle.next(), t.cfg.batch_size - 1)
+    return t.views(index, self.new_cycle.next(), t.cfg.batch_size - 1, place)
 
-  def query_views(self, t: _Trainer, index):
+  def query_views(self, t: _Trainer, index, place: bool = True):
     """A mixed NCE-I batch: new anchors with old_num old negatives each."""
-    return t.views(index, self.old_cycle.next(), self.old_num)
+    return t.views(index, self.old_cycle.next(), self.old_num, place)
 
 
 def _two_phase_epoch(t: _Trainer, inc: _Incremental, learned: bool) -> float:
@@ -145,7 +160,7 @@ def _two_phase_epoch(t: _Trainer, inc: _Incremental, learned: bool) -> float:
   for which, (indices, views, kind, extra) in enumerate(((t.ctx.old, inc.support_views, "nce-ii", None),
                                                          (t.ctx.new, inc.query_views, "mixed", inc.new_num))):
     if learned:
-      step = agent_step(t.enc.train_def, kind, c.temperature, agent_config(c), which, extra)
+      step = agent_step(t.enc.train_def, kind, c.temperature, agent_config(c), which, extra, t.mesh)
     else:
       step = t.adam_step(kind, extra)
     for index in shuffled_batches(len(indices), c.batch_size, t.rng):
@@ -163,12 +178,12 @@ def _meta_epoch(t: _Trainer, inc: _Incremental, learned: bool) -> float:
   c = t.cfg
   rule = MetaRule(agent_config(c) if learned else None, c.inner_learning_rate, "sgd" if learned else c.meta_outer,
                   c.outer_learning_rate, c.learning_rate, c.weight_decay, unroll=t.ctx.data.kind == "images")
-  step = meta_step(t.enc.train_def, c.temperature, inc.new_num, rule)
+  step = meta_step(t.enc.train_def, c.temperature, inc.new_num, rule, t.mesh)
   alpha = np.float32(t.ctx.alpha)
   for index in shuffled_batches(len(t.ctx.new), c.batch_size, t.rng):
-    supports = [inc.support_views(t, inc.support_cycle.next()) for _ in range(inc.n_inner)]
-    *supports, query = common_budget(supports + [inc.query_views(t, t.ctx.new[index])])
-    t.run(step, stack_batches(supports), query, t.next_key(), alpha)
+    supports = [inc.support_views(t, inc.support_cycle.next(), place=False) for _ in range(inc.n_inner)]
+    *supports, query = common_budget(supports + [inc.query_views(t, t.ctx.new[index], place=False)])
+    t.run(step, t.place(stack_batches(supports), axis=1), t.place(query), t.next_key(), alpha)
   return t.epoch_loss()
 
 

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import jraph
 from flax import nnx
 
 from bcjax.contrastive import info_nce, mixed_info_nce, nce_ii
@@ -29,65 +30,95 @@ def split_encoder(model: nnx.Module) -> Encoder:
   return Encoder(*split_train_eval(model))
 
 
-def _encode(train_def, params, stats, graphs, key):
+def _encode(train_def, params, stats, graphs, key, axis_name=None):
+  if axis_name is not None:  # every device's rows draw their own dropout
+    key = jax.random.fold_in(key, jax.lax.axis_index(axis_name))
   model = nnx.merge(train_def, params, stats, copy=True)
   z = model(graphs, key)
   return z, nnx.state(model, nnx.BatchStat)
 
 
-def _relation_kl(z_new: jax.Array, z_old: jax.Array, mask: jax.Array, temperature: float) -> jax.Array:
+def _gathered(x: jax.Array, axis_name: str | None) -> jax.Array:
+  return x if axis_name is None else jax.lax.all_gather(x, axis_name, tiled=True)
+
+
+def _relation_kl(z_new: jax.Array, z_old: jax.Array, mask: jax.Array, temperature: float,
+                 axis_name: str | None = None) -> jax.Array:
   r"""Co2L-style instance-relation distillation: :math:`\mathrm{KL}(p^{old}_i \Vert p^{new}_i)` between the softmax
   over the other batch samples of the cosine similarities / τ under the frozen old and the current encoder, averaged
-  over the real anchors."""
+  over the real anchors (of every device under ``axis_name``: the other samples are those of the whole batch)."""
+  rows = z_new.shape[0]
+  own = (0 if axis_name is None else jax.lax.axis_index(axis_name) * rows) + jnp.arange(rows)
+  every = _gathered(mask, axis_name)
+
   def log_p(z):
     z = z / jnp.maximum(jnp.linalg.norm(z, axis=-1, keepdims=True), 1e-12)
-    logits = z @ z.T / temperature
-    valid = mask[None, :] & ~jnp.eye(z.shape[0], dtype=bool)
+    logits = z @ _gathered(z, axis_name).T / temperature
+    valid = every[None, :] & (jnp.arange(every.shape[0])[None, :] != own[:, None])
     logits = jnp.where(valid, logits, -jnp.inf)
     return jax.nn.log_softmax(logits, axis=-1), valid
   lp_new, valid = log_p(z_new)
   lp_old, _ = log_p(jax.lax.stop_gradient(z_old))
   kl = jnp.sum(jnp.where(valid, jnp.exp(lp_old) * (lp_old - lp_new), 0.0), axis=-1)
-  return jnp.sum(jnp.where(mask, kl, 0.0)) / jnp.maximum(jnp.sum(mask), 1)
+  total, count = jnp.sum(jnp.where(mask, kl, 0.0)), jnp.sum(mask)
+  if axis_name is not None:
+    total, count = jax.lax.psum((total, count), axis_name)
+  return total / jnp.maximum(count, 1)
+
+
+def _positions(views, axis_name: str | None):
+  """Each row's position in the whole batch: a device's block of a graph batch holds its samples and one padding
+  graph (:func:`experiments.icl.data.graph_views`), an image block only samples."""
+  if axis_name is None:
+    return None
+  rows = views.mask.shape[0]
+  samples = rows - 1 if isinstance(views.anchor, jraph.GraphsTuple) else rows
+  return jax.lax.axis_index(axis_name) * samples + jnp.arange(rows)
 
 
 @functools.lru_cache(maxsize=None)
-def loss_fn(train_def: nnx.GraphDef, kind: str, temperature: float) -> Callable:
+def loss_fn(train_def: nnx.GraphDef, kind: str, temperature: float, axis_name: str | None = None) -> Callable:
   """``loss(params, stats, batch, key, extra) -> (loss, stats)`` for one kind:
 
   * ``nce-i``: batch = Views; NCE-I with in-batch negatives (pre-training, retraining, fine-tuning, replay);
   * ``nce-ii``: batch = (Views of old graphs, Negatives of new graphs), extra = α; NCE-II (eq. 8);
   * ``mixed``: batch = (Views of new graphs, Negatives of old graphs), extra = new_num; NCE-I over X';
   * ``distill``: batch = (Views, old embeddings of the anchors), extra = λ; NCE-I + λ · relation KL.
+
+  With ``axis_name`` (inside ``jax.shard_map``) the batch's rows are split over that mesh axis and every loss is
+  that of the whole batch: global InfoNCE denominators and negative sets, and the model's BatchNorm statistics (an
+  encoder built with the same ``axis_name``).
   """
   def loss(params, stats, batch, key, extra):
     k1, k2, k3 = jax.random.split(key, 3)
     views = batch[0] if kind != "nce-i" else batch
-    z_a, stats = _encode(train_def, params, stats, views.anchor, k1)
-    z_p, stats = _encode(train_def, params, stats, views.positive, k2)
+    z_a, stats = _encode(train_def, params, stats, views.anchor, k1, axis_name)
+    z_p, stats = _encode(train_def, params, stats, views.positive, k2, axis_name)
     if kind == "nce-i":
-      return info_nce(z_a, z_p, where=views.mask, temperature=temperature), stats
+      return info_nce(z_a, z_p, where=views.mask, temperature=temperature, axis_name=axis_name), stats
     if kind == "distill":
-      value = info_nce(z_a, z_p, where=views.mask, temperature=temperature)
-      return value + extra * _relation_kl(z_a, batch[1], views.mask, 0.2), stats
+      value = info_nce(z_a, z_p, where=views.mask, temperature=temperature, axis_name=axis_name)
+      return value + extra * _relation_kl(z_a, batch[1], views.mask, 0.2, axis_name), stats
     other = batch[1]
-    z_o, stats = _encode(train_def, params, stats, other.inputs, k3)
+    z_o, stats = _encode(train_def, params, stats, other.inputs, k3, axis_name)
     if kind == "nce-ii":
       return nce_ii(z_a, z_p, z_o, extra, new_negatives_where=other.mask, where=views.mask,
-                    temperature=temperature), stats
+                    temperature=temperature, axis_name=axis_name), stats
     if kind == "mixed":
       return mixed_info_nce(z_a, z_p, z_o, extra, old_negatives_where=other.mask, where=views.mask,
-                            temperature=temperature), stats
+                            temperature=temperature, positions=_positions(views, axis_name),
+                            axis_name=axis_name), stats
     raise ValueError(f"loss kind must be one of {KINDS}, got {kind!r}")
   return loss
 
 
 @functools.lru_cache(maxsize=None)
-def batch_loss(train_def: nnx.GraphDef, kind: str, temperature: float, static_extra=None) -> Callable:
+def batch_loss(train_def: nnx.GraphDef, kind: str, temperature: float, static_extra=None,
+               axis_name: str | None = None) -> Callable:
   """``loss(params, stats, (batch, key, extra)) -> (loss, stats)``: :func:`loss_fn` in the shape of
   :func:`bcjax.first_order_meta_gradient`'s losses. ``static_extra`` replaces ``extra`` when it sets a shape (mixed:
   new_num), so it is a compile-time constant."""
-  loss = loss_fn(train_def, kind, temperature)
+  loss = loss_fn(train_def, kind, temperature, axis_name)
 
   def run(params, stats, batch):
     views, key, extra = batch
