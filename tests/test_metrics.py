@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
-from bcjax.metrics import (average_precision_at_k, evaluate_retrieval, mean_over_queries, ranking_metrics, recall_at_k,
-                           roc_auc)
+from bcjax.metrics import average_precision_at_k, evaluate_retrieval, mean_over_queries, recall_at_k, roc_auc
 from bcjax.metrics import _retrieval
+from bcjax.metrics._ranking import ranking_metrics
 from tests._tolerance import assert_close
 
 

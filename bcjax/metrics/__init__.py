@@ -3,8 +3,7 @@
 from bcjax.metrics._auc import roc_auc
 from bcjax.metrics._ranking import average_precision_at_k
 from bcjax.metrics._ranking import mean_over_queries
-from bcjax.metrics._ranking import ranking_metrics
 from bcjax.metrics._ranking import recall_at_k
 from bcjax.metrics._retrieval import evaluate_retrieval
 
-__all__ = ("average_precision_at_k", "evaluate_retrieval", "mean_over_queries", "ranking_metrics", "recall_at_k", "roc_auc")
+__all__ = ("average_precision_at_k", "evaluate_retrieval", "mean_over_queries", "recall_at_k", "roc_auc")
