@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 from absl.testing import absltest, parameterized
+import pytest
 
 from bcjax.data import (TASKS, DataFormatError, amazon_files, load_amazon, read_amazon_metadata, read_amazon_reviews)
 from experiments.bc_aligner import __main__ as cli
@@ -109,6 +110,7 @@ class ReleaseTest(parameterized.TestCase):
       amazon_files("Toys", self.create_tempdir().full_path)
 
 
+@pytest.mark.heavy
 class CommandLineTest(parameterized.TestCase):
 
   def test_test_preset_finishes_and_leaves_out_the_single_class_task(self):

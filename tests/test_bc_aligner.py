@@ -15,6 +15,7 @@ import optax
 from absl.testing import absltest
 from flax import nnx
 from sklearn.metrics import recall_score
+import pytest
 
 from bcjax.alignment import PosthocFit, fit_posthoc
 from bcjax.data import synthetic_evolving_graph
@@ -312,6 +313,7 @@ class ReportTest(absltest.TestCase):
     self.assertEqual(path.read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
 
 
+@pytest.mark.heavy
 class CommandLineTest(absltest.TestCase):
   ARGV = ["--preset", "test", "--methods", "bc-aligner,post-lin-mloss,keep-all", "--epochs", "2"]
 

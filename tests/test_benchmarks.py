@@ -5,11 +5,13 @@ from pathlib import Path
 
 import numpy as np
 from absl.testing import absltest
+import pytest
 
 from benchmarks import alignment_losses, gnn_step, gramian_vs_sampling, scaling
 from tests._tolerance import assert_close
 
 
+@pytest.mark.heavy
 class BenchmarkSmokeTest(absltest.TestCase):
 
   def test_alignment_losses_quick_writes_json(self):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 from absl.testing import absltest
+import pytest
 
 from bcjax.sentence import load_sts_genres
 from experiments.conceptors_sts.__main__ import main
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("BCJAX_DATA_DIR", ROOT.parent / "shared" / "data"))
 
 
+@pytest.mark.heavy
 class ConceptorsStsTest(absltest.TestCase):
 
   @classmethod

@@ -13,6 +13,7 @@ from unittest import mock
 
 import numpy as np
 from absl.testing import absltest
+import pytest
 
 from bcjax.versioning import Registry
 from experiments.error_amplification.__main__ import main
@@ -29,6 +30,7 @@ def run(out: Path, *flags: str) -> dict:
   return json.loads((out / "results.json").read_text())
 
 
+@pytest.mark.heavy
 class ErrorAmplificationTest(absltest.TestCase):
 
   @classmethod

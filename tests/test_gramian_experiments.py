@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 from absl.testing import absltest
+import pytest
 
 from bcjax.data import synthetic_link_corpus
 
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("BCJAX_DATA_DIR", ROOT.parent / "shared" / "data"))
 
 
+@pytest.mark.heavy
 class GramianEstimationTest(absltest.TestCase):
 
   def test_shard_tables_refuses_a_device_count_that_does_not_divide_the_tables(self):
@@ -126,6 +128,7 @@ class ValidationQueriesTest(absltest.TestCase):
     assert_close(got["recall@10"], want["recall@10"])
 
 
+@pytest.mark.heavy
 class GramianTrainingTest(absltest.TestCase):
 
   def test_outputs(self):

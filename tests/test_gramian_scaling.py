@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 from absl.testing import absltest
+import pytest
 
 from experiments.gramian_scaling.__main__ import main
 from experiments.gramian_scaling.experiment import best_temperature, map_at, next_temperature, oracle_gap
@@ -17,6 +18,7 @@ from tests._resume import assert_same_results
 from tests._tolerance import assert_close
 
 
+@pytest.mark.heavy
 class GramianScalingTest(absltest.TestCase):
 
   @classmethod

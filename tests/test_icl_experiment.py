@@ -11,15 +11,16 @@ from types import SimpleNamespace
 import jax
 import numpy as np
 from absl.testing import absltest
+import pytest
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score
 from sklearn.preprocessing import LabelEncoder
 from sklearn.svm import SVC
 
-from bcjax.data import growth_split
+from bcjax.data import bucket, growth_split
 from experiments.icl import __main__ as icl_main
 from experiments.icl.experiment import EXPERIMENT
 from experiments.icl.configs import PRESETS
-from experiments.icl.data import Cycle, GraphData, graph_views, load_graphs, synthetic_graphs
+from experiments.icl.data import Cycle, GraphData, graph_views, load_graphs, synthetic_graphs, typical_budget
 from experiments.icl.evaluate import C_GRID, svm_accuracy
 from bcjax.contrastive import first_order_meta_gradient, sgd_step
 from experiments.icl.convergence import Rule
@@ -53,6 +54,27 @@ class ViewsTest(absltest.TestCase):
     _, empty = graph_views(c, ctx.old[:5], 8, rng, ctx.new[:0], 0)  # old_num = 0: one masked slot
     self.assertFalse(empty.mask.any())
 
+  def test_device_blocks_share_a_budget_that_holds_their_largest(self):
+    """With N devices the budget is per block and holds the largest of N blocks in most batches (fresh draws, not
+    the budget's own), so a data-parallel run compiles its step for one shape in the common case."""
+    c = load_graphs("synthetic-graphs", seed=0)
+    whole = typical_budget(c, 32)
+    picks = np.random.default_rng(0).integers(0, c.num_graphs, (1000, 32))  # the budget's own draws
+    self.assertEqual(whole, (bucket(int(np.quantile(c.n_node[picks].sum(1), 0.99))),
+                             bucket(int(np.quantile(c.n_edge[picks].sum(1), 0.99)))))
+    per_block = typical_budget(c, 32, devices=4)
+    self.assertLessEqual(per_block[0], whole[0])  # a block is a quarter of the batch
+    self.assertLess(per_block[0], whole[0] // 2 + 1)
+    blocks = np.random.default_rng(5).integers(0, c.num_graphs, (2000, 4, 8))
+    for sizes, budget in ((c.n_node, per_block[0]), (c.n_edge, per_block[1])):
+      largest = sizes[blocks].sum(axis=2).max(axis=1)
+      self.assertGreaterEqual(np.mean(largest <= budget), 0.97)
+    rng = np.random.default_rng(1)
+    data = GraphData(c)
+    shapes = {data.views(rng.choice(c.num_graphs, 32, replace=False), 32, rng, devices=4)[0].anchor.nodes.shape
+              for _ in range(20)}
+    self.assertEqual(shapes, {(4, per_block[0], c.node_features.shape[1])})
+
   def test_cycle_reshuffles_and_covers(self):
     cycle = Cycle(np.arange(10), 4, np.random.default_rng(0))
     first_pass = np.concatenate([cycle.next() for _ in range(3)])
@@ -76,12 +98,14 @@ def train_each(testcase, methods):
       testcase.assertGreater(np.max(np.abs(flat(run.encoder.params) - flat(base.encoder.params))), 0.0, method)
 
 
+@pytest.mark.heavy
 class LearnedRateMethodsTest(absltest.TestCase):  # a class of its own: the slowest to compile, on its own worker
 
   def test_learned_rate_methods_train_and_reach_the_encoder(self):
     train_each(self, ("lrl", "icl"))
 
 
+@pytest.mark.heavy
 class MethodsTest(absltest.TestCase):
 
   def test_every_other_method_trains(self):
@@ -152,6 +176,7 @@ class SvmTest(absltest.TestCase):
       svm_accuracy(rng.normal(size=(10, 2)), (np.arange(10) > 7).astype(int))
 
 
+@pytest.mark.heavy
 class CommandLineTest(absltest.TestCase):
 
   def test_alpha_sweep_writes_the_schema_tables_and_figures(self):
@@ -216,6 +241,7 @@ def write_featureless_tu(folder: Path, name: str, labels=None) -> Path:
   return folder
 
 
+@pytest.mark.heavy
 class TuDatasetTest(absltest.TestCase):
 
   def test_any_tu_dataset_runs_end_to_end_with_degree_profiles(self):

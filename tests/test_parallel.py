@@ -17,6 +17,7 @@ from pathlib import Path
 import jax
 import numpy as np
 from absl.testing import absltest
+import pytest
 
 from bcjax import parallel
 from experiments import harness
@@ -218,7 +219,8 @@ TWO_TOWER_PROBE = textwrap.dedent("""
 
     def cli(*argv):
       try:
-        return harness.main(EXPERIMENT, ["--preset", "test", "--steps", "10", "--no-progress", *argv])
+        return harness.main(EXPERIMENT, ["--preset", "test", "--steps", "10", "--methods", "sogram-uniform,softmax-logq",
+                                          "--no-progress", *argv])
       except SystemExit as e:
         return e.code
 
@@ -234,7 +236,8 @@ TWO_TOWER_PROBE = textwrap.dedent("""
     from experiments.gramian_estimation.experiment import EXPERIMENT as estimation
     for name, flags in (("estimation1", ["--devices", "1"]), ("estimation4", ["--devices", "4"]),
                         ("estimation4-sharded", ["--devices", "4", "--shard-tables"])):
-      code = harness.main(estimation, ["--preset", "test", "--no-progress", *flags, "--out", str(tmp / name)])
+      code = harness.main(estimation, ["--preset", "test", "--batch-sizes", "32", "--alphas", "0.5", "--no-progress",
+                                       *flags, "--out", str(tmp / name)])
       out[name] = [code, json.loads((tmp / name / "results.json").read_text())["errors"]]
     print("RESULT " + json.dumps(out))
 """)
@@ -308,6 +311,7 @@ def run_probe(probe: str = PROBE):
   return json.loads(line.removeprefix("RESULT "))
 
 
+@pytest.mark.heavy
 class DataMeshTest(absltest.TestCase):
 
   @classmethod
@@ -524,6 +528,7 @@ def f32(x) -> np.ndarray:
   return np.asarray(x, np.float32)
 
 
+@pytest.mark.heavy
 class TwoTowerDataParallelTest(absltest.TestCase):
   """4 devices against 1 from the same seed: the global batch is the same, each device takes a quarter of its rows,
   and the psum'd means and Gramians make every step the same up to float32 summation order."""
@@ -574,6 +579,7 @@ class TwoTowerDataParallelTest(absltest.TestCase):
     self.assertEqual(self.out["cli_errors"], [2, 2, False])  # exit 2, nothing written
 
 
+@pytest.mark.heavy
 class BCAlignerDataParallelTest(absltest.TestCase):
   """The joint step with BC-Aligner's loss: the batch rows split over 4 devices, the full-graph forward (BatchNorm
   over all nodes) whole on each, against 1 device."""
@@ -625,6 +631,7 @@ class ShardBlocksTest(absltest.TestCase):
       parallel.shard_blocks(mesh, np.zeros((3, 4)), axis=2, name="views")
 
 
+@pytest.mark.heavy
 class ICLDataParallelTest(absltest.TestCase):
   """ICL's NCE-I, NCE-II, mixed NCE-I, distillation, meta and ICL (learned rates) steps: the batch in 4 device blocks
   against the whole batch on 1 device, each step from the same carry. Global InfoNCE denominators and negative sets,
@@ -689,6 +696,7 @@ def _two_processes(argv: list[str], timeout_s: int) -> list[subprocess.Popen]:
                    "--peer-timeout", str(timeout_s)], devices=2) for i in range(2)]
 
 
+@pytest.mark.heavy
 class MultiProcessTest(absltest.TestCase):
   """Real jax.distributed runs on 127.0.0.1: 2 processes x 2 forced CPU devices (gloo collectives)."""
 

@@ -114,15 +114,19 @@ class Cycle:
     return self.indices[batch]
 
 
-def typical_budget(c: GraphCollection, batch_size: int, quantile: float = 0.99, samples: int = 1000) -> tuple[int, int]:
+def typical_budget(c: GraphCollection, batch_size: int, devices: int = 1, quantile: float = 0.99,
+                   samples: int = 1000) -> tuple[int, int]:
   """The node and edge budgets (power-of-two buckets) that hold ``quantile`` of random batches of ``batch_size``
   graphs, from the graph sizes alone (a fixed seed: the training streams are not touched). Batches padded to at
   least these budgets take one shape in the common case, so a run compiles its fused steps for few shapes, at little
-  padding cost (most batches fall in this bucket anyway)."""
+  padding cost (most batches fall in this bucket anyway). With ``devices`` = N the batch is N blocks sharing one
+  budget, so the budget is that of the largest of N blocks of batch_size / N graphs: a block's sum varies more
+  around its mean than the whole batch's, and N of them must fit."""
   rng = np.random.default_rng(0)
-  picks = rng.integers(0, c.num_graphs, (samples, min(batch_size, c.num_graphs)))
-  return (bucket(int(np.quantile(c.n_node[picks].sum(axis=1), quantile))),
-          bucket(int(np.quantile(c.n_edge[picks].sum(axis=1), quantile))))
+  per = max(min(batch_size, c.num_graphs) // devices, 1)
+  picks = rng.integers(0, c.num_graphs, (samples, devices, per))
+  largest = lambda sizes: int(np.quantile(sizes[picks].sum(axis=2).max(axis=1), quantile))  # noqa: E731
+  return bucket(largest(c.n_node)), bucket(largest(c.n_edge))
 
 
 def graph_views(c: GraphCollection, index: np.ndarray, batch_size: int, rng: np.random.Generator,
@@ -130,7 +134,8 @@ def graph_views(c: GraphCollection, index: np.ndarray, batch_size: int, rng: np.
           min_budget: tuple[int, int] = (0, 0), devices: int = 1) -> tuple[Views, Negatives | None]:
   """Anchor/positive views of graphs ``index`` and, with ``extra``, unaugmented negatives ``extra`` padded to
   ``extra_graphs`` graphs (at least one slot, all masked when ``extra`` is empty). All padded to one common node and
-  edge budget, at least ``min_budget``, so a step's jitted function sees few distinct shapes.
+  edge budget, at least ``min_budget`` (per device block: :func:`typical_budget` with ``devices``), so a step's
+  jitted function sees few distinct shapes.
 
   With ``devices`` = N > 1 the batch is cut into N blocks of consecutive samples (batch_size / N anchor slots and
   ceil(slots / N) negative slots each), every block padded on its own to one common budget and the blocks stacked
@@ -146,8 +151,8 @@ def graph_views(c: GraphCollection, index: np.ndarray, batch_size: int, rng: np.
   def blocks(items, size):
     return [items[d * size:(d + 1) * size] or [empty] for d in range(devices)]
   sets = [blocks(graphs, per), blocks(positives, per)] + ([blocks(others, per_other)] if others is not None else [])
-  node_budget = max(bucket(max(sum(len(x) for x, _, _ in b) for g in sets for b in g)), min_budget[0] // devices)
-  edge_budget = max(bucket(max(sum(len(s) for _, s, _ in b) for g in sets for b in g)), min_budget[1] // devices)
+  node_budget = max(bucket(max(sum(len(x) for x, _, _ in b) for g in sets for b in g)), min_budget[0])
+  edge_budget = max(bucket(max(sum(len(s) for _, s, _ in b) for g in sets for b in g)), min_budget[1])
 
   def padded(block_list, size):
     out = [pad_graphs(b, size, node_budget=node_budget, edge_budget=edge_budget) for b in block_list]
@@ -207,14 +212,15 @@ class GraphData:
     self.labels = np.asarray(collection.labels)
     self.num = collection.num_graphs
     self.notes = collection.notes
-    self._budgets = {}  # batch size → typical_budget
+    self._budgets = {}  # (batch size, devices) → typical_budget
 
   def views(self, index, batch_size: int, rng: np.random.Generator, extra=None, extra_n: int = 0, timer=None,
             devices: int = 1):
     del timer  # graph views are built on the host; nothing compiles
-    if batch_size not in self._budgets:
-      self._budgets[batch_size] = typical_budget(self.collection, batch_size)
-    return graph_views(self.collection, index, batch_size, rng, extra, extra_n, self._budgets[batch_size], devices)
+    if (batch_size, devices) not in self._budgets:
+      self._budgets[batch_size, devices] = typical_budget(self.collection, batch_size, devices)
+    return graph_views(self.collection, index, batch_size, rng, extra, extra_n, self._budgets[batch_size, devices],
+                       devices)
 
   def raw_batches(self, index: np.ndarray, size: int = 128) -> Iterator[tuple[jraph.GraphsTuple, int]]:
     """Unaugmented graphs ``index`` in padded batches of ``size`` (node budgets bucketed, so few shapes compile)."""
