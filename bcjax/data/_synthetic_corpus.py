@@ -79,7 +79,8 @@ def synthetic_link_corpus(num_pages: int = 20_000, num_links: int = 200_000, *, 
   pos = np.clip(np.searchsorted(cum, pick, side="right"), start[dst_cluster], start[dst_cluster + 1] - 1)
   dst = order[pos]
   # Distinct links in (source, target) order; one int64 key per link sorts ~20x faster than np.unique's rows.
-  keys = np.unique(src[src != dst].astype(np.int64) * n + dst[src != dst])
+  kept = src != dst
+  keys = np.unique(src[kept].astype(np.int64) * n + dst[kept])
   links = np.stack([keys // n, keys % n], axis=1).astype(np.int32)
   pairs = Pairs(links[:, 0], links[:, 1], np.ones(len(links), np.float32))
   train, val = split_pairs(pairs, val_fraction, seed + 1)
