@@ -444,7 +444,8 @@ ICL_PROBE = textwrap.dedent("""
 
     cfg = dataclasses.replace(PRESETS["test"], dropout=0.0, image_width=4, image_features=8)
     B, NEW_NUM, OLD_NUM = 32, 10, 21
-    AGENT = AgentConfig(actor_hidden=4)
+    # Small agents that start learning at once (the 3 steps exercise act, observe and learn)
+    AGENT = AgentConfig(actor_hidden=4, critic_hidden=4, window=8, batch_size=4, warmup=1, buffer_size=64)
     mesh = data_mesh(4)
     NEGATIVES = {"nce-i": (None, 0), "distill": (None, 0), "nce-ii": (B - 1, B - 1), "mixed": (OLD_NUM, OLD_NUM)}
 
@@ -470,7 +471,9 @@ ICL_PROBE = textwrap.dedent("""
       def make(m):
         e = enc[m]
         if kind in ("meta", "icl"):
-          rule = MetaRule(AGENT if kind == "icl" else None, 1e-2, "sgd", 1e-2, 1e-3, 1e-5, unroll=True)
+          # the experiment's choice: inner steps scanned on graphs, unrolled on images
+          rule = MetaRule(AGENT if kind == "icl" else None, 1e-2, "sgd", 1e-2, 1e-3, 1e-5,
+                          unroll=data.kind == "images")
           return meta_step(e.train_def, 0.1, NEW_NUM, rule, m)
         return adam_step(e.train_def, kind, 0.1, 1e-3, 1e-5, NEW_NUM if kind == "mixed" else None,
                          e.eval_def if kind == "distill" else None, m)

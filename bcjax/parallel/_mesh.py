@@ -210,8 +210,10 @@ def shard_blocks(mesh: jax.sharding.Mesh, tree, *, axis: int = 0, name: str = "b
 
 
 def replicate(mesh: jax.sharding.Mesh, tree):
-  """Every leaf (the same full value in every process) replicated on every device of the mesh (``P()``)."""
-  return _from_full(mesh, tree, lambda x: jax.P())
+  """Every leaf (the same full value in every process) replicated on every device of the mesh (``P(None, ...)``, one
+  ``None`` per axis: the spec jitted steps give their replicated outputs, so a step fed its own outputs compiles
+  once)."""
+  return _from_full(mesh, tree, lambda x: jax.P(*([None] * x.ndim)))
 
 
 def shard_table(mesh: jax.sharding.Mesh, table, *, name: str = "table"):

@@ -27,7 +27,7 @@ from bcjax._reduce import row_mean
 from bcjax.alignment import PosthocFit, fit_posthoc, init_backward
 from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteInputs, BipartiteSAGE
-from bcjax.parallel import DATA_AXIS, split_rows
+from bcjax.parallel import DATA_AXIS, replicate, split_rows
 from experiments.bc_aligner.configs import KS, Config
 from experiments.bc_aligner.data import Batch, BPRSampler, VersionData
 from experiments.bc_methods import POSTHOC_LOSS, alignment_loss
@@ -174,6 +174,8 @@ def train_model(vd: VersionData, model: Model, cfg: Config, key: jax.Array, *, e
   optimizer = adam(cfg.learning_rate)
   state = TrainState(jax.tree.map(jnp.array, params), jax.tree.map(jnp.array, model.batch_stats),
                      optimizer.init(params), jnp.zeros((), jnp.int32))
+  if mesh is not None:  # placed as the step's outputs are, so the step compiles once, not again after its first call
+    state = replicate(mesh, state)
   step = make_train_step(model.train_def, kind, cfg.learning_rate, cfg.weight_decay, cfg.lam, mesh)
   sampler = BPRSampler(vd.split, cfg.batch_size)
   rng = np.random.default_rng(np.asarray(jax.random.key_data(np_key)).ravel())
@@ -259,6 +261,8 @@ def train_posthoc(vd: VersionData, z_new: np.ndarray, target: AlignTarget, kind:
   optimizer = adam(cfg.learning_rate)
   w0 = init_backward(w_key, target.z_prev.shape[1], z_new.shape[1])
   fit = PosthocFit(w0, None, optimizer.init(w0))
+  if mesh is not None:  # as the fit leaves the mesh, so the fit compiles once
+    fit = replicate(mesh, fit)
   loss = POSTHOC_LOSS[kind]
   sampler = BPRSampler(vd.split, cfg.batch_size)
   rng = np.random.default_rng(np.asarray(jax.random.key_data(np_key)).ravel())
@@ -269,12 +273,13 @@ def train_posthoc(vd: VersionData, z_new: np.ndarray, target: AlignTarget, kind:
     folds = [fold_batch(batch, len(z_new), 1 if mesh is None else mesh.devices.size)
              for batch in sampler.epoch(rng)]
     batches = (jnp.stack([f.node for f in folds]), jnp.stack([f.count for f in folds]))
+    start = fit._replace(losses=None)  # the fit reads only w and the optimiser state: one pytree, one compile
     if mesh is None:
       fit = fit_posthoc(z_new, target.z_prev, target.history, loss=loss, per_dim=True, optimizer=optimizer,
-                        batches=batches, init=fit)
+                        batches=batches, init=start)
     else:
       batches = split_rows(mesh, batches, axis=1)
-      fit = _sharded_posthoc(mesh, loss, optimizer)(z_new, target.z_prev, tuple(target.history), batches, fit)
+      fit = _sharded_posthoc(mesh, loss, optimizer)(z_new, target.z_prev, tuple(target.history), batches, start)
     if epoch in eval_epochs:
       err = float(single_step_error(z_new, target.z_prev, fit.w, vd.split.num_users))
       if log is not None:
