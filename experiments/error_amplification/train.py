@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from bcjax._reduce import row_mean
 from bcjax.alignment import BackwardLinear, alignment_error, fit_posthoc, notrans
-from bcjax.parallel import DATA_AXIS, split_rows
+from bcjax.parallel import DATA_AXIS, replicate, split_rows
 from bcjax.versioning import Registry
 from experiments import common
 from experiments.bc_methods import JOINT, LINEAR, POSTHOC, POSTHOC_LOSS, alignment_loss
@@ -92,6 +92,8 @@ def train_version(cfg: Config, method: str, k: int, data: ChainData, z_prev: jax
   graphdef, params = nnx.split(VersionModel(encoder, backward))
   optimizer = common.adam(cfg.learning_rate)
   state = TrainState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
+  if mesh is not None:  # placed as the step leaves it, so the step compiles once
+    state = replicate(mesh, state)
   step_fn = make_train_step(graphdef, optimizer, method if k else "non-bc", history, cfg.lam, cfg.l2, mesh)
   rows = common.endless_batches(batch_key, cfg.n_train, cfg.batch_size)
   for step in range(cfg.steps):

@@ -121,6 +121,8 @@ def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None,
       est, sampler = _make(spec, bags.num_entities, entity_counts, cfg.smoothing, axis, sharded(spec))
       estimators[side, spec.name] = (est, sampler)
       estimator_states[side, spec.name] = est.init(full)
+      if mesh is not None:  # placed as update_all leaves them, so it compiles once
+        estimator_states[side, spec.name] = replicate(mesh, estimator_states[side, spec.name])
       if sharded(spec):
         estimator_states[side, spec.name] = estimator_states[side, spec.name]._replace(
             cache=shard_table(mesh, np.asarray(estimator_states[side, spec.name].cache), name=f"{side} SAGram cache"))
