@@ -634,6 +634,22 @@ class ShardBlocksTest(absltest.TestCase):
       parallel.shard_blocks(mesh, np.zeros((3, 4)), axis=2, name="views")
 
 
+class ReplicateTest(absltest.TestCase):
+
+  def test_a_step_fed_its_own_replicated_outputs_compiles_once(self):
+    """State placed by ``replicate`` carries the sharding a jitted step gives its outputs, so the second call reuses
+    the first call's program (fresh host state would compile the step twice)."""
+    mesh = parallel.data_mesh(1)
+    state = {"w": np.ones((3, 2), np.float32), "b": np.zeros(2, np.float32), "step": np.zeros((), np.int32)}
+    step = jax.jit(lambda s: jax.tree.map(lambda x: x + 1, s))
+    placed = parallel.replicate(mesh, state)
+    for _ in range(3):
+      placed = step(placed)
+    self.assertEqual(step._cache_size(), 1)  # pylint: disable=protected-access
+    np.testing.assert_array_equal(np.asarray(placed["w"]), np.full((3, 2), 4.0, np.float32))
+    self.assertTrue(placed["w"].sharding.is_fully_replicated)
+
+
 @pytest.mark.heavy
 class ICLDataParallelTest(absltest.TestCase):
   """ICL's NCE-I, NCE-II, mixed NCE-I, distillation, meta and ICL (learned rates) steps: the batch in 4 device blocks
