@@ -120,12 +120,14 @@ def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None,
     for spec in all_specs:
       est, sampler = _make(spec, bags.num_entities, entity_counts, cfg.smoothing, axis, sharded(spec))
       estimators[side, spec.name] = (est, sampler)
-      estimator_states[side, spec.name] = est.init(full)
-      if mesh is not None:  # placed as update_all leaves them, so it compiles once
-        estimator_states[side, spec.name] = replicate(mesh, estimator_states[side, spec.name])
+      initial = est.init(full)
+      # placed as update_all leaves them, so it compiles once; a row-sharded cache is never whole on every device
       if sharded(spec):
-        estimator_states[side, spec.name] = estimator_states[side, spec.name]._replace(
-            cache=shard_table(mesh, np.asarray(estimator_states[side, spec.name].cache), name=f"{side} SAGram cache"))
+        cache = shard_table(mesh, np.asarray(initial.cache), name=f"{side} SAGram cache")
+        initial = replicate(mesh, initial._replace(cache=None))._replace(cache=cache)
+      elif mesh is not None:
+        initial = replicate(mesh, initial)
+      estimator_states[side, spec.name] = initial
 
   ordered = sorted(estimators.items())
   features = {"left": data.left_groups, "right": data.right_groups}
