@@ -117,6 +117,12 @@ class ConceptorsStsTest(absltest.TestCase):
       self.assertEqual(ctx.exception.code, 2)
       self.assertIn("--alpha", err.getvalue())
       self.assertFalse(out.exists())
+    out = self.tmp / "bad-rule"  # a rule with a fixed aperture would be silently ignored
+    with contextlib.redirect_stderr(io.StringIO()) as err, self.assertRaises(SystemExit) as ctx:
+      main(["--alpha", "2", "--alpha-rule", "relative", "--out", str(out), "--no-progress"])
+    self.assertEqual(ctx.exception.code, 2)
+    self.assertIn("--alpha-rule 'relative' applies only with --alpha auto", err.getvalue())
+    self.assertFalse(out.exists())
 
   @absltest.skipUnless((DATA / "sts" / "STSBenchmark").is_dir(), "development STS data not present")
   def test_real_sts_genres_have_the_reference_counts(self):

@@ -36,6 +36,9 @@ def aperture(cfg: Config) -> float | str:
     raise harness.UsageError("--alpha", f"must be a positive number or 'auto', got {cfg.alpha!r}") from None
   if not (value > 0 and np.isfinite(value)):
     raise harness.UsageError("--alpha", f"must be a positive finite number or 'auto', got {cfg.alpha!r}")
+  if cfg.alpha_rule != Config.alpha_rule:  # a rule would be ignored by a fixed aperture: refuse, do not drop it
+    raise harness.UsageError("--alpha-rule", f"{cfg.alpha_rule!r} applies only with --alpha auto, got --alpha "
+                                             f"{cfg.alpha}")
   return value
 
 
