@@ -175,6 +175,21 @@ class SvmTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, r"counts \[8, 2\]"):
       svm_accuracy(rng.normal(size=(10, 2)), (np.arange(10) > 7).astype(int))
 
+  def test_a_smaller_grid_searches_only_its_values(self):
+    rng = np.random.default_rng(1)
+    y = np.repeat([0, 1], 30)
+    x = rng.normal(size=(60, 3)) + 0.8 * y[:, None]
+    grid = (0.5, 4.0)
+    peer = cross_val_score(GridSearchCV(SVC(), {"C": list(grid)}, cv=3, scoring="accuracy"), x, y,
+                           cv=StratifiedKFold(3, shuffle=True, random_state=0)).mean()
+    assert_close(svm_accuracy(x, y, folds=3, seed=0, c_grid=grid), peer)
+    # one C is no search at all: the plain SVC's cross-validated accuracy
+    plain = cross_val_score(SVC(C=1e-3), x, y, cv=StratifiedKFold(3, shuffle=True, random_state=0)).mean()
+    assert_close(svm_accuracy(x, y, folds=3, seed=0, c_grid=(1e-3,)), plain)
+    for bad in ((), (0.0, 1.0)):
+      with self.assertRaisesRegex(ValueError, "c_grid"):
+        svm_accuracy(x, y, folds=3, c_grid=bad)
+
 
 @pytest.mark.heavy
 class CommandLineTest(absltest.TestCase):

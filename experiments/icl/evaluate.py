@@ -1,7 +1,7 @@
 """SVM evaluation of frozen embeddings as in the reference code (spec §7.4).
 
 The encoder runs in eval mode (BatchNorm running statistics, no dropout) on the raw inputs; an RBF ``SVC`` with
-C ∈ {1e-3, …, 1e3} is chosen by ``GridSearchCV`` (5-fold, stratified, unshuffled) inside every fold of an outer
+C ∈ {1e-3, …, 1e3} (``C_GRID``; the test preset searches fewer) is chosen by ``GridSearchCV`` (5-fold, stratified, unshuffled) inside every fold of an outer
 ``StratifiedKFold(5, shuffle=True)`` and the mean held-out accuracy is reported. Unlike the reference the outer
 split is seeded, so the same seed gives the same accuracy.
 """
@@ -23,17 +23,22 @@ def embed(encoder: Encoder, data, index: np.ndarray) -> np.ndarray:
   return np.concatenate(parts).astype(np.float64)
 
 
-def svm_accuracy(x: np.ndarray, y: np.ndarray, folds: int = 5, seed: int = 0) -> float:
-  """Mean outer-fold accuracy of the grid-searched SVC on embeddings ``x`` [N, D] with labels ``y`` [N].
+def svm_accuracy(x: np.ndarray, y: np.ndarray, folds: int = 5, seed: int = 0,
+                 c_grid: tuple[float, ...] = C_GRID) -> float:
+  """Mean outer-fold accuracy of the SVC grid-searched over ``c_grid`` on embeddings ``x`` [N, D] with labels
+  ``y`` [N].
 
   Raises:
-    ValueError: non-finite embeddings, or a class with fewer than ``folds`` samples (stratification impossible).
+    ValueError: non-finite embeddings, a class with fewer than ``folds`` samples (stratification impossible), or an
+      empty or non-positive ``c_grid``.
   """
   x, y = np.asarray(x, np.float64), LabelEncoder().fit_transform(np.asarray(y))
   if x.ndim != 2 or len(x) != len(y):
     raise ValueError(f"svm_accuracy: x must be [N, D] with N = len(y) = {len(y)}, got {x.shape}")
   if not np.all(np.isfinite(x)):
     raise ValueError("svm_accuracy: the embeddings contain NaN or inf; the encoder diverged")
+  if not c_grid or min(c_grid) <= 0:
+    raise ValueError(f"svm_accuracy: c_grid must hold positive values, got {tuple(c_grid)}")
   counts = np.bincount(y)
   if len(counts) < 2 or counts.min() < folds:
     raise ValueError(f"svm_accuracy: every class needs at least `folds`={folds} samples, got counts "
@@ -42,7 +47,7 @@ def svm_accuracy(x: np.ndarray, y: np.ndarray, folds: int = 5, seed: int = 0) ->
   scores = []
   for train, test in outer.split(x, y):
     inner_folds = min(folds, int(np.bincount(y[train]).min()))
-    search = GridSearchCV(SVC(), {"C": list(C_GRID)}, cv=inner_folds, scoring="accuracy")
+    search = GridSearchCV(SVC(), {"C": list(c_grid)}, cv=inner_folds, scoring="accuracy")
     search.fit(x[train], y[train])
     scores.append(search.score(x[test], y[test]))
   return float(np.mean(scores))
@@ -63,10 +68,11 @@ def check_splits(labels: np.ndarray, splits: dict, folds: int) -> None:
                          f"folds)")
 
 
-def accuracies(encoder: Encoder, data, old: np.ndarray, new: np.ndarray, folds: int, seed: int) -> dict:
+def accuracies(encoder: Encoder, data, old: np.ndarray, new: np.ndarray, folds: int, seed: int,
+               c_grid: tuple[float, ...] = C_GRID) -> dict:
   """SVM accuracy (in %) on all of X' = X ∪ ΔX, on the old data X and on the new data ΔX."""
   z_old, z_new = embed(encoder, data, old), embed(encoder, data, new)
   y_old, y_new = data.labels[old], data.labels[new]
-  return {"all": 100 * svm_accuracy(np.concatenate([z_old, z_new]), np.concatenate([y_old, y_new]), folds, seed),
-          "old": 100 * svm_accuracy(z_old, y_old, folds, seed),
-          "new": 100 * svm_accuracy(z_new, y_new, folds, seed)}
+  score = lambda x, y: 100 * svm_accuracy(x, y, folds, seed, c_grid)  # noqa: E731
+  return {"all": score(np.concatenate([z_old, z_new]), np.concatenate([y_old, y_new])),
+          "old": score(z_old, y_old), "new": score(z_new, y_new)}
