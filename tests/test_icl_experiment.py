@@ -186,7 +186,7 @@ class SvmTest(absltest.TestCase):
     # one C is no search at all: the plain SVC's cross-validated accuracy
     plain = cross_val_score(SVC(C=1e-3), x, y, cv=StratifiedKFold(3, shuffle=True, random_state=0)).mean()
     assert_close(svm_accuracy(x, y, folds=3, seed=0, c_grid=(1e-3,)), plain)
-    for bad in ((), (0.0, 1.0)):
+    for bad in ((), (0.0, 1.0), (float("nan"),)):
       with self.assertRaisesRegex(ValueError, "c_grid"):
         svm_accuracy(x, y, folds=3, c_grid=bad)
 

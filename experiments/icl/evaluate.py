@@ -1,9 +1,9 @@
 """SVM evaluation of frozen embeddings as in the reference code (spec §7.4).
 
 The encoder runs in eval mode (BatchNorm running statistics, no dropout) on the raw inputs; an RBF ``SVC`` with
-C ∈ {1e-3, …, 1e3} (``C_GRID``; the test preset searches fewer) is chosen by ``GridSearchCV`` (5-fold, stratified, unshuffled) inside every fold of an outer
-``StratifiedKFold(5, shuffle=True)`` and the mean held-out accuracy is reported. Unlike the reference the outer
-split is seeded, so the same seed gives the same accuracy.
+C ∈ {1e-3, …, 1e3} (``C_GRID``; the test preset searches fewer) is chosen by ``GridSearchCV`` (5-fold, stratified,
+unshuffled) inside every fold of an outer ``StratifiedKFold(5, shuffle=True)`` and the mean held-out accuracy is
+reported. Unlike the reference the outer split is seeded, so the same seed gives the same accuracy.
 """
 
 import numpy as np
@@ -37,8 +37,8 @@ def svm_accuracy(x: np.ndarray, y: np.ndarray, folds: int = 5, seed: int = 0,
     raise ValueError(f"svm_accuracy: x must be [N, D] with N = len(y) = {len(y)}, got {x.shape}")
   if not np.all(np.isfinite(x)):
     raise ValueError("svm_accuracy: the embeddings contain NaN or inf; the encoder diverged")
-  if not c_grid or min(c_grid) <= 0:
-    raise ValueError(f"svm_accuracy: c_grid must hold positive values, got {tuple(c_grid)}")
+  if not c_grid or not all(np.isfinite(c) and c > 0 for c in c_grid):
+    raise ValueError(f"svm_accuracy: c_grid must hold positive finite values, got {tuple(c_grid)}")
   counts = np.bincount(y)
   if len(counts) < 2 or counts.min() < folds:
     raise ValueError(f"svm_accuracy: every class needs at least `folds`={folds} samples, got counts "

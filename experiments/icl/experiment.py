@@ -51,13 +51,13 @@ def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar, mesh=None) -
     return write
   pre, loss0 = pretrain(ctx, fresh, k_pre, seed, logger("pretrain"))
   bar.update()
-  pre_acc = accuracies(pre.encoder, data, old, new, cfg.svm_folds, seed, cfg.svm_c_grid)
+  svm = lambda encoder: accuracies(encoder, data, old, new, cfg.svm_folds, seed, cfg.svm_c_grid)  # noqa: E731
+  pre_acc = svm(pre.encoder)
   records, losses = {}, {}
   for i, m in enumerate(methods):
     r = train_method(m, ctx, pre.encoder, fresh, loss0, jax.random.fold_in(k_methods, i), seed + i + 1, logger(m))
     records[m] = {"epochs": r.epochs, "train_seconds": r.train_seconds, "compile_seconds": r.compile_seconds,
-                  "stopped": r.stopped,
-                  "accuracy": accuracies(r.encoder, data, old, new, cfg.svm_folds, seed, cfg.svm_c_grid)}
+                  "stopped": r.stopped, "accuracy": svm(r.encoder)}
     losses[m] = r.losses
     bar.update()
   return records, losses, pre_acc
