@@ -20,7 +20,7 @@ demo: $(STAMP)
 	$(PY) -m experiments.bc_aligner --preset quick --out $(OUT)
 
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadscope -q
+	$(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder -q
 
 clean:
 	rm -rf $(VENV) runs

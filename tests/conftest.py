@@ -34,8 +34,9 @@ jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 def pytest_collection_modifyitems(items):
   """Classes marked ``heavy`` (whole experiment runs, multi-device subprocesses: tens of seconds to minutes each) go
-  first: xdist hands out classes in collection order, so a heavy class collected last would leave one worker running
-  it alone at the end of the suite."""
+  first, so that no heavy class is left running on one worker at the end of the suite while the other idles. xdist
+  hands out classes in collection order only with ``--no-loadscope-reorder`` (``make test``); by default it sorts
+  them by their number of tests, which put the one-test heavy classes last."""
   items.sort(key=lambda item: item.get_closest_marker("heavy") is None)  # stable: the order within each group stays
 
 

@@ -280,7 +280,7 @@ class TuDatasetTest(absltest.TestCase):
   def test_a_split_the_svm_cannot_stratify_is_refused_before_training(self):
     tmp = Path(self.create_tempdir().full_path)
     labels = np.zeros(60, int)
-    labels[:2] = 1  # two graphs of class 1: no 3-fold stratification possible
+    labels[:1] = 1  # one graph of class 1: not even the test preset's 2 folds can be stratified
     write_featureless_tu(tmp / "SKEW", "SKEW", labels)
     out = tmp / "run"
     code = icl_main.main(["--preset", "test", "--dataset", "tu:SKEW", "--data-dir", str(tmp), "--out", str(out),

@@ -6,10 +6,12 @@ that name the argument and the counts."""
 import contextlib
 import io
 import json
+import shutil
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -168,7 +170,7 @@ PROBE = textwrap.dedent("""
 # The two-tower step (SOGram and candidate sampling) for 10 steps on 1 device (no mesh) and on the 4-device mesh from
 # the same seed, in float32; then the gramian_training experiment's command line on 1 and 4 devices, and its errors.
 TWO_TOWER_PROBE = textwrap.dedent("""
-    import json, tempfile
+    import json, os
     from pathlib import Path
     import jax
     import numpy as np
@@ -224,7 +226,7 @@ TWO_TOWER_PROBE = textwrap.dedent("""
       except SystemExit as e:
         return e.code
 
-    tmp = Path(tempfile.mkdtemp())
+    tmp = Path(os.environ["PROBE_DIR"])  # the test keeps the 4-device run: MultiProcess runs are compared with it
     out["cli"] = [cli("--devices", "1", "--out", str(tmp / "one")), cli("--devices", "4", "--out", str(tmp / "four"))]
     out["cli_metrics"] = [[json.loads(l) for l in (tmp / name / "metrics.jsonl").read_text().splitlines()]
                           for name in ("one", "four")]
@@ -301,8 +303,8 @@ BC_ALIGNER_PROBE = textwrap.dedent("""
 """)
 
 
-def run_probe(probe: str = PROBE):
-  env = forced_device_env(4)
+def run_probe(probe: str = PROBE, **env_vars: str):
+  env = forced_device_env(4) | env_vars
   proc = subprocess.run([sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True, text=True,
                         timeout=540)
   if proc.returncode:
@@ -541,7 +543,9 @@ class TwoTowerDataParallelTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.out = run_probe(TWO_TOWER_PROBE)
+    cls.runs = Path(tempfile.mkdtemp(prefix="bcjax-two-tower-"))
+    cls.addClassCleanup(shutil.rmtree, cls.runs, ignore_errors=True)
+    cls.out = run_probe(TWO_TOWER_PROBE, PROBE_DIR=str(cls.runs))
 
   def test_ten_steps_on_four_devices_equal_one(self):
     for kind in ("sogram", "sampling", "exact", "softmax"):
@@ -582,6 +586,31 @@ class TwoTowerDataParallelTest(absltest.TestCase):
   def test_devices_and_batch_errors(self):
     self.assertIn("`batch_size`=66 is not divisible by the 4 devices", self.out["step_error"])
     self.assertEqual(self.out["cli_errors"], [2, 2, False])  # exit 2, nothing written
+
+  def test_two_processes_equal_one_process_on_four_devices_and_only_process_0_writes(self):
+    """The probe's command-line run on 4 devices of one process (the same flags) is the reference."""
+    tmp = Path(self.create_tempdir().full_path)
+    # SOGram (psum'd Gramians) and the sampled softmax (in-batch negatives all-gathered across both processes)
+    argv = ["--steps", "10", "--methods", "sogram-uniform,softmax-logq"]
+    single = self.runs / "four"
+    self.assertEqual(self.out["cli"][1], 0)
+    procs = _two_processes([*argv, "--out", str(tmp / "multi")], timeout_s=120)
+    outputs = [p.communicate(timeout=300) for p in procs]
+    self.assertEqual([p.returncode for p in procs], [0, 0], [e[-2000:] for _, e in outputs])
+    self.assertIn("outputs in", outputs[0][0])
+    self.assertNotIn("outputs in", outputs[1][0])  # process 1 reports nothing and writes nothing
+    self.assertEqual(_files(tmp / "multi"), _files(single))
+    read = lambda d: [json.loads(l) for l in (d / "metrics.jsonl").read_text().splitlines() if "loss" in l]
+    one, two = read(single), read(tmp / "multi")
+    self.assertEqual(len(one), len(two))
+    self.assertNotEqual(len(one), 0)
+    self.assertEqual({r["method"] for r in one}, {"sogram-uniform", "softmax-logq"})
+    for a, b in zip(one, two):
+      self.assertEqual((a["method"], a["step"]), (b["method"], b["step"]))
+      for key in ("loss", "observed_loss", "penalty_estimate", "val_map@10"):
+        if key in a:  # the softmax has no penalty
+          assert_close(f32(b[key]), f32(a[key]), "reduction", scale=abs(a[key]) or 1.0)
+    self.assertNotIn("--process-id", json.loads((tmp / "multi" / "config.json").read_text())["argv"])
 
 
 @pytest.mark.heavy
@@ -725,30 +754,6 @@ def _files(folder: Path) -> list[str]:
 @pytest.mark.heavy
 class MultiProcessTest(absltest.TestCase):
   """Real jax.distributed runs on 127.0.0.1: 2 processes x 2 forced CPU devices (gloo collectives)."""
-
-  def test_two_processes_equal_one_process_on_four_devices_and_only_process_0_writes(self):
-    tmp = Path(self.create_tempdir().full_path)
-    # SOGram (psum'd Gramians) and the sampled softmax (in-batch negatives all-gathered across both processes)
-    argv = ["--steps", "10", "--methods", "sogram-uniform,softmax-logq"]
-    single = _launch([*argv, "--out", str(tmp / "single")], devices=4)
-    self.assertEqual(single.wait(timeout=300), 0, single.stderr.read()[-2000:])
-    procs = _two_processes([*argv, "--out", str(tmp / "multi")], timeout_s=120)
-    outputs = [p.communicate(timeout=300) for p in procs]
-    self.assertEqual([p.returncode for p in procs], [0, 0], [e[-2000:] for _, e in outputs])
-    self.assertIn("outputs in", outputs[0][0])
-    self.assertNotIn("outputs in", outputs[1][0])  # process 1 reports nothing and writes nothing
-    self.assertEqual(_files(tmp / "multi"), _files(tmp / "single"))
-    read = lambda d: [json.loads(l) for l in (d / "metrics.jsonl").read_text().splitlines() if "loss" in l]
-    one, two = read(tmp / "single"), read(tmp / "multi")
-    self.assertEqual(len(one), len(two))
-    self.assertNotEqual(len(one), 0)
-    self.assertEqual({r["method"] for r in one}, {"sogram-uniform", "softmax-logq"})
-    for a, b in zip(one, two):
-      self.assertEqual((a["method"], a["step"]), (b["method"], b["step"]))
-      for key in ("loss", "observed_loss", "penalty_estimate", "val_map@10"):
-        if key in a:  # the softmax has no penalty
-          assert_close(f32(b[key]), f32(a[key]), "reduction", scale=abs(a[key]) or 1.0)
-    self.assertNotIn("--process-id", json.loads((tmp / "multi" / "config.json").read_text())["argv"])
 
   def test_bc_aligner_on_two_processes_equals_one_process_on_four_devices(self):
     """The joint steps' rows split over 2 processes x 2 devices, GraphSAGE's BatchNorm over all nodes on each: the
