@@ -6,8 +6,8 @@ that name the argument and the counts."""
 import contextlib
 import io
 import json
-import shutil
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -538,7 +538,8 @@ def f32(x) -> np.ndarray:
 @pytest.mark.heavy
 class TwoTowerDataParallelTest(absltest.TestCase):
   """4 devices against 1 from the same seed: the global batch is the same, each device takes a quarter of its rows,
-  and the psum'd means and Gramians make every step the same up to float32 summation order."""
+  and the psum'd means and Gramians make every step the same up to float32 summation order. The probe's 4-device
+  command-line run is also the reference of the two-process run (2 processes x 2 devices)."""
 
   @classmethod
   def setUpClass(cls):
@@ -591,7 +592,7 @@ class TwoTowerDataParallelTest(absltest.TestCase):
     """The probe's command-line run on 4 devices of one process (the same flags) is the reference."""
     tmp = Path(self.create_tempdir().full_path)
     # SOGram (psum'd Gramians) and the sampled softmax (in-batch negatives all-gathered across both processes)
-    argv = ["--steps", "10", "--methods", "sogram-uniform,softmax-logq"]
+    argv = ["--steps", "10", "--methods", "sogram-uniform,softmax-logq"]  # the probe's cli() flags
     single = self.runs / "four"
     self.assertEqual(self.out["cli"][1], 0)
     procs = _two_processes([*argv, "--out", str(tmp / "multi")], timeout_s=120)
