@@ -10,25 +10,41 @@ from bcjax.alignment._compose import compositions
 from bcjax.alignment._compose import notrans
 from bcjax.alignment._fit import PosthocFit
 from bcjax.alignment._fit import fit_posthoc
-from bcjax.alignment._fit import init_backward
-from bcjax.alignment._fit import least_squares_backward
+from bcjax.alignment._linear import init_backward
+from bcjax.alignment._linear import least_squares_backward
 from bcjax.alignment._losses import alignment_error
 from bcjax.alignment._losses import multi_step_loss
 from bcjax.alignment._losses import single_step_loss
 from bcjax.alignment._module import BackwardLinear
+from bcjax.alignment._transforms import TRANSFORM_KINDS
+from bcjax.alignment._transforms import BackwardTransform
+from bcjax.alignment._transforms import affine_transform
+from bcjax.alignment._transforms import backward_transform
+from bcjax.alignment._transforms import linear_transform
+from bcjax.alignment._transforms import mlp_transform
+from bcjax.alignment._transforms import orthogonal_transform
+from bcjax.alignment._transforms import semi_orthogonal
 
 __all__ = (
+    "TRANSFORM_KINDS",
     "BackwardLinear",
+    "BackwardTransform",
     "PosthocFit",
+    "affine_transform",
     "alignment_error",
     "apply_backward",
     "apply_chain",
+    "backward_transform",
     "compose",
     "compositions",
     "fit_posthoc",
     "init_backward",
     "least_squares_backward",
+    "linear_transform",
+    "mlp_transform",
     "multi_step_loss",
     "notrans",
+    "orthogonal_transform",
+    "semi_orthogonal",
     "single_step_loss",
 )

@@ -18,81 +18,20 @@ import optax
 from jax.typing import ArrayLike
 
 from bcjax import _checks
+from bcjax.alignment._linear import init_backward
 from bcjax.alignment._losses import multi_step_loss, single_step_loss
+from bcjax.alignment._transforms import BackwardTransform
 
 
 class PosthocFit(NamedTuple):
   """Result of :func:`fit_posthoc`; pass it back as ``init=`` to continue the fit."""
-  w: jax.Array  # [d_(k-1), d_k], the fitted W_k
+  w: jax.Array | dict  # [d_(k-1), d_k], the fitted W_k (with ``transform``: that kind's parameters)
   losses: jax.Array | None  # [steps], the training loss at every step (before that step's update)
   opt_state: optax.OptState | None = None  # the optimiser's state after the last step
 
 
-def init_backward(key: jax.Array, d_prev: int, d_new: int, *, dtype=jnp.float32) -> jax.Array:
-  r"""Initial :math:`W_k \sim U(\pm 1/\sqrt{D_k})` of shape [d_prev, d_new] (PyTorch's ``Linear`` default, which the
-  reference code uses for :math:`B_k`).
-
-  Examples:
-    >>> import jax
-    >>> from bcjax.alignment import init_backward
-    >>> init_backward(jax.random.key(0), 2, 3).shape
-    (2, 3)
-  """
-  d_prev = _checks.check_positive_int("init_backward", "d_prev", d_prev)
-  d_new = _checks.check_positive_int("init_backward", "d_new", d_new)
-  bound = 1.0 / jnp.sqrt(d_new)
-  return jax.random.uniform(key, (d_prev, d_new), dtype, -bound, bound)
-
-
-def least_squares_backward(z_new: ArrayLike, z_prev: ArrayLike, *, ridge: float = 0.0) -> jax.Array:
-  r"""Closed-form minimiser of the single-step loss, optionally with a ridge penalty.
-
-  .. math::
-    W_k = \arg\min_W \frac1n \sum_x \lVert W z_k(x) - z_{k-1}(x) \rVert^2 + \rho \lVert W \rVert_F^2
-        = Z_{k-1}^\top Z_k (Z_k^\top Z_k + n\rho I)^{-1}.
-
-  With :math:`\rho = 0` the minimum-norm least-squares solution is returned (valid for rank-deficient
-  :math:`Z_k`). It also minimises the multi-step loss (see the module docstring).
-
-  Args:
-    z_new: :math:`z_k`, [n, d_k].
-    z_prev: :math:`z_{k-1}`, [n, d_{k-1}].
-    ridge: :math:`\rho \ge 0`; may be traced (then a negative value gives NaN instead of an error).
-
-  Returns:
-    :math:`W_k`, [d_{k-1}, d_k].
-
-  Examples:
-    >>> import jax.numpy as jnp
-    >>> from bcjax.alignment import least_squares_backward
-    >>> z = jnp.eye(3)
-    >>> least_squares_backward(z, 2.0 * z[:, :2]).round(3).tolist()
-    [[2.0, 0.0, 0.0], [0.0, 2.0, 0.0]]
-  """
-  fn = "least_squares_backward"
-  z_new = _checks.as_float_array(fn, "z_new", z_new, ndim=2)
-  z_prev = _checks.as_float_array(fn, "z_prev", z_prev, ndim=2)
-  if z_new.shape[0] != z_prev.shape[0]:
-    raise ValueError(f"{fn}: `z_new` has shape {tuple(z_new.shape)} and `z_prev` has shape {tuple(z_prev.shape)}; "
-                     "both must hold the same rows")
-  if _checks.is_concrete(ridge):
-    ridge = _checks.as_float(fn, "ridge", ridge)
-    if ridge < 0.0:
-      raise ValueError(f"{fn}: `ridge` must be >= 0, got {ridge!r}")
-  n, d = z_new.shape
-  dtype = jnp.result_type(z_new, z_prev)
-  ridge = jnp.asarray(ridge, dtype)
-  # One spectral formula for every ridge, so a traced ridge (a sweep under jit or vmap) takes the same path:
-  # W^T = V diag(f(s)) U^T Z_(k-1), f(s) = s / (s^2 + n rho); at rho = 0 the pseudo-inverse's 1/s, with singular
-  # values below lstsq's cut-off dropped (the minimum-norm solution).
-  u, s, vt = jnp.linalg.svd(z_new.astype(dtype), full_matrices=False)
-  cutoff = jnp.finfo(dtype).eps * max(n, d) * jnp.max(s, initial=0.0)
-  denominator = s * s + n * ridge
-  keep = (s > cutoff) | (ridge > 0)
-  f = jnp.where(keep, s / jnp.where(keep & (denominator > 0), denominator, 1.0), 0.0)
-  w = ((vt.T * f) @ (u.T @ z_prev.astype(dtype))).T
-  # A negative traced ridge cannot raise inside jit; it poisons the result instead of returning a wrong map.
-  return jnp.where(ridge >= 0, w, jnp.nan)
+# Kinds whose maps commute with scaling the input, so a count folds into the row (the `batches` path).
+_HOMOGENEOUS = ("linear", "orthogonal")
 
 
 @functools.lru_cache(maxsize=32)
@@ -101,8 +40,10 @@ def _adam(learning_rate: float) -> optax.GradientTransformation:
   return optax.adam(learning_rate)
 
 
-@functools.partial(jax.jit, static_argnames=("loss", "batch_size", "per_dim", "optimizer", "weighted", "axis_name"))
-def _fit(z_new, z_prev, history, w0, opt_state, xs, *, loss, batch_size, per_dim, optimizer, weighted, axis_name):
+@functools.partial(jax.jit, static_argnames=("loss", "batch_size", "per_dim", "optimizer", "weighted", "axis_name",
+                                             "transform", "history_transforms"))
+def _fit(z_new, z_prev, history, w0, opt_state, xs, *, loss, batch_size, per_dim, optimizer, weighted, axis_name,
+         transform, history_transforms):
   n = z_new.shape[0]
 
   def objective(w, rows, counts):
@@ -112,9 +53,10 @@ def _fit(z_new, z_prev, history, w0, opt_state, xs, *, loss, batch_size, per_dim
       scale = jnp.sqrt(counts)[:, None].astype(zn.dtype)
       zn, zp = scale * zn, scale * zp
     if loss == "single":
-      value = single_step_loss(zn, zp, w, per_dim=per_dim, axis_name=axis_name)
+      value = single_step_loss(zn, zp, w, transform=transform, per_dim=per_dim, axis_name=axis_name)
     else:
-      value = multi_step_loss(zn, zp, w, history, per_dim=per_dim, axis_name=axis_name)
+      value = multi_step_loss(zn, zp, w, history, transform=transform, history_transforms=history_transforms,
+                              per_dim=per_dim, axis_name=axis_name)
     if weighted:  # the row mean of c·ℓ becomes the count-weighted mean Σ c ℓ / Σ c
       size, total = jnp.asarray(rows.shape[0], zn.dtype), jnp.sum(counts)
       if axis_name is not None:
@@ -173,6 +115,8 @@ def fit_posthoc(
     batches: tuple[ArrayLike, ArrayLike] | None = None,
     init: PosthocFit | None = None,
     axis_name: str | None = None,
+    transform: BackwardTransform | None = None,
+    history_transforms: BackwardTransform | tuple[BackwardTransform | None, ...] | None = None,
 ) -> PosthocFit:
   r"""Fits :math:`W_k` by gradient descent on the single- or multi-step loss with :math:`z_k, z_{k-1}` fixed.
 
@@ -200,6 +144,9 @@ def fit_posthoc(
     batches: ``(rows [steps, R] int, counts [steps, R] >= 0)``, the rows of every step and their counts.
     init: a previous :class:`PosthocFit` to continue from (its ``w`` and ``opt_state``; same optimizer), e.g. one
       epoch of batches at a time with evaluations in between.
+    transform: the kind of :math:`B_k` to fit (:mod:`bcjax.alignment` ``orthogonal``, ``affine``, ``mlp``, ...);
+      ``None`` fits the linear weight as an array. The kinds with a closed form also have ``transform.fit``.
+    history_transforms: the kinds of ``history`` (see :func:`multi_step_loss`).
     axis_name: with ``batches``, a mapped axis (``jax.shard_map``) over which each step's rows are split: the
       count-weighted means are then global, and every device takes the same optimiser step.
 
@@ -216,6 +163,13 @@ def fit_posthoc(
   if z_new.shape[0] == 0:
     raise ValueError(f"{fn}: `z_new` has no rows (shape {tuple(z_new.shape)}); nothing to fit on")
   if batches is not None:
+    kinds = [transform] + ([] if history_transforms is None else
+                           [history_transforms] if isinstance(history_transforms, BackwardTransform)
+                           else list(history_transforms))
+    if any(t is not None and t.kind not in _HOMOGENEOUS for t in kinds):
+      raise ValueError(f"{fn}: `batches` fold a row's count c into the row as sqrt(c), which needs maps with "
+                       f"B(sqrt(c) z) = sqrt(c) B(z) ({', '.join(_HOMOGENEOUS)}); got "
+                       f"{[t.kind for t in kinds if t is not None]}: pass mini-batches by `batch_size` instead")
     batches = _check_batches(fn, batches, z_new.shape[0])
     if steps is not None and steps != batches[0].shape[0]:
       raise ValueError(f"{fn}: `steps`={steps} but `batches` holds {batches[0].shape[0]} steps")
@@ -223,7 +177,12 @@ def fit_posthoc(
     steps = _checks.check_positive_int(fn, "steps", 2000 if steps is None else steps)
   if batch_size is not None:
     batch_size = _checks.check_positive_int(fn, "batch_size", batch_size)
-  chain = tuple(_checks.as_weight_chain(fn, "history", history))
+  if history_transforms is None and transform is None:
+    chain = tuple(_checks.as_weight_chain(fn, "history", history))
+  else:
+    chain = tuple(history)
+    if history_transforms is not None and not isinstance(history_transforms, BackwardTransform):
+      history_transforms = tuple(history_transforms)
   if optimizer is None:
     if not learning_rate > 0:
       raise ValueError(f"{fn}: `learning_rate` must be > 0, got {learning_rate!r}")
@@ -232,17 +191,21 @@ def fit_posthoc(
     raise ValueError(f"{fn}: pass `key` (for the initial W_k{'' if init else ' and'}"
                      f"{'' if batches is not None else ' the mini-batches'})")
   init_key, data_key = jax.random.split(key) if key is not None else (None, None)
+  dtype = jnp.result_type(z_new, z_prev)
   if init is None:
-    w0 = init_backward(init_key, z_prev.shape[1], z_new.shape[1], dtype=jnp.result_type(z_new, z_prev))
+    w0 = (init_backward(init_key, z_prev.shape[1], z_new.shape[1], dtype=dtype) if transform is None
+          else transform.init(init_key, z_prev.shape[1], z_new.shape[1], dtype=dtype))
     opt_state = optimizer.init(w0)
   else:
-    w0 = _checks.as_float_array(fn, "init.w", init.w, ndim=2)
+    w0 = _checks.as_float_array(fn, "init.w", init.w, ndim=2) if transform is None else init.w
     opt_state = optimizer.init(w0) if init.opt_state is None else init.opt_state
   # Shape checks of the pair and the history run eagerly here, with clear messages, before tracing.
   if loss == "single":
-    single_step_loss(z_new[:1], z_prev[:1], w0, per_dim=per_dim)
+    single_step_loss(z_new[:1], z_prev[:1], w0, transform=transform, per_dim=per_dim)
   else:
-    multi_step_loss(z_new[:1], z_prev[:1], w0, chain, per_dim=per_dim)
+    multi_step_loss(z_new[:1], z_prev[:1], w0, chain, transform=transform, history_transforms=history_transforms,
+                    per_dim=per_dim)
   xs = batches if batches is not None else jax.random.split(data_key, steps)
   return _fit(z_new, z_prev, chain, w0, opt_state, xs, loss=loss, batch_size=batch_size, per_dim=per_dim,
-              optimizer=optimizer, weighted=batches is not None, axis_name=axis_name)
+              optimizer=optimizer, weighted=batches is not None, axis_name=axis_name, transform=transform,
+              history_transforms=history_transforms)

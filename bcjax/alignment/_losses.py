@@ -17,21 +17,27 @@ from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from bcjax import _checks
 from bcjax._reduce import row_mean, zero_padded
+from bcjax.alignment._transforms import BackwardTransform, check_params
 
 
-def _check_pair(fn: str, z_new, z_prev, w, where):
-  """Validates (z_new [n, d_k], z_prev [n, d_{k-1}], W_k [d_{k-1}, d_k], where [n]); padded rows become zeros."""
+def _check_pair(fn: str, z_new, z_prev, w, where, transform=None):
+  """Validates (z_new [n, d_k], z_prev [n, d_{k-1}], W_k [d_{k-1}, d_k] or ``transform``'s parameters, where [n]);
+  padded rows become zeros."""
   z_new = _checks.as_float_array(fn, "z_new", z_new, ndim=2, finite=False)
   z_prev = _checks.as_float_array(fn, "z_prev", z_prev, ndim=2, finite=False)
-  w = _checks.as_float_array(fn, "w", w, ndim=2)
   if z_new.shape[0] != z_prev.shape[0]:
     raise ValueError(f"{fn}: `z_new` has shape {tuple(z_new.shape)} and `z_prev` has shape {tuple(z_prev.shape)}; "
                      f"both must hold the same {z_new.shape[0]} rows (data points)")
-  if w.shape != (z_prev.shape[1], z_new.shape[1]):
+  if transform is not None:
+    check_params(fn, transform, w, z_prev.shape[1], z_new.shape[1])
+  else:
+    w = _checks.as_float_array(fn, "w", w, ndim=2)
+  if transform is None and w.shape != (z_prev.shape[1], z_new.shape[1]):
     raise ValueError(f"{fn}: `w` has shape {tuple(w.shape)} but must be [d_(k-1), d_k] = "
                      f"{(z_prev.shape[1], z_new.shape[1])} for `z_new` {tuple(z_new.shape)} and `z_prev` "
                      f"{tuple(z_prev.shape)}")
@@ -50,8 +56,9 @@ def _squared_norm(v: jax.Array, per_dim: bool) -> jax.Array:
 def single_step_loss(
     z_new: ArrayLike,
     z_prev: ArrayLike,
-    w: ArrayLike,
+    w: ArrayLike | dict,
     *,
+    transform: BackwardTransform | None = None,
     per_dim: bool = False,
     where: ArrayLike | None = None,
     axis_name: str | None = None,
@@ -60,14 +67,16 @@ def single_step_loss(
 
   .. math::
     L_{\rm align} = \frac{1}{|\mathcal X|} \sum_{x \in \mathcal X} \lVert \delta_k(x) \rVert^2, \qquad
-    \delta_k = W_k z_k - z_{k-1}.
+    \delta_k = B_k(z_k) - z_{k-1}, \quad B_k(z) = W_k z \text{ (linear)}.
 
   With ``per_dim=True`` each squared norm is divided by :math:`D_{k-1}` (the reference code's ``MSELoss``).
 
   Args:
     z_new: :math:`z_k`, [n, d_k].
     z_prev: :math:`z_{k-1}` on the same rows, [n, d_{k-1}].
-    w: :math:`W_k`, [d_{k-1}, d_k].
+    w: :math:`W_k`, [d_{k-1}, d_k]; or, with ``transform``, that kind's parameters.
+    transform: the kind of :math:`B_k` (:mod:`bcjax.alignment` ``linear``, ``orthogonal``, ``affine``, ``mlp``);
+      ``None`` is the linear map given as the array ``w``.
     per_dim: divide by the output dimension, as the reference code does.
     where: optional boolean mask of valid rows, [n].
     axis_name: mapped axis over which the rows are sharded; the mean is then global.
@@ -84,17 +93,19 @@ def single_step_loss(
     >>> float(single_step_loss(z_new, z_prev, jnp.ones((2, 3)), per_dim=True))
     9.0
   """
-  z_new, z_prev, w, where = _check_pair("single_step_loss", z_new, z_prev, w, where)
-  delta = z_new @ w.T - z_prev
+  z_new, z_prev, w, where = _check_pair("single_step_loss", z_new, z_prev, w, where, transform)
+  delta = _backward(transform, w, z_new) - z_prev
   return row_mean(_squared_norm(delta, per_dim), where, axis_name)
 
 
 def multi_step_loss(
     z_new: ArrayLike,
     z_prev: ArrayLike,
-    w: ArrayLike,
-    history: Sequence[ArrayLike],
+    w: ArrayLike | dict,
+    history: Sequence[ArrayLike | dict],
     *,
+    transform: BackwardTransform | None = None,
+    history_transforms: BackwardTransform | Sequence[BackwardTransform | None] | None = None,
     per_dim: bool = False,
     where: ArrayLike | None = None,
     axis_name: str | None = None,
@@ -115,11 +126,25 @@ def multi_step_loss(
   formed; gradients flow into ``history`` too, so wrap it in ``jax.lax.stop_gradient`` when it is frozen inside a
   differentiated function that also closes over it as a variable.
 
+  **Any transform kind.** For maps that are not linear, :math:`W^j_{k-1}\delta_k` is not defined; the term for j
+  is the distance, at version j, between the two things the chain carries there:
+
+  .. math::
+    \lVert B^j_{k-1}(B_k(z_k)) - B^j_{k-1}(z_{k-1}) \rVert^2, \qquad B^j_{k-1} = B_{j+1} \circ \cdots \circ
+    B_{k-1},
+
+  which equals the linear term when every :math:`B_i` is linear. Chains made of ``None``/``linear`` maps only take
+  the linear path above (the same numbers as the array API).
+
   Args:
     z_new: :math:`z_k`, [n, d_k].
     z_prev: :math:`z_{k-1}` on the same rows, [n, d_{k-1}].
-    w: :math:`W_k`, [d_{k-1}, d_k].
-    history: ``[W_1, ..., W_{k-1}]``, each [d_{i-1}, d_i]; empty at k = 1.
+    w: :math:`W_k`, [d_{k-1}, d_k]; or, with ``transform``, that kind's parameters.
+    history: ``[B_1, ..., B_{k-1}]``: weights [d_{i-1}, d_i] or the parameters of ``history_transforms``; empty at
+      k = 1.
+    transform: the kind of :math:`B_k`; ``None`` is the linear map given as the array ``w``.
+    history_transforms: the kinds of the history: one for all, one per entry (``None`` for a weight array), or
+      ``None`` when the history is weight arrays.
     per_dim: divide each term by its output dimension, as the reference code does.
     where: optional boolean mask of valid rows, [n].
     axis_name: mapped axis over which the rows are sharded; the means are then global.
@@ -135,7 +160,14 @@ def multi_step_loss(
     >>> float(multi_step_loss(z_new, z_prev, w2, [w1]))  # (||2 delta||^2 + ||delta||^2) / 2
     5.0
   """
-  z_new, z_prev, w, where = _check_pair("multi_step_loss", z_new, z_prev, w, where)
+  fn = "multi_step_loss"
+  kinds = _history_kinds(fn, history, history_transforms)
+  if all(t is None or t.kind == "linear" for t in (transform, *kinds)):  # the linear path (identical numbers)
+    w = w["w"] if transform is not None else w
+    history = [h["w"] if t is not None else h for t, h in zip(kinds, history)]
+  else:
+    return _chain_loss(fn, z_new, z_prev, w, transform, list(history), kinds, per_dim, where, axis_name)
+  z_new, z_prev, w, where = _check_pair(fn, z_new, z_prev, w, where)
   chain = _checks.as_weight_chain("multi_step_loss", "history", history)
   if chain and chain[-1].shape[1] != z_prev.shape[1]:
     raise ValueError(f"multi_step_loss: the last history weight `history[{len(chain) - 1}]` has shape "
@@ -147,6 +179,47 @@ def multi_step_loss(
     delta = delta @ w_j.T
     total = total + row_mean(_squared_norm(delta, per_dim), where, axis_name)
   return total / (len(chain) + 1)
+
+
+def _backward(transform: BackwardTransform | None, params, z: jax.Array) -> jax.Array:
+  return z @ params.T if transform is None else transform.apply(params, z)
+
+
+def _history_kinds(fn: str, history, history_transforms) -> list[BackwardTransform | None]:
+  if isinstance(history, (jax.Array, np.ndarray)):
+    raise TypeError(f"{fn}: `history` must be a list of backward maps, got a single array of shape "
+                    f"{tuple(history.shape)}")
+  n = len(history)
+  if history_transforms is None or isinstance(history_transforms, BackwardTransform):
+    return [history_transforms] * n
+  kinds = list(history_transforms)
+  if len(kinds) != n:
+    raise ValueError(f"{fn}: `history_transforms` names {len(kinds)} kinds for {n} `history` entries")
+  return kinds
+
+
+def _chain_loss(fn, z_new, z_prev, params, transform, history, kinds, per_dim, where, axis_name):
+  """The multi-step loss of a chain with non-linear maps: both sides carried down the chain, one map at a time."""
+  z_new, z_prev, params, where = _check_pair(fn, z_new, z_prev, params, where, transform)
+  a, b = _backward(transform, params, z_new), z_prev  # B_k(z_k) and z_(k-1), at version k-1
+  total = row_mean(_squared_norm(a - b, per_dim), where, axis_name)
+  d = z_prev.shape[1]
+  for i in reversed(range(len(history))):  # B_(k-1), ..., B_1 carry both to versions k-2, ..., 0
+    t, p = kinds[i], history[i]
+    if t is None:
+      p = _checks.as_float_array(fn, f"history[{i}]", p, ndim=2)
+      if p.shape[1] != d:
+        raise ValueError(f"{fn}: `history[{i}]` has shape {tuple(p.shape)} but maps from dimension {d}")
+      d = p.shape[0]
+    else:
+      d_prev, d_new = t.dims(p)
+      if d_new != d:
+        raise ValueError(f"{fn}: `history[{i}]` ({t.kind}) maps from dimension {d_new}, expected {d}")
+      check_params(fn, t, p, d_prev, d_new)
+      d = d_prev
+    a, b = _backward(t, p, a), _backward(t, p, b)
+    total = total + row_mean(_squared_norm(a - b, per_dim), where, axis_name)
+  return total / (len(history) + 1)
 
 
 def alignment_error(

@@ -6,7 +6,7 @@ from flax import nnx
 from jax.typing import ArrayLike
 
 from bcjax.alignment._compose import apply_backward
-from bcjax.alignment._fit import init_backward
+from bcjax.alignment._linear import init_backward
 
 
 class BackwardLinear(nnx.Module):
