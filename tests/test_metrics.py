@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
-from bcjax.metrics import average_precision_at_k, evaluate_retrieval, mean_over_queries, recall_at_k, roc_auc
+from bcjax.metrics import (average_precision_at_k, evaluate_retrieval, mean_over_queries, negative_flip_rate,
+                           recall_at_k, roc_auc)
 from bcjax.metrics import _retrieval
 from bcjax.metrics._ranking import ranking_metrics
 from tests._tolerance import assert_close
@@ -215,3 +216,35 @@ class RetrievalTest(parameterized.TestCase):
 
 if __name__ == "__main__":
   absltest.main()
+
+
+class NegativeFlipTest(absltest.TestCase):
+  """The negative-flip rate against a direct count, with padded entries and sharded over a named axis."""
+
+  def test_rate_is_the_direct_count_eager_jit_and_sharded(self):
+    rng = np.random.default_rng(0)
+    y, old, new = (rng.integers(0, 3, 40) for _ in range(3))
+    where = rng.random(40) < 0.8
+    count = sum(1 for i in range(40) if where[i] and old[i] == y[i] and new[i] != y[i])
+    expected = count / where.sum()
+    self.assertGreater(count, 0)
+    garbage = old.copy()
+    garbage[~where] = y[~where]  # padded entries that would flip if they counted
+    new_garbage = new.copy()
+    new_garbage[~where] = y[~where] + 1
+    eager = negative_flip_rate(y, garbage, new_garbage, where=where)
+    jitted = jax.jit(negative_flip_rate)(y, garbage, new_garbage, where=where)
+    sharded = jax.vmap(lambda *a: negative_flip_rate(*a[:3], where=a[3], axis_name="d"), axis_name="d")(
+        *(x.reshape(4, 10) for x in (y, garbage, new_garbage, where)))
+    for value in (eager, jitted, *sharded):
+      self.assertAlmostEqual(float(value), expected, places=12)
+    # swapping old and new counts the positive flips instead: a different number on these draws
+    positive = sum(1 for i in range(40) if where[i] and new[i] == y[i] and old[i] != y[i]) / where.sum()
+    self.assertAlmostEqual(float(negative_flip_rate(y, new, old, where=where)), positive, places=12)
+    self.assertNotAlmostEqual(positive, expected)
+
+  def test_bad_input_names_the_argument(self):
+    with self.assertRaisesRegex(ValueError, r"`old_predictions` must be a 1-D array of classes .* float"):
+      negative_flip_rate([1, 0], [0.5, 0.2], [1, 0])
+    with self.assertRaisesRegex(ValueError, r"`new_predictions` has shape \(3,\) but `labels` has shape \(2,\)"):
+      negative_flip_rate([1, 0], [1, 0], [1, 0, 1])
