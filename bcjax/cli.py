@@ -45,10 +45,12 @@ def _cmd_versions(args) -> None:
   if args.json:
     print(json.dumps([info._asdict() for info in infos], indent=2))
     return
-  print(f"{'version':>7}  {'dim':>5}  {'prev_dim':>8}  {'created':<32}  notes")
+  print(f"{'version':>7}  {'dim':>5}  {'prev_dim':>8}  {'map':<18}  {'created':<32}  notes")
   for info in infos:
     prev = "-" if info.prev_dim is None else str(info.prev_dim)
-    print(f"{info.version:>7}  {info.dim:>5}  {prev:>8}  {info.created:<32}  {info.notes}")
+    kind = "-" if info.version == 0 else info.kind + (
+        f"({', '.join(f'{k}={v}' for k, v in info.hparams)})" if info.hparams else "")
+    print(f"{info.version:>7}  {info.dim:>5}  {prev:>8}  {kind:<18}  {info.created:<32}  {info.notes}")
 
 
 def _cmd_transform(args) -> None:

@@ -8,9 +8,11 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import jax
 import numpy as np
 from absl.testing import absltest
 
+from bcjax.alignment import affine_transform
 from bcjax.cli import main
 from bcjax.versioning import Registry
 from tests._tolerance import assert_close
@@ -76,6 +78,21 @@ class CliTest(absltest.TestCase):
     code, stdout, _ = run("versions", "--registry", self.reg, "--json")
     listed = json.loads(stdout)
     self.assertEqual([(v["version"], v["dim"], v["prev_dim"]) for v in listed], [(0, 3, None), (1, 5, 3), (2, 4, 5)])
+
+  def test_transform_applies_a_mixed_chain_and_versions_names_each_map(self):
+    t = affine_transform(rank=2)
+    p = {k: np.asarray(v, np.float64) + 0.5 for k, v in t.init(jax.random.key(0), 4, 6).items()}
+    Registry(self.reg).append(p, transform=t, notes="adapter")
+    z = np.random.default_rng(1).normal(size=(3, 6))
+    np.save(self.tmp / "z3.npy", z)
+    out = self.tmp / "z3to0.npy"
+    self.assertEqual(run("transform", "--registry", self.reg, "--to", "0", str(self.tmp / "z3.npy"), str(out))[0], 0)
+    z2 = z @ p["v"] @ p["u"].T + p["b"]
+    assert_close(np.load(out), z2 @ (self.w1 @ self.w2).T)
+    code, stdout, _ = run("versions", "--registry", self.reg)
+    self.assertEqual(code, 0)
+    self.assertIn("affine(rank=2)", stdout.splitlines()[-1])
+    self.assertIn("linear", stdout.splitlines()[2])
 
   def test_errors_exit_one_with_a_message(self):
     z = str(self.tmp / "z.npy")

@@ -1,6 +1,10 @@
-"""Tests of the keep-latest registry: round trip, inductive transforms, crash safety, corruption, concurrency."""
+"""Tests of the keep-latest registry: round trip, inductive transforms, crash safety, corruption, concurrency, and
+every kind of backward map (format 2) next to the format-1 files of linear maps."""
 
 import datetime
+import hashlib
+import io
+import json
 import os
 import signal
 import subprocess
@@ -9,11 +13,12 @@ import textwrap
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 from absl.testing import absltest
 
+from bcjax.alignment import affine_transform, apply_chain, mlp_transform, orthogonal_transform
 from bcjax.files import write_atomic
-from bcjax.alignment import apply_chain
 from bcjax.versioning import (CorruptRegistryError, InconsistentRegistryError, Registry, VersionExistsError,
                               VersionNotFoundError)
 from bcjax.versioning import _format
@@ -244,3 +249,112 @@ class WriteAtomicTest(absltest.TestCase):
 
 if __name__ == "__main__":
   absltest.main()
+
+
+def _np_semi_orthogonal(a):
+  """float64 NumPy reference of the orthogonal kind's map: the QR factor with R's diagonal made non-negative."""
+  tall = a if a.shape[0] >= a.shape[1] else a.T
+  q, r = np.linalg.qr(tall)
+  q = q * np.where(np.diag(r) < 0, -1.0, 1.0)
+  return q if a.shape[0] >= a.shape[1] else q.T
+
+
+class AnyKindTest(absltest.TestCase):
+  """Registries that store orthogonal, affine and MLP maps next to linear ones (format 2), and the format-1 files
+  written before the transform family."""
+
+  def setUp(self):
+    super().setUp()
+    self.dir = Path(self.create_tempdir().full_path) / "reg"
+    rng = np.random.default_rng(1)
+    self.kinds = [None, orthogonal_transform(), affine_transform(rank=2), mlp_transform(hidden=3)]
+    dims = [(3, 4), (4, 5), (5, 6), (6, 6)]  # (D_(k-1), D_k) of versions 1..4
+    self.params = [rng.normal(size=dims[0])]
+    for i, (t, (dp, dn)) in enumerate(zip(self.kinds[1:], dims[1:])):
+      p = t.init(jax.random.key(i), dp, dn)
+      self.params.append({k: np.asarray(v, np.float64) + 0.1 * rng.normal(size=v.shape) for k, v in p.items()})
+    self.reg = Registry.create(self.dir, dim=3)
+    for t, p in zip(self.kinds, self.params):
+      self.reg.append(p, transform=t, notes="x")
+
+  def test_every_kind_round_trips_with_its_hyper_parameters(self):
+    fresh = Registry(self.dir)
+    self.assertEqual([(v.kind, v.hparams) for v in fresh.versions()],
+                     [("linear", ()), ("linear", ()), ("orthogonal", ()), ("affine", (("rank", 2),)),
+                      ("mlp", (("hidden", 3),))])
+    np.testing.assert_array_equal(fresh.backward(1), self.params[0])
+    for k in (2, 3, 4):
+      t, p = fresh.backward_map(k)
+      self.assertIs(t, self.kinds[k - 1])
+      self.assertEqual(set(p), set(self.params[k - 1]))
+      for name in p:
+        np.testing.assert_array_equal(p[name], self.params[k - 1][name])
+    self.assertTrue((self.dir / "version-000001.bcv").read_bytes().startswith(b"bcjax-version 1\n"))
+    self.assertTrue((self.dir / "version-000004.bcv").read_bytes().startswith(b"bcjax-version 2\n"))
+
+  def test_a_mixed_chain_transforms_as_the_hand_composed_maps(self):
+    z = np.random.default_rng(2).normal(size=(5, 6))
+    q2 = _np_semi_orthogonal(self.params[1]["a"])
+    aff, mlp = self.params[2], self.params[3]
+    z3 = z @ mlp["s"].T + np.maximum(z @ mlp["w1"].T + mlp["b1"], 0.0) @ mlp["w2"].T + mlp["b2"]
+    z2 = z3 @ aff["v"] @ aff["u"].T + aff["b"]
+    z1 = z2 @ q2.T
+    z0 = z1 @ self.params[0].T
+    for to, expected in ((3, z3), (2, z2), (1, z1), (0, z0)):
+      np.testing.assert_allclose(self.reg.transform(z, to=to), expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(self.reg.transform(z1, to=0, source=1), z0, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(self.reg.compose(0, source=2), self.params[0] @ q2, rtol=1e-12)
+    self.assertEqual(self.reg.transform(z.astype(np.float32), to=0).dtype, np.float32)
+    with self.assertRaisesRegex(ValueError, r"version 4 stores a 'mlp' map, which no matrix represents"):
+      self.reg.compose(0)
+    with self.assertRaisesRegex(ValueError, r"version 3 stores a 'affine' map, not a weight matrix"):
+      self.reg.backward(3)
+
+  def test_format_1_files_written_before_the_transform_family_still_load(self):
+    """A version file built byte by byte the way bcjax wrote them before format 2 (no kind in the header)."""
+    old = Path(self.create_tempdir().full_path)
+    w = np.arange(6.0).reshape(2, 3)
+
+    def write(version, header, weight):
+      payload = b""
+      if weight is not None:
+        buf = io.BytesIO()
+        np.save(buf, weight, allow_pickle=False)
+        payload = buf.getvalue()
+      body = json.dumps(header, sort_keys=True).encode() + b"\n" + payload
+      (old / f"version-{version:06d}.bcv").write_bytes(
+          b"bcjax-version 1\n" + hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+
+    base = {"created": "2026-01-01T00:00:00+00:00", "format": 1, "notes": ""}
+    write(0, {**base, "version": 0, "dim": 2, "prev_dim": None}, None)
+    write(1, {**base, "version": 1, "dim": 3, "prev_dim": 2, "dtype": "float64", "shape": [2, 3]}, w)
+    reg = Registry(old)
+    self.assertEqual([(v.kind, v.dim) for v in reg.versions()], [("linear", 2), ("linear", 3)])
+    np.testing.assert_array_equal(reg.backward(1), w)
+    np.testing.assert_allclose(reg.transform(np.ones((1, 3)), to=0), [[3.0, 12.0]])
+
+  def test_damaged_or_unknown_format_2_files_are_refused(self):
+    path = self.dir / "version-000004.bcv"
+    good = path.read_bytes()
+    bad = bytearray(good)
+    bad[-40] ^= 0xFF
+    path.write_bytes(bytes(bad))
+    with self.assertRaisesRegex(CorruptRegistryError, "checksum mismatch"):
+      Registry(self.dir).backward_map(4)
+    header = {"version": 4, "dim": 6, "prev_dim": 6, "notes": "", "created": "x", "format": 2, "kind": "spline",
+              "hparams": []}
+    path.write_bytes(_format.encode(header, {"w": np.ones((6, 6))}))
+    with self.assertRaisesRegex(CorruptRegistryError, r"the stored 'spline' map does not load"):
+      Registry(self.dir).versions()
+    header.update(kind="mlp", hparams=[["hidden", 3]])
+    path.write_bytes(_format.encode(header, {"s": np.ones((6, 6))}))
+    with self.assertRaisesRegex(CorruptRegistryError, r"the stored 'mlp' map does not load .*keys"):
+      Registry(self.dir).versions()
+
+  def test_append_checks_the_map_against_the_latest_version(self):
+    t = orthogonal_transform()
+    with self.assertRaisesRegex(InconsistentRegistryError, r"goes to 5 dimensions but version 4 has dimension 6"):
+      self.reg.append(t.init(jax.random.key(0), 5, 6), transform=t)
+    with self.assertRaisesRegex(ValueError, r"`w` must be its parameter dict"):
+      self.reg.append(np.ones((6, 6)), transform=t)
+    self.assertEqual(self.reg.latest, 4)

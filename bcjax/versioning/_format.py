@@ -1,11 +1,16 @@
-"""The on-disk format of one registry version: a checksummed header plus an optional ``.npy`` payload.
+"""The on-disk format of one registry version: a checksummed header plus an optional array payload.
 
 Layout (bytes)::
 
-  b"bcjax-version 1\\n"
+  b"bcjax-version F\\n"            F = 1 or 2
   <64 hex digits: SHA-256 of everything after this line> b"\\n"
   <UTF-8 JSON header, one line> b"\\n"
-  <payload: the .npy serialisation of W_k, empty for version 0>
+  <payload>
+
+Format 1 (a linear B_k, and every registry written before the transform family): the payload is the ``.npy``
+serialisation of W_k, empty for version 0. Format 2 (any other kind of B_k): the payload is an ``.npz`` archive
+(no pickles) of the kind's named parameter arrays; the header names the kind and its hyper-parameters. Linear
+versions are still written in format 1, so registries of linear maps stay readable by older bcjax.
 
 The checksum covers the header and the payload, so any flipped or truncated byte is detected on load.
 """
@@ -13,31 +18,40 @@ The checksum covers the header and the payload, so any flipped or truncated byte
 import hashlib
 import io
 import json
+import zipfile
 
 import numpy as np
 
 MAGIC = b"bcjax-version 1\n"
+MAGIC_ARRAYS = b"bcjax-version 2\n"
 
 
 class CorruptVersionError(Exception):
   """A version file is truncated, altered or not a bcjax version file."""
 
 
-def encode(header: dict, w: np.ndarray | None) -> bytes:
-  """Serialises a version's header and weight (None for the base version)."""
-  payload = b""
-  if w is not None:
+def encode(header: dict, w: np.ndarray | dict[str, np.ndarray] | None) -> bytes:
+  """Serialises a version's header and its weight (format 1), named parameter arrays (format 2) or nothing (the
+  base version)."""
+  payload, magic = b"", MAGIC
+  if isinstance(w, dict):
+    buf = io.BytesIO()
+    np.savez(buf, **{name: np.ascontiguousarray(a) for name, a in sorted(w.items())})
+    payload, magic = buf.getvalue(), MAGIC_ARRAYS
+  elif w is not None:
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(w), allow_pickle=False)
     payload = buf.getvalue()
   body = json.dumps(header, sort_keys=True).encode() + b"\n" + payload
-  return MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+  return magic + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
 
 
-def decode(data: bytes, source: str) -> tuple[dict, np.ndarray | None, str]:
-  """Parses and verifies a version file; returns (header, weight or None, sha256)."""
-  if not data.startswith(MAGIC):
+def decode(data: bytes, source: str) -> tuple[dict, np.ndarray | dict[str, np.ndarray] | None, str]:
+  """Parses and verifies a version file; returns (header, the weight array (format 1), the named parameter arrays
+  (format 2) or None (the base version), sha256)."""
+  if not data.startswith((MAGIC, MAGIC_ARRAYS)):
     raise CorruptVersionError(f"{source}: not a bcjax version file (bad magic bytes)")
+  arrays = data.startswith(MAGIC_ARRAYS)
   rest = data[len(MAGIC):]
   digest, sep, body = rest.partition(b"\n")
   if not sep or len(digest) != 64:
@@ -54,7 +68,13 @@ def decode(data: bytes, source: str) -> tuple[dict, np.ndarray | None, str]:
   w = None
   if payload:
     try:
-      w = np.load(io.BytesIO(payload), allow_pickle=False)
-    except ValueError as e:
+      if arrays:
+        with np.load(io.BytesIO(payload), allow_pickle=False) as archive:
+          w = {name: archive[name] for name in archive.files}
+      else:
+        w = np.load(io.BytesIO(payload), allow_pickle=False)
+    except (ValueError, OSError, zipfile.BadZipFile, KeyError) as e:
       raise CorruptVersionError(f"{source}: unreadable weight payload ({e})") from e
+  elif arrays:
+    raise CorruptVersionError(f"{source}: a format-2 version without its parameter arrays")
   return header, w, actual

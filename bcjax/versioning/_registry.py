@@ -7,6 +7,10 @@ A team keeps only its latest embeddings :math:`z_k` plus the registry of linear 
 On disk a registry is a directory with one file per version, ``version-000000.bcv`` (the base version 0: its
 dimension and metadata, no weight), ``version-000001.bcv`` (:math:`W_1`), and so on. Every file is written
 atomically, is never overwritten, and carries a SHA-256 checksum verified on every load.
+
+Beyond linear maps, a version may store any kind of :mod:`bcjax.alignment` backward transform (orthogonal, affine,
+residual MLP) with its hyper-parameters (format 2, see :mod:`bcjax.versioning._format`): :meth:`Registry.transform`
+then applies the chain one map at a time, and :meth:`Registry.compose` works while every map is a matrix.
 """
 
 import datetime
@@ -15,9 +19,13 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from bcjax import _atomic, _checks
+from bcjax.alignment._transforms import (BackwardTransform, backward_transform, check_params, linear_transform,
+                                         semi_orthogonal)
 from bcjax.versioning._format import CorruptVersionError, decode, encode
 
 _NAME = re.compile(r"^version-(\d{6,})\.bcv$")
@@ -52,6 +60,26 @@ class VersionInfo(NamedTuple):
   notes: str  # free-form text given by the writer
   sha256: str  # checksum of the file body
   path: str  # the version's file
+  kind: str = "linear"  # the kind of B_k (bcjax.alignment.TRANSFORM_KINDS); "linear" for version 0
+  hparams: tuple[tuple[str, int], ...] = ()  # the kind's hyper-parameters
+
+
+# Kinds whose map is a matrix: their chains compose into W^j_k.
+_MATRIX_KINDS = ("linear", "orthogonal")
+
+
+def _as_map(info: VersionInfo, w) -> tuple[BackwardTransform, dict[str, np.ndarray]]:
+  if info.kind == "linear":
+    return linear_transform(), {"w": w}
+  return backward_transform(info.kind, **dict(info.hparams)), w
+
+
+def _matrix(info: VersionInfo, w) -> np.ndarray:
+  """The float64 matrix of a linear or orthogonal version."""
+  if info.kind == "linear":
+    return w.astype(np.float64)
+  with jax.enable_x64(True):
+    return np.asarray(semi_orthogonal(jnp.asarray(w["a"], jnp.float64)))
 
 
 def _filename(version: int) -> str:
@@ -103,9 +131,12 @@ class Registry:
     return cls(path)
 
   @staticmethod
-  def _write(path: Path, version: int, header: dict, w: np.ndarray | None) -> None:
-    header = dict(header, format=1, created=datetime.datetime.now(datetime.timezone.utc).isoformat())
-    if w is not None:
+  def _write(path: Path, version: int, header: dict, w: np.ndarray | dict | None) -> None:
+    header = dict(header, format=2 if isinstance(w, dict) else 1,
+                  created=datetime.datetime.now(datetime.timezone.utc).isoformat())
+    if isinstance(w, dict):
+      header.update(shapes={name: list(a.shape) for name, a in w.items()})
+    elif w is not None:
       header.update(dtype=str(w.dtype), shape=list(w.shape))
     try:
       _atomic.write_atomic(path / _filename(version), encode(header, w))
@@ -135,6 +166,13 @@ class Registry:
       raise CorruptRegistryError(f"{file}: header lacks or mangles a field ({e!r})") from e
     if info.version != version:
       raise CorruptRegistryError(f"{file}: the file says it is version {info.version}, its name says {version}")
+    if isinstance(w, dict):
+      try:
+        t = backward_transform(str(header["kind"]), **dict(header["hparams"]))
+        check_params(str(file), t, w, info.prev_dim, info.dim)
+      except (KeyError, TypeError, ValueError) as e:
+        raise CorruptRegistryError(f"{file}: the stored {header.get('kind')!r} map does not load ({e})") from e
+      return info._replace(kind=t.kind, hparams=t.hparams), w
     expected = None if version == 0 else (info.prev_dim, info.dim)
     if (None if w is None else w.shape) != expected:
       raise CorruptRegistryError(f"{file}: weight shape {None if w is None else w.shape} does not match the header's "
@@ -183,11 +221,21 @@ class Registry:
     return self._load(self._check_number("info", "version", version))[0]
 
   def backward(self, version: int) -> np.ndarray:
-    """:math:`W_k` for version k >= 1, [D_(k-1), D_k] (verified)."""
-    k = self._check_number("backward", "version", version)
+    """:math:`W_k` for version k >= 1, [D_(k-1), D_k] (verified), of a linear version (see :meth:`backward_map`)."""
+    transform, params = self.backward_map(version)
+    if transform.kind != "linear":
+      raise ValueError(f"Registry.backward: version {version} stores a {transform.kind!r} map, not a weight matrix; "
+                       f"use Registry.backward_map({version})")
+    return params["w"]
+
+  def backward_map(self, version: int) -> tuple[BackwardTransform, dict[str, np.ndarray]]:
+    """:math:`B_k` for version k >= 1 as (its kind, its parameter arrays), verified; ``transform.apply(params, z)``
+    maps version-k embeddings to version k - 1. A linear version gives ``(linear_transform(), {"w": W_k})``."""
+    k = self._check_number("backward_map", "version", version)
     if k == 0:
-      raise ValueError("Registry.backward: `version`=0 is the base version and has no backward transformation")
-    return self._load(k)[1]
+      raise ValueError("Registry.backward_map: `version`=0 is the base version and has no backward transformation")
+    info, w = self._load(k)
+    return _as_map(info, w)
 
   def _check_number(self, fn: str, name: str, version) -> int:
     if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 0:
@@ -200,6 +248,15 @@ class Registry:
 
   # Composing ---------------------------------------------------------------------------------------------------
 
+  def _chain(self, fn: str, to, source) -> tuple[int, int, list]:
+    """(j, k, versions 0..k loaded) for a map from version k = ``source`` (default: the latest) down to j = ``to``."""
+    k = self.latest if source is None else self._check_number(fn, "source", source)
+    j = self._check_number(fn, "to", to)
+    if j > k:
+      raise ValueError(f"Registry.{fn}: `to`={j} is newer than `source`={k}; backward transformations only map "
+                       "to older versions")
+    return j, k, self._load_all(upto=k)
+
   def compose(self, to: int, *, source: int | None = None) -> np.ndarray:
     r"""The composed weight :math:`W^j_k = W_{j+1} \cdots W_k` (eq. 6), [D_j, D_k], in float64.
 
@@ -207,15 +264,13 @@ class Registry:
       to: the historical version j.
       source: the version k of the embeddings; defaults to the latest.
     """
-    k = self.latest if source is None else self._check_number("compose", "source", source)
-    j = self._check_number("compose", "to", to)
-    if j > k:
-      raise ValueError(f"Registry.compose: `to`={j} is newer than `source`={k}; backward transformations only map "
-                       "to older versions")
-    loaded = self._load_all(upto=k)
+    j, k, loaded = self._chain("compose", to, source)
     product = np.eye(loaded[k][0].dim)
-    for _, w in reversed(loaded[j + 1:]):  # W_{j+1} ... W_k, accumulated from the right
-      product = w.astype(np.float64) @ product
+    for info, w in reversed(loaded[j + 1:]):  # W_{j+1} ... W_k, accumulated from the right
+      if info.kind not in _MATRIX_KINDS:
+        raise ValueError(f"Registry.compose: version {info.version} stores a {info.kind!r} map, which no matrix "
+                         f"represents; use Registry.transform to apply the chain")
+      product = _matrix(info, w) @ product
     return product
 
   def transform(self, z, to: int, *, source: int | None = None) -> np.ndarray:
@@ -232,20 +287,30 @@ class Registry:
       [n, D_j] in ``z``'s floating dtype (computed in float64).
     """
     z = _checks.as_float_array("Registry.transform", "z", z, ndim=2, numpy=True)
-    w = self.compose(to, source=source)
-    if z.shape[1] != w.shape[1]:
-      k = self.latest if source is None else source
+    j, k, loaded = self._chain("transform", to, source)
+    if z.shape[1] != loaded[k][0].dim:
       raise InconsistentRegistryError(f"Registry.transform: `z` has shape {z.shape} but version {k} embeddings have "
-                                      f"dimension D_{k}={w.shape[1]}")
-    return (z.astype(np.float64) @ w.T).astype(z.dtype)
+                                      f"dimension D_{k}={loaded[k][0].dim}")
+    if all(info.kind in _MATRIX_KINDS for info, _ in loaded[j + 1:]):
+      return (z.astype(np.float64) @ self.compose(j, source=k).T).astype(z.dtype)
+    with jax.enable_x64(True):  # a mixed chain: one map at a time, in float64 like the matrix path
+      out = jnp.asarray(z, jnp.float64)
+      for info, w in reversed(loaded[j + 1:]):
+        transform, params = _as_map(info, w)
+        out = transform.apply({name: jnp.asarray(a, jnp.float64) for name, a in params.items()}, out)
+      return np.asarray(out).astype(z.dtype)
 
   # Writing -----------------------------------------------------------------------------------------------------
 
-  def append(self, w, *, notes: str = "", version: int | None = None) -> VersionInfo:
-    """Appends version k = latest + 1 with its backward weight :math:`W_k`, [D_(k-1), D_k].
+  def append(self, w, *, notes: str = "", version: int | None = None,
+             transform: BackwardTransform | None = None) -> VersionInfo:
+    """Appends version k = latest + 1 with its backward map: the weight :math:`W_k`, [D_(k-1), D_k], or any kind's
+    parameters with ``transform`` (a linear one is stored as its weight, exactly as without ``transform``).
 
     Args:
-      w: :math:`W_k`; its rows must equal the latest version's dimension.
+      w: :math:`W_k` (its rows must equal the latest version's dimension), or ``transform``'s parameters.
+      transform: the kind of :math:`B_k` (:mod:`bcjax.alignment` ``orthogonal_transform()``, ``affine_transform``,
+        ``mlp_transform``); ``None`` for a weight matrix.
       notes: free-form metadata stored with the version.
       version: the number the caller expects to write; when given it must be latest + 1 (use it to detect that
         another writer got there first).
@@ -265,7 +330,22 @@ class Registry:
                                    f"registry {self.path} is {latest + 1}")
     k = latest + 1
     prev = self._load(latest)[0]
-    arr = _as_weight(w, prev.dim, k)
-    self._write(self.path, k, {"version": k, "dim": int(arr.shape[1]), "prev_dim": int(arr.shape[0]),
-                               "notes": str(notes)}, arr)
+    if transform is not None and transform.kind == "linear":
+      transform, w = None, w["w"] if isinstance(w, dict) else w
+    if transform is None:
+      arr = _as_weight(w, prev.dim, k)
+      self._write(self.path, k, {"version": k, "dim": int(arr.shape[1]), "prev_dim": int(arr.shape[0]),
+                                 "notes": str(notes)}, arr)
+      return self._load(k)[0]
+    if not isinstance(w, dict):
+      raise ValueError(f"Registry.append: with `transform` ({transform.kind}) `w` must be its parameter dict, got "
+                       f"{type(w).__name__}")
+    params = {name: _checks.as_float_array("Registry.append", f"w['{name}']", a, numpy=True) for name, a in w.items()}
+    d_prev, d_new = transform.dims(params)
+    if d_prev != prev.dim:
+      raise InconsistentRegistryError(f"Registry.append: the {transform.kind} map goes to {d_prev} dimensions but "
+                                      f"version {k - 1} has dimension {prev.dim}")
+    check_params("Registry.append", transform, params, d_prev, d_new)
+    self._write(self.path, k, {"version": k, "dim": int(d_new), "prev_dim": int(d_prev), "notes": str(notes),
+                               "kind": transform.kind, "hparams": [list(h) for h in transform.hparams]}, params)
     return self._load(k)[0]
