@@ -23,7 +23,7 @@ from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteSAGE, bipartite_inputs
 from experiments.bc_aligner import __main__ as cli
 from experiments.bc_aligner.configs import KEEP_LATEST, METHODS, PRESETS
-from experiments.bc_aligner.consumers import ConsumerMLP, score, train_consumer
+from experiments.bc_aligner.consumers import ConsumerMLP, flip_rate, predict, score, train_consumer
 from experiments.bc_aligner.data import Batch, BPRSampler, attribute_sizes, version_data
 from experiments.bc_aligner.experiment import EXPERIMENT
 from experiments.bc_aligner.report import figure_5, headline, summarise
@@ -264,6 +264,12 @@ class ConsumerTest(absltest.TestCase):
     c = train_consumer(x[:400], y[:400], x[400:500], y[400:500], 16, 0.25, 0, cfg)
     self.assertGreater(c.stop_auc, 0.95)
     self.assertGreater(score(c, x[500:], y[500:]), 0.95)
+    # negative flips: right on the old inputs, wrong on the new, counted directly from the logits' signs
+    old_right = (np.asarray(predict(c, x[500:])) > 0) == y[500:]
+    new_right = (np.asarray(predict(c, -x[500:])) > 0) == y[500:]
+    self.assertAlmostEqual(flip_rate(c, x[500:], -x[500:], y[500:]), float(np.mean(old_right & ~new_right)), places=12)
+    self.assertGreater(flip_rate(c, x[500:], -x[500:], y[500:]), 0.5)  # a mirrored input flips most examples
+    self.assertEqual(flip_rate(c, x[500:], x[500:], y[500:]), 0.0)
 
   def test_second_block_has_no_relu(self):
     model = ConsumerMLP(3, 4, 0.0, rngs=nnx.Rngs(0))
@@ -294,9 +300,18 @@ class ReportTest(absltest.TestCase):
                "bc-aligner": [{"recall@50": 0.3}, {"recall@50": 0.5}]}
     z = [np.zeros((3, 2)), np.zeros((3, 2))]
     published = {"non-bc": [z[0], np.full((3, 2), 1.0)], "fix-m0": z, "bc-aligner": [z[0], np.full((3, 2), 0.5)]}
-    consumers = {"t1": {"steps": [1], "auc": {"non-bc": [[0.5]], "fix-m0": [[0.8], [0.6]], "bc-aligner": [[0.7]]}},
-                 "t2": {"steps": [1], "auc": {"non-bc": [[0.6]], "fix-m0": [[0.9]], "bc-aligner": [[0.8]]}}}
-    out = summarise(recalls, published, consumers)
+    consumers = {"t1": {"steps": [1], "auc": {"non-bc": [[0.5]], "fix-m0": [[0.8], [0.6]], "bc-aligner": [[0.7]]},
+                        "negative_flips": {"non-bc": [[0.3]], "fix-m0": [[0.0], [0.0]], "bc-aligner": [[0.1], [0.2]]}},
+                 "t2": {"steps": [1], "auc": {"non-bc": [[0.6]], "fix-m0": [[0.9]], "bc-aligner": [[0.8]]},
+                        "negative_flips": {"non-bc": [[0.1]], "fix-m0": [[0.0]], "bc-aligner": [[0.05]]}}}
+    published_recalls = {"non-bc": [0.1, 0.3], "fix-m0": [0.2, 0.2], "bc-aligner": [0.3, 0.3]}
+    out = summarise(recalls, published, consumers, published_recalls)
+    assert_close(out["bc-aligner"]["negative_flip_pct"], 100 * (0.15 + 0.05) / 2, scale=100.0)  # seeds, then tasks
+    assert_close(out["non-bc"]["negative_flip_pct_by_task"]["t1"], 30.0, scale=100.0)
+    assert_close(out["bc-aligner"]["recall_recovery_pct"], 100 * 0.3 / 0.4, scale=100.0)  # over Keep-All's 0.4
+    assert_close(out["non-bc"]["recall_recovery_pct"], 50.0, scale=100.0)
+    del consumers["t2"]["negative_flips"]  # a consumers stage saved before flips were measured
+    self.assertEqual(set(summarise(recalls, published, consumers)["fix-m0"]["negative_flip_pct_by_task"]), {"t1"})
     assert_close(out["fix-m0"]["intended_degradation_pct"], -50.0)
     assert_close(out["bc-aligner"]["intended_degradation_pct"], 0.0, scale=100.0)  # percentages
     y0 = (0.7 + 0.9) / 2  # fix-m0: mean over seeds per task, then over tasks
@@ -342,8 +357,13 @@ class CommandLineTest(absltest.TestCase):
       self.assertEqual(len(r["alignment_error_by_version"]), 5)
       self.assertEqual(len(r["unintended_auc_by_task"]), 5)
       for key in ("intended_degradation_pct", "unintended_degradation_pct", "combined_degradation_pct",
-                  "alignment_error"):
+                  "alignment_error", "negative_flip_pct", "recall_recovery_pct"):
         self.assertTrue(np.isfinite(r[key]), (m, key))
+      self.assertEqual(len(r["published_recall50_by_version"]), 5)
+    self.assertEqual(results["methods"]["fix-m0"]["negative_flip_pct"], 0.0)  # its published embeddings are M_0's
+    fix = results["methods"]["fix-m0"]  # its published embeddings are M_0's own: its index recovers its own recall
+    assert_close(fix["recall_recovery_pct"], 100 * np.mean(fix["intended_recall50_by_version"]) /
+                 results["methods"]["non-bc"]["intended_recall50_mean"], scale=100.0)
     self.assertEqual(results["methods"]["fix-m0"]["alignment_error"], 0.0)
     self.assertEqual(results["methods"]["keep-all"]["unintended_degradation_pct"], 0.0)
     self.assertEqual(results["methods"]["non-bc"]["intended_degradation_pct"], 0.0)
@@ -351,6 +371,7 @@ class CommandLineTest(absltest.TestCase):
       self.assertTrue((out / name).stat().st_size > 0, name)
     self.assertEqual(len(list((out / "registries" / "bc-aligner").iterdir())), 5)  # versions 0..4
     self.assertIn("| bc-aligner |", (out / "table.md").read_text())
+    self.assertIn("neg. flips %", (out / "table.md").read_text())
     self.assertEqual(cli.main(["--preset", "test", "--out", str(out), "--no-progress"]), 2)  # never overwrites
 
   def test_bad_arguments(self):

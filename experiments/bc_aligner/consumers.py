@@ -20,7 +20,7 @@ import optax
 from flax import nnx
 
 from bcjax.data import TASKS, TaskExamples, VersionSplit, item_rating_threshold, task_examples
-from bcjax.metrics import roc_auc
+from bcjax.metrics import negative_flip_rate, roc_auc
 from bcjax.models import torch_linear_init
 from experiments.bc_aligner.configs import Config
 from experiments.common import adam, split_train_eval, to_host
@@ -164,8 +164,21 @@ def train_consumer(x_fit, y_fit, x_stop, y_stop, hidden: int, dropout: float, se
   return best
 
 
+def predict(consumer: Consumer, x: np.ndarray) -> jax.Array:
+  """The consumer's eval-mode logits [n]."""
+  return _logits(consumer.eval_def, consumer.params, consumer.stats, jnp.asarray(x))
+
+
 def score(consumer: Consumer, x: np.ndarray, y: np.ndarray) -> float:
-  return float(roc_auc(_logits(consumer.eval_def, consumer.params, consumer.stats, jnp.asarray(x)), np.asarray(y)))
+  return float(roc_auc(predict(consumer, x), np.asarray(y)))
+
+
+def flip_rate(consumer: Consumer, x_old: np.ndarray, x_new: np.ndarray, y: np.ndarray) -> float:
+  """The negative-flip rate (:func:`bcjax.metrics.negative_flip_rate`) of the consumer's class predictions (logit >
+  0) on the published embeddings ``x_new`` against those on the version-0 embeddings ``x_old`` of the same
+  examples."""
+  old, new = (np.asarray(predict(consumer, x)) > 0 for x in (x_old, x_new))
+  return float(negative_flip_rate(np.asarray(y).astype(bool), old, new))
 
 
 def unintended_aucs(splits: list[VersionSplit], reference: list[np.ndarray], published: dict[str, list[np.ndarray]],
@@ -174,7 +187,9 @@ def unintended_aucs(splits: list[VersionSplit], reference: list[np.ndarray], pub
   """Trains the consumers of ``tasks`` (those :func:`plan_tasks` kept) on ``reference`` (Fix-M0's embeddings per
   step) and scores every method; each task is one ``stage(name, compute)`` of the run when ``stage`` is given.
 
-  Returns ``{task: {"config": {...}, "stop_auc": [...], "auc": {method: [[AUC per reported step] per seed]}}}``.
+  Returns ``{task: {"config": {...}, "stop_auc": [...], "auc": {method: [[AUC per reported step] per seed]},
+  "negative_flips": {method: [[rate per reported step] per seed]}}}``: a negative flip is an example the consumer
+  classifies right on Fix-M0's (true version-0) embeddings and wrong on the method's published ones.
   """
   stage = stage or (lambda name, compute: compute())
   return {task: stage(f"consumers/{task}", lambda task=task: _task_aucs(task, splits, reference, published, tau, cfg,
@@ -202,11 +217,14 @@ def _task_aucs(task: str, splits, reference, published, tau, cfg: Config, log, p
       progress.update(1)
   steps = reported_steps(task, len(splits))
   evals = [task_examples(task, splits[s], tau=tau, std=cfg.item_std) for s in steps]
-  aucs = {}
+  aucs, flips = {}, {}
+  x_ref = [consumer_inputs(ex, reference[s], splits[s].num_users) for ex, s in zip(evals, steps)]
   for method, embeddings in published.items():
     xs = [consumer_inputs(ex, embeddings[s], splits[s].num_users) for ex, s in zip(evals, steps)]
     aucs[method] = [[score(c, x, ex.label) for x, ex in zip(xs, evals)] for c in consumers]
+    flips[method] = [[flip_rate(c, x0, x, ex.label) for x0, x, ex in zip(x_ref, xs, evals)] for c in consumers]
   log(task=task, hidden=h, dropout=p, stop_auc=[c.stop_auc for c in consumers],
-      mean_auc={m: float(np.mean(a)) for m, a in aucs.items()})
+      mean_auc={m: float(np.mean(a)) for m, a in aucs.items()},
+      mean_negative_flips={m: float(np.mean(f)) for m, f in flips.items()})
   return {"config": {"hidden": h, "dropout": p}, "steps": steps, "stop_auc": [c.stop_auc for c in consumers],
-          "auc": aucs}
+          "auc": aucs, "negative_flips": flips}

@@ -14,6 +14,7 @@ from experiments.bc_aligner.configs import BASELINES, METHODS, PRESETS, Config, 
 from experiments.bc_aligner.consumers import plan_tasks, unintended_aucs
 from experiments.bc_aligner.data import attribute_sizes, check_versions, version_data, with_item_ids
 from experiments.bc_aligner.methods import MethodRunner
+from experiments.bc_aligner.train import recall
 
 
 class BCAligner(harness.Experiment):
@@ -104,7 +105,9 @@ class BCAligner(harness.Experiment):
     with tqdm(total=n_consumers, desc="consumer models", disable=not run.progress) as bar:
       consumers = unintended_aucs(splits, runs["fix-m0"].published, published, tau, cfg, run.log, bar, tasks,
                                   stage=run.stage)
-    summary = report.summarise({m: r.recall_by_version for m, r in runs.items()}, published, consumers)
+    published_recalls = {m: [recall(z, vd)["recall@50"] for z, vd in zip(zs, versions)] for m, zs in published.items()}
+    summary = report.summarise({m: r.recall_by_version for m, r in runs.items()}, published, consumers,
+                               published_recalls)
     results = {"dataset": args.dataset, "preset": args.preset, "seed": cfg.seed, "config": {"lam": cfg.lam},
                "graph": {"users": graph.num_users, "items": graph.num_items, "edges": graph.num_edges,
                          "versions": [{"users": s.num_users, "items": s.num_items, "train_edges": len(s.train_user),

@@ -20,8 +20,16 @@ def alignment_errors(published: list[np.ndarray], reference: list[np.ndarray]) -
   return [float(np.mean(np.linalg.norm(p.astype(np.float64) - r, axis=1))) for p, r in zip(published, reference)]
 
 
-def summarise(recalls: dict[str, list[dict]], published: dict[str, list[np.ndarray]], consumers: dict) -> dict:
-  """The ``methods`` block of results.json (keys of the issue's schema) for every method in ``recalls``."""
+def summarise(recalls: dict[str, list[dict]], published: dict[str, list[np.ndarray]], consumers: dict,
+              published_recalls: dict[str, list[float]] | None = None) -> dict:
+  """The ``methods`` block of results.json (keys of the issue's schema) for every method in ``recalls``.
+
+  Beyond the paper: ``negative_flip_pct`` (mean over tasks of the consumers' negative-flip rate, in %, averaged over
+  seeds and reported steps; a negative flip is an example classified right on true version-0 embeddings and wrong on
+  the published ones) and, given ``published_recalls`` (val Recall@50 of each method's published version-0-space
+  embeddings per version), ``recall_recovery_pct`` = 100 · their mean / Keep-All's re-embedded mean (Non-BC's
+  intended Recall@50): how much of re-embedding with M_k a version-0 index keeps when fed the published embeddings.
+  """
   intended = {m: float(np.mean([r["recall@50"] for r in rs])) for m, rs in recalls.items()}
   by_task = {m: {t: float(np.mean(c["auc"][m])) for t, c in consumers.items()} for m in recalls}
   # With every consumer task left out (degenerate data) there is no unintended measurement: None, never NaN.
@@ -33,6 +41,8 @@ def summarise(recalls: dict[str, list[dict]], published: dict[str, list[np.ndarr
     for c in consumers.values():
       for s, col in zip(c["steps"], np.mean(c["auc"][m], axis=0)):
         by_step.setdefault(s, []).append(float(col))
+    flips = {t: 100.0 * float(np.mean(c["negative_flips"][m])) for t, c in consumers.items()
+             if "negative_flips" in c}  # a consumers stage saved before flips were measured has none
     errors = alignment_errors(published[m], published["fix-m0"])
     di = 100.0 * (intended[m] - x0) / x0
     du = None if y0 is None else 100.0 * (unintended[m] - y0) / y0
@@ -44,7 +54,12 @@ def summarise(recalls: dict[str, list[dict]], published: dict[str, list[np.ndarr
               "unintended_auc_mean": unintended[m],
               "intended_degradation_pct": di, "unintended_degradation_pct": du,
               "combined_degradation_pct": None if du is None else di + du,
-              "alignment_error_by_version": errors, "alignment_error": float(np.mean(errors))}
+              "alignment_error_by_version": errors, "alignment_error": float(np.mean(errors)),
+              "negative_flip_pct_by_task": flips,
+              "negative_flip_pct": float(np.mean(list(flips.values()))) if flips else None}
+    if published_recalls is not None:
+      out[m]["published_recall50_by_version"] = published_recalls[m]
+      out[m]["recall_recovery_pct"] = 100.0 * float(np.mean(published_recalls[m])) / x0
   return out
 
 
@@ -56,19 +71,23 @@ def table_3(results: dict) -> str:
     if r is None:
       continue
     pct = lambda v: "n/a" if v is None else f"{v:+.2f}"  # noqa: E731
+    plain = lambda v: "n/a" if v is None else f"{v:.2f}"  # noqa: E731
     rows.append([m, pct(r["intended_degradation_pct"]), pct(r["unintended_degradation_pct"]),
                  pct(r["combined_degradation_pct"]), r["intended_recall50_mean"],
                  "n/a" if r["unintended_auc_mean"] is None else r["unintended_auc_mean"],
-                 r["alignment_error"], r["alignment_error_by_version"][-1]])
+                 r["alignment_error"], r["alignment_error_by_version"][-1], plain(r.get("negative_flip_pct")),
+                 plain(r.get("recall_recovery_pct"))])
   left_out = results.get("consumers_left_out") or {}
   tasks = "the consumer tasks" if not left_out else \
       f"the {5 - len(left_out)} consumer tasks run ({', '.join(sorted(left_out))} left out: see results.json)"
   head = (f"Dataset {results['dataset']}, preset {results['preset']}, seed {results['seed']}, "
           f"λ={results['config']['lam']}. Degradation (%) relative to Keep-All; Recall@50 = mean over versions "
-          f"0-4; AUC = mean over {tasks}, seeds and reported steps.\n\n")
+          f"0-4; AUC = mean over {tasks}, seeds and reported steps. Negative flips: % of consumer examples right on "
+          f"true version-0 embeddings and wrong on the published ones; recall recovery: Recall@50 of the published "
+          f"version-0-space embeddings as % of re-embedding with M_k.\n\n")
   return head + common.markdown_table(
       ["method", "intended degr. %", "unintended degr. %", "combined degr. %", "Recall@50", "unintended AUC",
-       "align. err (mean)", "align. err (last)"], rows)
+       "align. err (mean)", "align. err (last)", "neg. flips %", "recall recovery %"], rows)
 
 
 BACKWARD_COMPATIBLE = ("fix-m0", "finetune-m0", "post-lin-sloss", "post-lin-mloss", "joint-notrans", "joint-lin-sloss",
