@@ -70,6 +70,10 @@ def _cases(dtype):
           lambda s: bcjax.average_precision_at_k(s[None, :, 0], (np.arange(5) % 2 == 0)[None], 3), False),
       "roc_auc": (lambda s: bcjax.roc_auc(s[:, 0], np.concatenate([labels, [1, 0, 1]]), where=m), [scores[:, None]],
                   lambda s: bcjax.roc_auc(s[:, 0], labels), False),
+      # classes from the poisoned scores' signs (NaN > 0 is False): the padded entries' flips must not count
+      "negative_flip_rate": (lambda s: bcjax.negative_flip_rate(np.concatenate([labels, [1, 0, 1]]), s[:, 0] > 0,
+                                                                s[:, 0] > 0.5, where=m), [scores[:, None]],
+                             lambda s: bcjax.negative_flip_rate(labels, s[:, 0] > 0, s[:, 0] > 0.5), False),
       "correlation": (lambda a: bcjax.correlation(a, where=m), [z3], lambda a: bcjax.correlation(a), True),
       "conceptor": (lambda a: bcjax.conceptor(a, 1.5, where=m), [z3], lambda a: bcjax.conceptor(a, 1.5), True),
       "gramian": (lambda a: gram.gramian(a, where=m), [z3], lambda a: gram.gramian(a), True),

@@ -8,7 +8,7 @@ import numpy as np
 import optax
 from absl.testing import absltest, parameterized
 
-from bcjax.alignment import (TRANSFORM_KINDS, affine_transform, backward_transform, fit_posthoc,
+from bcjax.alignment import (TRANSFORM_KINDS, PosthocFit, affine_transform, backward_transform, fit_posthoc,
                              linear_transform, mlp_transform, multi_step_loss, orthogonal_transform, semi_orthogonal,
                              single_step_loss)
 
@@ -207,11 +207,34 @@ class FitPosthocTest(absltest.TestCase):
     linear_best = _sq(z_new @ np.linalg.lstsq(z_new, nonlinear, rcond=None)[0], nonlinear)
     self.assertLess(float(fit.losses[-1]), 0.7 * linear_best)  # the MLP beats every linear map on a tanh target
 
-  def test_counted_batches_need_a_homogeneous_map(self):
-    z = np.ones((4, 2), np.float32)
-    batches = (np.zeros((2, 3), np.int32), np.ones((2, 3), np.float32))
-    with self.assertRaisesRegex(ValueError, r"`batches` fold .* got \['affine'\]"):
-      fit_posthoc(z, z, key=jax.random.key(0), batches=batches, transform=affine_transform())
+  def test_counted_batches_weight_the_rows_of_any_kind(self):
+    """A row drawn c times counts c times (padding: 0), also for maps that do not commute with scaling the row: the
+    first step's loss equals the float64 mean over the rows repeated by their counts."""
+    rng = np.random.default_rng(7)
+    z_new, z_prev = rng.standard_normal((6, 4)), rng.standard_normal((6, 3))
+    history = [rng.standard_normal((2, 3))]
+    rows, counts = np.array([[0, 1, 2, 5]]), np.array([[2.0, 1.0, 0.0, 3.0]])
+    repeated = np.repeat(rows[0], counts[0].astype(int))
+    for t in (affine_transform(), mlp_transform(hidden=3), orthogonal_transform(), linear_transform()):
+      p = t.init(jax.random.key(0), 3, 4, dtype=jnp.float64)
+      p = {k: v + 0.2 for k, v in p.items()}
+      for loss in ("single", "multi"):
+        fit = fit_posthoc(z_new, z_prev, history, loss=loss, batches=(rows, counts), init=PosthocFit(p, None),
+                          transform=t)
+        a, b = np.asarray(t.apply(p, z_new[repeated])), z_prev[repeated]
+        terms = [np.mean(np.sum((a - b) ** 2, 1))]
+        if loss == "multi":
+          terms.append(np.mean(np.sum(((a - b) @ history[0].T) ** 2, 1)))
+        np.testing.assert_allclose(float(fit.losses[0]), np.mean(terms), rtol=1e-10, err_msg=f"{t.kind} {loss}")
+
+  def test_weights_are_checked(self):
+    with self.assertRaisesRegex(ValueError, r"`weights` must be >= 0, got a minimum of -1.0"):
+      single_step_loss(np.ones((2, 2)), np.ones((2, 2)), np.eye(2), weights=np.array([1.0, -1.0]))
+    with self.assertRaisesRegex(ValueError, r"`weights` has shape \(3,\), expected \(2,\)"):
+      single_step_loss(np.ones((2, 2)), np.ones((2, 2)), np.eye(2), weights=np.ones(3))
+    # a padded row's weight may hold anything; all-zero weights give 0, not NaN
+    self.assertEqual(float(single_step_loss(np.ones((2, 2)), np.zeros((2, 2)), np.eye(2),
+                                            weights=np.array([0.0, np.nan]), where=np.array([True, False]))), 0.0)
 
 
 class BadInputTest(absltest.TestCase):

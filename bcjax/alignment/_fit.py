@@ -30,7 +30,8 @@ class PosthocFit(NamedTuple):
   opt_state: optax.OptState | None = None  # the optimiser's state after the last step
 
 
-# Kinds whose maps commute with scaling the input, so a count folds into the row (the `batches` path).
+# Kinds whose maps commute with scaling the input, so a count folds into the row as sqrt(c) (the `batches` path, as
+# the reference computes it); the other kinds weight the rows' means by the counts.
 _HOMOGENEOUS = ("linear", "orthogonal")
 
 
@@ -45,9 +46,17 @@ def _adam(learning_rate: float) -> optax.GradientTransformation:
 def _fit(z_new, z_prev, history, w0, opt_state, xs, *, loss, batch_size, per_dim, optimizer, weighted, axis_name,
          transform, history_transforms):
   n = z_new.shape[0]
+  kinds = (transform, *((history_transforms,) if history_transforms is None
+                        or isinstance(history_transforms, BackwardTransform) else history_transforms))
+  homogeneous = all(t is None or t.kind in _HOMOGENEOUS for t in kinds)
 
   def objective(w, rows, counts):
     zn, zp = z_new[rows], z_prev[rows]
+    if weighted and not homogeneous:  # counts as per-row weights of the means
+      kwargs = {"transform": transform, "per_dim": per_dim, "weights": counts, "axis_name": axis_name}
+      if loss == "single":
+        return single_step_loss(zn, zp, w, **kwargs)
+      return multi_step_loss(zn, zp, w, history, history_transforms=history_transforms, **kwargs)
     if weighted:
       # Every per-row term is a quadratic form of (z_k, z_(k-1)): a row counted c times is one row scaled by √c.
       scale = jnp.sqrt(counts)[:, None].astype(zn.dtype)
@@ -163,13 +172,6 @@ def fit_posthoc(
   if z_new.shape[0] == 0:
     raise ValueError(f"{fn}: `z_new` has no rows (shape {tuple(z_new.shape)}); nothing to fit on")
   if batches is not None:
-    kinds = [transform] + ([] if history_transforms is None else
-                           [history_transforms] if isinstance(history_transforms, BackwardTransform)
-                           else list(history_transforms))
-    if any(t is not None and t.kind not in _HOMOGENEOUS for t in kinds):
-      raise ValueError(f"{fn}: `batches` fold a row's count c into the row as sqrt(c), which needs maps with "
-                       f"B(sqrt(c) z) = sqrt(c) B(z) ({', '.join(_HOMOGENEOUS)}); got "
-                       f"{[t.kind for t in kinds if t is not None]}: pass mini-batches by `batch_size` instead")
     batches = _check_batches(fn, batches, z_new.shape[0])
     if steps is not None and steps != batches[0].shape[0]:
       raise ValueError(f"{fn}: `steps`={steps} but `batches` holds {batches[0].shape[0]} steps")

@@ -61,6 +61,7 @@ def single_step_loss(
     transform: BackwardTransform | None = None,
     per_dim: bool = False,
     where: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
     axis_name: str | None = None,
 ) -> jax.Array:
   r"""Single-step alignment loss (eq. 7).
@@ -79,6 +80,8 @@ def single_step_loss(
       ``None`` is the linear map given as the array ``w``.
     per_dim: divide by the output dimension, as the reference code does.
     where: optional boolean mask of valid rows, [n].
+    weights: optional per-row weights c_i >= 0, [n] (e.g. how often a row was drawn): the mean becomes
+      :math:`\sum_i c_i \ell_i / \sum_i c_i` over the valid rows (0 when every weight is 0).
     axis_name: mapped axis over which the rows are sharded; the mean is then global.
 
   Returns:
@@ -94,8 +97,9 @@ def single_step_loss(
     9.0
   """
   z_new, z_prev, w, where = _check_pair("single_step_loss", z_new, z_prev, w, where, transform)
+  weights = _check_weights("single_step_loss", weights, z_new.shape[0], where)
   delta = _backward(transform, w, z_new) - z_prev
-  return row_mean(_squared_norm(delta, per_dim), where, axis_name)
+  return _mean(_squared_norm(delta, per_dim), where, weights, axis_name)
 
 
 def multi_step_loss(
@@ -108,6 +112,7 @@ def multi_step_loss(
     history_transforms: BackwardTransform | Sequence[BackwardTransform | None] | None = None,
     per_dim: bool = False,
     where: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
     axis_name: str | None = None,
 ) -> jax.Array:
   r"""Multi-step alignment loss of BC-Aligner (eq. 10).
@@ -147,6 +152,8 @@ def multi_step_loss(
       ``None`` when the history is weight arrays.
     per_dim: divide each term by its output dimension, as the reference code does.
     where: optional boolean mask of valid rows, [n].
+    weights: optional per-row weights c_i >= 0, [n]; every term's mean is then weighted (see
+      :func:`single_step_loss`).
     axis_name: mapped axis over which the rows are sharded; the means are then global.
 
   Returns:
@@ -166,19 +173,45 @@ def multi_step_loss(
     w = w["w"] if transform is not None else w
     history = [h["w"] if t is not None else h for t, h in zip(kinds, history)]
   else:
-    return _chain_loss(fn, z_new, z_prev, w, transform, list(history), kinds, per_dim, where, axis_name)
+    return _chain_loss(fn, z_new, z_prev, w, transform, list(history), kinds, per_dim, where, weights, axis_name)
   z_new, z_prev, w, where = _check_pair(fn, z_new, z_prev, w, where)
+  weights = _check_weights(fn, weights, z_new.shape[0], where)
   chain = _checks.as_weight_chain("multi_step_loss", "history", history)
   if chain and chain[-1].shape[1] != z_prev.shape[1]:
     raise ValueError(f"multi_step_loss: the last history weight `history[{len(chain) - 1}]` has shape "
                      f"{tuple(chain[-1].shape)} but `z_prev` has shape {tuple(z_prev.shape)}; W_(k-1) must be "
                      f"[d_(k-2), d_(k-1)] with d_(k-1)={z_prev.shape[1]}")
   delta = z_new @ w.T - z_prev  # j = k-1 term: W^{k-1}_{k-1} = I
-  total = row_mean(_squared_norm(delta, per_dim), where, axis_name)
+  total = _mean(_squared_norm(delta, per_dim), where, weights, axis_name)
   for w_j in reversed(chain):  # W_{k-1}, ..., W_1 carry delta to versions k-2, ..., 0
     delta = delta @ w_j.T
-    total = total + row_mean(_squared_norm(delta, per_dim), where, axis_name)
+    total = total + _mean(_squared_norm(delta, per_dim), where, weights, axis_name)
   return total / (len(chain) + 1)
+
+
+def _check_weights(fn: str, weights, n: int, where):
+  if weights is None:
+    return None
+  weights = _checks.as_float_array(fn, "weights", weights, ndim=1, finite=False)
+  if weights.shape[0] != n:
+    raise ValueError(f"{fn}: `weights` has shape {tuple(weights.shape)}, expected ({n},) (one per row)")
+  _checks.check_finite(fn, "weights", weights, where)
+  if _checks.is_concrete(weights) and (where is None or _checks.is_concrete(where)):
+    valid = np.asarray(weights) if where is None else np.asarray(weights)[np.asarray(where)]
+    if np.any(valid < 0):
+      raise ValueError(f"{fn}: `weights` must be >= 0, got a minimum of {float(valid.min())}")
+  return weights
+
+
+def _mean(values: jax.Array, where, weights, axis_name) -> jax.Array:
+  """:func:`row_mean`, or with ``weights`` the weighted mean sum(c v) / sum(c) over the valid rows."""
+  if weights is None:
+    return row_mean(values, where, axis_name)
+  c = zero_padded(weights.astype(values.dtype), where)
+  total, count = jnp.sum(c * zero_padded(values, where)), jnp.sum(c)
+  if axis_name is not None:
+    total, count = jax.lax.psum((total, count), axis_name)
+  return jnp.where(count > 0, total / jnp.where(count > 0, count, 1.0), 0.0)
 
 
 def _backward(transform: BackwardTransform | None, params, z: jax.Array) -> jax.Array:
@@ -198,11 +231,12 @@ def _history_kinds(fn: str, history, history_transforms) -> list[BackwardTransfo
   return kinds
 
 
-def _chain_loss(fn, z_new, z_prev, params, transform, history, kinds, per_dim, where, axis_name):
+def _chain_loss(fn, z_new, z_prev, params, transform, history, kinds, per_dim, where, weights, axis_name):
   """The multi-step loss of a chain with non-linear maps: both sides carried down the chain, one map at a time."""
   z_new, z_prev, params, where = _check_pair(fn, z_new, z_prev, params, where, transform)
+  weights = _check_weights(fn, weights, z_new.shape[0], where)
   a, b = _backward(transform, params, z_new), z_prev  # B_k(z_k) and z_(k-1), at version k-1
-  total = row_mean(_squared_norm(a - b, per_dim), where, axis_name)
+  total = _mean(_squared_norm(a - b, per_dim), where, weights, axis_name)
   d = z_prev.shape[1]
   for i in reversed(range(len(history))):  # B_(k-1), ..., B_1 carry both to versions k-2, ..., 0
     t, p = kinds[i], history[i]
@@ -218,7 +252,7 @@ def _chain_loss(fn, z_new, z_prev, params, transform, history, kinds, per_dim, w
       check_params(fn, t, p, d_prev, d_new)
       d = d_prev
     a, b = _backward(t, p, a), _backward(t, p, b)
-    total = total + row_mean(_squared_norm(a - b, per_dim), where, axis_name)
+    total = total + _mean(_squared_norm(a - b, per_dim), where, weights, axis_name)
   return total / (len(history) + 1)
 
 
