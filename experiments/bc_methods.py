@@ -36,20 +36,23 @@ POSTHOC_LOSS = {"linear-sloss": "single", "linear-mloss": "multi"}
 
 
 def alignment_loss(kind: str, z: jax.Array, z_prev: jax.Array, w: jax.Array | None, history=(), *,
-                   per_dim: bool = False, where: jax.Array | None = None,
-                   axis_name: str | None = None) -> jax.Array:
+                   per_dim: bool = False, where: jax.Array | None = None, axis_name: str | None = None,
+                   transform=None) -> jax.Array:
   r"""The alignment term of a joint objective (eq. 3) or of a post-hoc fit.
 
   ``notrans``: :math:`\lVert \mathrm{NoTrans}(z_k) - z_{k-1}\rVert^2` (:func:`bcjax.notrans`, the identity on
   the first :math:`d_{k-1}` coordinates); ``linear-sloss``: eq. 7 with :math:`W_k`; ``linear-mloss``: eq. 10 with
-  :math:`W_k` and the frozen ``history``. ``per_dim``, ``where`` and ``axis_name`` as in the library's losses.
+  :math:`W_k` and the frozen ``history``. With ``transform`` (a :class:`bcjax.BackwardTransform`), ``w`` and the
+  history are that kind's parameters and the two losses use its maps. ``per_dim``, ``where`` and ``axis_name`` as in
+  the library's losses.
   """
   if kind == "notrans":
     d_prev = z_prev.shape[-1]
     return single_step_loss(notrans(z, d_prev), z_prev, jnp.eye(d_prev, dtype=z.dtype), per_dim=per_dim,
                             where=where, axis_name=axis_name)
   if kind == "linear-sloss":
-    return single_step_loss(z, z_prev, w, per_dim=per_dim, where=where, axis_name=axis_name)
+    return single_step_loss(z, z_prev, w, transform=transform, per_dim=per_dim, where=where, axis_name=axis_name)
   if kind == "linear-mloss":
-    return multi_step_loss(z, z_prev, w, history, per_dim=per_dim, where=where, axis_name=axis_name)
+    return multi_step_loss(z, z_prev, w, history, transform=transform, history_transforms=transform, per_dim=per_dim,
+                           where=where, axis_name=axis_name)
   raise ValueError(f"alignment kind must be one of {ALIGN_KINDS}, got {kind!r}")

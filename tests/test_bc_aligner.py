@@ -3,6 +3,7 @@ joint loss of a train step (NumPy float64 from the same forward pass), the refer
 with the reference's exclusion rule (scikit-learn's recall_score), post-hoc B_k recovering a known map, consumers,
 the notebook's degradation arithmetic, and the command line end to end."""
 
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -17,7 +18,7 @@ from flax import nnx
 from sklearn.metrics import recall_score
 import pytest
 
-from bcjax.alignment import PosthocFit, fit_posthoc
+from bcjax.alignment import PosthocFit, affine_transform, fit_posthoc, linear_transform
 from bcjax.data import synthetic_evolving_graph
 from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteSAGE, bipartite_inputs
@@ -28,7 +29,7 @@ from experiments.bc_aligner.data import Batch, BPRSampler, attribute_sizes, vers
 from experiments.bc_aligner.experiment import EXPERIMENT
 from experiments.bc_aligner.report import figure_5, headline, summarise
 from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, fold_batch, lr_scale, \
-    make_train_step, new_model, train_posthoc
+    make_train_step, new_model, single_step_error, train_posthoc
 from experiments.bc_methods import POSTHOC_LOSS
 from experiments.common import adam
 from tests._resume import assert_same_results, kill_then_resume
@@ -109,6 +110,32 @@ class TrainStepTest(absltest.TestCase):
       assert_close(metrics["loss"], expected, "network")  # a float32 train step against float64 NumPy
       self.assertEqual(int(state.step), 1)
       self.assertTrue(np.isfinite(np.asarray(state.params["w"])).all())
+      # --transform: the same step through the transform kinds' path. An affine map with zero biases is this W's map
+      # (the general chain path, which carries both sides down the chain); the linear kind is the array path itself.
+      zero = lambda d: jnp.zeros(d)  # noqa: E731
+      for transform, p, hist in ((affine_transform(), {"w": w, "b": zero(6)},
+                                  ({"w": history[0], "b": zero(8)}, {"w": history[1], "b": zero(10)})),
+                                 (linear_transform(), {"w": w}, tuple({"w": h} for h in history))):
+        params = {"model": model.params, "w": p}
+        state = TrainState(jax.tree.map(jnp.array, params), jax.tree.map(jnp.array, model.batch_stats),
+                           adam(1e-3).init(params), jnp.zeros((), jnp.int32))
+        step = make_train_step(model.train_def, kind, 1e-3, 0.01, 16.0, transform=transform)
+        _, got = step(state, StepInputs(vd.inputs, batch, AlignTarget(z_prev, hist)), jax.random.key(0))
+        assert_close(got["loss"], expected, "network", err_msg=transform.kind)
+
+  def test_posthoc_fit_of_another_kind_lowers_the_selection_error(self):
+    g, versions = small_versions()
+    vd, cfg = versions[1], dataclasses.replace(PRESETS["test"], posthoc_epochs=3, eval_every=1)
+    z_new = np.asarray(jax.random.normal(jax.random.key(0), (vd.num_nodes, 8)))
+    target = AlignTarget(jnp.asarray(z_new[:, :6] * 2.0 + 1.0), ())
+    transform = affine_transform(rank=2)
+    fitted, err = train_posthoc(vd, z_new, target, "linear-sloss", cfg, jax.random.key(1), transform=transform)
+    self.assertEqual(set(fitted), {"u", "v", "b"})
+    start = transform.init(jax.random.split(jax.random.key(1))[0], 6, 8)
+    before = float(single_step_error(jnp.asarray(z_new), target.z_prev, start, vd.split.num_users, transform))
+    self.assertLess(err, before)
+    assert_close(err, float(single_step_error(jnp.asarray(z_new), target.z_prev, fitted, vd.split.num_users,
+                                              transform)), "reduction")
 
 
   def test_lr_scale_is_adam_at_the_scaled_rate(self):

@@ -108,7 +108,10 @@ class BCAligner(harness.Experiment):
     published_recalls = {m: [recall(z, vd)["recall@50"] for z, vd in zip(zs, versions)] for m, zs in published.items()}
     summary = report.summarise({m: r.recall_by_version for m, r in runs.items()}, published, consumers,
                                published_recalls)
-    results = {"dataset": args.dataset, "preset": args.preset, "seed": cfg.seed, "config": {"lam": cfg.lam},
+    transform = runner.transform
+    results = {"dataset": args.dataset, "preset": args.preset, "seed": cfg.seed,
+               "config": {"lam": cfg.lam, "transform": "linear" if transform is None else transform.kind,
+                          "transform_hparams": {} if transform is None else dict(transform.hparams)},
                "graph": {"users": graph.num_users, "items": graph.num_items, "edges": graph.num_edges,
                          "versions": [{"users": s.num_users, "items": s.num_items, "train_edges": len(s.train_user),
                                        "val_edges": len(s.val_user)} for s in splits]},

@@ -12,7 +12,8 @@ version, which the version-0 consumers read:
 
 M_0 is trained once and shared. Version k's model initialisation and sampling keys are the same in every method, so
 methods differ only in their objective. Linear methods store W_1..W_4 in a keep-latest registry and publish
-z̃_0 = B_1∘…∘B_k(z_k) through it. Every trained model and every post-hoc B_k is one stage of the run
+z̃_0 = B_1∘…∘B_k(z_k) through it; ``--transform`` makes every B_k of these methods another kind
+(orthogonal, affine, MLP), stored in the registry with its kind. Every trained model and every post-hoc B_k is one stage of the run
 (``m0``, ``non-bc/v2``, ``bc-aligner/v3``, ``post-lin-sloss/B1``; ``lam=4/...`` for a λ sweep), so a resumed run
 recomputes none of them.
 """
@@ -26,7 +27,7 @@ import numpy as np
 
 from bcjax.alignment import notrans
 from bcjax.versioning import Registry
-from experiments.bc_aligner.configs import JOINT, POSTHOC, Config
+from experiments.bc_aligner.configs import JOINT, POSTHOC, Config, transform_of
 from experiments.bc_aligner.data import VersionData
 from experiments.bc_aligner.train import AlignTarget, Trained, apply_model, new_model, recall, train_model, \
     train_posthoc
@@ -50,6 +51,7 @@ class MethodRunner:
     self.versions, self.sizes, self.cfg, self.key = versions, attribute_sizes, cfg, key
     self.run_dir, self.progress, self.prefix, self.mesh = run, progress, prefix, mesh
     self.train = functools.partial(train_model, mesh=mesh)  # every M_k's steps on the data mesh (--devices)
+    self.transform = transform_of(cfg)  # the kind of B_k (None: the paper's linear W_k)
 
   def with_lambda(self, lam: float) -> "MethodRunner":
     """A runner for another λ that shares this one's M_0 and Non-BC models; its stages and registries go under
@@ -87,7 +89,7 @@ class MethodRunner:
       registry = Registry.create(path, self.cfg.versions[0][1],
                                  notes=f"{method}: W_k maps M_k's embeddings to M_(k-1)'s space")
       for w, note in zip(weights, notes):
-        registry.append(w, notes=note)
+        registry.append(w, notes=note, transform=self.transform)
     registry = Registry(self.run_dir.publish_dir(f"registries/{self.prefix}{method}", build))
     return [zs[0]] + [registry.transform(z, to=0, source=k) for k, z in enumerate(zs[1:], start=1)]
 
@@ -117,7 +119,7 @@ class MethodRunner:
         target = AlignTarget(apply_model(nobc[k - 1].model, self.versions[k]), tuple(history))
         w, _ = self._stage(f"{method}/B{k}", lambda k=k, target=target: train_posthoc(
             self.versions[k], nobc[k].z, target, POSTHOC[method], self.cfg, _version_key(self.key, 300 + k),
-            log=self._logger(method, k), mesh=self.mesh), shared=True)
+            log=self._logger(method, k), mesh=self.mesh, transform=self.transform), shared=True)
         history.append(w)
       published = self._publish(method, history, [m.z for m in nobc],
                                 ["post-hoc, selected by single-step error"] * len(history))
@@ -130,7 +132,7 @@ class MethodRunner:
         run = self._stage(f"{method}/v{k}", lambda k=k, target=target: self.train(
             self.versions[k], self._fresh(k), self.cfg, _version_key(self.key, 100 + k), epochs=self.cfg.epochs,
             select_after=self.cfg.select_after, kind=kind, target=target, log=self._logger(method, k),
-            progress=self.progress))
+            progress=self.progress, transform=self.transform))
         runs.append(run)
         if kind != "notrans":
           history.append(run.w)

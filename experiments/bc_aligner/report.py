@@ -63,6 +63,13 @@ def summarise(recalls: dict[str, list[dict]], published: dict[str, list[np.ndarr
   return out
 
 
+def _transform_name(config: dict) -> str:
+  """``linear``, ``affine(rank=8)``, ...; runs written before other kinds existed are linear."""
+  hparams = config.get("transform_hparams") or {}
+  return config.get("transform", "linear") + (f"({', '.join(f'{k}={v}' for k, v in hparams.items())})"
+                                              if hparams else "")
+
+
 def table_3(results: dict) -> str:
   """One row per method (the paper's Table 3 columns for one dataset) plus the raw metrics behind them."""
   rows = []
@@ -81,7 +88,8 @@ def table_3(results: dict) -> str:
   tasks = "the consumer tasks" if not left_out else \
       f"the {5 - len(left_out)} consumer tasks run ({', '.join(sorted(left_out))} left out: see results.json)"
   head = (f"Dataset {results['dataset']}, preset {results['preset']}, seed {results['seed']}, "
-          f"λ={results['config']['lam']}. Degradation (%) relative to Keep-All; Recall@50 = mean over versions "
+          f"λ={results['config']['lam']}, B_k: {_transform_name(results['config'])}. Degradation (%) relative to "
+          f"Keep-All; Recall@50 = mean over versions "
           f"0-4; AUC = mean over {tasks}, seeds and reported steps. Negative flips: % of consumer examples right on "
           f"true version-0 embeddings and wrong on the published ones; recall recovery: Recall@50 of the published "
           f"version-0-space embeddings as % of re-embedding with M_k.\n\n")

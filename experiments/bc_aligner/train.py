@@ -24,7 +24,7 @@ import optax
 from flax import nnx
 
 from bcjax._reduce import row_mean
-from bcjax.alignment import PosthocFit, fit_posthoc, init_backward
+from bcjax.alignment import BackwardTransform, PosthocFit, fit_posthoc, init_backward
 from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteInputs, BipartiteSAGE
 from bcjax.parallel import DATA_AXIS, replicate, split_rows
@@ -83,9 +83,10 @@ class TrainState(NamedTuple):
 
 @functools.lru_cache(maxsize=None)
 def make_train_step(train_def: nnx.GraphDef, kind: str | None, learning_rate: float, weight_decay: float,
-                    lam: float, mesh: jax.sharding.Mesh | None = None) -> Callable:
+                    lam: float, mesh: jax.sharding.Mesh | None = None,
+                    transform: BackwardTransform | None = None) -> Callable:
   """Returns the jitted ``train_step(state, inputs: StepInputs, rng) -> (state, metrics)``; ``state`` is donated.
-  ``kind`` None trains BPR only (no alignment target).
+  ``kind`` None trains BPR only (no alignment target). ``transform``: the kind of B_k (None: the linear W_k).
 
   With ``mesh`` the batch's rows (users, positives, negatives, mask) are split over the mesh inside
   ``jax.shard_map`` and the BPR, regulariser and alignment means are global (``axis_name``). The full-graph
@@ -107,9 +108,9 @@ def make_train_step(train_def: nnx.GraphDef, kind: str | None, learning_rate: fl
     metrics = {"bpr": bpr}
     if kind is not None:
       target = inputs.target
-      history = tuple(jax.lax.stop_gradient(w) for w in target.history)
+      history = jax.lax.stop_gradient(tuple(target.history))
       align = sum(alignment_loss(kind, h[rows], target.z_prev[rows], params.get("w"), history, per_dim=True,
-                                 where=b.mask, axis_name=axis) for rows in (b.user, b.pos, b.neg))
+                                 where=b.mask, axis_name=axis, transform=transform) for rows in (b.user, b.pos, b.neg))
       loss = loss + lam * align
       metrics["align"] = align
     metrics["loss"] = loss
@@ -153,7 +154,7 @@ def recall(z: jax.Array, vd: VersionData) -> dict[str, float]:
 
 class Trained(NamedTuple):
   model: Model  # host copy of the selected checkpoint
-  w: np.ndarray | None  # W_k from the same epoch
+  w: np.ndarray | dict | None  # W_k (with a transform: its parameters) from the same epoch
   recall: dict[str, float]
   epoch: int
   z: np.ndarray  # eval-mode embeddings of the selected checkpoint on the version's graph [N, d]
@@ -161,7 +162,8 @@ class Trained(NamedTuple):
 
 def train_model(vd: VersionData, model: Model, cfg: Config, key: jax.Array, *, epochs: int, select_after: int,
                 kind: str | None = None, target: AlignTarget | None = None, log: Callable | None = None,
-                progress=None, mesh: jax.sharding.Mesh | None = None) -> Trained:
+                progress=None, mesh: jax.sharding.Mesh | None = None,
+                transform: BackwardTransform | None = None) -> Trained:
   """Trains ``model`` (fresh Adam at ``cfg.learning_rate`` times ``lr_scale(cfg.lr_schedule, epoch, epochs)``) for
   ``epochs`` and keeps the checkpoint with the strictly highest val Recall@50 among the evaluations at epochs >
   ``select_after`` (all of them when there are none such)."""
@@ -170,13 +172,14 @@ def train_model(vd: VersionData, model: Model, cfg: Config, key: jax.Array, *, e
   key, w_key, np_key = jax.random.split(key, 3)
   params = {"model": model.params}
   if kind is not None and kind != "notrans":
-    params["w"] = init_backward(w_key, target.z_prev.shape[1], model.dim)
+    params["w"] = init_map(transform, w_key, target.z_prev.shape[1], model.dim)
   optimizer = adam(cfg.learning_rate)
   state = TrainState(jax.tree.map(jnp.array, params), jax.tree.map(jnp.array, model.batch_stats),
                      optimizer.init(params), jnp.zeros((), jnp.int32))
   if mesh is not None:  # placed as the step's outputs are, so the step compiles once, not again after its first call
     state = replicate(mesh, state)
-  step = make_train_step(model.train_def, kind, cfg.learning_rate, cfg.weight_decay, cfg.lam, mesh)
+  step = make_train_step(model.train_def, kind, cfg.learning_rate, cfg.weight_decay, cfg.lam, mesh,
+                         None if kind in (None, "notrans") else transform)
   sampler = BPRSampler(vd.split, cfg.batch_size)
   rng = np.random.default_rng(np.asarray(jax.random.key_data(np_key)).ravel())
   best, best_score = None, -1.0
@@ -198,7 +201,7 @@ def train_model(vd: VersionData, model: Model, cfg: Config, key: jax.Array, *, e
       if epoch > select_after and rec["recall@50"] > best_score:
         best_score = rec["recall@50"]
         best = Trained(model._replace(params=to_host(state.params["model"]), batch_stats=to_host(state.batch_stats)),
-                       None if "w" not in state.params else np.asarray(state.params["w"]), rec, epoch,
+                       None if "w" not in state.params else to_host(state.params["w"]), rec, epoch,
                        np.asarray(z))
   return best
 
@@ -207,9 +210,15 @@ def apply_model(model: Model, vd: VersionData) -> np.ndarray:
   return np.asarray(embed(model.eval_def, model.params, model.batch_stats, vd.inputs))
 
 
-def single_step_error(z_new: jax.Array, z_prev: jax.Array, w: jax.Array, num_users: int) -> jax.Array:
-  """The post-hoc selection criterion: ½(MSE over all users + MSE over all items) of :math:`z_k W_k^T - z_{k-1}`."""
-  sq = (z_new @ w.T - z_prev) ** 2
+def init_map(transform: BackwardTransform | None, key: jax.Array, d_prev: int, d_new: int):
+  """A fresh B_k: the linear W_k (:func:`bcjax.init_backward`) or ``transform``'s initial parameters."""
+  return init_backward(key, d_prev, d_new) if transform is None else transform.init(key, d_prev, d_new)
+
+
+def single_step_error(z_new: jax.Array, z_prev: jax.Array, w, num_users: int,
+                      transform: BackwardTransform | None = None) -> jax.Array:
+  """The post-hoc selection criterion: ½(MSE over all users + MSE over all items) of :math:`B_k(z_k) - z_{k-1}`."""
+  sq = ((z_new @ w.T if transform is None else transform.apply(w, z_new)) - z_prev) ** 2
   return 0.5 * (jnp.mean(sq[:num_users]) + jnp.mean(sq[num_users:]))
 
 
@@ -239,19 +248,20 @@ def fold_batch(batch: Batch, num_nodes: int, multiple: int = 1) -> NodeWeights:
 
 
 @functools.lru_cache(maxsize=None)
-def _sharded_posthoc(mesh: jax.sharding.Mesh, loss: str, optimizer: optax.GradientTransformation) -> Callable:
+def _sharded_posthoc(mesh: jax.sharding.Mesh, loss: str, optimizer: optax.GradientTransformation,
+                     transform: BackwardTransform | None) -> Callable:
   """``fit(z_new, z_prev, history, batches, init) -> PosthocFit`` with every step's rows split over the mesh."""
   def fit(z_new, z_prev, history, batches, init):
     return fit_posthoc(z_new, z_prev, history, loss=loss, per_dim=True, optimizer=optimizer, batches=batches,
-                       init=init, axis_name=DATA_AXIS)
+                       init=init, axis_name=DATA_AXIS, transform=transform, history_transforms=transform)
   columns = jax.P(None, DATA_AXIS)
   return jax.jit(jax.shard_map(fit, mesh=mesh, in_specs=(jax.P(), jax.P(), jax.P(), (columns, columns), jax.P()),
                                out_specs=jax.P()))
 
 
 def train_posthoc(vd: VersionData, z_new: np.ndarray, target: AlignTarget, kind: str, cfg: Config,
-                  key: jax.Array, log: Callable | None = None,
-                  mesh: jax.sharding.Mesh | None = None) -> tuple[np.ndarray, float]:
+                  key: jax.Array, log: Callable | None = None, mesh: jax.sharding.Mesh | None = None,
+                  transform: BackwardTransform | None = None) -> tuple[np.ndarray | dict, float]:
   """Fits B_k alone with :func:`bcjax.fit_posthoc` on the reference's batches (``posthoc_epochs`` epochs of the
   BPR sampler's user, positive and negative rows, folded into distinct nodes with counts; no λ) and keeps the W_k
   with the lowest full-node single-step error among evaluations at epochs > ``select_after``. With ``mesh`` each
@@ -259,7 +269,7 @@ def train_posthoc(vd: VersionData, z_new: np.ndarray, target: AlignTarget, kind:
   w_key, np_key = jax.random.split(key)
   z_new = jnp.asarray(z_new)
   optimizer = adam(cfg.learning_rate)
-  w0 = init_backward(w_key, target.z_prev.shape[1], z_new.shape[1])
+  w0 = init_map(transform, w_key, target.z_prev.shape[1], z_new.shape[1])
   fit = PosthocFit(w0, None, optimizer.init(w0))
   if mesh is not None:  # as the fit leaves the mesh, so the fit compiles once
     fit = replicate(mesh, fit)
@@ -276,14 +286,15 @@ def train_posthoc(vd: VersionData, z_new: np.ndarray, target: AlignTarget, kind:
     start = fit._replace(losses=None)  # the fit reads only w and the optimiser state: one pytree, one compile
     if mesh is None:
       fit = fit_posthoc(z_new, target.z_prev, target.history, loss=loss, per_dim=True, optimizer=optimizer,
-                        batches=batches, init=start)
+                        batches=batches, init=start, transform=transform, history_transforms=transform)
     else:
       batches = split_rows(mesh, batches, axis=1)
-      fit = _sharded_posthoc(mesh, loss, optimizer)(z_new, target.z_prev, tuple(target.history), batches, start)
+      fit = _sharded_posthoc(mesh, loss, optimizer, transform)(z_new, target.z_prev, tuple(target.history), batches,
+                                                               start)
     if epoch in eval_epochs:
-      err = float(single_step_error(z_new, target.z_prev, fit.w, vd.split.num_users))
+      err = float(single_step_error(z_new, target.z_prev, fit.w, vd.split.num_users, transform))
       if log is not None:
         log(epoch=epoch, align=float(fit.losses[-1]), single_step_error=err)
       if epoch > select_after and err < best_err:
-        best, best_err = np.asarray(fit.w), err
+        best, best_err = to_host(fit.w), err
   return best, best_err
