@@ -294,7 +294,7 @@ class ConsumerTest(absltest.TestCase):
     # negative flips: right on the old inputs, wrong on the new, counted directly from the logits' signs
     old_right = (np.asarray(predict(c, x[500:])) > 0) == y[500:]
     new_right = (np.asarray(predict(c, -x[500:])) > 0) == y[500:]
-    self.assertAlmostEqual(flip_rate(c, x[500:], -x[500:], y[500:]), float(np.mean(old_right & ~new_right)), places=12)
+    assert_close(flip_rate(c, x[500:], -x[500:], y[500:]), float(np.mean(old_right & ~new_right)), "elementwise")
     self.assertGreater(flip_rate(c, x[500:], -x[500:], y[500:]), 0.5)  # a mirrored input flips most examples
     self.assertEqual(flip_rate(c, x[500:], x[500:], y[500:]), 0.0)
 

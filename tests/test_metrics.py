@@ -15,7 +15,7 @@ from bcjax.metrics import (average_precision_at_k, evaluate_retrieval, mean_over
                            recall_at_k, roc_auc)
 from bcjax.metrics import _retrieval
 from bcjax.metrics._ranking import ranking_metrics
-from tests._tolerance import assert_close
+from tests._tolerance import assert_close, close
 
 
 def np_metrics(scores, relevant, k, where=None):
@@ -237,11 +237,11 @@ class NegativeFlipTest(absltest.TestCase):
     sharded = jax.vmap(lambda *a: negative_flip_rate(*a[:3], where=a[3], axis_name="d"), axis_name="d")(
         *(x.reshape(4, 10) for x in (y, garbage, new_garbage, where)))
     for value in (eager, jitted, *sharded):
-      self.assertAlmostEqual(float(value), expected, places=12)
+      assert_close(float(value), expected)
     # swapping old and new counts the positive flips instead: a different number on these draws
     positive = sum(1 for i in range(40) if where[i] and new[i] == y[i] and old[i] != y[i]) / where.sum()
-    self.assertAlmostEqual(float(negative_flip_rate(y, new, old, where=where)), positive, places=12)
-    self.assertNotAlmostEqual(positive, expected)
+    assert_close(float(negative_flip_rate(y, new, old, where=where)), positive)
+    self.assertFalse(close(positive, expected))
 
   def test_bad_input_names_the_argument(self):
     with self.assertRaisesRegex(ValueError, r"`old_predictions` must be a 1-D array of classes .* float"):

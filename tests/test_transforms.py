@@ -11,6 +11,7 @@ from absl.testing import absltest, parameterized
 from bcjax.alignment import (TRANSFORM_KINDS, PosthocFit, affine_transform, backward_transform, fit_posthoc,
                              linear_transform, mlp_transform, multi_step_loss, orthogonal_transform, semi_orthogonal,
                              single_step_loss)
+from tests._tolerance import assert_close
 
 
 def _pairs(n, d_new, d_prev, seed=0):
@@ -38,11 +39,11 @@ class ClosedFormTest(parameterized.TestCase):
     t = orthogonal_transform()
     q = np.asarray(semi_orthogonal(t.fit(z_new, z_prev)["a"]))
     u, _, vt = np.linalg.svd(z_prev.T @ z_new, full_matrices=False)
-    np.testing.assert_allclose(q, u @ vt, rtol=0, atol=1e-10)
+    assert_close(q, u @ vt, "linalg")
     small = min(d_prev, d_new)
-    np.testing.assert_allclose(q @ q.T if d_prev <= d_new else q.T @ q, np.eye(small), atol=1e-12)
+    assert_close(q @ q.T if d_prev <= d_new else q.T @ q, np.eye(small), "linalg")
     best = _sq(z_new @ q.T, z_prev)
-    self.assertAlmostEqual(_sq(t.apply(t.fit(z_new, z_prev), z_new), z_prev), best, places=10)
+    assert_close(_sq(t.apply(t.fit(z_new, z_prev), z_new), z_prev), best, "linalg")
     rng = np.random.default_rng(1)
     for _ in range(200):  # random semi-orthogonal maps, and small rotations of the optimum
       other = np.asarray(semi_orthogonal(rng.standard_normal((d_prev, d_new))))
@@ -57,7 +58,7 @@ class ClosedFormTest(parameterized.TestCase):
     z_new, z_prev = _pairs(200, d_new, d_prev, seed=d_new)
     t = orthogonal_transform()
     q = np.asarray(semi_orthogonal(t.fit(z_new, z_prev)["a"]))
-    np.testing.assert_allclose(q @ q.T, np.eye(d_prev), atol=1e-12)
+    assert_close(q @ q.T, np.eye(d_prev), "linalg")
     best = _sq(z_new @ q.T, z_prev)
     u, _, vt = np.linalg.svd(z_prev.T @ z_new, full_matrices=False)
     self.assertLess(best, _sq(z_new @ (u @ vt).T, z_prev) - 1e-3)
@@ -72,8 +73,8 @@ class ClosedFormTest(parameterized.TestCase):
     z_new, z_prev = _pairs(80, 5, 3)
     p = affine_transform().fit(z_new, z_prev)
     coef, *_ = np.linalg.lstsq(np.hstack([z_new, np.ones((80, 1))]), z_prev, rcond=None)
-    np.testing.assert_allclose(np.asarray(p["w"]), coef[:5].T, rtol=1e-9, atol=1e-10)
-    np.testing.assert_allclose(np.asarray(p["b"]), coef[5], rtol=1e-9, atol=1e-10)
+    assert_close(np.asarray(p["w"]), coef[:5].T, "linalg")
+    assert_close(np.asarray(p["b"]), coef[5], "linalg")
 
   @parameterized.parameters(1, 2)
   def test_low_rank_affine_fit_is_reduced_rank_regression(self, rank):
@@ -87,8 +88,8 @@ class ClosedFormTest(parameterized.TestCase):
     w_ls = np.linalg.lstsq(xc, yc, rcond=None)[0].T
     _, _, vt = np.linalg.svd(xc @ w_ls.T)
     w_ref = vt[:rank].T @ vt[:rank] @ w_ls
-    np.testing.assert_allclose(w, w_ref, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(np.asarray(p["b"]), z_prev.mean(0) - w_ref @ z_new.mean(0), rtol=1e-8, atol=1e-10)
+    assert_close(w, w_ref, "linalg")
+    assert_close(np.asarray(p["b"]), z_prev.mean(0) - w_ref @ z_new.mean(0), "linalg")
     best = _sq(t.apply(p, z_new), z_prev)
     rng = np.random.default_rng(3)
     for _ in range(100):  # no rank-r map with its best bias does better
@@ -102,7 +103,7 @@ class ClosedFormTest(parameterized.TestCase):
   def test_linear_fit_is_least_squares_backward(self):
     z_new, z_prev = _pairs(40, 4, 3)
     w = np.asarray(linear_transform().fit(z_new, z_prev)["w"])
-    np.testing.assert_allclose(w, np.linalg.lstsq(z_new, z_prev, rcond=None)[0].T, rtol=1e-9, atol=1e-11)
+    assert_close(w, np.linalg.lstsq(z_new, z_prev, rcond=None)[0].T, "linalg")
     self.assertIsNone(mlp_transform(hidden=4).fit)
 
 
@@ -157,11 +158,11 @@ class ChainLossTest(parameterized.TestCase):
         if f is not None:
           a, b = f(a), f(b)
         terms.append(np.mean(np.sum((a - b) ** 2, 1) / (a.shape[1] if per_dim else 1)))
-      np.testing.assert_allclose(float(got), np.mean(terms), rtol=1e-12)
+      assert_close(float(got), np.mean(terms))
       jitted = jax.jit(lambda zn, p, w: multi_step_loss(zn, z_prev, p, [params[2], params[1]], transform=kinds[0],
                                                          history_transforms=[kinds[2], kinds[1]], per_dim=per_dim,
                                                          where=w))
-      np.testing.assert_allclose(float(jitted(z_new_pad, params[0], where)), np.mean(terms), rtol=1e-12)
+      assert_close(float(jitted(z_new_pad, params[0], where)), np.mean(terms))
 
   def test_the_linear_kind_is_the_array_api_bit_for_bit(self):
     rng = np.random.default_rng(5)
@@ -225,7 +226,7 @@ class FitPosthocTest(absltest.TestCase):
         terms = [np.mean(np.sum((a - b) ** 2, 1))]
         if loss == "multi":
           terms.append(np.mean(np.sum(((a - b) @ history[0].T) ** 2, 1)))
-        np.testing.assert_allclose(float(fit.losses[0]), np.mean(terms), rtol=1e-10, err_msg=f"{t.kind} {loss}")
+        assert_close(float(fit.losses[0]), np.mean(terms), err_msg=f"{t.kind} {loss}")
 
   def test_weights_are_checked(self):
     with self.assertRaisesRegex(ValueError, r"`weights` must be >= 0, got a minimum of -1.0"):
