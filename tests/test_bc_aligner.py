@@ -411,6 +411,14 @@ class CommandLineTest(absltest.TestCase):
       with self.assertRaises(SystemExit, msg=flag):
         EXPERIMENT.parse([flag, value])
 
+  def test_a_transform_rank_above_the_versions_dimensions_exits_2_before_writing(self):
+    out = Path(self.create_tempdir().full_path) / "run"
+    with self.assertRaises(SystemExit) as exit_:
+      cli.main(["--preset", "test", "--transform", "affine", "--transform-rank", "100", "--out", str(out),
+                "--no-progress"])
+    self.assertEqual(exit_.exception.code, 2)
+    self.assertFalse(out.exists())
+
   def test_consumer_overrides(self):
     _, _, cfg = EXPERIMENT.parse(["--preset", "paper", "--consumer-hidden", "128,256", "--consumer-dropout", "0,0.5",
                                    "--consumer-seeds", "3", "--consumer-epochs", "50"])

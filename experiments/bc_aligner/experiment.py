@@ -54,6 +54,11 @@ class BCAligner(harness.Experiment):
       raise harness.UsageError("--dataset", f"must be one of {', '.join(GRAPH_DATASETS)}; got {args.dataset!r}")
     if (args.reviews or args.meta) and not amazon:
       raise harness.UsageError("--reviews", "and --meta go with an amazon-<Category> dataset")
+    dims = [d for _, d in cfg.versions]
+    smallest = min(min(a, b) for a, b in zip(dims, dims[1:]))
+    if cfg.transform == "affine" and cfg.transform_rank > smallest:
+      raise harness.UsageError("--transform-rank", f"{cfg.transform_rank} exceeds the smallest min(D_(k-1), D_k) = "
+                                                   f"{smallest} of the preset's versions {dims}")
     for flag, path in (("--reviews", args.reviews), ("--meta", args.meta), ("--data-dir", args.data_dir)):
       if path is not None and not os.path.exists(path):
         raise harness.UsageError(flag, f"{path} does not exist")
