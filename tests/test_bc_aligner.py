@@ -18,16 +18,18 @@ from flax import nnx
 from sklearn.metrics import recall_score
 import pytest
 
-from bcjax.alignment import PosthocFit, affine_transform, fit_posthoc, linear_transform
+from bcjax.alignment import PosthocFit, affine_transform, fit_posthoc, linear_transform, semi_orthogonal
 from bcjax.data import synthetic_evolving_graph
 from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteSAGE, bipartite_inputs
+from bcjax.versioning import Registry
 from experiments.bc_aligner import __main__ as cli
 from experiments.bc_aligner.configs import KEEP_LATEST, METHODS, PRESETS
 from experiments.bc_aligner.consumers import ConsumerMLP, flip_rate, predict, score, train_consumer
 from experiments.bc_aligner.data import Batch, BPRSampler, attribute_sizes, version_data
 from experiments.bc_aligner.experiment import EXPERIMENT
-from experiments.bc_aligner.report import figure_5, headline, summarise
+from experiments.bc_aligner.report import figure_5, headline, summarise, transform_figure, transform_headline, \
+    transform_table
 from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, fold_batch, lr_scale, \
     make_train_step, new_model, single_step_error, train_posthoc
 from experiments.bc_methods import POSTHOC_LOSS
@@ -347,6 +349,26 @@ class ReportTest(absltest.TestCase):
     assert_close(out["non-bc"]["alignment_error_by_version"], [0.0, np.sqrt(2)])
     assert_close(out["bc-aligner"]["alignment_error"], np.sqrt(0.5) / 2)
 
+  def test_transform_table_and_headline(self):
+    def row(i, u, flips):
+      return {"intended_degradation_pct": i, "unintended_degradation_pct": u, "combined_degradation_pct": i + u,
+              "alignment_error": 1.0, "negative_flip_pct": flips, "recall_recovery_pct": 90.0}
+    results = {"dataset": "synthetic", "preset": "quick", "seed": 0, "transform_sweep": {
+        "linear": {"transform": "linear", "methods": {"post-lin-mloss": row(0.0, -8.0, 20.0),
+                                                      "bc-aligner": row(-3.0, -2.0, 6.0)}},
+        "mlp": {"transform": "mlp(hidden=64)", "methods": {"post-lin-mloss": row(0.0, -5.0, 15.0),
+                                                           "bc-aligner": row(-4.5, -1.0, 5.0)}}}}
+    table = transform_table(results)
+    self.assertIn("| mlp(hidden=64) | post-lin-mloss | post-hoc | -5.00 | +0.00 | -5.00 |", table)
+    self.assertEqual(table.count("\n| "), 5)  # header and four rows
+    lines = transform_headline(results).splitlines()
+    self.assertEqual(lines[0], "Best B_k, joint: linear (bc-aligner), combined -5.00 % (intended -3.00 %, negative "
+                               "flips 6.00 %).")  # -5.0 beats mlp's -5.5
+    self.assertTrue(lines[1].startswith("Best B_k, post-hoc: mlp(hidden=64) (post-lin-mloss), combined -5.00 %"))
+    path = Path(self.create_tempdir()) / "transforms.png"
+    transform_figure(path, results)
+    self.assertEqual(path.read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
+
   def test_figure_5(self):
     path = Path(self.create_tempdir()) / "figure5.png"
     sweep = {str(lam): {"intended_degradation_pct": -lam / 4, "unintended_degradation_pct": -8 / lam,
@@ -357,7 +379,8 @@ class ReportTest(absltest.TestCase):
 
 @pytest.mark.heavy
 class CommandLineTest(absltest.TestCase):
-  ARGV = ["--preset", "test", "--methods", "bc-aligner,post-lin-mloss,keep-all", "--epochs", "2"]
+  ARGV = ["--preset", "test", "--methods", "bc-aligner,post-lin-mloss,keep-all", "--epochs", "2",
+          "--transform-sweep", "linear,orthogonal"]
 
   @classmethod
   def setUpClass(cls):
@@ -401,6 +424,32 @@ class CommandLineTest(absltest.TestCase):
     self.assertIn("neg. flips %", (out / "table.md").read_text())
     self.assertEqual(cli.main(["--preset", "test", "--out", str(out), "--no-progress"]), 2)  # never overwrites
 
+  def test_the_transform_sweep_reruns_the_transformed_methods_with_each_kind(self):
+    out = self.tmp / "run"
+    results = json.loads((out / "results.json").read_text())
+    sweep = results["transform_sweep"]
+    self.assertEqual(list(sweep), ["linear", "orthogonal"])
+    self.assertEqual({k: set(s["methods"]) for k, s in sweep.items()},
+                     {k: {"post-lin-mloss", "bc-aligner"} for k in sweep})
+    for m in ("post-lin-mloss", "bc-aligner"):  # the run's own kind is the main table's row, not a rerun
+      self.assertEqual(sweep["linear"]["methods"][m], results["methods"][m])
+      self.assertNotEqual(sweep["orthogonal"]["methods"][m]["alignment_error"],
+                          results["methods"][m]["alignment_error"])
+    # the post-hoc kinds fit B_k on the shared Non-BC models: same intended recall, different published embeddings
+    self.assertEqual(sweep["orthogonal"]["methods"]["post-lin-mloss"]["intended_recall50_by_version"],
+                     results["methods"]["non-bc"]["intended_recall50_by_version"])
+    registry = Registry(out / "registries" / "transform=orthogonal" / "bc-aligner")
+    for k in range(1, 5):
+      transform, params = registry.backward_map(k)
+      self.assertEqual(transform.kind, "orthogonal")
+      q = np.asarray(semi_orthogonal(np.float64(params["a"])))  # the registry applies its maps in float64
+      assert_close(q @ q.T, np.eye(q.shape[0]), "linalg")  # D_(k-1) <= D_k: orthonormal rows
+    self.assertEqual(Registry(out / "registries" / "bc-aligner").backward_map(1)[0].kind, "linear")
+    table = (out / "table.md").read_text()
+    self.assertIn("| orthogonal | bc-aligner | joint |", table)
+    self.assertIn("| post-lin-mloss | linear |", table)  # the main table's B_k column
+    self.assertEqual((out / "transforms.png").read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
+
   def test_bad_arguments(self):
     with self.assertRaises(SystemExit):
       cli.main(["--methods", "magic"])
@@ -411,13 +460,17 @@ class CommandLineTest(absltest.TestCase):
       with self.assertRaises(SystemExit, msg=flag):
         EXPERIMENT.parse([flag, value])
 
-  def test_a_transform_rank_above_the_versions_dimensions_exits_2_before_writing(self):
+  def test_bad_transform_flags_exit_2_before_writing(self):
     out = Path(self.create_tempdir().full_path) / "run"
-    with self.assertRaises(SystemExit) as exit_:
-      cli.main(["--preset", "test", "--transform", "affine", "--transform-rank", "100", "--out", str(out),
-                "--no-progress"])
-    self.assertEqual(exit_.exception.code, 2)
-    self.assertFalse(out.exists())
+    for flags in (["--transform", "affine", "--transform-rank", "100"],
+                  ["--transform-sweep", "linear,affine", "--transform-rank", "100"],
+                  ["--transform-sweep", "linear,mlp", "--lambda-sweep", "1,4"],
+                  ["--transform-sweep", "linear,mlp", "--methods", "finetune-m0,joint-notrans"],
+                  ["--transform-sweep", "linear,rotation"]):
+      with self.assertRaises(SystemExit, msg=flags) as exit_:
+        cli.main(["--preset", "test", *flags, "--out", str(out), "--no-progress"])
+      self.assertEqual(exit_.exception.code, 2, flags)
+      self.assertFalse(out.exists(), flags)
 
   def test_consumer_overrides(self):
     _, _, cfg = EXPERIMENT.parse(["--preset", "paper", "--consumer-hidden", "128,256", "--consumer-dropout", "0,0.5",

@@ -86,6 +86,41 @@ class ErrorAmplificationTest(absltest.TestCase):
     other = run(self.tmp / "run3", "--seed", "1", "--methods", "bc-aligner")
     self.assertNotEqual(other["methods"]["bc-aligner"], self.results["methods"]["bc-aligner"])
 
+  def test_transform_kinds_and_sweep(self):
+    """--transform mlp with a sweep over linear and mlp: the sweep's linear runs are the default run's numbers (the
+    same models, bit for bit), its mlp runs the run's own; the registries store each kind."""
+    methods = ("non-bc", "post-lin-sloss", "bc-aligner")
+    res = run(self.tmp / "sweep", "--transform", "mlp", "--transform-sweep", "linear,mlp", "--methods",
+              ",".join(methods))
+    sweep = res["transform_sweep"]
+    self.assertEqual(list(sweep), ["linear", "mlp"])
+    self.assertEqual(sweep["mlp"]["transform"], "mlp(hidden=64)")
+    for m in ("post-lin-sloss", "bc-aligner"):
+      self.assertEqual(sweep["linear"]["methods"][m], self.results["methods"][m])
+      self.assertEqual(sweep["mlp"]["methods"][m], res["methods"][m])
+      self.assertEqual(res["methods"][m]["composed_gain"], [None, None])  # no matrix represents an MLP chain
+      self.assertNotEqual(res["methods"][m]["alignment_error_to_v0"],
+                          self.results["methods"][m]["alignment_error_to_v0"])
+      reg = Registry(self.tmp / "sweep" / "registries" / m)
+      self.assertEqual([reg.backward_map(k)[0].kind for k in (1, 2)], ["mlp", "mlp"])
+      self.assertEqual(Registry(self.tmp / "sweep" / "registries" / "transform=linear" / m).backward_map(2)[0].kind,
+                       "linear")
+    self.assertEqual(res["methods"]["post-lin-sloss"]["intended_mse"], res["methods"]["non-bc"]["intended_mse"])
+    table = (self.tmp / "sweep" / "table.md").read_text()
+    self.assertIn("| bc-aligner | mlp(hidden=64) |", table)
+    self.assertIn("| non-bc | NoTrans |", table)
+    self.assertEqual(table.count("| bc-aligner |"), 3)  # the main table and the sweep's two kinds
+
+  def test_bad_transform_flags_exit_2_before_writing(self):
+    out = self.tmp / "bad-transform"
+    for flags in (["--transform-sweep", "linear,affine", "--transform-rank", "7"],  # the test preset's dims: 6, 8, 8
+                  ["--transform-sweep", "mlp", "--methods", "non-bc,joint-notrans"],
+                  ["--transform", "rotation"]):
+      with self.assertRaises(SystemExit, msg=flags) as ctx, contextlib.redirect_stderr(io.StringIO()):
+        main(["--preset", "test", "--out", str(out), "--no-progress", *flags])
+      self.assertEqual(ctx.exception.code, 2, flags)
+      self.assertFalse(out.exists(), flags)
+
   def test_refuses_a_non_empty_output_directory(self):
     before = (self.out / "results.json").read_bytes()
     self.assertEqual(main(["--preset", "test", "--out", str(self.out), "--no-progress"]), 2)

@@ -16,6 +16,7 @@ from bcjax.alignment._losses import alignment_error
 from bcjax.alignment._losses import multi_step_loss
 from bcjax.alignment._losses import single_step_loss
 from bcjax.alignment._module import BackwardLinear
+from bcjax.alignment._module import BackwardMap
 from bcjax.alignment._transforms import TRANSFORM_KINDS
 from bcjax.alignment._transforms import BackwardTransform
 from bcjax.alignment._transforms import affine_transform
@@ -28,6 +29,7 @@ from bcjax.alignment._transforms import semi_orthogonal
 __all__ = (
     "TRANSFORM_KINDS",
     "BackwardLinear",
+    "BackwardMap",
     "BackwardTransform",
     "PosthocFit",
     "affine_transform",

@@ -1,4 +1,5 @@
-r"""The linear backward transformation :math:`B_k(z_k) = W_k z_k` as a flax NNX module (section 3.2.1)."""
+r"""Backward transformations as flax NNX modules: the linear :math:`B_k(z_k) = W_k z_k` (section 3.2.1) and any
+kind of :mod:`bcjax.alignment` (orthogonal, affine, residual MLP)."""
 
 import jax
 import jax.numpy as jnp
@@ -7,6 +8,7 @@ from jax.typing import ArrayLike
 
 from bcjax.alignment._compose import apply_backward
 from bcjax.alignment._linear import init_backward
+from bcjax.alignment._transforms import BackwardTransform, check_params
 
 
 class BackwardLinear(nnx.Module):
@@ -31,3 +33,57 @@ class BackwardLinear(nnx.Module):
 
   def __call__(self, z: ArrayLike) -> jax.Array:
     return apply_backward(z, self.w[...])
+
+
+class BackwardMap(nnx.Module):
+  r""":math:`B_k: \mathbb R^{D_k} \to \mathbb R^{D_{k-1}}` of any kind (:func:`bcjax.backward_transform`) as a flax
+  NNX module, for joint training inside a version's model.
+
+  The parameters are ``transform.init``'s dict, one :class:`flax.nnx.Param` per array, so ``module.arrays()`` can be
+  passed to ``transform.apply``, to the alignment losses (``transform=``) and to
+  :meth:`bcjax.versioning.Registry.append` as they are. With ``mlp_transform(hidden=h)`` it is the residual MLP
+  :math:`S z + W_2\,\mathrm{relu}(W_1 z + b_1) + b_2` (its branch starts at zero); with ``orthogonal_transform()``
+  every optimiser step on the free parameter keeps :math:`B_k` semi-orthogonal.
+
+  Examples:
+    >>> import jax.numpy as jnp
+    >>> from flax import nnx
+    >>> from bcjax.alignment import BackwardMap, mlp_transform
+    >>> b = BackwardMap(mlp_transform(hidden=8), 3, 5, rngs=nnx.Rngs(0))  # (d_prev, d_new)
+    >>> b(jnp.ones((2, 5))).shape
+    (2, 3)
+    >>> sorted(b.arrays())
+    ['b1', 'b2', 's', 'w1', 'w2']
+  """
+
+  def __init__(self, transform: BackwardTransform, d_prev: int, d_new: int, *, rngs: nnx.Rngs,
+               dtype=jnp.float32):
+    if not isinstance(transform, BackwardTransform):
+      raise TypeError(f"BackwardMap: `transform` must be a BackwardTransform (bcjax.backward_transform(kind)), got "
+                      f"{type(transform).__name__}")
+    self.transform = transform  # static: the kind's functions and hyper-parameters
+    params = transform.init(rngs.params(), d_prev, d_new, dtype=dtype)
+    self.params = nnx.Dict({name: nnx.Param(value) for name, value in params.items()})
+
+  @classmethod
+  def from_params(cls, transform: BackwardTransform, params: dict) -> "BackwardMap":
+    """The module holding given parameters of ``transform`` (e.g. ``Registry.backward_map(k)``'s), checked."""
+    fn = "BackwardMap.from_params"
+    try:
+      d_prev, d_new = transform.dims(params)
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError):
+      got = ({k: tuple(getattr(v, "shape", ())) for k, v in params.items()} if isinstance(params, dict)
+             else type(params).__name__)
+      raise ValueError(f"{fn}: `params` are not the parameters of a {transform.kind!r} map, got {got}") from None
+    check_params(fn, transform, params, d_prev, d_new)
+    module = cls(transform, d_prev, d_new, rngs=nnx.Rngs(0))
+    for name, value in params.items():
+      module.params[name] = nnx.Param(jnp.asarray(value))
+    return module
+
+  def arrays(self) -> dict[str, jax.Array]:
+    """The parameters as a dict of arrays, ``transform.apply``'s first argument."""
+    return {name: param[...] for name, param in self.params.items()}
+
+  def __call__(self, z: ArrayLike) -> jax.Array:
+    return self.transform.apply(self.arrays(), z)

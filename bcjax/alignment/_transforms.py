@@ -53,6 +53,15 @@ class BackwardTransform(NamedTuple):
   fit: Callable | None
   dims: Callable
 
+  def __reduce__(self):
+    # Pickled by name (its functions are closures): a model or stage holding a kind unpickles to the cached factory's
+    # own object, so jit caches keyed on it stay hits.
+    return _rebuild, (self.kind, self.hparams)
+
+
+def _rebuild(kind: str, hparams: tuple[tuple[str, int], ...]) -> "BackwardTransform":
+  return backward_transform(kind, **dict(hparams))
+
 
 def _rows(fn: str, z: ArrayLike, d: int, name: str = "z") -> jax.Array:
   z = _checks.as_float_array(fn, name, z, ndim=2, finite=False)

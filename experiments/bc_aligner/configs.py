@@ -3,8 +3,9 @@
 
 import dataclasses
 
-from bcjax.alignment import TRANSFORM_KINDS, BackwardTransform, backward_transform
-from experiments.bc_methods import JOINT, METHODS, POSTHOC  # noqa: F401  (re-exported: the result keys)
+from bcjax.alignment import BackwardTransform
+from experiments import bc_methods
+from experiments.bc_methods import JOINT, LINEAR, METHODS, POSTHOC  # noqa: F401  (re-exported: the result keys)
 from experiments.harness import option
 
 KEEP_LATEST = ("non-bc", "post-lin-sloss", "post-lin-mloss", "joint-notrans", "joint-lin-sloss", "bc-aligner")
@@ -45,11 +46,10 @@ class Config:
   lambda_sweep: tuple[float, ...] = option((), help="λ values for BC-Aligner (Fig. 5), e.g. 1,2,4,8,16,32", low=0.0,
                                            low_open=True, nonempty=False)
   seed: int = option(42, help="PRNG seed of models, sampling and the synthetic data", low=0)
-  transform: str = option("linear", choices=TRANSFORM_KINDS,
-                          help="kind of B_k of the post-hoc and joint methods with a transformation (post-lin-*, "
-                               "joint-lin-sloss, bc-aligner): linear (the paper), orthogonal, affine or mlp")
-  transform_rank: int = option(0, help="--transform affine: the rank of its W (0: full rank)", low=0)
-  transform_hidden: int = option(64, help="--transform mlp: its hidden units", low=1)
+  transform: str = bc_methods.transform_option()
+  transform_rank: int = bc_methods.transform_rank_option()
+  transform_hidden: int = bc_methods.transform_hidden_option()
+  transform_sweep: tuple[str, ...] = bc_methods.transform_sweep_option()
 
 PRESETS = {
     "paper": Config(versions=((2, 256), (2, 320), (3, 384), (3, 448), (3, 512)), epochs=500, finetune_epochs=250,
@@ -79,9 +79,5 @@ def preset(name: str, dataset: str) -> Config:
 
 
 def transform_of(cfg: Config) -> BackwardTransform | None:
-  """The B_k kind of the run's transformation methods; None for the paper's linear map (W_k as an array, the
-  numbers and registries of runs made before other kinds existed)."""
-  if cfg.transform == "linear":
-    return None
-  hparams = {"affine": {"rank": cfg.transform_rank or None}, "mlp": {"hidden": cfg.transform_hidden}}
-  return backward_transform(cfg.transform, **hparams.get(cfg.transform, {}))
+  """The B_k kind of the run's transformation methods; None for the paper's linear map."""
+  return bc_methods.transform_of(cfg.transform, rank=cfg.transform_rank, hidden=cfg.transform_hidden)

@@ -9,8 +9,9 @@ from tqdm.auto import tqdm
 
 from bcjax.data import GRAPH_DATASETS, MOVIELENS_VARIANTS, TASKS, load_graph_dataset
 from experiments import harness
+from experiments.bc_methods import check_transform_rank, transform_name
 from experiments.bc_aligner import report
-from experiments.bc_aligner.configs import BASELINES, METHODS, PRESETS, Config, preset
+from experiments.bc_aligner.configs import BASELINES, LINEAR, METHODS, PRESETS, Config, preset
 from experiments.bc_aligner.consumers import plan_tasks, unintended_aucs
 from experiments.bc_aligner.data import attribute_sizes, check_versions, version_data, with_item_ids
 from experiments.bc_aligner.methods import MethodRunner
@@ -23,7 +24,8 @@ class BCAligner(harness.Experiment):
                  "Finetune-M0, Non-BC, post-hoc and joint alignment, BC-Aligner) over five versions of a GraphSAGE "
                  "recommender; intended task = link prediction (val Recall@50), unintended = five version-0 "
                  "consumer tasks (ROC-AUC). Writes config.json, metrics.jsonl, stages/, results.json, table.md, "
-                 "figure3.png (figure5.png with --lambda-sweep) and the linear methods' registries.")
+                 "figure3.png (figure5.png with --lambda-sweep, transforms.png with --transform-sweep) and the "
+                 "registries of the methods with a transformation.")
   config = Config
   presets = PRESETS
   path_flags = ("--reviews", "--meta")
@@ -54,11 +56,12 @@ class BCAligner(harness.Experiment):
       raise harness.UsageError("--dataset", f"must be one of {', '.join(GRAPH_DATASETS)}; got {args.dataset!r}")
     if (args.reviews or args.meta) and not amazon:
       raise harness.UsageError("--reviews", "and --meta go with an amazon-<Category> dataset")
-    dims = [d for _, d in cfg.versions]
-    smallest = min(min(a, b) for a, b in zip(dims, dims[1:]))
-    if cfg.transform == "affine" and cfg.transform_rank > smallest:
-      raise harness.UsageError("--transform-rank", f"{cfg.transform_rank} exceeds the smallest min(D_(k-1), D_k) = "
-                                                   f"{smallest} of the preset's versions {dims}")
+    check_transform_rank((cfg.transform, *cfg.transform_sweep), cfg.transform_rank, [d for _, d in cfg.versions])
+    if cfg.transform_sweep and cfg.lambda_sweep:
+      raise harness.UsageError("--transform-sweep", "and --lambda-sweep each multiply the runs: give one of them")
+    if cfg.transform_sweep and not set(cfg.methods) & set(LINEAR):
+      raise harness.UsageError("--transform-sweep", f"needs a method with a transformation ({', '.join(LINEAR)}) in "
+                                                    f"--methods")
     for flag, path in (("--reviews", args.reviews), ("--meta", args.meta), ("--data-dir", args.data_dir)):
       if path is not None and not os.path.exists(path):
         raise harness.UsageError(flag, f"{path} does not exist")
@@ -95,14 +98,19 @@ class BCAligner(harness.Experiment):
     splits = [v.split for v in versions]
     runner = MethodRunner(versions, attribute_sizes(graph), cfg, jax.random.key(cfg.seed), run, mesh=args.mesh)
     sweep_runners = {lam: runner.with_lambda(lam) for lam in sweep if lam != cfg.lam}
-    total = runner.epochs_needed(methods) + sum(r.epochs_needed(("bc-aligner",)) - cfg.epochs
-                                                for r in sweep_runners.values())
+    transformed = tuple(m for m in methods if m in LINEAR)  # the methods a transform sweep repeats
+    kind_runners = {kind: runner.with_transform(kind) for kind in cfg.transform_sweep if kind != cfg.transform}
+    total = runner.epochs_needed(methods) + sum(r.epochs_needed(("bc-aligner",), shared=False)
+                                                for r in sweep_runners.values()) + \
+        sum(r.epochs_needed(transformed, shared=False) for r in kind_runners.values())
     with tqdm(total=total, desc="embedding models (epochs)", disable=not run.progress) as bar:
-      for r in (runner, *sweep_runners.values()):
+      for r in (runner, *sweep_runners.values(), *kind_runners.values()):
         r.progress = bar
       runs = {m: runner.run(m) for m in methods}
       for lam, r in sweep_runners.items():
         runs[f"bc-aligner@{lam:g}"] = r.run("bc-aligner")
+      for kind, r in kind_runners.items():
+        runs.update({f"{m}[{kind}]": r.run(m) for m in transformed})
     if sweep and cfg.lam in sweep and "bc-aligner" not in runs:
       runs["bc-aligner"] = runner.run("bc-aligner")
     published = {m: r.published for m, r in runs.items()}
@@ -113,10 +121,9 @@ class BCAligner(harness.Experiment):
     published_recalls = {m: [recall(z, vd)["recall@50"] for z, vd in zip(zs, versions)] for m, zs in published.items()}
     summary = report.summarise({m: r.recall_by_version for m, r in runs.items()}, published, consumers,
                                published_recalls)
-    transform = runner.transform
     results = {"dataset": args.dataset, "preset": args.preset, "seed": cfg.seed,
-               "config": {"lam": cfg.lam, "transform": "linear" if transform is None else transform.kind,
-                          "transform_hparams": {} if transform is None else dict(transform.hparams)},
+               "config": {"lam": cfg.lam, "transform": cfg.transform,
+                          "transform_hparams": _hparams(runner.transform)},
                "graph": {"users": graph.num_users, "items": graph.num_items, "edges": graph.num_edges,
                          "versions": [{"users": s.num_users, "items": s.num_items, "train_edges": len(s.train_user),
                                        "val_edges": len(s.val_user)} for s in splits]},
@@ -126,16 +133,32 @@ class BCAligner(harness.Experiment):
     if sweep:
       results["lambda_sweep"] = {f"{lam:g}": summary["bc-aligner" if lam == cfg.lam else f"bc-aligner@{lam:g}"]
                                  for lam in sweep}
+    if cfg.transform_sweep:
+      # kind -> its name with hyper-parameters and the transformed methods' summaries (the run's own kind included)
+      results["transform_sweep"] = {
+          kind: {"transform": transform_name(kind, _hparams(r.transform)),
+                 "methods": {m: summary[m if kind == cfg.transform else f"{m}[{kind}]"] for m in transformed}}
+          for kind, r in {cfg.transform: runner, **kind_runners}.items() if kind in cfg.transform_sweep}
     results["seconds"] = time.perf_counter() - started
     return results
 
   def report(self, run, args, cfg, results):
     table = report.table_3(results)
-    run.write_text("table.md", table)
+    sweep_table = report.transform_table(results) if "transform_sweep" in results else None
+    run.write_text("table.md", table if sweep_table is None else f"{table}\n\n{sweep_table}")
     report.figure_3(run.out / "figure3.png", results)
     if cfg.lambda_sweep:
       report.figure_5(run.out / "figure5.png", results["lambda_sweep"])
-    return f"{table}\n{report.headline(results)}\n({results['seconds']:.0f} s)"
+    lines = [table, report.headline(results)]
+    if sweep_table is not None:
+      report.transform_figure(run.out / "transforms.png", results)
+      lines[1:1] = ["", sweep_table]
+      lines.append(report.transform_headline(results))
+    return "\n".join(lines) + f"\n({results['seconds']:.0f} s)"
+
+
+def _hparams(transform) -> dict:
+  return {} if transform is None else {k: v for k, v in transform.hparams if v is not None}
 
 
 EXPERIMENT = BCAligner()

@@ -13,9 +13,9 @@ version, which the version-0 consumers read:
 M_0 is trained once and shared. Version k's model initialisation and sampling keys are the same in every method, so
 methods differ only in their objective. Linear methods store W_1..W_4 in a keep-latest registry and publish
 z̃_0 = B_1∘…∘B_k(z_k) through it; ``--transform`` makes every B_k of these methods another kind
-(orthogonal, affine, MLP), stored in the registry with its kind. Every trained model and every post-hoc B_k is one stage of the run
-(``m0``, ``non-bc/v2``, ``bc-aligner/v3``, ``post-lin-sloss/B1``; ``lam=4/...`` for a λ sweep), so a resumed run
-recomputes none of them.
+(orthogonal, affine, MLP), stored in the registry with its kind. Every trained model and every post-hoc B_k is one
+stage of the run (``m0``, ``non-bc/v2``, ``bc-aligner/v3``, ``post-lin-sloss/B1``; ``lam=4/...`` for a λ sweep,
+``transform=mlp/...`` for a transform sweep), so a resumed run recomputes none of them.
 """
 
 import dataclasses
@@ -47,9 +47,11 @@ class MethodRunner:
   """Runs methods on shared versions, training each shared model (M_0, non-bc's M_k) once per run."""
 
   def __init__(self, versions: list[VersionData], attribute_sizes: tuple[int, ...], cfg: Config, key: jax.Array,
-               run: Run, progress=None, prefix: str = "", mesh: jax.sharding.Mesh | None = None):
+               run: Run, progress=None, prefix: str = "", mesh: jax.sharding.Mesh | None = None,
+               transform_prefix: str = ""):
     self.versions, self.sizes, self.cfg, self.key = versions, attribute_sizes, cfg, key
     self.run_dir, self.progress, self.prefix, self.mesh = run, progress, prefix, mesh
+    self.transform_prefix = transform_prefix  # post-hoc fits depend on the kind of B_k, not on λ
     self.train = functools.partial(train_model, mesh=mesh)  # every M_k's steps on the data mesh (--devices)
     self.transform = transform_of(cfg)  # the kind of B_k (None: the paper's linear W_k)
 
@@ -57,7 +59,15 @@ class MethodRunner:
     """A runner for another λ that shares this one's M_0 and Non-BC models; its stages and registries go under
     ``lam=<λ>/``."""
     return MethodRunner(self.versions, self.sizes, dataclasses.replace(self.cfg, lam=lam), self.key, self.run_dir,
-                        self.progress, f"lam={lam:g}/", self.mesh)
+                        self.progress, f"{self.transform_prefix}lam={lam:g}/", self.mesh, self.transform_prefix)
+
+  def with_transform(self, kind: str) -> "MethodRunner":
+    """A runner whose methods with a transformation learn a B_k of ``kind`` (the run's ``--transform-rank`` and
+    ``--transform-hidden``), sharing this one's M_0 and Non-BC models; its stages and registries go under
+    ``transform=<kind>/``."""
+    prefix = f"transform={kind}/"
+    return MethodRunner(self.versions, self.sizes, dataclasses.replace(self.cfg, transform=kind), self.key,
+                        self.run_dir, self.progress, prefix, self.mesh, prefix)
 
   def _fresh(self, k: int):
     layers, dim = self.cfg.versions[k]
@@ -117,7 +127,7 @@ class MethodRunner:
       nobc, history = self.nobc(), []
       for k in range(1, len(self.versions)):
         target = AlignTarget(apply_model(nobc[k - 1].model, self.versions[k]), tuple(history))
-        w, _ = self._stage(f"{method}/B{k}", lambda k=k, target=target: train_posthoc(
+        w, _ = self._stage(f"{self.transform_prefix}{method}/B{k}", lambda k=k, target=target: train_posthoc(
             self.versions[k], nobc[k].z, target, POSTHOC[method], self.cfg, _version_key(self.key, 300 + k),
             log=self._logger(method, k), mesh=self.mesh, transform=self.transform), shared=True)
         history.append(w)
@@ -144,12 +154,15 @@ class MethodRunner:
       return MethodRun([r.recall for r in runs], published)
     raise ValueError(f"unknown method {method!r}")
 
-  def epochs_needed(self, methods) -> int:
-    """Epochs of embedding-model training the methods need (for the progress bar)."""
+  def epochs_needed(self, methods, *, shared: bool = True) -> int:
+    """Epochs of embedding-model training the methods need (for the progress bar); without the ``shared`` models
+    (M_0, Non-BC's, Finetune-M0's), what a sweep's runner adds."""
     n = len(self.versions) - 1
-    total = self.cfg.epochs  # M_0
-    if any(m in methods for m in ("non-bc", "keep-all", *POSTHOC)):
-      total += n * self.cfg.epochs
-    total += n * self.cfg.finetune_epochs * ("finetune-m0" in methods)
+    total = 0
+    if shared:
+      total += self.cfg.epochs  # M_0
+      if any(m in methods for m in ("non-bc", "keep-all", *POSTHOC)):
+        total += n * self.cfg.epochs
+      total += n * self.cfg.finetune_epochs * ("finetune-m0" in methods)
     total += n * self.cfg.epochs * sum(m in methods for m in JOINT)
     return total

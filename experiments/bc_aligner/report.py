@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from experiments import common
-from experiments.bc_aligner.configs import METHODS
+from experiments.bc_aligner.configs import JOINT, LINEAR, METHODS
+from experiments.bc_methods import transform_name
 
 
 def alignment_errors(published: list[np.ndarray], reference: list[np.ndarray]) -> list[float]:
@@ -65,9 +66,22 @@ def summarise(recalls: dict[str, list[dict]], published: dict[str, list[np.ndarr
 
 def _transform_name(config: dict) -> str:
   """``linear``, ``affine(rank=8)``, ...; runs written before other kinds existed are linear."""
-  hparams = config.get("transform_hparams") or {}
-  return config.get("transform", "linear") + (f"({', '.join(f'{k}={v}' for k, v in hparams.items())})"
-                                              if hparams else "")
+  return transform_name(config.get("transform", "linear"), config.get("transform_hparams"))
+
+
+def _backward_column(method: str, config: dict) -> str:
+  """What maps a method's z_k back to version 0: its B_k kind, NoTrans (the first d_0 coordinates) or nothing."""
+  if method in LINEAR:
+    return _transform_name(config)
+  return "NoTrans" if method in ("non-bc", "joint-notrans") else "—"
+
+
+def _pct(v) -> str:
+  return "n/a" if v is None else f"{v:+.2f}"
+
+
+def _plain(v) -> str:
+  return "n/a" if v is None else f"{v:.2f}"
 
 
 def table_3(results: dict) -> str:
@@ -77,13 +91,11 @@ def table_3(results: dict) -> str:
     r = results["methods"].get(m)
     if r is None:
       continue
-    pct = lambda v: "n/a" if v is None else f"{v:+.2f}"  # noqa: E731
-    plain = lambda v: "n/a" if v is None else f"{v:.2f}"  # noqa: E731
-    rows.append([m, pct(r["intended_degradation_pct"]), pct(r["unintended_degradation_pct"]),
-                 pct(r["combined_degradation_pct"]), r["intended_recall50_mean"],
-                 "n/a" if r["unintended_auc_mean"] is None else r["unintended_auc_mean"],
-                 r["alignment_error"], r["alignment_error_by_version"][-1], plain(r.get("negative_flip_pct")),
-                 plain(r.get("recall_recovery_pct"))])
+    rows.append([m, _backward_column(m, results["config"]), _pct(r["intended_degradation_pct"]),
+                 _pct(r["unintended_degradation_pct"]), _pct(r["combined_degradation_pct"]),
+                 r["intended_recall50_mean"], "n/a" if r["unintended_auc_mean"] is None else r["unintended_auc_mean"],
+                 r["alignment_error"], r["alignment_error_by_version"][-1], _plain(r.get("negative_flip_pct")),
+                 _plain(r.get("recall_recovery_pct"))])
   left_out = results.get("consumers_left_out") or {}
   tasks = "the consumer tasks" if not left_out else \
       f"the {5 - len(left_out)} consumer tasks run ({', '.join(sorted(left_out))} left out: see results.json)"
@@ -94,7 +106,7 @@ def table_3(results: dict) -> str:
           f"true version-0 embeddings and wrong on the published ones; recall recovery: Recall@50 of the published "
           f"version-0-space embeddings as % of re-embedding with M_k.\n\n")
   return head + common.markdown_table(
-      ["method", "intended degr. %", "unintended degr. %", "combined degr. %", "Recall@50", "unintended AUC",
+      ["method", "B_k", "intended degr. %", "unintended degr. %", "combined degr. %", "Recall@50", "unintended AUC",
        "align. err (mean)", "align. err (last)", "neg. flips %", "recall recovery %"], rows)
 
 
@@ -117,6 +129,60 @@ def headline(results: dict) -> str:
   return (f"Best backward-compatible trade-off: {best}, combined {r['combined_degradation_pct']:+.2f} % "
           f"(intended {r['intended_degradation_pct']:+.2f} % vs Keep-All, unintended "
           f"{r['unintended_degradation_pct']:+.2f} % vs Fix-M0){runner_up}.")
+
+
+def transform_table(results: dict) -> str:
+  """The transform sweep: one row per B_k kind and method with a transformation (joint or post-hoc training)."""
+  rows = []
+  for sweep in results["transform_sweep"].values():
+    for m, r in sweep["methods"].items():
+      rows.append([sweep["transform"], m, "joint" if m in JOINT else "post-hoc",
+                   _pct(r["combined_degradation_pct"]), _pct(r["intended_degradation_pct"]),
+                   _pct(r["unintended_degradation_pct"]), r["alignment_error"], _plain(r.get("negative_flip_pct")),
+                   _plain(r.get("recall_recovery_pct"))])
+  head = ("Backward transformation kinds (--transform-sweep): each method with a transformation trained with a B_k of "
+          "every kind on the same M_0 and Non-BC models. Degradations (%) as above; alignment error = mean distance "
+          "of the published version-0-space embeddings to M_0's, averaged over versions.\n\n")
+  return head + common.markdown_table(
+      ["B_k", "method", "training", "combined degr. %", "intended degr. %", "unintended degr. %", "align. err (mean)",
+       "neg. flips %", "recall recovery %"], rows)
+
+
+def transform_headline(results: dict) -> str:
+  """One line per training mode: the B_k kind with the best combined degradation, and its intended cost."""
+  lines = []
+  for mode, in_mode in (("joint", lambda m: m in JOINT), ("post-hoc", lambda m: m not in JOINT)):
+    scored = [(r["combined_degradation_pct"], sweep["transform"], m, r)
+              for sweep in results["transform_sweep"].values() for m, r in sweep["methods"].items()
+              if in_mode(m) and r["combined_degradation_pct"] is not None]
+    if scored:
+      combined, kind, m, r = max(scored, key=lambda row: row[0])
+      lines.append(f"Best B_k, {mode}: {kind} ({m}), combined {combined:+.2f} % (intended "
+                   f"{r['intended_degradation_pct']:+.2f} %, negative flips {_plain(r.get('negative_flip_pct'))} %).")
+  return "\n".join(lines)
+
+
+def transform_figure(path: Path, results: dict) -> None:
+  """Combined degradation and negative-flip rate per B_k kind, one group of bars per method."""
+  plt = _plt()
+  sweep = results["transform_sweep"]
+  kinds = list(sweep)
+  methods = [m for m in METHODS if any(m in s["methods"] for s in sweep.values())]
+  fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+  width = 0.8 / max(len(kinds), 1)
+  for i, kind in enumerate(kinds):
+    for ax, key in zip(axes, ("combined_degradation_pct", "negative_flip_pct")):
+      values = [sweep[kind]["methods"].get(m, {}).get(key) for m in methods]
+      ax.bar(np.arange(len(methods)) + i * width, [np.nan if v is None else v for v in values], width,
+             label=sweep[kind]["transform"])
+  for ax, title in zip(axes, ("combined degradation (%)", "negative flips (%)")):
+    ax.set_xticks(np.arange(len(methods)) + width * (len(kinds) - 1) / 2, methods, fontsize=8)
+    ax.set(title=title)
+    ax.grid(alpha=0.3, axis="y")
+  axes[0].legend(fontsize=8)
+  fig.suptitle(f"B_k kinds: {results['dataset']} ({results['preset']}, seed {results['seed']})")
+  fig.tight_layout()
+  common.save_figure(fig, path)
 
 
 def _plt():

@@ -6,6 +6,7 @@ Run with ``python -m experiments.error_amplification --preset quick --out DIR`` 
 
 import dataclasses
 
+from experiments import bc_methods
 from experiments.bc_methods import JOINT, POSTHOC
 from experiments.harness import option
 
@@ -29,6 +30,10 @@ class Config:
   l2: float = 0.01  # L2 penalty on output embeddings (the reference's 0.01 * reg)
   posthoc_learning_rate: float = 1e-2
   methods: tuple[str, ...] = option(METHODS, help="methods to run", choices=METHODS)
+  transform: str = bc_methods.transform_option()
+  transform_rank: int = bc_methods.transform_rank_option()
+  transform_hidden: int = bc_methods.transform_hidden_option()
+  transform_sweep: tuple[str, ...] = bc_methods.transform_sweep_option()
   log_every: int = 100
   seed: int = option(0, help="PRNG seed (same seed, same numbers)", low=0)
 

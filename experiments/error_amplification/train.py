@@ -21,11 +21,11 @@ from flax import nnx
 from tqdm.auto import tqdm
 
 from bcjax._reduce import row_mean
-from bcjax.alignment import BackwardLinear, alignment_error, fit_posthoc, notrans
+from bcjax.alignment import BackwardLinear, BackwardMap, BackwardTransform, alignment_error, fit_posthoc, notrans
 from bcjax.parallel import DATA_AXIS, replicate, split_rows
 from bcjax.versioning import Registry
 from experiments import common
-from experiments.bc_methods import JOINT, LINEAR, POSTHOC, POSTHOC_LOSS, alignment_loss
+from experiments.bc_methods import JOINT, LINEAR, POSTHOC, POSTHOC_LOSS, alignment_loss, transform_name, transform_of
 from experiments.error_amplification.configs import Config
 from experiments.error_amplification.data import ChainData, make_chain
 from experiments.error_amplification.model import Encoder, VersionModel
@@ -40,7 +40,7 @@ class TrainState(NamedTuple):
 
 
 def _objective(model: VersionModel, batch: dict, method: str, history: tuple, lam: float, l2: float,
-               axis_name: str | None = None):
+               axis_name: str | None = None, transform: BackwardTransform | None = None):
   """Eq. (3): intended loss + L2 on embeddings + lambda * alignment (the last only for joint methods); with
   ``axis_name`` the batch is split over devices and every mean is global."""
   z, y_hat = model.encoder(batch["x"])
@@ -48,19 +48,21 @@ def _objective(model: VersionModel, batch: dict, method: str, history: tuple, la
   loss = task + l2 * row_mean(jnp.sum(z * z, axis=-1), axis_name=axis_name)
   align = jnp.zeros(())
   if method in JOINT:
-    w = None if model.backward is None else model.backward.w[...]
-    align = alignment_loss(JOINT[method], z, batch["z_prev"], w, history, axis_name=axis_name)
+    w = None if model.backward is None else _params(model.backward)
+    align = alignment_loss(JOINT[method], z, batch["z_prev"], w, history, axis_name=axis_name, transform=transform)
   return loss + lam * align, {"task": task, "align": align}
 
 
 def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation, method: str,
-                    history: tuple, lam: float, l2: float, mesh: jax.sharding.Mesh | None = None) -> Callable:
+                    history: tuple, lam: float, l2: float, mesh: jax.sharding.Mesh | None = None,
+                    transform: BackwardTransform | None = None) -> Callable:
   """Returns the jitted ``train_step(state, batch, rng) -> (state, metrics)`` with the state donated; with
-  ``mesh`` the batch rows are split over its devices inside ``jax.shard_map`` (parameters replicated)."""
+  ``mesh`` the batch rows are split over its devices inside ``jax.shard_map`` (parameters replicated). ``transform``
+  is the kind of B_k (None: the linear W_k)."""
   axis = None if mesh is None else DATA_AXIS
 
   def loss_fn(params, batch):
-    return _objective(nnx.merge(graphdef, params), batch, method, history, lam, l2, axis)
+    return _objective(nnx.merge(graphdef, params), batch, method, history, lam, l2, axis, transform)
 
   value_and_grad = jax.value_and_grad(loss_fn, has_aux=True)
   if mesh is not None:
@@ -81,20 +83,26 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
 
 
 def train_version(cfg: Config, method: str, k: int, data: ChainData, z_prev: jax.Array | None, history: tuple,
-                  log, bar, mesh: jax.sharding.Mesh | None = None) -> VersionModel:
-  """Trains M_k (and B_k for linear joint methods) for ``cfg.steps`` steps."""
+                  log, bar, mesh: jax.sharding.Mesh | None = None,
+                  transform: BackwardTransform | None = None) -> VersionModel:
+  """Trains M_k (and B_k, of ``transform``'s kind, for the joint methods with a transformation) for ``cfg.steps``
+  steps."""
   # Every method gets the same initialisation and batch order at version k (common random numbers).
   key = jax.random.fold_in(jax.random.key(cfg.seed), k)
   init_key, batch_key, step_key = jax.random.split(key, 3)
   rngs = nnx.Rngs(params=init_key)
   encoder = Encoder(cfg.in_dim, cfg.dims[k], cfg.out_dim, cfg.layers[k], rngs=rngs)
-  backward = BackwardLinear(cfg.dims[k - 1], cfg.dims[k], rngs=rngs) if method in LINEAR and k else None
+  backward = None
+  if method in LINEAR and k:
+    backward = (BackwardLinear(cfg.dims[k - 1], cfg.dims[k], rngs=rngs) if transform is None else
+                BackwardMap(transform, cfg.dims[k - 1], cfg.dims[k], rngs=rngs))
   graphdef, params = nnx.split(VersionModel(encoder, backward))
   optimizer = common.adam(cfg.learning_rate)
   state = TrainState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
   if mesh is not None:  # placed as the step leaves it, so the step compiles once
     state = replicate(mesh, state)
-  step_fn = make_train_step(graphdef, optimizer, method if k else "non-bc", history, cfg.lam, cfg.l2, mesh)
+  step_fn = make_train_step(graphdef, optimizer, method if k else "non-bc", history, cfg.lam, cfg.l2, mesh,
+                            transform)
   rows = common.endless_batches(batch_key, cfg.n_train, cfg.batch_size)
   for step in range(cfg.steps):
     idx = next(rows)
@@ -125,114 +133,187 @@ def _evaluate(model: VersionModel, x: jax.Array, y: jax.Array) -> tuple[jax.Arra
 def train_and_evaluate(cfg: Config, run: Run, mesh: jax.sharding.Mesh | None = None) -> dict:
   """Runs every method of ``cfg.methods`` over all versions, one stage per trained model and per post-hoc fit, and
   returns the results (per method and version: alignment error to version 0, single-step error, intended MSE and
-  the composed map's spectral norm). With ``mesh`` the models' steps are data-parallel (the post-hoc fits, which
-  draw their own rows, run on one device)."""
+  the composed map's spectral norm). The methods with a transformation learn a B_k of ``cfg.transform``; with
+  ``cfg.transform_sweep`` they run again for every other kind listed (stages and registries under
+  ``transform=<kind>/``), on the same M_0 and Non-BC models. With ``mesh`` the models' steps are data-parallel (the
+  post-hoc fits, which draw their own rows, run on one device)."""
   if len(cfg.layers) != len(cfg.dims) or len(cfg.dims) < 2:
     raise ValueError(f"`dims` {cfg.dims} and `layers` {cfg.layers} must have the same length >= 2")
   num_versions = len(cfg.dims)
   data = make_chain(jax.random.fold_in(jax.random.key(cfg.seed), 10_000), num_versions=num_versions,
                     n_train=cfg.n_train, n_test=cfg.n_test, in_dim=cfg.in_dim, out_dim=cfg.out_dim, drift=cfg.drift)
   need_nonbc = any(m in POSTHOC or m == "non-bc" for m in cfg.methods)
-  trained = [m for m in cfg.methods if m in JOINT] + (["non-bc"] if need_nonbc else [])
-  total = cfg.steps * (1 + (num_versions - 1) * len(trained))
-  results: dict = {}
-  with tqdm(total=total, desc="training", disable=not run.progress, unit="step", mininterval=1.0) as bar:
-    def version(method, k, z_prev, history):
-      return _restored(run.stage(f"{method}/v{k}", lambda: _stored(
-          train_version(cfg, method, k, data, z_prev, history, run.log, bar, mesh))))
-    m0 = version("non-bc", 0, None, ())
-    z0_train, _ = _evaluate(m0, data.x_train, data.y_train[0])
-    z0_test, mse0 = _evaluate(m0, data.x_test, data.y_test[0])
-    models = {m: [m0] for m in trained}
-    for method in trained:
-      for k in range(1, num_versions):
-        bar.set_description(f"{method} v{k}")
-        prev = models[method][k - 1]
-        z_prev, _ = _evaluate(prev, data.x_train, data.y_train[k])
-        history = tuple(m.backward.w[...] for m in models[method][1:]) if method in LINEAR else ()
-        models[method].append(version(method, k, z_prev, history))
-    posthoc_weights = {}
-    for method, kind in POSTHOC.items():
-      if method not in cfg.methods:
-        continue
-      ws: list[jax.Array] = []
-      for k in range(1, num_versions):
-        z_new, _ = _evaluate(models["non-bc"][k], data.x_train, data.y_train[k])
-        z_old = z0_train if k == 1 else _evaluate(models["non-bc"][k - 1], data.x_train, data.y_train[k])[0]
-
-        def fit(z_new=z_new, z_old=z_old, k=k):
-          fitted = fit_posthoc(z_new, z_old, ws, key=jax.random.fold_in(jax.random.key(cfg.seed), 100 + k),
-                               loss=POSTHOC_LOSS[kind], steps=cfg.steps, batch_size=cfg.batch_size,
-                               learning_rate=cfg.posthoc_learning_rate)
-          run.log(method=method, version=k, step=cfg.steps, loss=float(fitted.losses[-1]))
-          return np.asarray(fitted.w)
-        ws.append(jnp.asarray(run.stage(f"{method}/B{k}", fit)))
-      posthoc_weights[method] = ws
-
-    for method in cfg.methods:
-      source = "non-bc" if method in POSTHOC else method
-      registry = None
-      if method in LINEAR:
-        weights = posthoc_weights[method] if method in POSTHOC else [m.backward.w[...] for m in models[method][1:]]
-
-        def build(path, method=method, weights=weights):
-          reg = Registry.create(path, cfg.dims[0], notes=f"{method}: M_0")
-          for k, w in enumerate(weights, start=1):
-            reg.append(np.asarray(w), notes=f"{method}: B_{k}")
-        registry = Registry(run.publish_dir(f"registries/{method}", build))
-      per_version = {"alignment_error_to_v0": [], "single_step_error": [], "intended_mse": [], "composed_gain": []}
-      z_prev_test = z0_test
-      for k in range(1, num_versions):
-        z_k, mse = _evaluate(models[source][k], data.x_test, data.y_test[k])
-        if registry is None:  # Non-BC and Joint-NoTrans publish the first D_0 coordinates
-          z0_tilde = notrans(z_k, cfg.dims[0])
-          one_step = notrans(z_k, cfg.dims[k - 1])
-          gain = 1.0
-        else:  # keep-latest: only z_k and the registry are needed to reproduce version 0
-          z0_tilde = jnp.asarray(registry.transform(np.asarray(z_k), to=0, source=k))
-          one_step = jnp.asarray(registry.transform(np.asarray(z_k), to=k - 1, source=k))
-          gain = float(np.linalg.norm(registry.compose(0, source=k), ord=2))
-        z_prev_test = z_prev_test if k == 1 else _evaluate(models[source][k - 1], data.x_test, data.y_test[k])[0]
-        per_version["alignment_error_to_v0"].append(float(alignment_error(z0_tilde, z0_test)))
-        per_version["single_step_error"].append(float(alignment_error(one_step, z_prev_test)))
-        per_version["intended_mse"].append(mse)
-        per_version["composed_gain"].append(gain)
-      results[method] = per_version
-  return summarise(cfg, results, mse0)
+  joint = [m for m in cfg.methods if m in JOINT]
+  other_kinds = [kind for kind in cfg.transform_sweep if kind != cfg.transform]
+  swept = [m for m in cfg.methods if m in LINEAR]
+  models_trained = len(joint) + need_nonbc + len(other_kinds) * sum(m in JOINT for m in swept)
+  with tqdm(total=cfg.steps * (1 + (num_versions - 1) * models_trained), desc="training", disable=not run.progress,
+            unit="step", mininterval=1.0) as bar:
+    chain = _Chain(cfg, data, run, bar, mesh)
+    results = {m: chain.evaluate(m, _transform(cfg, cfg.transform), "") for m in cfg.methods}
+    sweep = {kind: {m: chain.evaluate(m, _transform(cfg, kind), f"transform={kind}/") for m in swept}
+             for kind in other_kinds}
+  out = summarise(cfg, results, chain.mse0, sweep)
+  if cfg.transform_sweep:
+    kinds = {cfg.transform: results, **sweep}
+    out["transform_sweep"] = {kind: {"transform": transform_name(kind, _hparams(_transform(cfg, kind))),
+                                     "methods": {m: kinds[kind][m] for m in swept}}
+                              for kind in cfg.transform_sweep}
+  out["transform"] = transform_name(cfg.transform, _hparams(_transform(cfg, cfg.transform)))
+  return out
 
 
-def summarise(cfg: Config, results: dict, mse0: float) -> dict:
-  """The results dictionary: per-method curves plus the intended degradation relative to Non-BC."""
+def _transform(cfg: Config, kind: str) -> BackwardTransform | None:
+  return transform_of(kind, rank=cfg.transform_rank, hidden=cfg.transform_hidden)
+
+
+def _hparams(transform: BackwardTransform | None) -> dict:
+  return {} if transform is None else dict(transform.hparams)
+
+
+def _params(backward):
+  """B_k's parameters as the losses and the registry take them: W_k, or the kind's dict of arrays."""
+  return backward.arrays() if isinstance(backward, BackwardMap) else backward.w[...]
+
+
+class _Chain:
+  """The versions of one run: M_0 and Non-BC's models trained once, each method's models and fits as stages."""
+
+  def __init__(self, cfg: Config, data: ChainData, run: Run, bar, mesh):
+    self.cfg, self.data, self.run, self.bar, self.mesh = cfg, data, run, bar, mesh
+    self.num_versions = len(cfg.dims)
+    self.models: dict[str, list[VersionModel]] = {}
+    m0 = self._version("non-bc", 0, None, (), None, "")
+    self.z0_train, _ = _evaluate(m0, data.x_train, data.y_train[0])
+    self.z0_test, self.mse0 = _evaluate(m0, data.x_test, data.y_test[0])
+    self.m0 = m0
+
+  def _version(self, method, k, z_prev, history, transform, prefix) -> VersionModel:
+    log = functools.partial(self.run.log, sweep=prefix.rstrip("/")) if prefix else self.run.log
+    return _restored(self.run.stage(f"{prefix}{method}/v{k}", lambda: _stored(train_version(
+        self.cfg, method, k, self.data, z_prev, history, log, self.bar, self.mesh, transform=transform))))
+
+  def trained(self, method: str, transform, prefix: str) -> list[VersionModel]:
+    """M_0 ... M_K of a trained method (Non-BC's are shared by every kind)."""
+    if method == "non-bc":
+      transform, prefix = None, ""
+    name = prefix + method
+    if name not in self.models:
+      models = [self.m0]
+      for k in range(1, self.num_versions):
+        self.bar.set_description(f"{name} v{k}")
+        z_prev, _ = _evaluate(models[k - 1], self.data.x_train, self.data.y_train[k])
+        history = tuple(_params(m.backward) for m in models[1:]) if method in LINEAR else ()
+        models.append(self._version(method, k, z_prev, history, transform, prefix))
+      self.models[name] = models
+    return self.models[name]
+
+  def posthoc(self, method: str, transform, prefix: str) -> list:
+    """B_1 ... B_K fitted on Non-BC's fixed embeddings (eq. 7 or eq. 10), one stage each."""
+    cfg, data = self.cfg, self.data
+    nobc = self.trained("non-bc", None, "")
+    fitted_maps: list = []
+    for k in range(1, self.num_versions):
+      z_new, _ = _evaluate(nobc[k], data.x_train, data.y_train[k])
+      z_old = self.z0_train if k == 1 else _evaluate(nobc[k - 1], data.x_train, data.y_train[k])[0]
+
+      def fit(z_new=z_new, z_old=z_old, k=k):
+        fitted = fit_posthoc(z_new, z_old, fitted_maps, key=jax.random.fold_in(jax.random.key(cfg.seed), 100 + k),
+                             loss=POSTHOC_LOSS[POSTHOC[method]], steps=cfg.steps, batch_size=cfg.batch_size,
+                             learning_rate=cfg.posthoc_learning_rate, transform=transform,
+                             history_transforms=transform)
+        self.run.log(method=prefix + method, version=k, step=cfg.steps, loss=float(fitted.losses[-1]))
+        return jax.tree.map(np.asarray, fitted.w)
+      fitted_maps.append(jax.tree.map(jnp.asarray, self.run.stage(f"{prefix}{method}/B{k}", fit)))
+    return fitted_maps
+
+  def evaluate(self, method: str, transform, prefix: str) -> dict:
+    """Per version k: the alignment error of z̃_0 (read back from the method's keep-latest registry) to z_0 on
+    held-out points, the single-step error, the intended MSE and, for maps a matrix represents, ‖W^0_k‖₂."""
+    cfg, data = self.cfg, self.data
+    source = "non-bc" if method in POSTHOC else method
+    models = self.trained(source, transform, prefix)
+    registry = None
+    if method in LINEAR:
+      maps = self.posthoc(method, transform, prefix) if method in POSTHOC else [_params(m.backward)
+                                                                                 for m in models[1:]]
+
+      def build(path):
+        reg = Registry.create(path, cfg.dims[0], notes=f"{method}: M_0")
+        for k, params in enumerate(maps, start=1):
+          reg.append(jax.tree.map(np.asarray, params), notes=f"{method}: B_{k}", transform=transform)
+      registry = Registry(self.run.publish_dir(f"registries/{prefix}{method}", build))
+    per_version = {"alignment_error_to_v0": [], "single_step_error": [], "intended_mse": [], "composed_gain": []}
+    z_prev_test = self.z0_test
+    for k in range(1, self.num_versions):
+      z_k, mse = _evaluate(models[k], data.x_test, data.y_test[k])
+      if registry is None:  # Non-BC and Joint-NoTrans publish the first D_0 coordinates
+        z0_tilde = notrans(z_k, cfg.dims[0])
+        one_step = notrans(z_k, cfg.dims[k - 1])
+        gain = 1.0
+      else:  # keep-latest: only z_k and the registry are needed to reproduce version 0
+        z0_tilde = jnp.asarray(registry.transform(np.asarray(z_k), to=0, source=k))
+        one_step = jnp.asarray(registry.transform(np.asarray(z_k), to=k - 1, source=k))
+        # affine and MLP maps have no single gain (a bias, a non-linear branch): None, never NaN
+        gain = (float(np.linalg.norm(registry.compose(0, source=k), ord=2))
+                if transform is None or transform.kind == "orthogonal" else None)
+      z_prev_test = z_prev_test if k == 1 else _evaluate(models[k - 1], data.x_test, data.y_test[k])[0]
+      per_version["alignment_error_to_v0"].append(float(alignment_error(z0_tilde, self.z0_test)))
+      per_version["single_step_error"].append(float(alignment_error(one_step, z_prev_test)))
+      per_version["intended_mse"].append(mse)
+      per_version["composed_gain"].append(gain)
+    return per_version
+
+
+def summarise(cfg: Config, results: dict, mse0: float, sweep: dict | None = None) -> dict:
+  """The results dictionary: per-method curves plus the intended degradation relative to Non-BC (also for the
+  ``sweep``'s runs, kind -> method -> curves)."""
   versions = list(range(1, len(cfg.dims)))
   if "non-bc" in results:
     base = results["non-bc"]["intended_mse"]
-    for res in results.values():
+    for res in [*results.values(), *(r for runs in (sweep or {}).values() for r in runs.values())]:
       res["intended_degradation_pct"] = [100.0 * (m - b) / b for m, b in zip(res["intended_mse"], base)]
   return {"dataset": "synthetic-chain", "preset_config": dataclasses.asdict(cfg), "seed": cfg.seed,
           "versions": versions, "v0_intended_mse": mse0, "methods": results}
 
 
+def _row(method: str, kind: str, res: dict) -> list:
+  gain = res["composed_gain"][-1]
+  return [method, kind, *res["alignment_error_to_v0"], res["single_step_error"][-1],
+          "n/a" if gain is None else gain, float(np.mean(res["intended_mse"])),
+          float(np.mean(res["intended_degradation_pct"])) if "intended_degradation_pct" in res else "n/a"]
+
+
 def report(run: Run, results: dict) -> str:
-  """Writes table.md and alignment_error.png; returns the table."""
+  """Writes table.md (and, with a transform sweep, its kind × method table) and alignment_error.png; returns the
+  tables. The B_k column names what maps z_k back to version 0: the kind, or NoTrans."""
   versions, methods = results["versions"], results["methods"]
-  header = ["method"] + [f"err→v0 @v{k}" for k in versions] + [f"1-step err @v{versions[-1]}",
-                                                                f"‖W^0_{versions[-1]}‖₂", "intended MSE (mean)"]
-  rows = [[m] + r["alignment_error_to_v0"] + [r["single_step_error"][-1], r["composed_gain"][-1],
-                                               float(np.mean(r["intended_mse"]))] for m, r in methods.items()]
-  table = common.markdown_table(header, rows)
+  header = ["method", "B_k"] + [f"err→v0 @v{k}" for k in versions] + [
+      f"1-step err @v{versions[-1]}", f"‖W^0_{versions[-1]}‖₂", "intended MSE (mean)", "intended degr. % (mean)"]
+  kind = results.get("transform", "linear")
+  table = common.markdown_table(header, [_row(m, kind if m in LINEAR else "NoTrans", r) for m, r in methods.items()])
+  if "transform_sweep" in results:
+    rows = [_row(m, sweep["transform"], r) for sweep in results["transform_sweep"].values()
+            for m, r in sweep["methods"].items()]
+    table += ("\n\nBackward transformation kinds (--transform-sweep): the methods with a transformation, once per "
+              "kind, on the same M_0 and Non-BC models (‖W^0_k‖₂: n/a for maps no matrix represents).\n\n" +
+              common.markdown_table(header, rows))
   run.write_text("table.md", table)
-  _plot(run, versions, methods)
+  _plot(run, versions, methods, results.get("transform_sweep", {}), kind)
   return table
 
 
-def _plot(run: Run, versions: list[int], results: dict) -> None:
+def _plot(run: Run, versions: list[int], results: dict, sweep: dict, kind: str) -> None:
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
   fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-  for method, res in results.items():
-    axes[0].plot(versions, res["alignment_error_to_v0"], marker="o", label=method)
-    axes[1].plot(versions, res["single_step_error"], marker="o", label=method)
+  curves = [(method, "-", res) for method, res in results.items()]
+  curves += [(f"{m} [{s['transform']}]", "--", res) for k, s in sweep.items() if k != kind
+             for m, res in s["methods"].items()]
+  for label, style, res in curves:
+    axes[0].plot(versions, res["alignment_error_to_v0"], style, marker="o", label=label)
+    axes[1].plot(versions, res["single_step_error"], style, marker="o", label=label)
   axes[0].set(title="Alignment error of z̃₀ vs z₀ (held-out)", xlabel="version k", ylabel="mean L2 distance")
   axes[1].set(title="Single-step error of B_k(z_k) vs z_(k-1)", xlabel="version k", ylabel="mean L2 distance")
   for ax in axes:
