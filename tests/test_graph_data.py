@@ -313,6 +313,25 @@ class GCNEncoderTest(absltest.TestCase):
     assert_close(np.asarray(z), want)
     self.assertTrue(np.all(np.asarray(z)[5:] == 0.0))  # the empty graph and the padding graph
 
+  def test_conv_biases_take_their_exact_zero_gradient_under_train_mode_batch_norm(self):
+    c = random_collection(6, num_graphs=4, width=3)
+    batch = batch_graphs(c, range(4), num_graphs=5)
+    model = GCNEncoder(3, hidden=4, layers=2, rngs=nnx.Rngs(2))
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    weights = jnp.asarray(np.random.default_rng(0).normal(size=(6, 8)))  # 5 graphs and the padding graph
+
+    def grads():
+      loss = lambda p: jnp.sum(weights * nnx.merge(graphdef, p, rest, copy=True)(batch))  # noqa: E731
+      return nnx.to_pure_dict(jax.grad(loss)(params))["convs"]
+    model.train()
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    for conv in grads().values():  # BatchNorm subtracts the batch mean: the bias drops out exactly
+      self.assertFalse(np.any(np.asarray(conv["bias"])))
+      self.assertTrue(np.any(np.asarray(conv["linear"]["kernel"])))
+    model.eval()  # running statistics: the bias shifts the output and gets its gradient
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    self.assertTrue(all(np.any(np.asarray(conv["bias"])) for conv in grads().values()))
+
   def test_padding_does_not_change_real_graphs(self):
     c = random_collection(5, num_graphs=3)
     model = GCNEncoder(3, hidden=4, rngs=nnx.Rngs(1))

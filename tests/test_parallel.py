@@ -510,10 +510,12 @@ ICL_PROBE = textwrap.dedent("""
       return out
 
     out = {}
-    # Each kind once: the meta step with fixed rates on images (inner steps unrolled, BatchNorm over pixels), with
-    # learned rates on graphs (inner steps scanned, the agents' updates on every device)
+    # Each kind once on graphs, the meta step with learned rates (inner steps scanned, the agents' updates on every
+    # device); on images the mixed step (the CNN's BatchNorm over every device's pixels, the in-batch new negatives
+    # of device blocks). The image meta step's unrolled inner steps equal the scanned ones on one device
+    # (test_icl_optimization), and its compile alone took a quarter of this probe.
     for dataset, kinds in (("synthetic-graphs", ("nce-i", "nce-ii", "mixed", "distill", "icl")),
-                           ("digits-2", ("meta",))):
+                           ("digits-2", ("mixed",))):
       data = load_dataset(dataset, seed=0)
       for kind in kinds:
         out[f"{dataset} {kind}"] = run(data, kind, 3 if kind == "icl" else 10)
@@ -628,19 +630,18 @@ class BCAlignerDataParallelTest(absltest.TestCase):
     one, four = self.out["one"], self.out["four"]
     for column in range(3):  # the loss, BPR and the alignment term, each at its own scale
       assert_close(f32(four["losses"])[:, column], f32(one["losses"])[:, column], "reduction")
-    # A GraphSAGE layer's bias right before BatchNorm has a zero gradient in exact arithmetic (BN subtracts the
-    # mean); its computed gradient is rounding noise, which Adam normalises into full-size steps. So those biases,
-    # their Adam moments and the running means that absorb them follow the noise on any device count; everything
-    # else must agree, and the trained models must compute the same embeddings.
+    # Every leaf: parameters, Adam moments and BatchNorm statistics. The SAGE biases right before BatchNorm are held
+    # at their exact (zero) gradient, so they and the running means do not follow rounding noise either.
     compared = 0
     for path, b in one["leaves"].items():
-      if "lin_l']['bias" in path or "['mean']" in path or not np.size(b):
+      if not np.size(b):
         continue
       assert_close(f32(four["leaves"][path]), f32(b), "reduction", scale=float(np.max(np.abs(b))) or 1.0,
                    err_msg=path)
       compared += 1
     self.assertGreater(compared, 20)
-    self.assertTrue(any("['var']" in p for p in one["leaves"]))  # BatchNorm variances are among the compared
+    for stat in ("['var']", "['mean']", "lin_l']['bias"):  # BatchNorm statistics and the held biases are compared
+      self.assertTrue(any(stat in p for p in one["leaves"]), stat)
     assert_close(f32(four["train_mode_embeddings"]), f32(one["train_mode_embeddings"]), "network")
 
   def test_posthoc_fits_on_four_devices_equal_one(self):
@@ -710,10 +711,6 @@ class ICLDataParallelTest(absltest.TestCase):
         if np.issubdtype(np.asarray(b).dtype, np.integer):  # Adam's count, the agents' buffer positions
           np.testing.assert_array_equal(a, b, err_msg=f"{name} {path}")
           continue
-        # A GCN layer's bias right before BatchNorm has a zero gradient in exact arithmetic (BN subtracts the mean):
-        # Adam normalises its rounding noise into full steps on any device count.
-        if "['convs']" in path and "['bias']" in path:
-          continue
         scale = float(np.max(np.abs(b))) or 1.0
         if ".mu" in path or ".nu" in path or ".agents" in path:
           # Adam's moments are the raw gradients, whose float32 rounding follows the summation order; NCE-II's are
@@ -775,11 +772,12 @@ class MultiProcessTest(absltest.TestCase):
     logged = 0
     for a, b in zip(one, two):
       self.assertEqual(set(a), set(b))
-      # Each record ends an epoch of Adam steps. M0 and the non-BC chain agree to the network tolerance; BC-Aligner's
-      # chain trains each version towards the previous versions' aligned embeddings (λ = 16 weighs the alignment),
-      # which carries the float32 rounding of 2 x 2 against 1 x 4 device sums from version to version: 5e-4 of the
-      # loss at version 2, 2e-3 at version 4. Any other batch split or a missing process's rows moves it by far more.
-      rtol = 1e-2 if a.get("method") == "bc-aligner" else 2e-4
+      # Each record ends an epoch of Adam steps; BC-Aligner's chain trains each version towards the previous
+      # versions' aligned embeddings, so the float32 rounding of 2 x 2 against 1 x 4 device sums is carried from
+      # version to version. It stays at rounding level because the SAGE biases under BatchNorm take their exact zero
+      # gradient: with their computed one (rounding noise that Adam turns into full steps) the loss at version 4 was
+      # 2e-3 apart under XLA's default CPU codegen and 20 % apart with its codegen split turned off.
+      rtol = 2e-4
       for key in ("loss", "bpr", "align"):
         if key in a:
           assert_close(f32(b[key]), f32(a[key]), "statistical", rtol=rtol, atol=1e-6, err_msg=f"{a} {key}")
@@ -791,9 +789,9 @@ class MultiProcessTest(absltest.TestCase):
     self.assertGreater(logged, 10)
     results = [json.loads((tmp / d / "results.json").read_text())["methods"] for d in ("single", "multi")]
     self.assertEqual(set(results[0]), set(results[1]))
-    for method, r in results[0].items():  # errors of maps fitted on the final embeddings: 6e-4 apart for non-BC
+    for method, r in results[0].items():  # errors of maps fitted on the final embeddings
       assert_close(f32(results[1][method]["alignment_error_by_version"]), f32(r["alignment_error_by_version"]),
-                   "statistical", rtol=1e-2, atol=1e-6, err_msg=method)
+                   "statistical", rtol=2e-4, atol=1e-6, err_msg=method)
 
   def test_a_dead_peer_stops_the_other_process_within_the_timeout(self):
     tmp = Path(self.create_tempdir().full_path)

@@ -79,6 +79,36 @@ class SageTest(absltest.TestCase):
       return nnx.merge(graphdef, state)(g, h)
     assert_close(forward(state, h), model(g, h), "network")
 
+  def test_the_bias_under_batch_norm_gets_its_exact_zero_gradient(self):
+    """Train mode: BatchNorm removes b_l, so its gradient is exactly 0 (float64 finite differences of the output
+    agree: it does not move), and the other parameters still get theirs. Eval mode (running statistics): b_l shifts
+    the output, and its gradient is that of the dense reference."""
+    g = graph(self.senders, self.receivers, self.n)
+    h = jnp.asarray(self.h)
+    model = GraphSAGE(4, 2, rngs=nnx.Rngs(3))
+    model = jax.tree.map(lambda x: x.astype(jnp.float64) if hasattr(x, "dtype") else x, model)
+    weights = jnp.asarray(np.random.default_rng(1).normal(size=(self.n, 4)))
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+
+    def loss(p):
+      return jnp.sum(weights * nnx.merge(graphdef, p, rest, copy=True)(g, h))
+    grads = nnx.to_pure_dict(jax.grad(loss)(params))
+    for conv in grads["convs"].values():
+      self.assertFalse(np.any(np.asarray(conv["lin_l"]["bias"])))
+      self.assertTrue(np.all(np.abs(np.asarray(conv["lin_l"]["kernel"])) > 0))
+    bias = model.convs[0].lin_l.bias
+    shifted = np.asarray(model(g, h))  # train mode: adding to b_l leaves the output as it was, up to rounding
+    bias[...] = bias[...] + 0.5
+    assert_close(model(g, h), shifted, "network")
+
+    model.eval()
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    grads = nnx.to_pure_dict(jax.grad(loss)(params))
+    # eval mode, last layer: out = (x - running mean) / sqrt(running var + eps) * scale + beta, x linear in b_l
+    stats = model.norms[1]
+    want = np.sum(np.asarray(weights), 0) * np.asarray(stats.scale[...]) / np.sqrt(np.asarray(stats.var[...]) + 1e-5)
+    assert_close(np.asarray(grads["convs"][1]["lin_l"]["bias"]), want, "reduction")
+
   def test_bad_depth(self):
     with self.assertRaisesRegex(ValueError, "`layers` must be >= 1"):
       GraphSAGE(4, 0, rngs=nnx.Rngs(0))

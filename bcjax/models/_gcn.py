@@ -65,8 +65,12 @@ class GCNConv(nnx.Module):
     self.bias = nnx.Param(jnp.zeros((out_dim,), jnp.float32))
     self.self_loops = self_loops
 
-  def __call__(self, graph: jraph.GraphsTuple, h: jax.Array) -> jax.Array:
-    return gcn_propagate(graph, self.linear(h), self_loops=self.self_loops) + self.bias[...]
+  def __call__(self, graph: jraph.GraphsTuple, h: jax.Array, *, bias_gradient: bool = True) -> jax.Array:
+    """``bias_gradient=False`` holds the bias out of the gradient: under a train-mode BatchNorm its exact gradient
+    is zero, and the computed one is rounding noise that Adam would turn into full-size steps (see
+    :class:`bcjax.models.GraphSAGE`)."""
+    bias = self.bias[...] if bias_gradient else jax.lax.stop_gradient(self.bias[...])
+    return gcn_propagate(graph, self.linear(h), self_loops=self.self_loops) + bias
 
 
 class GCNEncoder(nnx.Module):
@@ -101,7 +105,8 @@ class GCNEncoder(nnx.Module):
     h = jnp.asarray(graph.nodes, self.convs[0].linear.kernel.dtype)  # compute in the parameters' dtype
     pooled = []
     for conv, norm, k in zip(self.convs, self.norms, keys):
-      h = jax.nn.leaky_relu(norm(conv(graph, h), mask=real[:, None]), 0.01)
+      h = jax.nn.leaky_relu(norm(conv(graph, h, bias_gradient=bool(norm.use_running_average)), mask=real[:, None]),
+                            0.01)
       if k is not None and self.dropout > 0.0:
         keep = jax.random.bernoulli(k, 1.0 - self.dropout, h.shape)
         h = jnp.where(keep, h / (1.0 - self.dropout), 0.0)

@@ -7,6 +7,13 @@ One layer (PyG ``SAGEConv`` defaults, Hamilton et al. 2017):
 
 where the sum runs over edges, so multi-edges count as often as they occur and an isolated node aggregates 0. Each
 layer is followed by BatchNorm over all (real) nodes jointly and by ReLU except after the last layer.
+
+BatchNorm in train mode subtracts the batch mean, so :math:`b_l` drops out of the output and its gradient is exactly
+zero. Computed in floating point it is rounding noise instead, which Adam normalises into full-size steps
+(:math:`\hat m / (\sqrt{\hat v} + \epsilon)` with noise far above ε): the bias then drifts with the summation order,
+and eval-mode embeddings (where the running mean lags the drift) differ between any two device layouts. The layer
+therefore holds :math:`b_l` out of the gradient while BatchNorm uses batch statistics: the exact gradient, and the
+reference's parameter set (PyG's ``SAGEConv`` bias, fixed at its initial value as it is in exact arithmetic).
 BatchNorm's running variance is flax's biased batch variance where PyTorch (the reference) stores the unbiased one,
 n/(n−1) larger; only eval mode uses it, and the relative change of an eval-mode activation is about 1/(2n) with n the
 number of nodes (below 5e-5 for the reference's graphs of 10⁴ nodes and more). Documented rather than matched.
@@ -47,8 +54,12 @@ class SAGEConv(nnx.Module):
     self.lin_l = nnx.Linear(in_dim, out_dim, kernel_init=init, bias_init=init, rngs=rngs)
     self.lin_r = nnx.Linear(in_dim, out_dim, use_bias=False, kernel_init=init, rngs=rngs)
 
-  def __call__(self, graph: jraph.GraphsTuple, h: jax.Array) -> jax.Array:
-    return self.lin_l(mean_aggregate(graph, h)) + self.lin_r(h)
+  def __call__(self, graph: jraph.GraphsTuple, h: jax.Array, *, bias_gradient: bool = True) -> jax.Array:
+    """``bias_gradient=False`` holds :math:`b_l` out of the gradient (where a train-mode BatchNorm follows, whose
+    exact gradient for it is zero)."""
+    bias = self.lin_l.bias[...]
+    bias = bias if bias_gradient else jax.lax.stop_gradient(bias)
+    return mean_aggregate(graph, h) @ self.lin_l.kernel[...] + bias + self.lin_r(h)
 
 
 class GraphSAGE(nnx.Module):
@@ -67,7 +78,7 @@ class GraphSAGE(nnx.Module):
     # Compute in the parameters' dtype: float64 features into float32 BatchNorm statistics would be a lossy scatter.
     h = jnp.asarray(h, self.convs[0].lin_r.kernel.dtype)
     for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):
-      h = norm(conv(graph, h), mask=mask)
+      h = norm(conv(graph, h, bias_gradient=bool(norm.use_running_average)), mask=mask)
       if i < len(self.convs) - 1:
         h = jax.nn.relu(h)
     return h
