@@ -137,8 +137,8 @@ class MethodsTest(absltest.TestCase):
     expected = sgd_step(enc.params, meta.grads, c.outer_learning_rate)
     assert_close(np.float32(losses[0]), np.float32(meta.query_loss), "network")
     for a, b in zip(jax.tree.leaves(carry.params), jax.tree.leaves(expected)):
-      # biases right before a BatchNorm get a zero gradient in exact arithmetic (rounding noise of ~1e-10 here):
-      # their scale is the size of one step, lr_q
+      # the biases right before a BatchNorm take their exact zero gradient and stay at 0 (their initial value): they
+      # are compared at the size of one step, lr_q
       assert_close(np.asarray(a), np.asarray(b), "network", scale=max(float(np.max(np.abs(b))), c.outer_learning_rate))
     for a, b in zip(jax.tree.leaves(carry.stats), jax.tree.leaves(meta.aux)):
       assert_close(np.asarray(a), np.asarray(b), "network")
