@@ -80,9 +80,9 @@ class SageTest(absltest.TestCase):
     assert_close(forward(state, h), model(g, h), "network")
 
   def test_the_bias_under_batch_norm_gets_its_exact_zero_gradient(self):
-    """Train mode: BatchNorm removes b_l, so its gradient is exactly 0 (float64 finite differences of the output
-    agree: it does not move), and the other parameters still get theirs. Eval mode (running statistics): b_l shifts
-    the output, and its gradient is that of the dense reference."""
+    """Train mode: BatchNorm removes b_l (shifting it leaves the output unchanged), so its gradient is exactly 0,
+    and the other parameters still get theirs. Eval mode (running statistics): b_l shifts the output, and its
+    gradient is the closed form."""
     g = graph(self.senders, self.receivers, self.n)
     h = jnp.asarray(self.h)
     model = GraphSAGE(4, 2, rngs=nnx.Rngs(3))
@@ -97,9 +97,9 @@ class SageTest(absltest.TestCase):
       self.assertFalse(np.any(np.asarray(conv["lin_l"]["bias"])))
       self.assertTrue(np.all(np.abs(np.asarray(conv["lin_l"]["kernel"])) > 0))
     bias = model.convs[0].lin_l.bias
-    shifted = np.asarray(model(g, h))  # train mode: adding to b_l leaves the output as it was, up to rounding
+    before = np.asarray(model(g, h))  # train mode: adding to b_l leaves the output as it was, up to rounding
     bias[...] = bias[...] + 0.5
-    assert_close(model(g, h), shifted, "network")
+    assert_close(model(g, h), before, "network")
 
     model.eval()
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)

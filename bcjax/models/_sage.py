@@ -14,6 +14,7 @@ zero. Computed in floating point it is rounding noise instead, which Adam normal
 and eval-mode embeddings (where the running mean lags the drift) differ between any two device layouts. The layer
 therefore holds :math:`b_l` out of the gradient while BatchNorm uses batch statistics: the exact gradient, and the
 reference's parameter set (PyG's ``SAGEConv`` bias, fixed at its initial value as it is in exact arithmetic).
+
 BatchNorm's running variance is flax's biased batch variance where PyTorch (the reference) stores the unbiased one,
 n/(n−1) larger; only eval mode uses it, and the relative change of an eval-mode activation is about 1/(2n) with n the
 number of nodes (below 5e-5 for the reference's graphs of 10⁴ nodes and more). Documented rather than matched.
