@@ -9,10 +9,17 @@ one brand. Reported per model size (2 layers x 256, 3 layers x 512): bcjax's com
 ``--steps`` jitted steps with ``block_until_ready``; PyG's median over the same number of steps after warm-up
 steps; and ``pyg_over_bcjax`` = PyG median / bcjax median.
 
+What bounds that ratio is measured too. XLA's cost analysis of the compiled step gives its FLOPs and bytes; the
+machine's GEMM rate (the step's dominant product, [N, d] x [d, d], timed alone in JAX and in torch, same threads) turns
+the FLOPs into ``floor_s``, the time the step's matrix products alone take here, and ``pyg_over_floor`` = PyG median /
+``floor_s`` is the largest ``pyg_over_bcjax`` any XLA step doing the same FLOPs could reach on this CPU. The threads of
+both frameworks and torch's CPU kernel level (AVX2 / AVX-512) are recorded with them.
+
   python -m benchmarks.gnn_step --out runs/gnn_step.json [--quick] [--steps 5] [--threads 2]
 """
 
 import dataclasses
+import os
 import statistics
 import sys
 import time
@@ -22,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcjax.models import bipartite_inputs
-from benchmarks.timing import benchmark_main
+from benchmarks.timing import benchmark_main, time_jitted
 from experiments.bc_aligner.data import Batch
 from experiments.bc_aligner.train import StepInputs, TrainState, make_train_step, new_model
 from experiments.common import adam
@@ -63,6 +70,8 @@ def time_bcjax(sizes: dict, layers: int, dim: int, steps: int, graph) -> dict:
   start = time.perf_counter()
   compiled = step.lower(state, step_inputs, rng).compile()
   compile_s = time.perf_counter() - start
+  cost = compiled.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost  # one dict per device on older JAX
   state, metrics = compiled(state, step_inputs, rng)  # warm-up
   jax.block_until_ready(metrics)
   runs = []
@@ -72,7 +81,35 @@ def time_bcjax(sizes: dict, layers: int, dim: int, steps: int, graph) -> dict:
     jax.block_until_ready((state, metrics))
     runs.append(time.perf_counter() - start)
   return {"compile_s": compile_s, "median_s": statistics.median(runs), "min_s": min(runs), "steps": steps,
-          "loss": float(metrics["loss"])}
+          "loss": float(metrics["loss"]), "xla_flops": float(cost.get("flops", 0.0)),
+          "xla_bytes_accessed": float(cost.get("bytes accessed", 0.0))}
+
+
+def gemm_shape(sizes: dict, dim: int) -> tuple[int, int, int]:
+  """The step's dominant matrix product: every node's [d] row times a layer's [d, d] weight."""
+  return sizes["users"] + sizes["items"], dim, dim
+
+
+def jax_gemm_rate(shape: tuple[int, int, int], repeats: int) -> float:
+  """FLOP/s of one float32 [n, k] x [k, m] product in JAX on this machine (median of ``repeats``)."""
+  n, k, m = shape
+  a = jax.random.normal(jax.random.key(1), (n, k), jnp.float32)
+  b = jax.random.normal(jax.random.key(2), (k, m), jnp.float32)
+  return 2.0 * n * k * m / time_jitted(jnp.matmul, a, b, repeats=repeats)["median_s"]
+
+
+def torch_gemm_rate(torch, shape: tuple[int, int, int], repeats: int) -> float:
+  """The same product's FLOP/s in torch (its threads as set by the caller)."""
+  n, k, m = shape
+  a, b = torch.randn(n, k), torch.randn(k, m)
+  for _ in range(2):
+    torch.matmul(a, b)
+  runs = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    torch.matmul(a, b)
+    runs.append(time.perf_counter() - start)
+  return 2.0 * n * k * m / statistics.median(runs)
 
 
 def time_pyg(sizes: dict, layers: int, dim: int, steps: int, graph, threads: int) -> dict | None:
@@ -144,7 +181,10 @@ def time_pyg(sizes: dict, layers: int, dim: int, steps: int, graph, threads: int
     runs.append(time.perf_counter() - start)
   import torch_geometric  # pylint: disable=import-outside-toplevel
   return {"median_s": statistics.median(runs), "min_s": min(runs), "steps": steps, "loss": loss,
-          "torch": torch.__version__, "torch_geometric": torch_geometric.__version__, "threads": threads}
+          "torch": torch.__version__, "torch_geometric": torch_geometric.__version__, "threads": threads,
+          "interop_threads": torch.get_num_interop_threads(),
+          "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+          "gemm_flops_per_s": torch_gemm_rate(torch, gemm_shape(sizes, dim), max(steps, 5))}
 
 
 GRAPHS = {"musical-instruments": MUSICAL_INSTRUMENTS, "quick": QUICK}
@@ -167,16 +207,26 @@ def measure(cfg: Config) -> dict:
   rows = []
   for layers, dim in cfg.shapes:
     row = {"layers": layers, "dim": dim, "bcjax": time_bcjax(sizes, layers, dim, cfg.steps, graph)}
+    bc = row["bcjax"]
+    bc["gemm_flops_per_s"] = jax_gemm_rate(gemm_shape(sizes, dim), max(cfg.steps, 5))
+    bc["achieved_flops_per_s"] = bc["xla_flops"] / bc["median_s"]
+    bc["floor_s"] = bc["xla_flops"] / bc["gemm_flops_per_s"]
     pyg = time_pyg(sizes, layers, dim, cfg.steps, graph, cfg.threads)
     if pyg is not None:
       row["pyg"] = pyg
-      row["pyg_over_bcjax"] = pyg["median_s"] / row["bcjax"]["median_s"]
+      row["pyg_over_bcjax"] = pyg["median_s"] / bc["median_s"]
+      row["pyg_over_floor"] = pyg["median_s"] / bc["floor_s"]
     rows.append(row)
-    ratio = f", PyG {pyg['median_s']:.3f} s, PyG/bcjax = {row['pyg_over_bcjax']:.2f}" if pyg else \
+    ratio = f", PyG {pyg['median_s']:.3f} s, PyG/bcjax = {row['pyg_over_bcjax']:.2f} (at most " \
+            f"{row['pyg_over_floor']:.2f} at this GEMM rate)" if pyg else \
         " (torch_geometric not installed: no comparison)"
-    print(f"{layers} x {dim}: bcjax {row['bcjax']['median_s']:.3f} s/step (compile {row['bcjax']['compile_s']:.1f} "
-          f"s){ratio}", file=sys.stderr)
-  return {"sizes": sizes, "batch_size": 2048, "results": rows}
+    print(f"{layers} x {dim}: bcjax {bc['median_s']:.3f} s/step (compile {bc['compile_s']:.1f} s; "
+          f"{bc['xla_flops'] / 1e9:.1f} GFLOP, {bc['achieved_flops_per_s'] / 1e9:.1f} GFLOP/s of a "
+          f"{bc['gemm_flops_per_s'] / 1e9:.1f} GFLOP/s GEMM){ratio}", file=sys.stderr)
+  # XLA:CPU runs each op on an intra-op pool of every core this process may use; XLA_FLAGS may change that.
+  threads = {"cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+             "xla_flags": os.environ.get("XLA_FLAGS", ""), "torch_threads": cfg.threads}
+  return {"sizes": sizes, "batch_size": 2048, "threads": threads, "results": rows}
 
 
 def main(argv=None) -> int:

@@ -99,7 +99,7 @@ def _tree_bytes(tree) -> int:
   return int(sum(x.nbytes for x in jax.tree.leaves(tree) if hasattr(x, "nbytes")))
 
 
-def train_step_costs(num_pages: int, methods, repeats: int) -> dict:
+def train_step_costs(num_pages: int, methods, repeats: int, optimizer_name: str) -> dict:
   """Step time and memory of each method's train step on the synthetic corpus of ``num_pages`` pages."""
   # pylint: disable=import-outside-toplevel
   import time
@@ -112,18 +112,19 @@ def train_step_costs(num_pages: int, methods, repeats: int) -> dict:
   from experiments.two_tower.data import train_data
   from experiments.two_tower.train import init_state, make_optimizer
   scaling = SCALING["quick"]
-  cfg = training_config(scaling, num_pages, 0, scaling.temperatures[0])
+  cfg = training_config(dataclasses.replace(scaling, optimizer=optimizer_name), num_pages, 0, scaling.temperatures[0])
   start = time.perf_counter()
   corpus = synthetic_link_corpus(num_pages, num_pages * scaling.links_per_page, seed=0)
   out = {"pages": num_pages, "train_pairs": int(len(corpus.train.left)), "corpus_seconds": time.perf_counter() - start,
          "batch_size": cfg.batch_size, "penalty_batch_size": cfg.penalty_batch_size, "k": cfg.sizes[-1],
+         "optimizer": cfg.optimizer, "learning_rate": cfg.learning_rate,
          "methods": {}}
   model = TwoTower(corpus.vocab_size, cfg.input_dim, len(corpus.left.groups), len(corpus.right.groups), cfg.sizes,
                    rngs=nnx.Rngs(params=jax.random.key(0)))
   graphdef, params = nnx.split(model)
   out["param_bytes"] = _tree_bytes(params)
   for method in methods:
-    optimizer = make_optimizer("adam", cfg.learning_rate)
+    optimizer = make_optimizer(cfg.optimizer, cfg.learning_rate)
     step, estimator, sampling = method_step(method, graphdef, optimizer, cfg, None,
                                             (corpus.left.num_entities, corpus.right.num_entities))
     data = train_data(corpus, sampling, cfg.smoothing)
@@ -173,6 +174,9 @@ class Config:
                                           "softmax-logq"),
                                          help="methods of the train-step table", choices=METHODS)
   step_repeats: int = option(5, help="timed train steps per method (median reported)", low=1)
+  step_optimizer: str = option("lazy-adam", choices=("lazy-adam", "adam", "adagrad", "sgd"),
+                               help="optimiser of the train-step table (the scaling curve's lazy-adam updates only the "
+                                    "input-table rows a step uses; adam updates every row)")
 
 
 PRESETS = {"full": Config(),
@@ -183,7 +187,8 @@ PRESETS = {"full": Config(),
 def measure(cfg: Config) -> dict:
   cost = cost_table(list(cfg.batch_sizes), list(cfg.dims), repeats=cfg.repeats)
   eq = equal_cost(n=cfg.n, k=cfg.k, steps=cfg.steps, alphas=cfg.alphas)
-  steps = train_step_costs(cfg.step_pages, cfg.step_methods, cfg.step_repeats) if cfg.step_pages else None
+  steps = train_step_costs(cfg.step_pages, cfg.step_methods, cfg.step_repeats, cfg.step_optimizer) \
+      if cfg.step_pages else None
   return {"cost": cost, "equal_cost": eq, "train_steps": steps,
           "target_met": all(r["ratio"] >= 0.8 * r["flop_ratio"] for r in cost if r["batch"] >= 4096) or None}
 

@@ -37,6 +37,7 @@ class BenchmarkSmokeTest(absltest.TestCase):
     report = json.loads(out.read_text())
     steps = report["train_steps"]
     self.assertEqual(steps["pages"], 3000)
+    self.assertEqual(steps["optimizer"], "lazy-adam")
     self.assertEqual(sorted(steps["methods"]), ["exact-uniform", "sagram-uniform", "sampling-uniform", "softmax-logq",
                                                 "sogram-uniform"])
     for method, row in steps["methods"].items():
@@ -64,11 +65,21 @@ class BenchmarkSmokeTest(absltest.TestCase):
     self.assertEqual(gnn_step.main(["--out", str(out), "--quick", "--steps", "2"]), 0)
     report = json.loads(out.read_text())
     self.assertLen(report["results"], 2)
+    sizes = report["sizes"]
+    nodes = sizes["users"] + sizes["items"]
+    self.assertEqual(report["threads"]["torch_threads"], 2)
     for row in report["results"]:
-      self.assertGreater(row["bcjax"]["median_s"], 0)
-      self.assertGreater(row["bcjax"]["compile_s"], 0)
+      bc = row["bcjax"]
+      self.assertGreater(bc["median_s"], 0)
+      self.assertGreater(bc["compile_s"], 0)
+      # Each SAGE layer's two [N, d] x [d, d] products, forward and both backward products: 12 N d^2 FLOPs at least.
+      self.assertGreaterEqual(bc["xla_flops"], 12 * nodes * row["dim"] ** 2 * row["layers"])
+      assert_close(bc["floor_s"], bc["xla_flops"] / bc["gemm_flops_per_s"])
+      assert_close(bc["achieved_flops_per_s"], bc["xla_flops"] / bc["median_s"])
       if "pyg" in row:  # only where torch_geometric is installed
-        assert_close(row["pyg_over_bcjax"], row["pyg"]["median_s"] / row["bcjax"]["median_s"])
+        assert_close(row["pyg_over_bcjax"], row["pyg"]["median_s"] / bc["median_s"])
+        assert_close(row["pyg_over_floor"], row["pyg"]["median_s"] / bc["floor_s"])
+        self.assertGreater(row["pyg"]["gemm_flops_per_s"], 0)
 
   def test_scaling_quick_shards_the_table_by_one_over_n(self):
     out = Path(self.create_tempdir().full_path) / "scaling.json"

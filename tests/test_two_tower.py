@@ -4,6 +4,7 @@ distribution and weights, SOGram with alpha = 1 reproducing the sampling baselin
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from absl.testing import absltest
 from flax import nnx
 
@@ -12,6 +13,7 @@ from bcjax.gramian import batch_gramian, sogram
 from bcjax.models import TwoTower, bag_mean
 from experiments.two_tower.data import make_sampler, sample, train_data
 from experiments.two_tower.softmax import make_softmax_step
+from experiments.two_tower.sparse import step_rows, update_rows
 from experiments.two_tower.train import exact_gramians, init_state, make_optimizer, make_train_step
 from bcjax.gramian import penalty_surrogate
 from tests._tolerance import assert_close
@@ -229,3 +231,109 @@ class OracleAndSoftmaxTest(absltest.TestCase):
 
 if __name__ == "__main__":
   absltest.main()
+
+
+class RowSparseTest(absltest.TestCase):
+  """Optimisers that update only the input-table rows a step uses (experiments.two_tower.sparse): Adagrad and SGD
+  against optax's dense updates in float64, lazy Adam against a NumPy reference."""
+
+  def setUp(self):
+    super().setUp()
+    # Few pages over a larger vocabulary: most table rows are untouched by any one step.
+    self.corpus = synthetic_link_corpus(200, 1500, num_clusters=8, seed=3)
+    self.data = train_data(self.corpus, "linear")
+    model = TwoTower(self.corpus.vocab_size, 6, 3, 3, (12, 5), rngs=nnx.Rngs(params=jax.random.key(4)))
+    self.graphdef, params = nnx.split(model)
+    self.params = jax.tree.map(lambda x: x.astype(jnp.float64), params)
+
+  def train(self, optimizer, make_step, steps=4):
+    state = init_state(self.graphdef, jax.tree.map(jnp.copy, self.params), optimizer, make_step.estimator, 5)
+    step = make_step(optimizer)
+    for t in range(steps):
+      state, _ = step(state, self.data, jax.random.key(10 + t))
+    return state
+
+  def steps(self):
+    def gramian(estimator):
+      def make(opt):
+        return make_train_step(self.graphdef, opt, estimator, lam=2.0, batch_size=48, penalty_batch_size=24)
+      make.estimator = estimator
+      return make
+
+    def softmax(opt):
+      return make_softmax_step(self.graphdef, opt, batch_size=48, temperature=0.5)
+    softmax.estimator = batch_gramian(sampling="uniform")
+    return {"sogram": gramian(sogram(0.2)), "sampling": gramian(batch_gramian(sampling="uniform")),
+            "oracle": gramian(None), "softmax": softmax}
+
+  def test_adagrad_and_sgd_equal_optax_dense_updates_for_every_step_kind(self):
+    table = lambda p: np.asarray(p["inputs"][...])  # noqa: E731
+    cases = [(name, "adagrad", optax.adagrad(0.3)) for name in self.steps()] + [("sogram", "sgd", optax.sgd(0.3))]
+    for name, kind, dense_optimizer in cases:
+      with self.subTest(f"{kind} {name}"):
+        make_step = self.steps()[name]
+        sparse = self.train(make_optimizer(kind, 0.3), make_step)
+        dense = self.train(dense_optimizer, make_step)
+        for x, y in zip(jax.tree.leaves(sparse.params), jax.tree.leaves(dense.params)):
+          assert_close(x, y, "elementwise")
+        moved = np.any(table(sparse.params) != table(self.params), axis=1)
+        self.assertGreater(moved.sum(), 0)
+        self.assertLess(moved.sum(), len(moved))  # rows no step used are untouched, as the dense update leaves them
+        if kind == "adagrad":
+          assert_close(sparse.opt_state.table[0].sum_of_squares["inputs"][...],
+                       dense.opt_state[0].sum_of_squares["inputs"][...], "elementwise")
+          assert_close(sparse.opt_state.towers[0].sum_of_squares["left"]["layers"][0]["kernel"][...],
+                       dense.opt_state[0].sum_of_squares["left"]["layers"][0]["kernel"][...], "elementwise")
+
+  def test_step_rows_reindexes_the_bags_into_the_distinct_rows(self):
+    groups = (jnp.array([[3, -1], [7, 3]]), jnp.array([[0, 7, -1]]))
+    rows, local = step_rows(groups, 10)
+    np.testing.assert_array_equal(rows, [0, 3, 7, 10, 10, 10, 10])
+    table = jnp.arange(10.0)[:, None] * jnp.array([[1.0, -2.0]])
+    small = table.at[rows].get(mode="fill", fill_value=0.0)
+    for g, l in zip(groups, local):
+      np.testing.assert_array_equal(l < 0, g < 0)
+      np.testing.assert_array_equal(bag_mean(small, l), bag_mean(table, g))
+
+  def test_adagrad_rows_match_the_closed_form_and_padding_rows_are_not_written(self):
+    table, transform = {"t": jnp.ones((4, 2))}, optax.adagrad(0.5)
+    state = transform.init(table)
+    grads = {"t": jnp.array([[1.0, -2.0], [5.0, 5.0]])}
+    new, state = update_rows(transform, table, state, jnp.array([2, 4]), grads)
+    a = 0.1 + np.array([1.0, 4.0])
+    assert_close(state[0].sum_of_squares["t"][2], a, "elementwise")
+    assert_close(new["t"][2], 1.0 - 0.5 * np.array([1.0, -2.0]) / np.sqrt(a + 1e-7), "elementwise")
+    np.testing.assert_array_equal(np.asarray(new["t"])[[0, 1, 3]], 1.0)  # row 4 is padding: nothing written
+    np.testing.assert_array_equal(np.asarray(state[0].sum_of_squares["t"])[[0, 1, 3]], 0.1)
+
+  def test_lazy_adam_against_numpy_and_equal_to_adam_where_every_row_is_used(self):
+    lr, b1, b2, eps = 0.1, 0.9, 0.999, 1e-8
+    rng = np.random.default_rng(0)
+    theta0 = rng.normal(size=(5, 3))
+    schedule = [np.array([0, 2, 4]), np.array([1, 2]), np.array([0, 1, 2, 3, 4]), np.array([2])]
+    grads = [rng.normal(size=(len(r), 3)) for r in schedule]
+    transform = optax.adam(lr)
+    table = {"t": jnp.asarray(theta0)}
+    state = transform.init(table)
+    theta, m, v = theta0.copy(), np.zeros_like(theta0), np.zeros_like(theta0)
+    for t, (rows, g) in enumerate(zip(schedule, grads), start=1):
+      table, state = update_rows(transform, table, state, jnp.asarray(rows), {"t": jnp.asarray(g)})
+      # lazy Adam: only the used rows' moments and parameters change; the bias correction counts every step
+      m[rows] = b1 * m[rows] + (1 - b1) * g
+      v[rows] = b2 * v[rows] + (1 - b2) * g ** 2
+      theta[rows] -= lr * (m[rows] / (1 - b1 ** t)) / (np.sqrt(v[rows] / (1 - b2 ** t)) + eps)
+      assert_close(table["t"], theta, "elementwise")
+      assert_close(state[0].mu["t"], m, "elementwise")
+    # Where a step uses every row, lazy Adam is Adam: the third step from equal states.
+    start = {"t": jnp.asarray(theta0)}
+    full_grad = {"t": jnp.asarray(grads[0][[0, 0, 0, 0, 0]])}
+    lazy, _ = update_rows(transform, start, transform.init(start), jnp.arange(5), full_grad)
+    updates, _ = transform.update(full_grad, transform.init(start), start)
+    assert_close(lazy["t"], optax.apply_updates(start, updates)["t"], "elementwise")
+    # ... and where a row is skipped it is not: dense Adam keeps moving row 3 on its momentum, lazy Adam does not.
+    _, state = update_rows(transform, start, transform.init(start), jnp.arange(5), full_grad)
+    moved, _ = update_rows(transform, start, state, jnp.array([0]), {"t": jnp.ones((1, 3))})
+    np.testing.assert_array_equal(np.asarray(moved["t"][3]), theta0[3])
+    dense_state = transform.update(full_grad, transform.init(start), start)[1]
+    updates, _ = transform.update({"t": jnp.zeros((5, 3)).at[0].set(1.0)}, dense_state, start)
+    self.assertTrue(np.all(np.asarray(updates["t"][3]) != 0.0))

@@ -18,7 +18,8 @@ class Config:
   sizes: tuple[int, ...] = option((10_000, 100_000, 1_000_000), help="corpus sizes n (pages), e.g. 10000,100000",
                                   low=100)
   methods: tuple[str, ...] = option(("sampling-uniform", "sogram-uniform", "sagram-uniform", "exact-uniform",
-                                     "sampling-sqrt", "sogram-sqrt", "softmax-logq"),
+                                     "sampling-sqrt", "sogram-sqrt", "sampling-linear", "sogram-linear",
+                                     "softmax-logq"),
                                     help="methods to run at every n", choices=METHODS)
   seeds: int = option(3, help="seeds per (n, method): the corpus, the model and the batches", low=1)
   links_per_page: int = option(10, help="links drawn per page (the corpus has about this many pairs per page)",
@@ -29,7 +30,11 @@ class Config:
                                                  "floats per side)", low=1)
   steps: int = option(600, help="training steps per model", low=1)
   eval_every: int = option(200, help="steps between validation evaluations", low=1)
-  learning_rate: float = option(1e-3, help="Adam's learning rate", low=0.0, low_open=True)
+  optimizer: str = option("lazy-adam", choices=("lazy-adam", "adam", "adagrad", "sgd"),
+                          help="optimiser: lazy-adam (Adam on the towers, lazy Adam on the input-table rows a step "
+                               "uses), adam (dense: it updates all n table rows every step, ~0.13 s a step at 1M "
+                               "pages), or adagrad / sgd (row-sparse, exactly their dense update)")
+  learning_rate: float = option(1e-3, help="the optimiser's learning rate", low=0.0, low_open=True)
   batch_size: int = option(1024, help="observed pairs per step", low=1)
   penalty_batch_size: int = option(128, help="entities per side for the Gramian", low=1)
   alpha: float = option(0.1, help="SOGram's Gramian learning rate", low=0.0, high=1.0, low_open=True)

@@ -20,7 +20,7 @@ def training_config(cfg: Config, n: int, seed: int, temperature: float):
   """The training comparison's config for one (n, seed): its quick protocol with this run's settings."""
   return dataclasses.replace(
       TRAINING_PRESETS["quick"], num_pages=n, num_links=n * cfg.links_per_page, seed=seed, steps=cfg.steps,
-      eval_every=min(cfg.eval_every, cfg.steps), optimizer="adam", learning_rate=cfg.learning_rate,
+      eval_every=min(cfg.eval_every, cfg.steps), optimizer=cfg.optimizer, learning_rate=cfg.learning_rate,
       batch_size=cfg.batch_size, penalty_batch_size=cfg.penalty_batch_size, alpha=cfg.alpha,
       temperature=temperature, num_candidates=cfg.num_candidates, eval_queries=cfg.eval_queries,
       track_error=cfg.track_error,

@@ -21,7 +21,10 @@ class Config:
   sizes: tuple[int, ...] = (256, 64)  # tower layers; the last is k ("simple": [256, 64])
   lam: float = option(10.0, help="penalty coefficient λ", flag="--lambda", low=0.0)
   learning_rate: float = option(0.01, help="the optimiser's learning rate", low=0.0, low_open=True)
-  optimizer: str = option("adagrad", help="optimiser", choices=("adagrad", "adam", "sgd"))
+  optimizer: str = option("adagrad", help="optimiser (adagrad and sgd update only the input-table rows a step uses, "
+                                         "exactly their dense update; lazy-adam is Adam with lazy Adam on those "
+                                         "rows; adam updates every row)",
+                          choices=("adagrad", "adam", "lazy-adam", "sgd"))
   batch_size: int = option(1024, help="observed pairs B' per step", low=1)
   penalty_batch_size: int = option(1024, help="entities per side for the Gramian (|B|)", low=1)
   alpha: float = option(0.01, help="SOGram's Gramian learning rate α", low=0.0, high=1.0, low_open=True)

@@ -19,6 +19,7 @@ from flax import nnx
 from bcjax.gramian import GramianEstimator, full_gramian, gramian_penalty, penalty_surrogate
 from bcjax.parallel import DATA_AXIS, split_rows
 from experiments.two_tower.data import TrainData, gather, sample
+from experiments.two_tower.sparse import RowSparse, descend
 
 
 class TrainState(NamedTuple):
@@ -29,11 +30,15 @@ class TrainState(NamedTuple):
   step: jax.Array
 
 
-def make_optimizer(name: str, learning_rate: float) -> optax.GradientTransformation:
-  optimizers = {"adagrad": optax.adagrad, "sgd": optax.sgd, "adam": optax.adam}
+def make_optimizer(name: str, learning_rate: float) -> optax.GradientTransformation | RowSparse:
+  """The train steps' optimiser. Adagrad and SGD update only the input-table rows a step uses, which is exactly
+  their dense update; ``lazy-adam`` is Adam on the towers and lazy Adam on the table rows a step uses (not Adam:
+  an unused row's moments do not decay); ``adam`` is optax's, dense (see :mod:`experiments.two_tower.sparse`)."""
+  optimizers = {"adagrad": optax.adagrad, "sgd": optax.sgd, "adam": optax.adam, "lazy-adam": optax.adam}
   if name not in optimizers:
     raise ValueError(f"optimizer must be one of {sorted(optimizers)}, got {name!r}")
-  return optimizers[name](learning_rate)
+  transform = optimizers[name](learning_rate)
+  return transform if name == "adam" else RowSparse(transform, transform)
 
 
 Estimators = GramianEstimator | tuple[GramianEstimator, GramianEstimator] | None
@@ -75,6 +80,15 @@ def exact_gramians(graphdef: nnx.GraphDef, params, data: TrainData, chunk_size: 
   return g_u, g_v
 
 
+class StepGroups(NamedTuple):
+  """The bags (feature ids per group) of one step's entities: the B' pairs' left and right entities and each side's
+  entity batch. The loss reads the input table only through them (see :func:`~experiments.two_tower.sparse.descend`)."""
+  pair_left: tuple[jax.Array, ...]
+  pair_right: tuple[jax.Array, ...]
+  left: tuple[jax.Array, ...]
+  right: tuple[jax.Array, ...]
+
+
 class Rows(NamedTuple):
   """One step's sampled rows, drawn on the global batch so every device count sees the same ones: B' training pairs,
   and each side's entity batch with its weights mu = 1 / (n p)."""
@@ -85,11 +99,14 @@ class Rows(NamedTuple):
   right_mu: jax.Array
 
 
-def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation, estimator: Estimators, *, lam: float, batch_size: int, penalty_batch_size: int,
-                    mesh: jax.sharding.Mesh | None = None, exact_chunk_size: int = 4096):
+def make_train_step(graphdef: nnx.GraphDef, optimizer, estimator: Estimators, *, lam: float, batch_size: int,
+                    penalty_batch_size: int, mesh: jax.sharding.Mesh | None = None, exact_chunk_size: int = 4096):
   """Returns the jitted ``train_step(state, data, rng) -> (state, metrics)``; the state is donated.
 
-  ``estimator`` serves both sides, or is a (left, right) pair. ``estimator=None`` is the exact-Gramian oracle: every step recomputes G_u and G_v over all entities
+  ``optimizer``: an optax transformation, or a :class:`~experiments.two_tower.sparse.RowSparse` one (see
+  :func:`make_optimizer`), which updates only the input-table rows the step uses.
+  ``estimator`` serves both sides, or is a (left, right) pair. ``estimator=None`` is the exact-Gramian oracle: every
+  step recomputes G_u and G_v over all entities
   (:func:`exact_gramians`, ``exact_chunk_size`` rows at a time) and the surrogate's gradient is taken on the same
   sampled entity rows as the estimators', so the oracle differs from them only in the Gramians' estimation error.
 
@@ -110,14 +127,14 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
     m = jnp.mean(x)
     return m if axis is None else jax.lax.pmean(m, axis)  # equal rows per device: the mean of means
 
-  def loss_fn(params, state: TrainState, data: TrainData, rows: Rows, exact):
+  def loss_fn(params, groups: StepGroups, state: TrainState, target: jax.Array, rows: Rows, exact):
     model = nnx.merge(graphdef, params)
-    u = model.embed_left(gather(data.left_groups, data.pair_left[rows.pairs]))
-    v = model.embed_right(gather(data.right_groups, data.pair_right[rows.pairs]))
-    residual = jnp.sum(u * v, axis=-1) - data.pair_target[rows.pairs]
+    u = model.embed_left(groups.pair_left)
+    v = model.embed_right(groups.pair_right)
+    residual = jnp.sum(u * v, axis=-1) - target
     observed = 0.5 * mean(residual ** 2)
-    u_b = model.embed_left(gather(data.left_groups, rows.left_idx))
-    v_b = model.embed_right(gather(data.right_groups, rows.right_idx))
+    u_b = model.embed_left(groups.left)
+    v_b = model.embed_right(groups.right)
     if estimator is None:
       (g_u, g_v), left_state, right_state = exact, (), ()
     else:
@@ -136,8 +153,8 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
   grad_fn = jax.grad(loss_fn, has_aux=True)
   if mesh is not None:
     # Replicated parameters used by every device's rows: shard_map's autodiff sums their gradient over the mesh.
-    grad_fn = jax.shard_map(grad_fn, mesh=mesh, in_specs=(jax.P(), jax.P(), jax.P(), jax.P(DATA_AXIS), jax.P()),
-                            out_specs=jax.P())
+    grad_fn = jax.shard_map(grad_fn, mesh=mesh, in_specs=(jax.P(), jax.P(DATA_AXIS), jax.P(), jax.P(DATA_AXIS),
+                                                          jax.P(DATA_AXIS), jax.P()), out_specs=jax.P())
 
   @functools.partial(jax.jit, donate_argnums=(0,))
   def train_step(state: TrainState, data: TrainData, rng: jax.Array):
@@ -145,13 +162,18 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
     pairs = jax.random.randint(k_pairs, (batch_size,), 0, data.pair_left.shape[0])
     rows = Rows(pairs, *sample(data.left_sampler, k_left, penalty_batch_size),
                 *sample(data.right_sampler, k_right, penalty_batch_size))
+    groups = StepGroups(gather(data.left_groups, data.pair_left[pairs]), gather(data.right_groups,
+                                                                                 data.pair_right[pairs]),
+                        gather(data.left_groups, rows.left_idx), gather(data.right_groups, rows.right_idx))
+    target, place = data.pair_target[pairs], None
     if mesh is not None:  # the rows are drawn replicated; each device takes its block
-      rows = split_rows(mesh, rows)
+      rows, target = split_rows(mesh, (rows, target))
+      place = functools.partial(split_rows, mesh)
     # The oracle's full-corpus pass runs in the global view, outside shard_map: with a mesh XLA partitions it.
     exact = None if estimator is not None else exact_gramians(graphdef, state.params, data, exact_chunk_size)
-    grads, (left_state, right_state, metrics) = grad_fn(state.params, state, data, rows, exact)
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
+    params, opt_state, (left_state, right_state, metrics) = descend(optimizer, grad_fn, state.params,
+                                                                    state.opt_state, groups, state, target, rows,
+                                                                    exact, place=place)
     return TrainState(params, opt_state, left_state, right_state, state.step + 1), metrics
 
   return train_step
