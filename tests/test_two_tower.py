@@ -263,10 +263,11 @@ class RowSparseTest(absltest.TestCase):
     def softmax(opt):
       return make_softmax_step(self.graphdef, opt, batch_size=48, temperature=0.5)
     softmax.estimator = batch_gramian(sampling="uniform")
-    return {"sogram": gramian(sogram(0.2)), "sampling": gramian(batch_gramian(sampling="uniform")),
-            "oracle": gramian(None), "softmax": softmax}
+    # candidate sampling runs the SOGram step's code with another estimator: SOGram stands for both
+    return {"sogram": gramian(sogram(0.2)), "oracle": gramian(None), "softmax": softmax}
 
   def test_adagrad_and_sgd_equal_optax_dense_updates_for_every_step_kind(self):
+    """Every step kind: the Gramian step (SOGram), the exact oracle's and the sampled softmax's."""
     table = lambda p: np.asarray(p["inputs"][...])  # noqa: E731
     cases = [(name, "adagrad", optax.adagrad(0.3)) for name in self.steps()] + [("sogram", "sgd", optax.sgd(0.3))]
     for name, kind, dense_optimizer in cases:

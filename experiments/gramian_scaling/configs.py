@@ -54,16 +54,19 @@ class Config:
   hidden: tuple[int, ...] = (256, 64)
 
 
-# Budget of the quick preset (measured on 2 cores, benchmarks/gramian_vs_sampling at n = 1M): a train step of
-# sampling, SOGram or the softmax takes ~0.12 s at 1M pages (the input table has a row per page, and Adam updates it
-# densely), SAGram's ~0.32 s and the oracle's ~1.8 s; so 600 steps per model, and SAGram and the oracle up to 100K.
-# Around the training, a 1M-page model costs ~20 s more: the corpus (18 s per seed), 4 evaluations with the Gramian
-# error (~3 s each) and the exact Recall@50 of 2,000 queries against every page (~11 s).
+# Budget of the quick preset (measured on 2 cores, benchmarks/gramian_vs_sampling at n = 1M): with lazy-adam a train
+# step of sampling or SOGram takes ~26 ms at any n up to 1M (the towers' work; dense Adam's update of every input-table
+# row made it ~0.15 s at 1M), the softmax's ~35 ms, SAGram's ~0.3 s and the oracle's ~1.8 s at 1M (~0.45 s at
+# 100K: it embeds the whole corpus every step); so 600 steps per model, and SAGram and the oracle up to 100K. Around
+# the training a model costs ~13 s more at 100K and ~20 s at 1M: compilation, 3 evaluations with the Gramian error
+# and the exact Recall@50 of 2,000 queries against every page; the corpus takes 18 s per seed at 1M.
 PRESETS = {
     "quick": Config(),
     # The paper trains 20-50 hours per model; here the paper preset trains 25x longer than quick (15,000 steps, still
-    # under one epoch at 1M pages) with SAGram and the oracle at every size: ~30 min per model at 1M (7.5 h for the
-    # oracle), about 40 hours for the whole grid on 2 cores.
+    # under one epoch at 1M pages) with SAGram and the oracle at every size. On 2 cores, per seed: ~7 min per model
+    # for sampling, SOGram and the softmax at any n (~2.5 h for the 21), SAGram ~3.5 h over the three sizes, and each
+    # oracle ~22 h (1.8 s a step measured at 1M, scaled linearly in n to 85K and 1.8M): ~50 h a seed, ~150 h for 3
+    # seeds, 87 % of it the two oracles (--exact-max-pages 85000 brings the grid to ~22 h).
     "paper": Config(sizes=(85_000, 1_000_000, 1_800_000), steps=15_000, eval_every=1000,
                     methods=("sampling-uniform", "sogram-uniform", "sagram-uniform", "exact-uniform",
                              "sampling-sqrt", "sogram-sqrt", "exact-sqrt", "sampling-linear", "sogram-linear",
