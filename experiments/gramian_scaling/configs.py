@@ -24,8 +24,9 @@ class Config:
   seeds: int = option(3, help="seeds per (n, method): the corpus, the model and the batches", low=1)
   links_per_page: int = option(10, help="links drawn per page (the corpus has about this many pairs per page)",
                                low=1)
-  exact_max_pages: int = option(100_000, help="the exact oracle runs only where n is at most this (its every step "
-                                                "embeds the whole corpus)", low=1)
+  exact_max_pages: int = option(10_000, help="the exact oracle runs only where n is at most this (its every step "
+                                               "embeds the whole corpus: ~0.45 s a step at 100K pages, so 100000 "
+                                               "adds ~15 min to the quick preset)", low=1)
   sagram_max_pages: int = option(100_000, help="SAGram runs only where n is at most this (its caches hold n x k "
                                                  "floats per side)", low=1)
   steps: int = option(600, help="training steps per model", low=1)
@@ -38,7 +39,7 @@ class Config:
   batch_size: int = option(1024, help="observed pairs per step", low=1)
   penalty_batch_size: int = option(128, help="entities per side for the Gramian", low=1)
   alpha: float = option(0.1, help="SOGram's Gramian learning rate", low=0.0, high=1.0, low_open=True)
-  temperatures: tuple[float, ...] = option((0.1, 0.3, 1.0, 3.0),
+  temperatures: tuple[float, ...] = option((1.0, 3.0, 10.0, 30.0),
                                           help="temperatures τ tried for the softmax-* methods: each trains at the "
                                                "smallest n (seed 0) and the best final MAP@10 sets τ for every n",
                                           low=0.0, low_open=True)
@@ -54,12 +55,13 @@ class Config:
   hidden: tuple[int, ...] = (256, 64)
 
 
-# Budget of the quick preset (measured on 2 cores, benchmarks/gramian_vs_sampling at n = 1M): with lazy-adam a train
-# step of sampling or SOGram takes ~26 ms at any n up to 1M (the towers' work; dense Adam's update of every input-table
-# row made it ~0.15 s at 1M), the softmax's ~35 ms, SAGram's ~0.3 s and the oracle's ~1.8 s at 1M (~0.45 s at
-# 100K: it embeds the whole corpus every step); so 600 steps per model, and SAGram and the oracle up to 100K. Around
-# the training a model costs ~13 s more at 100K and ~20 s at 1M: compilation, 3 evaluations with the Gramian error
-# and the exact Recall@50 of 2,000 queries against every page; the corpus takes 18 s per seed at 1M.
+# Budget of the quick preset (2 cores; the cost of a train step from benchmarks/gramian_vs_sampling at n = 1M): with
+# lazy-adam a step of sampling or SOGram takes ~26 ms at any n up to 1M (dense Adam's update of every input-table row
+# made it ~0.15 s at 1M), the softmax's ~35 ms, SAGram's ~0.3 s at 1M and the oracle's ~0.45 s at 100K and ~1.8 s at
+# 1M (every step embeds the whole corpus); so 600 steps per model, SAGram up to 100K and the oracle at 10K. Around the
+# training a model costs ~3 s at 10K, ~12 s at 100K and ~45 s at 1M: compilation (~3.5 s), 3 evaluations with the
+# Gramian error (a pass over both sides of the corpus, ~5 s at 1M) and the exact Recall@50 of 2,000 queries against
+# every page (~20 s at 1M); the corpus takes ~25 s per seed at 1M.
 PRESETS = {
     "quick": Config(),
     # The paper trains 20-50 hours per model; here the paper preset trains 25x longer than quick (15,000 steps, still
