@@ -27,6 +27,9 @@ def views(seed, b=6, d=5, m=4):
   return rng.normal(size=(b, d)), rng.normal(size=(b, d)), rng.normal(size=(m, d)), rng.normal(size=(m, d))
 
 
+_jit_info_nce, _jit_nce_ii = jax.jit(info_nce), jax.jit(nce_ii)
+
+
 class TheoremTest(parameterized.TestCase):
 
   @given(st.integers(0, 10_000), st.floats(0.0, 1.0), st.integers(1, 6))
@@ -35,8 +38,9 @@ class TheoremTest(parameterized.TestCase):
     anchor, positive, _, _ = views(seed)
     rng = np.random.default_rng(seed + 1)
     s_old, s_new = rng.normal(size=(k, 5)), rng.normal(size=(k, 5))  # the whole noise sets: sums = K · means
-    l_old = np.asarray([float(info_nce(anchor[i:i + 1], positive[i:i + 1], negatives=s_old)) for i in range(6)])
-    l_ii = np.asarray([float(nce_ii(anchor[i:i + 1], positive[i:i + 1], s_new, alpha, old_negatives=s_old))
+    # jitted (one compile per K), as the losses run in training; eagerly, 40 examples x 12 calls took ~20 s
+    l_old = np.asarray([float(_jit_info_nce(anchor[i:i + 1], positive[i:i + 1], negatives=s_old)) for i in range(6)])
+    l_ii = np.asarray([float(_jit_nce_ii(anchor[i:i + 1], positive[i:i + 1], s_new, alpha, old_negatives=s_old))
                        for i in range(6)])
     f_pos = np.exp(np.sum(np_logf(anchor, positive) * np.eye(6), axis=1))
     e_old, e_new = np.exp(np_logf(anchor, s_old)).mean(1), np.exp(np_logf(anchor, s_new)).mean(1)
@@ -141,7 +145,8 @@ class RobustnessTest(parameterized.TestCase):
     new_num = 5  # anchors 0..4 take columns 0..5 but self, the others 0..4: rows of both devices are negatives
     want = float(mixed_info_nce(anchor, positive, z_old, new_num))
     shard = lambda x: x.reshape(2, -1, x.shape[-1])  # noqa: E731
-    got = jax.vmap(lambda a, p, o: mixed_info_nce(a, p, o, new_num, axis_name="d"), axis_name="d")(
+    # jitted: op by op, each of the vmapped loss's primitives would compile a program of its own (~10 s in all)
+    got = jax.jit(jax.vmap(lambda a, p, o: mixed_info_nce(a, p, o, new_num, axis_name="d"), axis_name="d"))(
         shard(anchor), shard(positive), shard(z_old))
     assert_close(np.asarray(got), [want, want])
     # blocks of 4 real rows and one padding row each (as graph batches split over devices): the real positions
@@ -149,12 +154,13 @@ class RobustnessTest(parameterized.TestCase):
     where = np.tile(np.arange(5) < 4, (2, 1))
     positions = np.array([[0, 1, 2, 3, 4], [4, 5, 6, 7, 8]])
     old = np.stack([z_old[:2], z_old[2:]])
-    got = jax.vmap(lambda a, p, o, w, q: mixed_info_nce(a, p, o, new_num, where=w, positions=q, axis_name="d"),
-                   axis_name="d")(pad(anchor), pad(positive), old, where, positions)
+    got = jax.jit(jax.vmap(lambda a, p, o, w, q: mixed_info_nce(a, p, o, new_num, where=w, positions=q,
+                                                                axis_name="d"), axis_name="d"))(
+        pad(anchor), pad(positive), old, where, positions)
     assert_close(np.asarray(got), [want, want])
     # the default positions count the padding rows and pick other negatives: the positions matter
-    default = jax.vmap(lambda a, p, o, w: mixed_info_nce(a, p, o, new_num, where=w, axis_name="d"),
-                       axis_name="d")(pad(anchor), pad(positive), old, where)
+    default = jax.jit(jax.vmap(lambda a, p, o, w: mixed_info_nce(a, p, o, new_num, where=w, axis_name="d"),
+                               axis_name="d"))(pad(anchor), pad(positive), old, where)
     self.assertGreater(abs(float(default[0]) - want), 1e-4 * abs(want))
 
   def test_bad_inputs(self):
