@@ -143,14 +143,18 @@ class TemperatureSweepTest(absltest.TestCase):
       self.assertEqual(code, 0)
       results = json.loads(Path(f"{tmp}/run/results.json").read_text())
       table = Path(f"{tmp}/run/table.md").read_text()
+      stages = sorted(str(p.relative_to(f"{tmp}/run/stages")) for p in Path(f"{tmp}/run/stages").rglob("*.pkl"))
     sweep = {float(t): v for t, v in results["temperature_sweep"].items()}
     # the grid's best decides the one extension: 10 past a best 1, 0.01 past a best 0.1
     first = best_temperature({t: sweep[t] for t in (0.1, 1.0)})
     self.assertEqual(sorted(sweep), sorted([0.1, 1.0, 10.0 if first == 1.0 else 0.01]))
     self.assertEqual(results["temperature_on_edge"], next_temperature(sweep) is not None)
     self.assertEqual(results["temperature"], best_temperature(sweep))
-    # The curve's run is the sweep's run at the chosen τ: the same seed and config give the same numbers.
+    # The curve's softmax run at the smallest n and seed 0 is the sweep's run at the chosen τ (the same config, corpus
+    # and keys), reused rather than trained again: no stage of its own.
     self.assertEqual(results["runs"]["300"]["0"]["softmax-logq"]["final_map@10"], sweep[results["temperature"]])
+    self.assertNotIn("n=300/seed=0/softmax-logq.pkl", stages)
+    self.assertEqual(len(stages), len(sweep) + 2)  # the sweep's runs and the two other methods
     self.assertIn(f"Softmax temperature τ = {results['temperature']}", table)
     sagram = results["summary"]["sagram-uniform"]["300"]  # SAGram's caches, against sampling
     base = results["runs"]["300"]["0"]["sampling-uniform"]["final_map@10"]

@@ -195,15 +195,16 @@ class GramianScaling(harness.Experiment):
       return corpora[n, seed]
 
     softmax = [m for m in cfg.methods if m.startswith("softmax-")]
-    sweep, temperature = {}, cfg.temperatures[0]
+    sweep, tuned, temperature = {}, {}, cfg.temperatures[0]
     if softmax and len(cfg.temperatures) > 1:  # tuned once, on the smallest corpus, for the first softmax method
       n = min(cfg.sizes)
       grid = list(cfg.temperatures)
       for _ in range(cfg.temperature_extensions + 1):  # a best τ on the grid's edge extends the grid past it
         for tau in grid:
-          sweep[tau] = run.stage(f"tune/{softmax[0]}/temperature={tau}", lambda n=n, tau=tau: train_method(
+          tuned[tau] = run.stage(f"tune/{softmax[0]}/temperature={tau}", lambda n=n, tau=tau: train_method(
               softmax[0], corpus(n, 0), training_config(cfg, n, 0, tau), progress=run.progress,
-              log=functools.partial(run.log, n=n, seed=0, temperature=tau)))["final_map@10"]
+              log=functools.partial(run.log, n=n, seed=0, temperature=tau)))
+          sweep[tau] = tuned[tau]["final_map@10"]
         if (beyond := next_temperature(sweep)) is None:
           break
         grid = [beyond]
@@ -217,6 +218,10 @@ class GramianScaling(harness.Experiment):
         for method in cfg.methods:
           if (method.startswith("exact-") and n > cfg.exact_max_pages or
               method.startswith("sagram-") and n > cfg.sagram_max_pages):
+            continue
+          if tuned and (method, n, seed) == (softmax[0], min(cfg.sizes), 0):
+            # the tuning run at the chosen τ is this run: the same config, corpus and keys
+            runs[n][seed][method] = tuned[temperature]
             continue
           runs[n][seed][method] = run.stage(
               f"n={n}/seed={seed}/{method}",
