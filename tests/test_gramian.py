@@ -123,7 +123,8 @@ def random_trajectory(seed, n=12, k=3):
 
 
 # One compile per number of refreshed rows: eagerly, each example's update ran op by op (~12 s for the examples).
-_jit_sag_update = jax.jit(sagram(12, beta="sag").update)
+_SAG = sagram(12, beta="sag")
+_jit_sag_update = jax.jit(_SAG.update)
 
 
 class EstimatorTest(parameterized.TestCase):
@@ -145,8 +146,7 @@ class EstimatorTest(parameterized.TestCase):
   def test_sag_estimate_is_psd_gramian_of_refreshed_cache(self, seed, idx):
     cache, current = random_trajectory(seed)
     idx = np.asarray(idx)
-    est = sagram(12, beta="sag")
-    estimate, state = _jit_sag_update(est.init(cache), current[idx], indices=idx)
+    estimate, state = _jit_sag_update(_SAG.init(cache), current[idx], indices=idx)
     refreshed = cache.copy()
     refreshed[idx] = current[idx]  # duplicates carry equal rows here
     assert_close(estimate.gramian, gramian(refreshed))
