@@ -18,6 +18,11 @@ pickle of host values: resume only run folders you made), and at the end ``resul
 figures. ``--resume DIR`` re-reads DIR's command line and skips every finished stage; when a stage fails,
 ``results.partial.json`` lists the finished stages and names the failed one, and the command exits with status 1.
 
+**Compiled programs are cached.** Unless ``JAX_COMPILATION_CACHE_DIR`` (or ``jax_compilation_cache_dir``) names
+another folder, compiled steps that took over a second to compile are kept in ``<download cache>/xla``
+(``~/.cache/bcjax/xla``, see :func:`bcjax.data.default_cache_dir`): the seeds of a sweep, a resumed run and the next
+run read them back instead of compiling again. ``JAX_ENABLE_COMPILATION_CACHE=false`` turns it off.
+
 Exit status: 0 done; 1 a stage failed (``results.partial.json`` written); 2 a usage or data error (nothing written).
 
 Fault injection for tests: ``BCJAX_FAULT=kill:STAGE`` SIGKILLs the process right after STAGE is saved and
@@ -41,7 +46,10 @@ import typing
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import jax
+
 from bcjax import parallel
+from bcjax.data import default_cache_dir
 from bcjax.files import write_atomic
 from experiments import common
 
@@ -500,10 +508,17 @@ def _absolute_paths(argv: list[str], flags: Sequence[str]) -> list[str]:
   return out
 
 
+def use_compilation_cache() -> None:
+  """Points JAX's persistent compilation cache at ``<download cache>/xla`` unless a folder is set already."""
+  if jax.config.jax_compilation_cache_dir is None:
+    jax.config.update("jax_compilation_cache_dir", str(default_cache_dir() / "xla"))
+
+
 def main(experiment: Experiment, argv: Sequence[str] | None = None) -> int:
   """Parses, validates, joins the processes and builds the mesh, loads the data, opens (or resumes) the run
   directory, runs the stages, reports. In a multi-process run only process 0 writes the run directory."""
   argv = list(sys.argv[1:] if argv is None else argv)
+  use_compilation_cache()
   parser, args, cfg = experiment.parse(argv)
   resumed = args.resume is not None
   writer = args.process_id == 0

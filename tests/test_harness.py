@@ -212,6 +212,16 @@ class LifecycleTest(absltest.TestCase):
       run.stage("../escape", lambda: 1)
     run.close()
 
+  def test_compiled_steps_go_to_the_download_cache_unless_a_folder_is_set(self):
+    code = ("import jax; from experiments import harness; harness.use_compilation_cache(); "
+            "print(jax.config.jax_compilation_cache_dir)")
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    for given, want in ((None, self.tmp / "data" / "xla"), (str(self.tmp / "mine"), self.tmp / "mine")):
+      env.update(BCJAX_DATA=str(self.tmp / "data"), **({} if given is None else {"JAX_COMPILATION_CACHE_DIR": given}))
+      out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=120, check=True)
+      self.assertEqual(Path(out.stdout.strip()), want)
+
 
 class EveryCommandLineTest(parameterized.TestCase):
   """Each validated flag of each experiment, given a value outside its declared range, exits 2 before anything is

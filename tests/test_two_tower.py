@@ -1,6 +1,8 @@
 """The two-tower model and its Gramian-penalty train step: bag means against NumPy, the entity sampler's
 distribution and weights, SOGram with alpha = 1 reproducing the sampling baseline exactly, and training progress."""
 
+import hypothesis
+import hypothesis.strategies as st
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,7 +13,7 @@ from flax import nnx
 from bcjax.data import synthetic_link_corpus
 from bcjax.gramian import batch_gramian, sogram
 from bcjax.models import TwoTower, bag_mean
-from experiments.two_tower.data import make_sampler, sample, train_data
+from experiments.two_tower.data import make_sampler, pair_capacity, sample, train_data
 from experiments.two_tower.softmax import make_softmax_step
 from experiments.two_tower.sparse import step_rows, update_rows
 from experiments.two_tower.train import exact_gramians, init_state, make_optimizer, make_train_step
@@ -79,6 +81,31 @@ class TrainStepTest(absltest.TestCase):
     self.assertEqual(state.left_estimator.gramian.shape, (8, 8))
     self.assertEqual(int(state.step), 60)
     self.assertTrue(all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(state.params)))
+
+  def test_seeds_of_one_size_share_the_compiled_step_and_padding_is_never_drawn(self):
+    other = synthetic_link_corpus(300, 3000, num_clusters=10, seed=1)
+    e, size = len(self.corpus.train.left), self.data.pair_left.shape[0]
+    self.assertNotEqual(len(other.train.left), e)  # the seeds keep different numbers of distinct links ...
+    self.assertGreater(size, e)  # ... padded to one length
+    np.testing.assert_array_equal(np.asarray(self.data.pair_left)[:e], self.corpus.train.left)
+    # A drawn padding row would put its NaN target into the loss.
+    poisoned = self.data._replace(pair_target=self.data.pair_target.at[e:].set(jnp.nan))
+    model = TwoTower(self.corpus.vocab_size, 8, 3, 3, (16, 8), rngs=nnx.Rngs(params=jax.random.key(0)))
+    graphdef, params = nnx.split(model)
+    opt, est = make_optimizer("sgd", 1e-2), sogram(0.1)
+    state = init_state(graphdef, params, opt, est, 8)
+    step = make_train_step(graphdef, opt, est, lam=1.0, batch_size=256, penalty_batch_size=32)
+    for t, data in enumerate([poisoned] * 8 + [train_data(other, "sqrt")]):
+      state, metrics = step(state, data, jax.random.key(t))
+      self.assertTrue(np.isfinite(float(metrics["loss"])), t)
+    self.assertEqual(step._cache_size(), 1)  # pylint: disable=protected-access
+
+  @hypothesis.given(st.integers(1, 10**9))
+  def test_pair_capacity_pads_by_at_most_a_32nd(self, e):
+    size = pair_capacity(e)
+    self.assertGreaterEqual(size, e)
+    self.assertLessEqual(size - e, max(e // 32, 1))
+    self.assertEqual(pair_capacity(size), size)
 
   def test_bad_optimizer(self):
     with self.assertRaisesRegex(ValueError, "optimizer must be one of"):
@@ -194,7 +221,7 @@ class OracleAndSoftmaxTest(absltest.TestCase):
     self.assertTrue(np.all(np.asarray(sampling_error) > 0.01))  # 16 rows of 60 are not the whole corpus
 
   def test_log_q_is_the_pair_frequency(self):
-    right = np.asarray(self.data.pair_right)
+    right = self.corpus.train.right
     probe = right[:10]
     want = np.log(np.bincount(right, minlength=self.corpus.right.num_entities)[probe] / len(right))
     assert_close(np.asarray(self.data.right_log_q)[probe], np.float32(want), "elementwise")
@@ -206,14 +233,15 @@ class OracleAndSoftmaxTest(absltest.TestCase):
   def test_softmax_step_loss_equals_numpy_and_the_correction_sign_matters(self):
     opt = make_optimizer("sgd", 0.0)
     key, tau, batch = jax.random.key(5), 0.5, 24
-    pairs = np.asarray(jax.random.randint(key, (batch,), 0, self.data.pair_left.shape[0]))  # the step's own draw
+    # The step's own draw, from the corpus's unpadded pairs: the padding rows must never be drawn.
+    pairs = np.asarray(jax.random.randint(key, (batch,), 0, len(self.corpus.train.left)))
     model = nnx.merge(self.graphdef, self.params)
-    left = np.asarray(self.data.pair_left)[pairs]
+    left = self.corpus.train.left[pairs]
     u = np.asarray(model.embed_left(tuple(g[left] for g in self.data.left_groups)), np.float64)
-    right = np.asarray(self.data.pair_right)[pairs]
+    right = self.corpus.train.right[pairs]
     v = np.asarray(model.embed_right(tuple(g[right] for g in self.data.right_groups)), np.float64)
-    log_q = np.log(np.bincount(np.asarray(self.data.pair_right),
-                               minlength=self.corpus.right.num_entities)[right] / self.data.pair_right.shape[0])
+    log_q = np.log(np.bincount(self.corpus.train.right, minlength=self.corpus.right.num_entities)[right] /
+                   len(self.corpus.train.right))
 
     def reference(sign):
       logits = u @ v.T / tau - sign * log_q[None, :]

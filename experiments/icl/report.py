@@ -68,7 +68,8 @@ def speedup_table(by_alpha: dict[str, dict]) -> str:
 
 
 def detail_table(by_alpha: dict[str, dict]) -> str:
-  """Absolute numbers: converged epoch, training and compile seconds, SVM accuracy on all/old/new data, and the
+  """Absolute numbers: converged epoch, training and compile seconds (compiling, or reading a compiled step back from
+  the persistent cache: see :mod:`experiments.harness`), SVM accuracy on all/old/new data, and the
   runs a ±10 % time speed-up estimate needs (from the runs' spread; – with one run)."""
   rows = []
   for a, methods in by_alpha.items():
@@ -78,7 +79,7 @@ def detail_table(by_alpha: dict[str, dict]) -> str:
       rows.append([a, LABELS.get(m, m), f"{c['epochs']:.1f}", f"{c['train_seconds']:.1f}",
                    f"{c['compile_seconds']:.1f}", f"{acc['all']:.2f}", f"{acc['old']:.2f}", f"{acc['new']:.2f}",
                    "–" if needed is None or m == "retrain" else str(needed)])
-  return common.markdown_table(["α", "method", "epoch", "train s", "compile s", "acc all %", "acc old %",
+  return common.markdown_table(["α", "method", "epoch", "train s", "compile / cache s", "acc all %", "acc old %",
                                 "acc new %", "runs for ±10 %"], rows)
 
 

@@ -57,7 +57,7 @@ def make_softmax_step(graphdef: nnx.GraphDef, optimizer, *, batch_size: int,
 
   @functools.partial(jax.jit, donate_argnums=(0,))
   def train_step(state: TrainState, data: TrainData, rng: jax.Array):
-    pairs = jax.random.randint(rng, (batch_size,), 0, data.pair_left.shape[0])
+    pairs = jax.random.randint(rng, (batch_size,), 0, data.num_pairs)
     right = data.pair_right[pairs]
     groups, log_q = (gather(data.left_groups, data.pair_left[pairs]), gather(data.right_groups, right)), \
         data.right_log_q[right]

@@ -159,7 +159,7 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer, estimator: Estimators, *,
   @functools.partial(jax.jit, donate_argnums=(0,))
   def train_step(state: TrainState, data: TrainData, rng: jax.Array):
     k_pairs, k_left, k_right = jax.random.split(rng, 3)
-    pairs = jax.random.randint(k_pairs, (batch_size,), 0, data.pair_left.shape[0])
+    pairs = jax.random.randint(k_pairs, (batch_size,), 0, data.num_pairs)
     rows = Rows(pairs, *sample(data.left_sampler, k_left, penalty_batch_size),
                 *sample(data.right_sampler, k_right, penalty_batch_size))
     groups = StepGroups(gather(data.left_groups, data.pair_left[pairs]), gather(data.right_groups,
