@@ -61,7 +61,9 @@ class Config:
 # 1M (every step embeds the whole corpus); so 600 steps per model, SAGram up to 100K and the oracle at 10K. Around the
 # training a model costs ~3 s at 10K, ~12 s at 100K and ~45 s at 1M: compilation (~3.5 s), 3 evaluations with the
 # Gramian error (a pass over both sides of the corpus, ~5 s at 1M) and the exact Recall@50 of 2,000 queries against
-# every page (~20 s at 1M); the corpus takes ~25 s per seed at 1M.
+# every page (~20 s at 1M); the corpus takes ~25 s per seed at 1M. These are a 2-core AMD EPYC's (AVX2), where the
+# whole preset was projected at ~50 min; on a 2-core Xeon with AVX-512 it ran in 20.8 min (1M: ~7 s of training per
+# model). The seeds of one n share their compiled steps (the harness's compilation cache): ~1.5 s each after the first.
 PRESETS = {
     "quick": Config(),
     # The paper trains 20-50 hours per model; here the paper preset trains 25x longer than quick (15,000 steps, still
