@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bcjax._buckets import pad_to_bucket
 from bcjax.data import (MOVIELENS_VARIANTS, PairCorpus, counts, load_movielens, load_wikipedia_links, movielens_corpus, movielens_dir,
                         synthetic_link_corpus)
 from bcjax.gramian import sampling_probabilities
@@ -63,19 +64,15 @@ def pair_capacity(num_pairs: int) -> int:
   return -(-num_pairs // quantum) * quantum
 
 
-def _padded(x: np.ndarray, size: int) -> jax.Array:
-  return jnp.asarray(np.concatenate([x, np.zeros(size - len(x), x.dtype)]))
-
-
 def train_data(corpus: PairCorpus, sampling: str, smoothing: float = 1.0) -> TrainData:
   n_left, n_right = corpus.left.num_entities, corpus.right.num_entities
   e = len(corpus.train.left)
-  size = pair_capacity(e)
+  pair_left, pair_right, pair_target = pad_to_bucket((corpus.train.left, corpus.train.right, corpus.train.target),
+                                                     (0, 0, 0), size=pair_capacity(e))
   return TrainData(
       left_groups=tuple(jnp.asarray(g) for g in corpus.left.groups),
       right_groups=tuple(jnp.asarray(g) for g in corpus.right.groups),
-      pair_left=_padded(corpus.train.left, size), pair_right=_padded(corpus.train.right, size),
-      pair_target=_padded(corpus.train.target, size), num_pairs=jnp.asarray(e, jnp.int32),
+      pair_left=pair_left, pair_right=pair_right, pair_target=pair_target, num_pairs=jnp.asarray(e, jnp.int32),
       left_sampler=make_sampler(counts(corpus.train.left, n_left), sampling, smoothing),
       right_sampler=make_sampler(counts(corpus.train.right, n_right), sampling, smoothing),
       right_log_q=jnp.asarray(log_in_batch_probability(corpus.train.right, n_right)))
