@@ -18,7 +18,8 @@ from flax import nnx
 from sklearn.metrics import recall_score
 import pytest
 
-from bcjax.alignment import PosthocFit, affine_transform, fit_posthoc, linear_transform, semi_orthogonal
+from bcjax.alignment import PosthocFit, affine_transform, fit_posthoc, linear_transform, semi_orthogonal, \
+    single_step_loss
 from bcjax.data import synthetic_evolving_graph
 from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteSAGE, bipartite_inputs
@@ -384,6 +385,32 @@ class ReportTest(absltest.TestCase):
 
 
 @pytest.mark.heavy
+class PresetTest(absltest.TestCase):
+
+  def test_quick_widths_are_the_papers_over_eight_at_every_version(self):
+    quick, paper = PRESETS["quick"].versions, PRESETS["paper"].versions
+    self.assertEqual([layers for layers, _ in quick], [layers for layers, _ in paper])
+    self.assertEqual([8 * d for _, d in quick], [d for _, d in paper])
+
+  def test_quick_lambda_pulls_on_the_squared_error_as_the_papers_does(self):
+    """λ times the reference-scaled single-step loss of a residual of fixed Euclidean norm is the same at both
+    presets' widths, at every version (so λ = 16 at widths ÷ 8 would pull 8x harder)."""
+    rng = np.random.default_rng(0)
+    pulls = {}
+    for name in ("paper", "quick"):
+      cfg = PRESETS[name]
+      pulls[name] = []
+      for (_, d_prev), (_, d_new) in zip(cfg.versions[:-1], cfg.versions[1:]):
+        delta = rng.normal(size=(16, d_prev))
+        delta *= 3.0 / np.linalg.norm(delta, axis=1, keepdims=True)  # every row's squared error is 9
+        loss = single_step_loss(jnp.zeros((16, d_new)), jnp.asarray(delta, jnp.float32),
+                                jnp.zeros((d_prev, d_new)), per_dim=True)
+        pulls[name].append(cfg.lam * float(loss))
+    self.assertEqual(PRESETS["paper"].lam, 16.0)  # the reference's lam16
+    assert_close(np.float32(pulls["quick"]), np.float32(pulls["paper"]), "reduction")
+    assert_close(np.float32(pulls["paper"]), np.float32(16.0 * 9.0 / np.array([256, 320, 384, 448])), "reduction")
+
+
 class CommandLineTest(absltest.TestCase):
   ARGV = ["--preset", "test", "--methods", "bc-aligner,post-lin-mloss,keep-all", "--epochs", "2",
           "--transform-sweep", "linear,orthogonal"]
