@@ -4,10 +4,12 @@ with the reference's exclusion rule (scikit-learn's recall_score), post-hoc B_k 
 the notebook's degradation arithmetic, and the command line end to end."""
 
 import dataclasses
+import io
 import json
 import shutil
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +30,7 @@ from experiments.bc_aligner import __main__ as cli
 from experiments.bc_aligner.configs import KEEP_LATEST, METHODS, PRESETS
 from experiments.bc_aligner.consumers import ConsumerMLP, flip_rate, predict, score, train_consumer
 from experiments.bc_aligner.data import Batch, BPRSampler, attribute_sizes, version_data
+from experiments.bc_aligner import seeds
 from experiments.bc_aligner.experiment import EXPERIMENT
 from experiments.bc_aligner.report import figure_5, headline, summarise, transform_figure, transform_headline, \
     transform_table
@@ -411,6 +414,97 @@ class PresetTest(absltest.TestCase):
     assert_close(np.float32(pulls["paper"]), np.float32(16.0 * 9.0 / np.array([256, 320, 384, 448])), "reduction")
 
 
+class SeedsTest(absltest.TestCase):
+  """``experiments.bc_aligner.seeds`` on runs written here, against NumPy means, stds and paired differences."""
+
+  METHODS = ("keep-all", "fix-m0", "finetune-m0", "non-bc", "joint-lin-sloss", "bc-aligner")
+
+  def make_runs(self, degradations: dict[str, np.ndarray], config_changes: dict | None = None) -> list[Path]:
+    """One run per row of ``degradations[m]`` = [[intended, unintended], ...]; seeds 10, 11, ..."""
+    root = Path(self.create_tempdir().full_path)
+    paths = []
+    for i in range(len(next(iter(degradations.values())))):
+      path = root / f"s{i}"
+      path.mkdir()
+      config = {"experiment": "bc_aligner", "argv": ["--seed", str(10 + i)], "preset": "quick",
+                "dataset": "synthetic", "config": {"lam": 2.0, "epochs": 80, "seed": 10 + i}}
+      for key, value in (config_changes or {}).get(i, {}).items():
+        config["config"][key] = value
+      methods = {m: {"intended_degradation_pct": float(d[i, 0]), "unintended_degradation_pct": float(d[i, 1]),
+                     "combined_degradation_pct": float(d[i].sum())} for m, d in degradations.items()}
+      (path / "config.json").write_text(json.dumps(config))
+      (path / "results.json").write_text(json.dumps({"methods": methods}))
+      paths.append(path)
+    return paths
+
+  def random_degradations(self, runs: int = 3) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(7)
+    out = {m: rng.normal(-5.0, 3.0, size=(runs, 2)) for m in self.METHODS}
+    out["keep-all"][:] = 0.0
+    return out
+
+  def run_main(self, argv) -> str:
+    with mock.patch("sys.stdout", new_callable=io.StringIO) as stdout:
+      self.assertEqual(seeds.main([str(a) for a in argv]), 0)
+    return stdout.getvalue()
+
+  def test_means_stds_wins_and_paired_leads_match_numpy(self):
+    d = self.random_degradations()
+    text = self.run_main(self.make_runs(d))
+    combined = {m: v.sum(axis=1) for m, v in d.items()}
+    candidates = ("fix-m0", "finetune-m0", "joint-lin-sloss", "bc-aligner")  # the backward-compatible ones here
+    best = [max(candidates, key=lambda m, i=i: combined[m][i]) for i in range(3)]
+    for m in self.METHODS:
+      row = next(line for line in text.splitlines() if line.startswith(f"| {m} |"))
+      cells = [c.strip() for c in row.strip("|").split("|")]
+      for cell, values in zip(cells[1:4], (combined[m], d[m][:, 0], d[m][:, 1])):
+        self.assertEqual(cell, f"{np.mean(values):+.2f} ± {np.std(values, ddof=1):.2f}", (m, cells))
+      if m in ("keep-all", "non-bc"):  # not backward compatible: no win count, no lead
+        self.assertEqual(cells[4:], ["—", "—"])
+        continue
+      self.assertEqual(cells[4], f"{best.count(m)} / 3")
+      lead = combined["bc-aligner"] - combined[m]
+      self.assertEqual(cells[5], "—" if m == "bc-aligner" else f"{np.mean(lead):+.2f} ± {np.std(lead, ddof=1):.2f}")
+    holds = int(np.sum(d["finetune-m0"][:, 0] <= 0.0))
+    self.assertIn(f"Keep-All ≥ Finetune-M0 on {holds} of 3 seeds; BC-Aligner has the best combined degradation on "
+                  f"{best.count('bc-aligner')} of 3.", text)
+    for i in range(3):
+      self.assertIn(f"| {10 + i} | {'yes' if d['finetune-m0'][i, 0] <= 0 else 'no'} | {best[i]} | "
+                    f"{d['bc-aligner'][i, 0]:+.2f} |", text)
+
+  def test_a_bc_aligner_ahead_on_every_seed_counts_every_seed(self):
+    d = self.random_degradations()
+    d["bc-aligner"][:] = [0.5, -0.1]  # combined +0.4: above every other backward-compatible method
+    d["finetune-m0"][:, 0] = [-1.0, 0.0, 2.0]  # Keep-All >= Finetune-M0 on the first two only (ties count)
+    text = self.run_main(self.make_runs(d))
+    self.assertIn("Keep-All ≥ Finetune-M0 on 2 of 3 seeds; BC-Aligner has the best combined degradation on 3 of 3.",
+                  text)
+
+  def test_report_file_is_written_once_and_never_over_another(self):
+    paths = self.make_runs(self.random_degradations(2))
+    out = Path(self.create_tempdir().full_path) / "seeds.md"
+    text = self.run_main([*paths, "--out", out])
+    self.assertEqual(out.read_text(), text)
+    with self.assertRaises(SystemExit):
+      seeds.main([*map(str, paths), "--out", str(out)])
+    self.assertEqual(out.read_text(), text)
+
+  def test_runs_of_different_protocols_unfinished_runs_and_repeated_seeds_are_refused(self):
+    d = self.random_degradations()
+    cases = {"config.lam: 2.0 vs 16.0": self.make_runs(d, {2: {"lam": 16.0}}),
+             "seed 10 appears in more than one run": self.make_runs(d, {1: {"seed": 10}})}
+    unfinished = self.make_runs(d)
+    (unfinished[1] / "results.json").unlink()
+    cases["no results.json (not finished"] = unfinished
+    for message, paths in cases.items():
+      with mock.patch("sys.stderr", new_callable=io.StringIO) as stderr, self.assertRaises(SystemExit) as exit_:
+        seeds.main([str(p) for p in paths])
+      self.assertEqual(exit_.exception.code, 2)
+      self.assertIn(message, stderr.getvalue())
+    with mock.patch("sys.stderr", new_callable=io.StringIO), self.assertRaises(SystemExit):
+      seeds.main([str(self.make_runs(d)[0])])  # one run: nothing to compare
+
+
 class CommandLineTest(absltest.TestCase):
   ARGV = ["--preset", "test", "--methods", "bc-aligner,post-lin-mloss,keep-all", "--epochs", "2",
           "--transform-sweep", "linear,orthogonal"]
@@ -456,6 +550,20 @@ class CommandLineTest(absltest.TestCase):
     self.assertIn("| bc-aligner |", (out / "table.md").read_text())
     self.assertIn("neg. flips %", (out / "table.md").read_text())
     self.assertEqual(cli.main(["--preset", "test", "--out", str(out), "--no-progress"]), 2)  # never overwrites
+
+  def test_the_seeds_report_reads_finished_runs(self):
+    other = self.tmp / "run-next-seed"
+    shutil.copytree(self.tmp / "run", other)
+    config = json.loads((other / "config.json").read_text())
+    config["config"]["seed"] += 1  # the same numbers under another seed: every std is 0
+    (other / "config.json").write_text(json.dumps(config))
+    with mock.patch("sys.stdout", new_callable=io.StringIO) as stdout:
+      self.assertEqual(seeds.main([str(self.tmp / "run"), str(other)]), 0)
+    results = json.loads((self.tmp / "run" / "results.json").read_text())
+    bc = results["methods"]["bc-aligner"]
+    self.assertIn(f"| bc-aligner | {bc['combined_degradation_pct']:+.2f} ± 0.00 | "
+                  f"{bc['intended_degradation_pct']:+.2f} ± 0.00 |", stdout.getvalue())
+    self.assertIn("Finetune-M0 not run; BC-Aligner has the best combined degradation on", stdout.getvalue())
 
   def test_the_transform_sweep_reruns_the_transformed_methods_with_each_kind(self):
     out = self.tmp / "run"

@@ -114,13 +114,18 @@ BACKWARD_COMPATIBLE = ("fix-m0", "finetune-m0", "post-lin-sloss", "post-lin-mlos
                        "bc-aligner")  # the methods whose published embeddings a version-0 consumer can read
 
 
+def rank_backward_compatible(results: dict) -> list[str]:
+  """The backward-compatible methods of a run, best combined degradation first (those without one left out)."""
+  methods = results["methods"]
+  return sorted((m for m in BACKWARD_COMPATIBLE if m in methods and methods[m]["combined_degradation_pct"] is not None),
+                key=lambda m: -methods[m]["combined_degradation_pct"])
+
+
 def headline(results: dict) -> str:
   """One line saying what the table shows: which backward-compatible method degrades least overall, and at what
   intended cost."""
   methods = results["methods"]
-  ranked = sorted((m for m in BACKWARD_COMPATIBLE if m in methods and
-                   methods[m]["combined_degradation_pct"] is not None),
-                  key=lambda m: -methods[m]["combined_degradation_pct"])
+  ranked = rank_backward_compatible(results)
   if not ranked:
     return "No combined degradation: every consumer task was left out."
   best, rest = ranked[0], ranked[1:]
