@@ -29,7 +29,7 @@ from experiments.bc_aligner.report import BACKWARD_COMPATIBLE, rank_backward_com
 DEGRADATIONS = ("combined", "intended", "unintended")
 
 
-class Run:
+class FinishedRun:
   """One finished run: where it is, its stored command settings and its results."""
 
   def __init__(self, path: Path):
@@ -55,7 +55,7 @@ class Run:
     return settings
 
 
-def check_same_protocol(runs: list[Run]) -> None:
+def check_same_protocol(runs: list[FinishedRun]) -> None:
   """Raises ValueError naming the first setting on which a run differs from the first run, or a repeated seed."""
   first = runs[0].protocol()
   for run in runs[1:]:
@@ -96,7 +96,7 @@ def _paired(results: list[dict], a: str, b: str) -> list[float]:
   return [x - y for x, y in pairs if x is not None and y is not None]
 
 
-def report(runs: list[Run]) -> str:
+def report(runs: list[FinishedRun]) -> str:
   """The markdown report (module docstring)."""
   results = [r.results for r in runs]
   seeds = ", ".join(str(r.seed) for r in runs)
@@ -149,7 +149,7 @@ def main(argv=None) -> int:
   if args.out is not None and Path(args.out).exists():
     parser.error(f"--out {args.out} exists; choose a new file so the earlier report is kept")
   try:
-    runs = [Run(Path(p)) for p in args.runs]
+    runs = [FinishedRun(Path(p)) for p in args.runs]
     check_same_protocol(runs)
   except (ValueError, json.JSONDecodeError) as e:
     parser.error(str(e))
