@@ -30,12 +30,12 @@ from experiments.bc_aligner import __main__ as cli
 from experiments.bc_aligner.configs import KEEP_LATEST, METHODS, PRESETS
 from experiments.bc_aligner.consumers import ConsumerMLP, flip_rate, predict, score, train_consumer
 from experiments.bc_aligner.data import Batch, BPRSampler, attribute_sizes, version_data
-from experiments.bc_aligner import seeds
+from experiments.bc_aligner import noise, seeds
 from experiments.bc_aligner.experiment import EXPERIMENT
 from experiments.bc_aligner.report import figure_5, headline, summarise, transform_figure, transform_headline, \
     transform_table
 from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, fold_batch, lr_scale, \
-    make_train_step, new_model, single_step_error, train_posthoc
+    make_train_step, new_model, recall, single_step_error, train_posthoc, user_recall50
 from experiments.bc_methods import POSTHOC_LOSS
 from experiments.common import adam
 from tests._resume import assert_same_results, kill_then_resume
@@ -334,6 +334,78 @@ class ReportTest(absltest.TestCase):
     self.assertIn("trade-off: fix-m0", headline({"methods": methods}))
     self.assertIn("left out", headline({"methods": {m: row(0.0, None) for m in methods}}))
 
+  def test_headline_says_whether_the_lead_survives_redrawn_val_users(self):
+    def row(i, u):
+      return {"intended_degradation_pct": i, "unintended_degradation_pct": u, "combined_degradation_pct": i + u}
+    results = {"methods": {"joint-lin-sloss": row(-3.0, -1.5), "bc-aligner": row(-2.0, -1.0)},
+               "gap": {"best": "bc-aligner", "next": "joint-lin-sloss", "gap_pct": 1.5, "ci95": [0.25, 2.75]}}
+    self.assertIn("The lead of 1.50 points has a 95 % interval of [+0.25, +2.75] over redrawn val users (consumer "
+                  "AUCs held fixed): it holds when the val users are redrawn.", headline(results))
+    results["gap"]["ci95"] = [-0.5, 3.5]
+    self.assertIn("[-0.50, +3.50] over redrawn val users (consumer AUCs held fixed): within the noise of the val "
+                  "users' draw: one run does not order the two", headline(results))
+    results["gap"]["best"] = "joint-lin-sloss"  # intervals of another ranking are never quoted
+    self.assertTrue(headline(results).endswith("next: joint-lin-sloss -4.50 %."), headline(results))
+
+
+class ValUserNoiseTest(absltest.TestCase):
+  """The intended degradation's and the gap's intervals over redrawn val users against their closed forms: the
+  degradation is 100/(K x0) times the sum over versions of the mean per-user difference, and its bootstrap standard
+  error sqrt(sum_k w^2 var_k / n_k)."""
+
+  def per_user(self, rng, sizes, level):
+    return [(np.arange(n) * 3, np.clip(rng.normal(level, 0.3, n), 0, 1)) for n in sizes]
+
+  def test_intervals_are_centred_on_the_degradation_with_the_closed_form_width(self):
+    rng = np.random.default_rng(0)
+    sizes = (300, 250, 400)
+    per_user = {"non-bc": self.per_user(rng, sizes, 0.4), "bc-aligner": self.per_user(rng, sizes, 0.35)}
+    x0 = float(np.mean([r.mean() for _, r in per_user["non-bc"]]))
+    d = [rb - r0 for (_, rb), (_, r0) in zip(per_user["bc-aligner"], per_user["non-bc"])]
+    degradation = 100.0 * np.mean([x.mean() for x in d]) / x0
+    se = np.sqrt(sum((100.0 / (3 * x0)) ** 2 * x.var() / x.size for x in d))
+    got = noise.intended_intervals(per_user, x0, jax.random.key(0))
+    self.assertEqual(got["non-bc"], [0.0, 0.0])
+    low, high = got["bc-aligner"]
+    assert_close((low + high) / 2, degradation, op="statistical", rtol=0.0, atol=0.15 * se)
+    assert_close(high - low, 2 * 1.959964 * se, op="statistical", rtol=0.1, atol=0.0)
+    self.assertLess(high, 0.0)  # a 5-point drop on 950 users is beyond their draw
+
+    results = {"methods": {
+        "non-bc": {"intended_recall50_mean": x0},
+        "bc-aligner": {"intended_degradation_pct": degradation, "unintended_degradation_pct": -1.0,
+                       "combined_degradation_pct": degradation - 1.0},
+        "fix-m0": {"intended_degradation_pct": -40.0, "unintended_degradation_pct": 0.0,
+                   "combined_degradation_pct": -40.0}}}
+    per_user["fix-m0"] = self.per_user(rng, sizes, 0.1)
+    gap = noise.gap_interval(results, per_user, jax.random.key(1))
+    self.assertEqual((gap["best"], gap["next"]), ("bc-aligner", "fix-m0"))
+    assert_close(gap["gap_pct"], degradation - 1.0 + 40.0)
+    # the consumers' gap (-1 - 0) shifts the intended gap's interval
+    assert_close(np.array(gap["ci95"]), np.array(gap["intended_ci95"]) - 1.0)
+    self.assertGreater(gap["ci95"][0], 0.0)
+    del results["methods"]["fix-m0"]
+    self.assertIsNone(noise.gap_interval(results, per_user, jax.random.key(1)))
+
+  def test_methods_scored_on_other_val_users_are_refused(self):
+    rng = np.random.default_rng(1)
+    per_user = {"non-bc": self.per_user(rng, (5, 6), 0.4), "bc-aligner": self.per_user(rng, (5, 7), 0.4)}
+    with self.assertRaisesRegex(ValueError, "version 1: the two methods were scored on different val users"):
+      noise.intended_intervals(per_user, 0.4, jax.random.key(0))
+
+  def test_per_user_recalls_average_to_the_val_recall_and_shared_models_are_scored_once(self):
+    _, versions = small_versions()
+    rng = np.random.default_rng(2)
+    zs = [rng.normal(size=(v.num_nodes, 8)).astype(np.float32) for v in versions[:2]]
+    for z, vd in zip(zs, versions):
+      users, values = user_recall50(z, vd)
+      np.testing.assert_array_equal(users, np.unique(vd.split.val_user))
+      self.assertEqual(float(np.mean(values)), recall(z, vd)["recall@50"])
+    with mock.patch.object(noise, "user_recall50", wraps=user_recall50) as scorer:
+      out = noise.user_recalls({"non-bc": zs, "post-lin-sloss": zs}, versions[:2])
+    self.assertEqual(scorer.call_count, 2)
+    self.assertIs(out["non-bc"][1], out["post-lin-sloss"][1])
+
   def test_notebook_arithmetic(self):
     recalls = {"non-bc": [{"recall@50": 0.4}] * 2, "fix-m0": [{"recall@50": 0.2}] * 2,
                "bc-aligner": [{"recall@50": 0.3}, {"recall@50": 0.5}]}
@@ -549,6 +621,13 @@ class CommandLineTest(absltest.TestCase):
     self.assertEqual(len(list((out / "registries" / "bc-aligner").iterdir())), 5)  # versions 0..4
     self.assertIn("| bc-aligner |", (out / "table.md").read_text())
     self.assertIn("neg. flips %", (out / "table.md").read_text())
+    for m in ("fix-m0", "post-lin-mloss", "bc-aligner"):  # val-user intervals around each intended degradation
+      low, high = results["methods"][m]["intended_degradation_ci95"]
+      self.assertLessEqual(low, results["methods"][m]["intended_degradation_pct"] + 1e-9)
+      self.assertLessEqual(results["methods"][m]["intended_degradation_pct"] - 1e-9, high)
+    self.assertEqual(results["methods"]["post-lin-mloss"]["intended_degradation_ci95"], [0.0, 0.0])  # Non-BC's M_k
+    self.assertEqual({results["gap"]["best"], results["gap"]["next"]}, {"fix-m0", "post-lin-mloss", "bc-aligner"}
+                     & {results["gap"]["best"], results["gap"]["next"]})
     self.assertEqual(cli.main(["--preset", "test", "--out", str(out), "--no-progress"]), 2)  # never overwrites
 
   def test_the_seeds_report_reads_finished_runs(self):

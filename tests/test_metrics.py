@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
 from bcjax.metrics import (average_precision_at_k, evaluate_retrieval, mean_over_queries, negative_flip_rate,
-                           recall_at_k, roc_auc)
-from bcjax.metrics import _retrieval
+                           paired_bootstrap, recall_at_k, roc_auc)
+from bcjax.metrics import _bootstrap, _retrieval
 from bcjax.metrics._ranking import ranking_metrics
 from tests._tolerance import assert_close, close
 
@@ -147,6 +147,21 @@ class RetrievalTest(parameterized.TestCase):
       assert_close(got[f"map@{k}"], want_ap)
     self.assertEqual(got["queries"], len(set(rel[0])))
 
+  def test_per_query_values_are_each_querys_brute_force_values(self):
+    rng = np.random.default_rng(3)
+    u, v = rng.normal(size=(30, 4)), rng.normal(size=(50, 4))
+    rel = (rng.integers(0, 30, 60), rng.integers(0, 50, 60))
+    exc = (rng.integers(0, 30, 200), rng.integers(0, 50, 200))
+    for chunk in (4, 1024):
+      got = evaluate_retrieval(u, v, rel, exclude=exc, ks=(5, 10), chunk_size=chunk, per_query=True)
+      np.testing.assert_array_equal(got["query_ids"], np.unique(rel[0]))
+      for k in (5, 10):
+        want = [self.brute_force(u, v, (rel[0][rel[0] == q], rel[1][rel[0] == q]), exc, k) for q in got["query_ids"]]
+        assert_close(got["per_query"][f"recall@{k}"], np.array([w[0] for w in want]))
+        assert_close(got["per_query"][f"map@{k}"], np.array([w[1] for w in want]))
+        self.assertEqual(got[f"recall@{k}"], float(np.mean(got["per_query"][f"recall@{k}"])))
+    self.assertNotIn("per_query", evaluate_retrieval(u, v, rel, exclude=exc, ks=(5,)))
+
   def test_large_corpora_are_scored_in_smaller_query_chunks(self):
     # A chunk holds at most _CHUNK_ENTRIES scores; with a tiny budget every chunk is one or two queries, and the
     # padded last chunk (rows that copy a real query) must still add nothing.
@@ -214,9 +229,6 @@ class RetrievalTest(parameterized.TestCase):
       evaluate_retrieval(u, np.zeros((4, 3)), ([0], [1]))
 
 
-if __name__ == "__main__":
-  absltest.main()
-
 
 class NegativeFlipTest(absltest.TestCase):
   """The negative-flip rate against a direct count, with padded entries and sharded over a named axis."""
@@ -248,3 +260,88 @@ class NegativeFlipTest(absltest.TestCase):
       negative_flip_rate([1, 0], [0.5, 0.2], [1, 0])
     with self.assertRaisesRegex(ValueError, r"`new_predictions` has shape \(3,\) but `labels` has shape \(2,\)"):
       negative_flip_rate([1, 0], [1, 0], [1, 0, 1])
+
+
+class PairedBootstrapTest(absltest.TestCase):
+  """The stratified paired bootstrap against its closed forms (the weighted mean; the standard error
+  sqrt(sum_s w_s^2 var_s / n_s) of the plug-in variances), a Monte-Carlo check of the interval's coverage, and its
+  refusals."""
+
+  def setUp(self):
+    super().setUp()
+    rng = np.random.default_rng(0)
+    self.strata = [rng.normal(0.3, 1.0, 40), rng.exponential(2.0, 25) - 1.0, rng.normal(-0.5, 3.0, 60)]
+    self.weights = [0.2, 0.3, 0.5]
+
+  def closed_form(self, strata, weights):
+    estimate = sum(w * d.mean() for w, d in zip(weights, strata))
+    std = np.sqrt(sum(w ** 2 * d.var() / d.size for w, d in zip(weights, strata)))
+    return estimate, std
+
+  def test_estimate_and_standard_error_match_the_closed_forms(self):
+    got = paired_bootstrap(self.strata, jax.random.key(0), weights=self.weights, num_samples=20_000)
+    estimate, std = self.closed_form(self.strata, self.weights)
+    assert_close(got.estimate, estimate)
+    # 20,000 replicates: the standard error of a standard deviation is about 1/sqrt(2 x 20,000) = 0.5 % of it
+    assert_close(got.std, std, op="statistical", rtol=0.03, atol=0.0)
+    self.assertLess(got.low, got.estimate)
+    self.assertLess(got.estimate, got.high)
+    # the percentile interval of a near-normal statistic is about estimate +- 1.96 standard errors
+    assert_close(got.high - got.low, 2 * 1.959964 * std, op="statistical", rtol=0.05, atol=0.0)
+    # the default weights are the mean over strata
+    got = paired_bootstrap(self.strata, jax.random.key(0), num_samples=20_000)
+    estimate, std = self.closed_form(self.strata, [1 / 3] * 3)
+    assert_close(got.estimate, estimate)
+    assert_close(got.std, std, op="statistical", rtol=0.03, atol=0.0)
+
+  def test_replicates_drawn_in_blocks_have_the_same_spread(self):
+    with mock.patch.object(_bootstrap, "_BLOCK_ENTRIES", 50):  # one or two replicates per block
+      got = paired_bootstrap(self.strata, jax.random.key(1), weights=self.weights, num_samples=5000)
+    assert_close(got.std, self.closed_form(self.strata, self.weights)[1], op="statistical", rtol=0.06, atol=0.0)
+
+  def test_the_same_key_gives_the_same_interval_and_levels_nest(self):
+    a = paired_bootstrap(self.strata, jax.random.key(7), num_samples=500)
+    self.assertEqual(a, paired_bootstrap(self.strata, jax.random.key(7), num_samples=500))
+    self.assertNotEqual(a, paired_bootstrap(self.strata, jax.random.key(8), num_samples=500))
+    narrow = paired_bootstrap(self.strata, jax.random.key(7), num_samples=500, level=0.5)
+    self.assertLess(a.low, narrow.low)
+    self.assertLess(narrow.high, a.high)
+    constant = paired_bootstrap([np.full(5, 0.25), np.full(3, -0.5)], jax.random.key(0), num_samples=50)
+    self.assertEqual(constant, (-0.125, 0.0, -0.125, -0.125))
+
+  def test_the_95_percent_interval_covers_the_true_difference_about_95_percent_of_the_time(self):
+    rng = np.random.default_rng(5)
+    covered, trials = 0, 200
+    for t in range(trials):  # true theta = 0.5 * 0.2 + 0.5 * (-0.1) = 0.05
+      strata = [rng.normal(0.2, 1.0, 60), rng.normal(-0.1, 0.5, 40)]
+      got = paired_bootstrap(strata, jax.random.key(t), num_samples=400)
+      covered += got.low <= 0.05 <= got.high
+    # 200 trials: the coverage's standard error is 1.5 points
+    self.assertBetween(covered / trials, 0.89, 0.99)
+
+  def test_bad_inputs_name_the_argument(self):
+    key = jax.random.key(0)
+    for bad in ([], "abc", np.zeros(3)):
+      with self.assertRaisesRegex(ValueError, "`differences` must be a non-empty sequence"):
+        paired_bootstrap(bad, key)
+    with self.assertRaisesRegex(ValueError, r"`differences\[1\]` must have rank 1, got shape \(2, 2\)"):
+      paired_bootstrap([np.zeros(3), np.zeros((2, 2))], key)
+    with self.assertRaisesRegex(ValueError, r"`differences\[0\]` has no queries"):
+      paired_bootstrap([np.zeros(0)], key)
+    with self.assertRaisesRegex(ValueError, r"`differences\[0\]` contains 1 NaN or inf"):
+      paired_bootstrap([np.array([0.1, np.nan])], key)
+    with self.assertRaisesRegex(ValueError, r"`weights` must have one entry per stratum, shape \(2,\), got \(3,\)"):
+      paired_bootstrap([np.zeros(3), np.zeros(2)], key, weights=[1, 2, 3])
+    with self.assertRaisesRegex(ValueError, r"`weights` contains 1 NaN"):
+      paired_bootstrap([np.zeros(3)], key, weights=[np.nan])
+    with self.assertRaisesRegex(ValueError, r"`num_samples` must be an integer in \[2, inf\], got 1"):
+      paired_bootstrap([np.zeros(3)], key, num_samples=1)
+    for level in (0.0, 1.0, float("nan")):
+      with self.assertRaisesRegex(ValueError, r"`level` must"):
+        paired_bootstrap([np.zeros(3)], key, level=level)
+    with self.assertRaisesRegex(TypeError, r"`key` must be a PRNG key"):
+      paired_bootstrap([np.zeros(3)], 0)
+
+
+if __name__ == "__main__":
+  absltest.main()

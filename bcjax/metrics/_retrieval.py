@@ -57,10 +57,10 @@ def _padded_pairs(rows: np.ndarray, cols: np.ndarray, fill_row: int) -> tuple[ja
 
 
 @functools.partial(jax.jit, static_argnames=("ks", "rank_excluded_relevant"))
-def _chunk_sums(queries, items, num_valid, rel_pairs, exc_pairs, is_candidate, ks, rank_excluded_relevant):
-  """Sums over one chunk of queries of Recall@K and AP@K for every K, in one program. The relevance and
+def _chunk_values(queries, items, num_valid, rel_pairs, exc_pairs, is_candidate, ks, rank_excluded_relevant):
+  """Per-query Recall@K and AP@K [rows] of one chunk of queries for every K, in one program. The relevance and
   eligibility masks are scattered here from sparse (row, column) pairs rather than shipped dense from the host;
-  rows from ``num_valid`` on are padding with no relevant and no eligible item (they add 0)."""
+  rows from ``num_valid`` on are padding with no relevant and no eligible item (they hold 0)."""
   rows, num_items = queries.shape[0], items.shape[0]
   rel = jnp.zeros((rows, num_items), bool).at[rel_pairs].set(True, mode="drop")
   valid = jnp.arange(rows) < num_valid
@@ -71,13 +71,12 @@ def _chunk_sums(queries, items, num_valid, rel_pairs, exc_pairs, is_candidate, k
   else:  # recall_at_k divides by the eligible relevant items; rescale to all relevant items
     undercount = (jnp.sum(rel & eligible, axis=1) / jnp.maximum(jnp.sum(rel, axis=1), 1)).astype(queries.dtype)
   per_query = ranking_metrics(queries @ items.T, rel, ks, where=eligible)
-  return {name: jnp.sum(value * undercount) if name.startswith("recall") else jnp.sum(value)
-          for name, value in per_query.items()}
+  return {name: value * undercount if name.startswith("recall") else value for name, value in per_query.items()}
 
 
 def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=None, ks: Sequence[int] = (10,),
-                       candidates=None, chunk_size: int = 1024,
-                       rank_excluded_relevant: bool = True) -> dict[str, float]:
+                       candidates=None, chunk_size: int = 1024, rank_excluded_relevant: bool = True,
+                       per_query: bool = False) -> dict:
   """Recall@K and MAP@K averaged over the queries that have a relevant item.
 
   Args:
@@ -93,9 +92,13 @@ def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=N
     rank_excluded_relevant: False follows BC-Aligner's reference evaluation: a relevant item that is also excluded
       (a re-interaction with a training item) is not ranked but still counts in the Recall@K denominator, so
       Recall@K = |top K ∩ R| / |R| over all distinct relevant items R.
+    per_query: also return each evaluated query's values, for paired tests between two models on the same queries
+      (e.g. :func:`paired_bootstrap` over the queries).
 
   Returns:
-    ``{"recall@K": ..., "map@K": ..., "queries": number evaluated}``.
+    ``{"recall@K": ..., "map@K": ..., "queries": number evaluated}``, the means in float64; with ``per_query``,
+    also ``"query_ids"`` (the evaluated queries, ascending, [Q']) and ``"per_query"`` (``{"recall@K": [Q'], ...}``
+    in the order of ``query_ids``).
   """
   fn = "evaluate_retrieval"
   queries = _checks.as_float_array(fn, "query_embeddings", query_embeddings, ndim=2)
@@ -130,11 +133,12 @@ def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=N
   is_candidate = jnp.asarray(is_candidate)
   chunk_size = min(chunk_size, max(1, _CHUNK_ENTRIES // len(universe)))
   eval_queries = np.unique(rel_q)
-  totals = {f"{m}@{k}": 0.0 for k in ks for m in ("recall", "map")}
+  names = [f"{m}@{k}" for k in ks for m in ("recall", "map")]
+  values = {name: [] for name in names}
   for start in range(0, len(eval_queries), chunk_size):
     chunk = eval_queries[start:start + chunk_size]
     # The last (or only) chunk is padded to a power of two with rows that have no relevant and no eligible item:
-    # they add 0 to every sum, and the chunk shapes, hence the compiles, stay few.
+    # they hold 0 and are dropped, and the chunk shapes, hence the compiles, stay few.
     rows = min(bucket_size(len(chunk)), chunk_size) if len(eval_queries) > chunk_size else bucket_size(len(chunk))
     rows = max(rows, len(chunk))
     row = np.full(num_q, -1, np.int64)
@@ -144,10 +148,13 @@ def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=N
     sel = (row[exc_q] >= 0) & (column[exc_i] >= 0)
     exc_pairs = _padded_pairs(row[exc_q[sel]], column[exc_i[sel]], rows)
     query_rows = np.concatenate([chunk, np.full(rows - len(chunk), chunk[0])])
-    sums = _chunk_sums(queries[jnp.asarray(query_rows)], items_u, len(chunk), rel_pairs, exc_pairs, is_candidate,
-                       ks, rank_excluded_relevant)
-    for name, value in jax.device_get(sums).items():
-      totals[name] += float(value)
-  out = {name: total / len(eval_queries) for name, total in totals.items()}
+    chunk_values = _chunk_values(queries[jnp.asarray(query_rows)], items_u, len(chunk), rel_pairs, exc_pairs,
+                                 is_candidate, ks, rank_excluded_relevant)
+    for name, value in jax.device_get(chunk_values).items():
+      values[name].append(np.asarray(value[:len(chunk)], np.float64))
+  values = {name: np.concatenate(v) for name, v in values.items()}
+  out = {name: float(np.mean(v)) for name, v in values.items()}
   out["queries"] = int(len(eval_queries))
+  if per_query:
+    out["query_ids"], out["per_query"] = eval_queries, values
   return out

@@ -10,7 +10,7 @@ from tqdm.auto import tqdm
 from bcjax.data import GRAPH_DATASETS, MOVIELENS_VARIANTS, TASKS, load_graph_dataset
 from experiments import harness
 from experiments.bc_methods import check_transform_rank, transform_name
-from experiments.bc_aligner import report
+from experiments.bc_aligner import noise, report
 from experiments.bc_aligner.configs import BASELINES, LINEAR, METHODS, PRESETS, Config, preset
 from experiments.bc_aligner.consumers import plan_tasks, unintended_aucs
 from experiments.bc_aligner.data import attribute_sizes, check_versions, version_data, with_item_ids
@@ -130,6 +130,7 @@ class BCAligner(harness.Experiment):
                "data_notes": list(graph.notes), "consumers_left_out": left_out,
                "methods": {m: summary[m] for m in methods},
                "consumers": {t: {k: c[k] for k in ("config", "steps", "stop_auc")} for t, c in consumers.items()}}
+    self._val_user_noise(results, runs, versions, cfg)
     if sweep:
       results["lambda_sweep"] = {f"{lam:g}": summary["bc-aligner" if lam == cfg.lam else f"bc-aligner@{lam:g}"]
                                  for lam in sweep}
@@ -141,6 +142,20 @@ class BCAligner(harness.Experiment):
           for kind, r in {cfg.transform: runner, **kind_runners}.items() if kind in cfg.transform_sweep}
     results["seconds"] = time.perf_counter() - started
     return results
+
+  @staticmethod
+  def _val_user_noise(results, runs, versions, cfg):
+    """95 % intervals over redrawn val users: each backward-compatible method's intended degradation, and the gap
+    between the two best (:mod:`experiments.bc_aligner.noise`)."""
+    ranked = report.rank_backward_compatible(results)
+    per_user = noise.user_recalls({m: runs[m].serving for m in (noise.REFERENCE, *ranked)}, versions)
+    key = jax.random.fold_in(jax.random.key(cfg.seed), 7)
+    x0 = results["methods"][noise.REFERENCE]["intended_recall50_mean"]
+    for m, interval in noise.intended_intervals(per_user, x0, key).items():
+      results["methods"][m]["intended_degradation_ci95"] = interval
+    gap = noise.gap_interval(results, per_user, jax.random.fold_in(key, 1_000))
+    if gap is not None:
+      results["gap"] = gap
 
   def report(self, run, args, cfg, results):
     table = report.table_3(results)

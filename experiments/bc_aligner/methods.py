@@ -37,6 +37,7 @@ from experiments.harness import Run
 class MethodRun(NamedTuple):
   recall_by_version: list[dict[str, float]]
   published: list[np.ndarray]  # version-0-space node embeddings [N_k, d_0] per version (users first)
+  serving: list[np.ndarray]  # the embeddings [N_k, d_k] whose val Recall@K is recall_by_version, per version
 
 
 def _version_key(key: jax.Array, k: int) -> jax.Array:
@@ -108,13 +109,14 @@ class MethodRunner:
     if method == "fix-m0":
       m0 = self.m0().model
       zs = [apply_model(m0, vd) for vd in self.versions]
-      return MethodRun([recall(z, vd) for z, vd in zip(zs, self.versions)], zs)
+      return MethodRun([recall(z, vd) for z, vd in zip(zs, self.versions)], zs, zs)
     if method == "non-bc":
       models = self.nobc()
-      return MethodRun([m.recall for m in models], [np.asarray(notrans(m.z, d0)) for m in models])
+      return MethodRun([m.recall for m in models], [np.asarray(notrans(m.z, d0)) for m in models],
+                       [m.z for m in models])
     if method == "keep-all":
-      fixed = self.run("fix-m0")
-      return MethodRun([m.recall for m in self.nobc()], fixed.published)
+      fixed, models = self.run("fix-m0"), self.nobc()
+      return MethodRun([m.recall for m in models], fixed.published, [m.z for m in models])
     if method == "finetune-m0":
       runs = [self.m0()]
       for k in range(1, len(self.versions)):
@@ -122,7 +124,7 @@ class MethodRunner:
             self.versions[k], runs[-1].model, self.cfg, _version_key(self.key, 200 + k),
             epochs=self.cfg.finetune_epochs, select_after=0, log=self._logger(method, k), progress=self.progress),
             shared=True))
-      return MethodRun([r.recall for r in runs], [r.z for r in runs])
+      return MethodRun([r.recall for r in runs], [r.z for r in runs], [r.z for r in runs])
     if method in POSTHOC:
       nobc, history = self.nobc(), []
       for k in range(1, len(self.versions)):
@@ -133,7 +135,7 @@ class MethodRunner:
         history.append(w)
       published = self._publish(method, history, [m.z for m in nobc],
                                 ["post-hoc, selected by single-step error"] * len(history))
-      return MethodRun([m.recall for m in nobc], published)
+      return MethodRun([m.recall for m in nobc], published, [m.z for m in nobc])
     if method in JOINT:
       kind = JOINT[method]
       runs, history = [self.m0()], []
@@ -151,7 +153,7 @@ class MethodRunner:
       else:
         published = self._publish(method, history, [r.z for r in runs],
                                   [f"joint, λ={self.cfg.lam}, epoch {r.epoch}" for r in runs[1:]])
-      return MethodRun([r.recall for r in runs], published)
+      return MethodRun([r.recall for r in runs], published, [r.z for r in runs])
     raise ValueError(f"unknown method {method!r}")
 
   def epochs_needed(self, methods, *, shared: bool = True) -> int:

@@ -152,6 +152,16 @@ def recall(z: jax.Array, vd: VersionData) -> dict[str, float]:
   return {f"recall@{k}": res[f"recall@{k}"] for k in KS}
 
 
+def user_recall50(z: np.ndarray, vd: VersionData) -> tuple[np.ndarray, np.ndarray]:
+  """(val users, ascending; each one's Recall@50) under :func:`recall`'s rules: the per-user values whose mean is
+  the version's val Recall@50, for paired comparisons of two methods on the same val users."""
+  s = vd.split
+  res = evaluate_retrieval(z[:s.num_users], z[s.num_users:], (s.val_user, s.val_item),
+                           exclude=(s.train_user, s.train_item), ks=(50,), rank_excluded_relevant=False,
+                           per_query=True)
+  return res["query_ids"], res["per_query"]["recall@50"]
+
+
 class Trained(NamedTuple):
   model: Model  # host copy of the selected checkpoint
   w: np.ndarray | dict | None  # W_k (with a transform: its parameters) from the same epoch

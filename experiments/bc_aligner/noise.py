@@ -1,0 +1,71 @@
+r"""How much of one run's intended comparison is the draw of its val users.
+
+Version k's val Recall@50 is a mean over that version's val users, so a method's intended degradation,
+:math:`100 (\bar x_m - \bar x_0) / \bar x_0` with :math:`\bar x` the mean over the K versions, is a weighted sum of
+per-user differences from Keep-All (Non-BC's models) on the same users, with weights :math:`100 / (K \bar x_0)`; so
+is the intended gap between two methods. :func:`bcjax.paired_bootstrap` redraws every version's val users and gives
+95 % intervals of both. They hold the trained models fixed: another seed (other models, another graph) adds its own
+noise, which only repeated runs measure (``python -m experiments.bc_aligner.seeds``).
+"""
+
+import jax
+import numpy as np
+
+from bcjax.metrics import paired_bootstrap
+from experiments.bc_aligner.data import VersionData
+from experiments.bc_aligner.report import rank_backward_compatible
+from experiments.bc_aligner.train import user_recall50
+
+REFERENCE = "non-bc"  # Keep-All's intended models
+
+
+def user_recalls(serving: dict[str, list[np.ndarray]], versions: list[VersionData]) -> dict[str, list]:
+  """Each method's per-version (val users, Recall@50 per user) of its serving embeddings; methods that serve the
+  same arrays (Keep-All, Non-BC and the post-hoc methods share Non-BC's models) are scored once."""
+  scored = {}
+  for zs in serving.values():
+    for z, vd in zip(zs, versions):
+      if id(z) not in scored:
+        scored[id(z)] = user_recall50(z, vd)
+  return {method: [scored[id(z)] for z in zs] for method, zs in serving.items()}
+
+
+def _differences(a: list, b: list) -> list[np.ndarray]:
+  for k, ((users_a, _), (users_b, _)) in enumerate(zip(a, b)):
+    if not np.array_equal(users_a, users_b):
+      raise ValueError(f"version {k}: the two methods were scored on different val users")
+  return [ra - rb for (_, ra), (_, rb) in zip(a, b)]
+
+
+def _weights(per_user: dict[str, list], x0: float) -> list[float]:
+  versions = len(per_user[REFERENCE])
+  return [100.0 / (versions * x0)] * versions
+
+
+def intended_intervals(per_user: dict[str, list], x0: float, key: jax.Array) -> dict[str, list[float]]:
+  """Method -> the 95 % interval [low, high] of its intended degradation (%) over redrawn val users; ``x0`` is
+  Keep-All's intended Recall@50 (the mean over versions)."""
+  out = {}
+  for i, method in enumerate(sorted(per_user)):
+    iv = paired_bootstrap(_differences(per_user[method], per_user[REFERENCE]), jax.random.fold_in(key, i),
+                          weights=_weights(per_user, x0))
+    out[method] = [iv.low, iv.high]
+  return out
+
+
+def gap_interval(results: dict, per_user: dict[str, list], key: jax.Array) -> dict | None:
+  """The two best backward-compatible methods of ``results`` (``best``, ``next``), the gap of their combined
+  degradations (``gap_pct``, points) and its 95 % interval (``ci95``) with the val users redrawn and the consumers'
+  AUCs held fixed (their unintended gap is added to the intended gap's interval, ``intended_ci95``). None with fewer
+  than two ranked methods."""
+  ranked = rank_backward_compatible(results)
+  if len(ranked) < 2:
+    return None
+  methods = results["methods"]
+  best, runner_up = ranked[:2]
+  x0 = methods[REFERENCE]["intended_recall50_mean"]
+  iv = paired_bootstrap(_differences(per_user[best], per_user[runner_up]), key, weights=_weights(per_user, x0))
+  unintended = methods[best]["unintended_degradation_pct"] - methods[runner_up]["unintended_degradation_pct"]
+  return {"best": best, "next": runner_up,
+          "gap_pct": methods[best]["combined_degradation_pct"] - methods[runner_up]["combined_degradation_pct"],
+          "intended_ci95": [iv.low, iv.high], "ci95": [iv.low + unintended, iv.high + unintended]}
