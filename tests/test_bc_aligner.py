@@ -486,6 +486,10 @@ class PresetTest(absltest.TestCase):
     assert_close(np.float32(pulls["paper"]), np.float32(16.0 * 9.0 / np.array([256, 320, 384, 448])), "reduction")
 
 
+def best_of(combined: dict, candidates: tuple, i: int) -> str:
+  return max(candidates, key=lambda m: combined[m][i])
+
+
 class SeedsTest(absltest.TestCase):
   """``experiments.bc_aligner.seeds`` on runs written here, against NumPy means, stds and paired differences."""
 
@@ -541,8 +545,30 @@ class SeedsTest(absltest.TestCase):
     self.assertIn(f"Keep-All ≥ Finetune-M0 on {holds} of 3 seeds; BC-Aligner has the best combined degradation on "
                   f"{best.count('bc-aligner')} of 3.", text)
     for i in range(3):
-      self.assertIn(f"| {10 + i} | {'yes' if d['finetune-m0'][i, 0] <= 0 else 'no'} | {best[i]} | "
+      self.assertIn(f"| {10 + i} | {'yes' if d['finetune-m0'][i, 0] <= 0 else 'no'} | {best[i]} | n/a | "
                     f"{d['bc-aligner'][i, 0]:+.2f} |", text)
+
+  def test_the_best_methods_val_user_interval_is_quoted_per_seed(self):
+    d = self.random_degradations()
+    runs = self.make_runs(d)
+    combined = {m: v.sum(axis=1) for m, v in d.items()}
+    candidates = ("fix-m0", "finetune-m0", "joint-lin-sloss", "bc-aligner")
+    for i, (run, low) in enumerate(zip(runs, (0.5, -1.25, 0.75))):
+      best, runner_up = sorted(candidates, key=lambda m, i=i: -combined[m][i])[:2]
+      results = json.loads((run / "results.json").read_text())
+      results["gap"] = {"best": best, "next": runner_up, "gap_pct": combined[best][i] - combined[runner_up][i],
+                        "ci95": [low, 3.0]}
+      if i == 2:
+        results["gap"]["best"] = runner_up  # an interval of another ranking is not quoted
+      (run / "results.json").write_text(json.dumps(results))
+    text = self.run_main(runs)
+    for i, low in enumerate((0.5, -1.25)):
+      best, runner_up = sorted(candidates, key=lambda m, i=i: -combined[m][i])[:2]
+      self.assertIn(f"| {best} | {combined[best][i] - combined[runner_up][i]:.2f} over {runner_up} "
+                    f"[{low:+.2f}, +3.00] |", text)
+    self.assertIn(f"| {best_of(combined, candidates, 2)} | n/a |", text)
+    self.assertIn("the best method's lead is beyond the val users' sampling noise on 1 of the 2 runs that "
+                  "measured it.", text)
 
   def test_a_bc_aligner_ahead_on_every_seed_counts_every_seed(self):
     d = self.random_degradations()

@@ -11,8 +11,9 @@ but ``seed`` (otherwise the error names the first setting that differs), and the
   over it (its combined degradation minus the method's, run by run: seeds share the data and M_0, so the paired
   difference is the comparison, not the two means);
 * per run, the demo's trade-off (issue 15): Keep-All ≥ Finetune-M0 on intended Recall@50, the backward-compatible
-  method with the best combined degradation, and BC-Aligner's intended cost; then one line saying on how many runs
-  each holds.
+  method with the best combined degradation, its lead over the next one with that lead's 95 % interval over redrawn
+  val users (runs that stored one), and BC-Aligner's intended cost; then one line saying on how many runs each
+  holds.
 """
 
 import argparse
@@ -79,7 +80,15 @@ def trade_off(results: dict) -> dict:
   bc = methods.get("bc-aligner", {})
   return {"keep_all_at_least_finetune": None if finetune is None else finetune <= 0.0,
           "best": ranked[0] if ranked else None,
-          "bc_aligner_intended_pct": bc.get("intended_degradation_pct")}
+          "bc_aligner_intended_pct": bc.get("intended_degradation_pct"),
+          "gap": results.get("gap") if ranked and results.get("gap", {}).get("best") == ranked[0] else None}
+
+
+def _gap_cell(gap: dict | None) -> str:
+  if gap is None:
+    return "n/a"
+  low, high = gap["ci95"]
+  return f"{gap['gap_pct']:.2f} over {gap['next']} [{low:+.2f}, {high:+.2f}]"
 
 
 def _mean_std(values: list[float]) -> str:
@@ -127,14 +136,20 @@ def report(runs: list[FinishedRun]) -> str:
     bc = c["bc_aligner_intended_pct"]
     per_run.append([str(run.seed), "n/a" if c["keep_all_at_least_finetune"] is None else
                     ("yes" if c["keep_all_at_least_finetune"] else "no"), c["best"] or "n/a",
-                    "n/a" if bc is None else f"{bc:+.2f}"])
+                    _gap_cell(c["gap"]), "n/a" if bc is None else f"{bc:+.2f}"])
   per_run_table = common.markdown_table(["seed", "Keep-All ≥ Finetune-M0 (intended)", "best backward-compatible",
-                                         "BC-Aligner intended %"], per_run)
+                                         "its lead (points, 95 % over val users)", "BC-Aligner intended %"], per_run)
   measured = [c["keep_all_at_least_finetune"] for c in checks if c["keep_all_at_least_finetune"] is not None]
   finetune = (f"Keep-All ≥ Finetune-M0 on {sum(measured)} of {len(measured)} seeds" if measured else
               "Finetune-M0 not run")
   wins = sum(c["best"] == "bc-aligner" for c in checks)
-  summary = f"{finetune}; BC-Aligner has the best combined degradation on {wins} of {len(runs)}."
+  summary = f"{finetune}; BC-Aligner has the best combined degradation on {wins} of {len(runs)}"
+  gaps = [c["gap"] for c in checks if c["gap"] is not None]
+  if gaps:
+    beyond = sum(g["ci95"][0] > 0 for g in gaps)
+    summary += (f"; the best method's lead is beyond the val users' sampling noise on {beyond} of the {len(gaps)} "
+                "runs that measured it")
+  summary += "."
   return f"{head}{table}\n{per_run_table}\n{summary}\n"
 
 
