@@ -9,6 +9,7 @@ from absl.testing import absltest, parameterized
 
 from hypothesis import given
 from hypothesis import strategies as st
+from scipy import stats
 from sklearn.metrics import roc_auc_score
 
 from bcjax.metrics import (average_precision_at_k, evaluate_retrieval, mean_over_queries, negative_flip_rate,
@@ -293,6 +294,19 @@ class PairedBootstrapTest(absltest.TestCase):
     estimate, std = self.closed_form(self.strata, [1 / 3] * 3)
     assert_close(got.estimate, estimate)
     assert_close(got.std, std, op="statistical", rtol=0.03, atol=0.0)
+
+  def test_one_stratum_matches_scipys_percentile_bootstrap(self):
+    d = self.strata[1]
+    got = paired_bootstrap([d], jax.random.key(15), num_samples=20_000)
+    peer = stats.bootstrap((d,), np.mean, n_resamples=20_000, method="percentile", confidence_level=0.95,
+                           random_state=np.random.default_rng(5))
+    se = self.closed_form([d], [1.0])[1]
+    # two Monte-Carlo estimates of the same 2.5 % and 97.5 % quantiles from 20,000 draws each: each estimate is off
+    # by about 0.02 standard errors (sqrt(0.025 x 0.975 / 20,000) over the normal density there), their difference
+    # by 0.03; 0.12 allows four of those on this skewed stratum
+    for mine, theirs in ((got.low, peer.confidence_interval.low), (got.high, peer.confidence_interval.high)):
+      assert_close(mine, theirs, op="statistical", rtol=0.0, atol=0.12 * se)
+    assert_close(got.std, peer.standard_error, op="statistical", rtol=0.03, atol=0.0)
 
   def test_replicates_drawn_in_blocks_have_the_same_spread(self):
     with mock.patch.object(_bootstrap, "_BLOCK_ENTRIES", 50):  # one or two replicates per block
