@@ -338,12 +338,17 @@ class ReportTest(absltest.TestCase):
     def row(i, u):
       return {"intended_degradation_pct": i, "unintended_degradation_pct": u, "combined_degradation_pct": i + u}
     results = {"methods": {"joint-lin-sloss": row(-3.0, -1.5), "bc-aligner": row(-2.0, -1.0)},
-               "gap": {"best": "bc-aligner", "next": "joint-lin-sloss", "gap_pct": 1.5, "ci95": [0.25, 2.75]}}
+               "gap": {"best": "bc-aligner", "next": "joint-lin-sloss", "gap_pct": 1.5, "ci95": [0.25, 2.75],
+                       "intended_ci95": [-0.25, 2.25]}}
     self.assertIn("The lead of 1.50 points has a 95 % interval of [+0.25, +2.75] over redrawn val users (consumer "
                   "AUCs held fixed): it holds when the val users are redrawn.", headline(results))
     results["gap"]["ci95"] = [-0.5, 3.5]
     self.assertIn("[-0.50, +3.50] over redrawn val users (consumer AUCs held fixed): within the noise of the val "
                   "users' draw: one run does not order the two", headline(results))
+    same_models = {**results, "gap": {**results["gap"], "ci95": [0.5, 0.5], "intended_ci95": [0.0, 0.0]}}
+    self.assertTrue(headline(same_models).endswith(
+        "Both serve the same models, so the lead of 1.50 points is all on the consumer tasks, whose noise one run "
+        "does not measure."), headline(same_models))
     results["gap"]["best"] = "joint-lin-sloss"  # intervals of another ranking are never quoted
     self.assertTrue(headline(results).endswith("next: joint-lin-sloss -4.50 %."), headline(results))
 
@@ -557,7 +562,7 @@ class SeedsTest(absltest.TestCase):
       best, runner_up = sorted(candidates, key=lambda m, i=i: -combined[m][i])[:2]
       results = json.loads((run / "results.json").read_text())
       results["gap"] = {"best": best, "next": runner_up, "gap_pct": combined[best][i] - combined[runner_up][i],
-                        "ci95": [low, 3.0]}
+                        "ci95": [low, 3.0], "intended_ci95": [low - 0.5, 2.5]}
       if i == 2:
         results["gap"]["best"] = runner_up  # an interval of another ranking is not quoted
       (run / "results.json").write_text(json.dumps(results))
@@ -569,6 +574,12 @@ class SeedsTest(absltest.TestCase):
     self.assertIn(f"| {best_of(combined, candidates, 2)} | n/a |", text)
     self.assertIn("the best method's lead is beyond the val users' sampling noise on 1 of the 2 runs that "
                   "measured it.", text)
+    results = json.loads((runs[0] / "results.json").read_text())
+    results["gap"]["intended_ci95"] = [0.0, 0.0]  # two methods that serve the same models: not a val-user test
+    (runs[0] / "results.json").write_text(json.dumps(results))
+    text = self.run_main(runs)
+    self.assertIn(f"over {results['gap']['next']} (same models: consumers only) |", text)
+    self.assertIn("beyond the val users' sampling noise on 0 of the 1 runs that measured it.", text)
 
   def test_a_bc_aligner_ahead_on_every_seed_counts_every_seed(self):
     d = self.random_degradations()

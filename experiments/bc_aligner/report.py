@@ -143,6 +143,9 @@ def headline(results: dict) -> str:
   if gap is None or gap["best"] != best:
     return line
   low, high = gap["ci95"]
+  if gap["intended_ci95"][0] == gap["intended_ci95"][1]:  # both serve the same models (the post-hoc pair)
+    return (f"{line} Both serve the same models, so the lead of {gap['gap_pct']:.2f} points is all on the consumer "
+            f"tasks, whose noise one run does not measure.")
   verdict = ("it holds when the val users are redrawn" if low > 0 else
              "within the noise of the val users' draw: one run does not order the two (compare seeds with "
              "python -m experiments.bc_aligner.seeds)")
