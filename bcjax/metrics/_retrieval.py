@@ -133,8 +133,7 @@ def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=N
   is_candidate = jnp.asarray(is_candidate)
   chunk_size = min(chunk_size, max(1, _CHUNK_ENTRIES // len(universe)))
   eval_queries = np.unique(rel_q)
-  names = [f"{m}@{k}" for k in ks for m in ("recall", "map")]
-  values = {name: [] for name in names}
+  values = {f"{m}@{k}": [] for k in ks for m in ("recall", "map")}
   for start in range(0, len(eval_queries), chunk_size):
     chunk = eval_queries[start:start + chunk_size]
     # The last (or only) chunk is padded to a power of two with rows that have no relevant and no eligible item:

@@ -143,22 +143,25 @@ def embed(eval_def: nnx.GraphDef, params, batch_stats, inputs: BipartiteInputs) 
   return nnx.merge(eval_def, params, batch_stats)(inputs)
 
 
-def recall(z: jax.Array, vd: VersionData) -> dict[str, float]:
-  """Exact val Recall@{10,20,50,100}: users with a val edge rank all items up to t_(k+1) except their train items;
-  the denominator counts their distinct val items (the reference's RecallEvaluator)."""
+def _val_retrieval(z, vd: VersionData, ks: tuple[int, ...], per_query: bool = False) -> dict:
+  """The reference's RecallEvaluator: users with a val edge rank all items up to t_(k+1) except their train items;
+  the denominator counts their distinct val items."""
   s = vd.split
-  res = evaluate_retrieval(z[:s.num_users], z[s.num_users:], (s.val_user, s.val_item),
-                           exclude=(s.train_user, s.train_item), ks=KS, rank_excluded_relevant=False)
+  return evaluate_retrieval(z[:s.num_users], z[s.num_users:], (s.val_user, s.val_item),
+                            exclude=(s.train_user, s.train_item), ks=ks, rank_excluded_relevant=False,
+                            per_query=per_query)
+
+
+def recall(z: jax.Array, vd: VersionData) -> dict[str, float]:
+  """Exact val Recall@{10,20,50,100} (:func:`_val_retrieval`)."""
+  res = _val_retrieval(z, vd, KS)
   return {f"recall@{k}": res[f"recall@{k}"] for k in KS}
 
 
 def user_recall50(z: np.ndarray, vd: VersionData) -> tuple[np.ndarray, np.ndarray]:
   """(val users, ascending; each one's Recall@50) under :func:`recall`'s rules: the per-user values whose mean is
   the version's val Recall@50, for paired comparisons of two methods on the same val users."""
-  s = vd.split
-  res = evaluate_retrieval(z[:s.num_users], z[s.num_users:], (s.val_user, s.val_item),
-                           exclude=(s.train_user, s.train_item), ks=(50,), rank_excluded_relevant=False,
-                           per_query=True)
+  res = _val_retrieval(z, vd, (50,), per_query=True)
   return res["query_ids"], res["per_query"]["recall@50"]
 
 
