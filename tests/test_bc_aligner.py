@@ -663,6 +663,16 @@ class CommandLineTest(absltest.TestCase):
       self.assertLessEqual(low, results["methods"][m]["intended_degradation_pct"] + 1e-9)
       self.assertLessEqual(results["methods"][m]["intended_degradation_pct"] - 1e-9, high)
     self.assertEqual(results["methods"]["post-lin-mloss"]["intended_degradation_ci95"], [0.0, 0.0])  # Non-BC's M_k
+    for m in ("post-lin-mloss", "bc-aligner"):  # ‖W_1⋯W_k‖₂ against the registry's maps multiplied in float64
+      registry, product, expected = Registry(out / "registries" / m), None, []
+      for k in range(1, 5):
+        w = np.float64(registry.backward(k))
+        product = w if product is None else product @ w
+        expected.append(np.linalg.svd(product, compute_uv=False)[0])
+      assert_close(results["methods"][m]["chain_norm_by_version"], expected, "linalg")
+      self.assertIn(f"| {expected[-1]:.2f} |", (out / "table.md").read_text())
+    for m in ("keep-all", "fix-m0", "non-bc"):  # no backward chain
+      self.assertIsNone(results["methods"][m]["chain_norm_by_version"])
     self.assertEqual({results["gap"]["best"], results["gap"]["next"]}, {"fix-m0", "post-lin-mloss", "bc-aligner"}
                      & {results["gap"]["best"], results["gap"]["next"]})
     self.assertEqual(cli.main(["--preset", "test", "--out", str(out), "--no-progress"]), 2)  # never overwrites
@@ -701,6 +711,8 @@ class CommandLineTest(absltest.TestCase):
       self.assertEqual(transform.kind, "orthogonal")
       q = np.asarray(semi_orthogonal(np.float64(params["a"])))  # the registry applies its maps in float64
       assert_close(q @ q.T, np.eye(q.shape[0]), "linalg")  # D_(k-1) <= D_k: orthonormal rows
+    for m in ("post-lin-mloss", "bc-aligner"):  # products of matrices with orthonormal rows keep them: norm 1
+      assert_close(sweep["orthogonal"]["methods"][m]["chain_norm_by_version"], [1.0] * 4, "linalg")
     self.assertEqual(Registry(out / "registries" / "bc-aligner").backward_map(1)[0].kind, "linear")
     table = (out / "table.md").read_text()
     self.assertIn("| orthogonal | bc-aligner | joint |", table)

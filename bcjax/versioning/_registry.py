@@ -65,7 +65,7 @@ class VersionInfo(NamedTuple):
 
 
 # Kinds whose map is a matrix: their chains compose into W^j_k.
-_MATRIX_KINDS = ("linear", "orthogonal")
+MATRIX_KINDS = ("linear", "orthogonal")
 
 
 def _as_map(info: VersionInfo, w) -> tuple[BackwardTransform, dict[str, np.ndarray]]:
@@ -267,7 +267,7 @@ class Registry:
     j, k, loaded = self._chain("compose", to, source)
     product = np.eye(loaded[k][0].dim)
     for info, w in reversed(loaded[j + 1:]):  # W_{j+1} ... W_k, accumulated from the right
-      if info.kind not in _MATRIX_KINDS:
+      if info.kind not in MATRIX_KINDS:
         raise ValueError(f"Registry.compose: version {info.version} stores a {info.kind!r} map, which no matrix "
                          f"represents; use Registry.transform to apply the chain")
       product = _matrix(info, w) @ product
@@ -291,7 +291,7 @@ class Registry:
     if z.shape[1] != loaded[k][0].dim:
       raise InconsistentRegistryError(f"Registry.transform: `z` has shape {z.shape} but version {k} embeddings have "
                                       f"dimension D_{k}={loaded[k][0].dim}")
-    if all(info.kind in _MATRIX_KINDS for info, _ in loaded[j + 1:]):
+    if all(info.kind in MATRIX_KINDS for info, _ in loaded[j + 1:]):
       return (z.astype(np.float64) @ self.compose(j, source=k).T).astype(z.dtype)
     with jax.enable_x64(True):  # a mixed chain: one map at a time, in float64 like the matrix path
       out = jnp.asarray(z, jnp.float64)

@@ -27,6 +27,7 @@ import numpy as np
 
 from bcjax.alignment import notrans
 from bcjax.versioning import Registry
+from bcjax.versioning._registry import MATRIX_KINDS
 from experiments.bc_aligner.configs import JOINT, POSTHOC, Config, transform_of
 from experiments.bc_aligner.data import VersionData
 from experiments.bc_aligner.train import AlignTarget, Trained, apply_model, new_model, recall, train_model, \
@@ -38,6 +39,8 @@ class MethodRun(NamedTuple):
   recall_by_version: list[dict[str, float]]
   published: list[np.ndarray]  # version-0-space node embeddings [N_k, d_0] per version (users first)
   serving: list[np.ndarray]  # the embeddings [N_k, d_k] whose val Recall@K is recall_by_version, per version
+  # ‖W_1⋯W_k‖₂ for k = 1..K: how much the published chain can amplify an error of z_k (matrix B_k only, else None)
+  chain_norm: list[float] | None = None
 
 
 def _version_key(key: jax.Array, k: int) -> jax.Array:
@@ -94,15 +97,22 @@ class MethodRunner:
           select_after=0, log=self._logger("non-bc", k), progress=self.progress), shared=True))
     return models
 
-  def _publish(self, method: str, weights: list[np.ndarray], zs: list[np.ndarray], notes: list[str]):
-    """Writes the method's keep-latest registry (complete or not at all) and publishes z̃_0 = B_1∘…∘B_k(z_k)."""
+  def _publish(self, method: str, weights: list[np.ndarray], zs: list[np.ndarray],
+               notes: list[str]) -> tuple[list[np.ndarray], list[float] | None]:
+    """Writes the method's keep-latest registry (complete or not at all) and publishes z̃_0 = B_1∘…∘B_k(z_k);
+    with matrix B_k also the spectral norms ‖W^0_k‖₂ of the composed maps (eq. 6), k = 1..K."""
     def build(path):
       registry = Registry.create(path, self.cfg.versions[0][1],
                                  notes=f"{method}: W_k maps M_k's embeddings to M_(k-1)'s space")
       for w, note in zip(weights, notes):
         registry.append(w, notes=note, transform=self.transform)
     registry = Registry(self.run_dir.publish_dir(f"registries/{self.prefix}{method}", build))
-    return [zs[0]] + [registry.transform(z, to=0, source=k) for k, z in enumerate(zs[1:], start=1)]
+    published = [zs[0]] + [registry.transform(z, to=0, source=k) for k, z in enumerate(zs[1:], start=1)]
+    versions = range(1, len(zs))
+    chain = None
+    if all(registry.info(k).kind in MATRIX_KINDS for k in versions):
+      chain = [float(np.linalg.norm(registry.compose(0, source=k), 2)) for k in versions]
+    return published, chain
 
   def run(self, method: str) -> MethodRun:
     d0 = self.cfg.versions[0][1]
@@ -133,9 +143,9 @@ class MethodRunner:
             self.versions[k], nobc[k].z, target, POSTHOC[method], self.cfg, _version_key(self.key, 300 + k),
             log=self._logger(method, k), mesh=self.mesh, transform=self.transform), shared=True)
         history.append(w)
-      published = self._publish(method, history, [m.z for m in nobc],
-                                ["post-hoc, selected by single-step error"] * len(history))
-      return MethodRun([m.recall for m in nobc], published, [m.z for m in nobc])
+      published, chain = self._publish(method, history, [m.z for m in nobc],
+                                       ["post-hoc, selected by single-step error"] * len(history))
+      return MethodRun([m.recall for m in nobc], published, [m.z for m in nobc], chain)
     if method in JOINT:
       kind = JOINT[method]
       runs, history = [self.m0()], []
@@ -149,11 +159,11 @@ class MethodRunner:
         if kind != "notrans":
           history.append(run.w)
       if kind == "notrans":
-        published = [runs[0].z] + [np.asarray(notrans(r.z, d0)) for r in runs[1:]]
+        published, chain = [runs[0].z] + [np.asarray(notrans(r.z, d0)) for r in runs[1:]], None
       else:
-        published = self._publish(method, history, [r.z for r in runs],
-                                  [f"joint, λ={self.cfg.lam}, epoch {r.epoch}" for r in runs[1:]])
-      return MethodRun([r.recall for r in runs], published, [r.z for r in runs])
+        published, chain = self._publish(method, history, [r.z for r in runs],
+                                         [f"joint, λ={self.cfg.lam}, epoch {r.epoch}" for r in runs[1:]])
+      return MethodRun([r.recall for r in runs], published, [r.z for r in runs], chain)
     raise ValueError(f"unknown method {method!r}")
 
   def epochs_needed(self, methods, *, shared: bool = True) -> int:

@@ -22,14 +22,18 @@ def alignment_errors(published: list[np.ndarray], reference: list[np.ndarray]) -
 
 
 def summarise(recalls: dict[str, list[dict]], published: dict[str, list[np.ndarray]], consumers: dict,
-              published_recalls: dict[str, list[float]] | None = None) -> dict:
-  """The ``methods`` block of results.json (keys of the issue's schema) for every method in ``recalls``.
+              published_recalls: dict[str, list[float]] | None = None,
+              chain_norms: dict[str, list[float] | None] | None = None) -> dict:
+  r"""The ``methods`` block of results.json (keys of the issue's schema) for every method in ``recalls``.
 
   Beyond the paper: ``negative_flip_pct`` (mean over tasks of the consumers' negative-flip rate, in %, averaged over
   seeds and reported steps; a negative flip is an example classified right on true version-0 embeddings and wrong on
   the published ones) and, given ``published_recalls`` (val Recall@50 of each method's published version-0-space
   embeddings per version), ``recall_recovery_pct`` = 100 · their mean / Keep-All's re-embedded mean (Non-BC's
-  intended Recall@50): how much of re-embedding with M_k a version-0 index keeps when fed the published embeddings.
+  intended Recall@50): how much of re-embedding with M_k a version-0 index keeps when fed the published embeddings;
+  given ``chain_norms``, ``chain_norm_by_version``: the spectral norm :math:`\lVert W_1 \cdots W_k \rVert_2`,
+  k = 1..K, of a method with matrix B_k (None otherwise), the factor by which the published chain can amplify an
+  error of :math:`z_k` (the error amplification that the multi-step loss, eq. 9, is meant to suppress).
   """
   intended = {m: float(np.mean([r["recall@50"] for r in rs])) for m, rs in recalls.items()}
   by_task = {m: {t: float(np.mean(c["auc"][m])) for t, c in consumers.items()} for m in recalls}
@@ -61,6 +65,8 @@ def summarise(recalls: dict[str, list[dict]], published: dict[str, list[np.ndarr
     if published_recalls is not None:
       out[m]["published_recall50_by_version"] = published_recalls[m]
       out[m]["recall_recovery_pct"] = 100.0 * float(np.mean(published_recalls[m])) / x0
+    if chain_norms is not None:
+      out[m]["chain_norm_by_version"] = chain_norms.get(m)
   return out
 
 
@@ -99,7 +105,7 @@ def table_3(results: dict) -> str:
                  _interval(r.get("intended_degradation_ci95")), _pct(r["unintended_degradation_pct"]), _pct(r["combined_degradation_pct"]),
                  r["intended_recall50_mean"], "n/a" if r["unintended_auc_mean"] is None else r["unintended_auc_mean"],
                  r["alignment_error"], r["alignment_error_by_version"][-1], _plain(r.get("negative_flip_pct")),
-                 _plain(r.get("recall_recovery_pct"))])
+                 _plain(r.get("recall_recovery_pct")), _last_chain_norm(r)])
   left_out = results.get("consumers_left_out") or {}
   tasks = "the consumer tasks" if not left_out else \
       f"the {5 - len(left_out)} consumer tasks run ({', '.join(sorted(left_out))} left out: see results.json)"
@@ -109,10 +115,17 @@ def table_3(results: dict) -> str:
           f"0-4; AUC = mean over {tasks}, seeds and reported steps. Negative flips: % of consumer examples right on "
           f"true version-0 embeddings and wrong on the published ones; recall recovery: Recall@50 of the published "
           f"version-0-space embeddings as % of re-embedding with M_k; intended 95 %: the intended degradation's "
-          f"interval over redrawn val users (the models held fixed).\n\n")
+          f"interval over redrawn val users (the models held fixed); ‖W_1⋯W_K‖₂: the spectral norm of the latest "
+          f"version's composed backward map, by which it can amplify an error of z_K.\n\n")
   return head + common.markdown_table(
       ["method", "B_k", "intended degr. %", "intended 95 %", "unintended degr. %", "combined degr. %", "Recall@50", "unintended AUC",
-       "align. err (mean)", "align. err (last)", "neg. flips %", "recall recovery %"], rows)
+       "align. err (mean)", "align. err (last)", "neg. flips %", "recall recovery %", "‖W_1⋯W_K‖₂"], rows)
+
+
+def _last_chain_norm(r: dict) -> str:
+  """The latest version's ‖W_1⋯W_K‖₂; a dash for methods without a matrix chain (and runs from before it)."""
+  norms = r.get("chain_norm_by_version")
+  return "—" if not norms else f"{norms[-1]:.2f}"
 
 
 BACKWARD_COMPATIBLE = ("fix-m0", "finetune-m0", "post-lin-sloss", "post-lin-mloss", "joint-notrans", "joint-lin-sloss",
@@ -161,7 +174,7 @@ def transform_table(results: dict) -> str:
       rows.append([sweep["transform"], m, "joint" if m in JOINT else "post-hoc",
                    _pct(r["combined_degradation_pct"]), _pct(r["intended_degradation_pct"]),
                    _pct(r["unintended_degradation_pct"]), r["alignment_error"], _plain(r.get("negative_flip_pct")),
-                   _plain(r.get("recall_recovery_pct"))])
+                   _plain(r.get("recall_recovery_pct")), _last_chain_norm(r)])
   head = ("Backward transformation kinds (--transform-sweep): each method with a transformation trained with a B_k of "
           "every kind on the same M_0 and Non-BC models. Degradations (%) as above; alignment error = mean distance "
           "of the published version-0-space embeddings to M_0's, averaged over versions.\n\n")
