@@ -139,6 +139,11 @@ def rank_backward_compatible(results: dict) -> list[str]:
                 key=lambda m: -methods[m]["combined_degradation_pct"])
 
 
+def same_models(gap: dict) -> bool:
+  """The two methods of a ``gap`` serve the same models (the post-hoc pair): the val users' draw cannot move it."""
+  return gap["intended_ci95"][0] == gap["intended_ci95"][1]
+
+
 def headline(results: dict) -> str:
   """One line saying what the table shows: which backward-compatible method degrades least overall, and at what
   intended cost."""
@@ -156,7 +161,7 @@ def headline(results: dict) -> str:
   if gap is None or gap["best"] != best:
     return line
   low, high = gap["ci95"]
-  if gap["intended_ci95"][0] == gap["intended_ci95"][1]:  # both serve the same models (the post-hoc pair)
+  if same_models(gap):
     return (f"{line} Both serve the same models, so the lead of {gap['gap_pct']:.2f} points is all on the consumer "
             f"tasks, whose noise one run does not measure.")
   verdict = ("it holds when the val users are redrawn" if low > 0 else

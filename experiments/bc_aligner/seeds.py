@@ -25,7 +25,7 @@ import numpy as np
 
 from experiments import common
 from experiments.bc_aligner.configs import METHODS
-from experiments.bc_aligner.report import BACKWARD_COMPATIBLE, rank_backward_compatible
+from experiments.bc_aligner.report import BACKWARD_COMPATIBLE, rank_backward_compatible, same_models
 
 DEGRADATIONS = ("combined", "intended", "unintended")
 
@@ -84,15 +84,10 @@ def trade_off(results: dict) -> dict:
           "gap": results.get("gap") if ranked and results.get("gap", {}).get("best") == ranked[0] else None}
 
 
-def _same_models(gap: dict) -> bool:
-  """The two methods serve the same models (the post-hoc pair): the val users' draw cannot move their gap."""
-  return gap["intended_ci95"][0] == gap["intended_ci95"][1]
-
-
 def _gap_cell(gap: dict | None) -> str:
   if gap is None:
     return "n/a"
-  if _same_models(gap):
+  if same_models(gap):
     return f"{gap['gap_pct']:.2f} over {gap['next']} (same models: consumers only)"
   low, high = gap["ci95"]
   return f"{gap['gap_pct']:.2f} over {gap['next']} [{low:+.2f}, {high:+.2f}]"
@@ -151,7 +146,7 @@ def report(runs: list[FinishedRun]) -> str:
               "Finetune-M0 not run")
   wins = sum(c["best"] == "bc-aligner" for c in checks)
   summary = f"{finetune}; BC-Aligner has the best combined degradation on {wins} of {len(runs)}"
-  gaps = [c["gap"] for c in checks if c["gap"] is not None and not _same_models(c["gap"])]
+  gaps = [c["gap"] for c in checks if c["gap"] is not None and not same_models(c["gap"])]
   if gaps:
     beyond = sum(g["ci95"][0] > 0 for g in gaps)
     summary += (f"; the best method's lead is beyond the val users' sampling noise on {beyond} of the {len(gaps)} "
