@@ -41,6 +41,10 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence], floatfmt: st
   """A GitHub-flavoured markdown table; floats are formatted with ``floatfmt``."""
   def cell(v):
     return format(v, floatfmt) if isinstance(v, float) else str(v)
+  for i, row in enumerate(rows):
+    if len(row) != len(header):
+      raise ValueError(f"markdown_table: `rows[{i}]` has {len(row)} cells but the header has {len(header)}: "
+                       f"{list(header)}")
   lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
   lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
   return "\n".join(lines) + "\n"

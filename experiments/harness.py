@@ -23,7 +23,8 @@ another folder, compiled steps that took over a second to compile are kept in ``
 (``~/.cache/bcjax/xla``, see :func:`bcjax.data.default_cache_dir`): the seeds of a sweep, a resumed run and the next
 run read them back instead of compiling again. ``JAX_ENABLE_COMPILATION_CACHE=false`` turns it off.
 
-Exit status: 0 done; 1 a stage failed (``results.partial.json`` written); 2 a usage or data error (nothing written).
+Exit status: 0 done; 1 a stage failed (``results.partial.json`` written, and removed when a resumed run finishes); 2 a
+usage or data error (nothing written).
 
 Fault injection for tests: ``BCJAX_FAULT=kill:STAGE`` SIGKILLs the process right after STAGE is saved and
 ``BCJAX_FAULT=fail:STAGE`` raises inside STAGE (STAGE is an ``fnmatch`` pattern).
@@ -575,6 +576,8 @@ def main(experiment: Experiment, argv: Sequence[str] | None = None) -> int:
       return 1
     run.log(event="finished", stages_read_back=run.loaded, stages_computed=run.computed)
     run.write_json("results.json", results)
+    if writer:  # the failure status of an earlier attempt, which this resumed run has finished
+      (out / "results.partial.json").unlink(missing_ok=True)
     text = experiment.report(run, args, cfg, results)
   finally:
     run.close()

@@ -663,16 +663,33 @@ class CommandLineTest(absltest.TestCase):
       self.assertLessEqual(low, results["methods"][m]["intended_degradation_pct"] + 1e-9)
       self.assertLessEqual(results["methods"][m]["intended_degradation_pct"] - 1e-9, high)
     self.assertEqual(results["methods"]["post-lin-mloss"]["intended_degradation_ci95"], [0.0, 0.0])  # Non-BC's M_k
-    for m in ("post-lin-mloss", "bc-aligner"):  # ‖W_1⋯W_k‖₂ against the registry's maps multiplied in float64
+    for m in ("post-lin-mloss", "bc-aligner"):  # the chain's statistics against its maps multiplied in float64
       registry, product, expected = Registry(out / "registries" / m), None, []
-      for k in range(1, 5):
-        w = np.float64(registry.backward(k))
+      ws = [np.float64(registry.backward(k)) for k in range(1, 5)]
+      for w in ws:
         product = w if product is None else product @ w
         expected.append(np.linalg.svd(product, compute_uv=False)[0])
       assert_close(results["methods"][m]["chain_norm_by_version"], expected, "linalg")
-      self.assertIn(f"| {expected[-1]:.2f} |", (out / "table.md").read_text())
+      # κ_k = (1/k) Σ_j ‖W_(j+1)⋯W_(k-1)‖_F² / D_j (the empty product is I_(D_(k-1)): that term is 1)
+      # and R_k's eigenvalues from the same products: R_k = (1/k) Σ_j (D_(k-1)/D_j) (W^j_(k-1))ᵀ W^j_(k-1)
+      kappa, ranges = [], []
+      for k in range(1, 5):
+        d = ws[k - 1].shape[0]
+        terms, carried, r = [1.0], np.eye(d), np.eye(d)
+        for w in reversed(ws[:k - 1]):
+          carried = w @ carried
+          terms.append(np.sum(carried ** 2) / carried.shape[0])
+          r = r + d / carried.shape[0] * carried.T @ carried
+        kappa.append(np.mean(terms))
+        ranges.append(np.linalg.eigvalsh(r / k)[[0, -1]])
+      assert_close(results["methods"][m]["multistep_weight_by_version"], kappa)
+      assert_close(results["methods"][m]["multistep_pull_range_by_version"], ranges, "linalg")
+      self.assertEqual(results["methods"][m]["multistep_weight_by_version"][0], 1.0)
+      self.assertIn(f"| {expected[-1]:.2f} | {kappa[-1]:.2f} |", (out / "table.md").read_text())
     for m in ("keep-all", "fix-m0", "non-bc"):  # no backward chain
       self.assertIsNone(results["methods"][m]["chain_norm_by_version"])
+      self.assertIsNone(results["methods"][m]["multistep_weight_by_version"])
+      self.assertIsNone(results["methods"][m]["multistep_pull_range_by_version"])
     self.assertEqual({results["gap"]["best"], results["gap"]["next"]}, {"fix-m0", "post-lin-mloss", "bc-aligner"}
                      & {results["gap"]["best"], results["gap"]["next"]})
     self.assertEqual(cli.main(["--preset", "test", "--out", str(out), "--no-progress"]), 2)  # never overwrites
@@ -713,6 +730,8 @@ class CommandLineTest(absltest.TestCase):
       assert_close(q @ q.T, np.eye(q.shape[0]), "linalg")  # D_(k-1) <= D_k: orthonormal rows
     for m in ("post-lin-mloss", "bc-aligner"):  # products of matrices with orthonormal rows keep them: norm 1
       assert_close(sweep["orthogonal"]["methods"][m]["chain_norm_by_version"], [1.0] * 4, "linalg")
+      # and with the per-coordinate scaling each carried term keeps the residual's mean pull: κ = 1
+      assert_close(sweep["orthogonal"]["methods"][m]["multistep_weight_by_version"], [1.0] * 4, "linalg")
     self.assertEqual(Registry(out / "registries" / "bc-aligner").backward_map(1)[0].kind, "linear")
     table = (out / "table.md").read_text()
     self.assertIn("| orthogonal | bc-aligner | joint |", table)

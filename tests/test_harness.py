@@ -16,7 +16,7 @@ from pathlib import Path
 from absl.testing import absltest, parameterized
 
 from benchmarks import alignment_losses, gnn_step, gramian_vs_sampling
-from experiments import harness
+from experiments import common, harness
 from experiments.bc_aligner.experiment import EXPERIMENT as BC_ALIGNER
 from experiments.conceptors_sts.experiment import EXPERIMENT as CONCEPTORS_STS
 from experiments.error_amplification.experiment import EXPERIMENT as ERROR_AMPLIFICATION
@@ -82,6 +82,18 @@ def flag_cases():
       if "option" in field.metadata:
         for value in bad_values(field):
           yield experiment, harness.flag_name(field), value
+
+
+class MarkdownTableTest(absltest.TestCase):
+
+  def test_formats_floats_and_keeps_other_cells(self):
+    self.assertEqual(common.markdown_table(["a", "b"], [[0.5, "x"], [2, None]], floatfmt=".2f"),
+                     "| a | b |\n|---|---|\n| 0.50 | x |\n| 2 | None |\n")
+
+  def test_a_row_that_does_not_fit_the_header_is_refused(self):
+    # A cell without a header column would be dropped by markdown renderers: a silently wrong table.
+    with self.assertRaisesRegex(ValueError, r"`rows\[1\]` has 3 cells but the header has 2"):
+      common.markdown_table(["a", "b"], [[1, 2], [1, 2, 3]])
 
 
 class ConfigFlagTest(parameterized.TestCase):
@@ -170,6 +182,7 @@ class LifecycleTest(absltest.TestCase):
     self.assertFalse((out / "results.json").exists())
     self.assertEqual(quiet(toy.main, ["--resume", str(out), "--no-progress"])[0], 0)
     self.assertTrue((out / "results.json").is_file())
+    self.assertFalse((out / "results.partial.json").exists())  # a finished run no longer claims a failed stage
 
   def test_resume_takes_the_run_s_own_flags_only(self):
     out = self.tmp / "run"

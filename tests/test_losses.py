@@ -9,7 +9,8 @@ import numpy as np
 from absl.testing import absltest, parameterized
 from jax.test_util import check_grads
 
-from bcjax.alignment import alignment_error, apply_chain, compose, multi_step_loss, single_step_loss
+from bcjax.alignment import (alignment_error, apply_chain, compose, multi_step_loss, multi_step_pull, semi_orthogonal,
+                             single_step_loss)
 from tests._chains import np_compose, random_chain
 from tests._tolerance import assert_close
 
@@ -83,6 +84,67 @@ class ErrorDecompositionTest(parameterized.TestCase):
     delta_k = zs[3] @ ws[2].T - zs[2]
     terms = [np.mean(np.sum((delta_k @ np_compose(ws[j:2], 4).T) ** 2, 1)) for j in range(3)]
     assert_close(multi_step_loss(zs[3], zs[2], ws[2], ws[:2]), np.mean(terms))
+
+
+class MultiStepPullTest(parameterized.TestCase):
+  """R of multi_step_pull: the multi-step loss is the mean of delta^T R delta / c_(k-1), the single-step one of
+  delta^T delta / c_(k-1)."""
+
+  @parameterized.product(per_dim=[False, True], dims=[(3, 4), (5, 2, 6), (4, 6, 3, 5, 7)])
+  def test_the_multi_step_loss_is_the_quadratic_form_of_r(self, per_dim, dims):
+    rng = np.random.default_rng(10 + sum(dims))
+    zs, ws = random_chain(rng, list(dims), n=13)
+    z_new, z_prev, w, history = zs[-1], zs[-2], ws[-1], ws[:-1]
+    r = np.asarray(multi_step_pull(history, dim=dims[-2], per_dim=per_dim), np.float64)
+    delta = z_new @ w.T - z_prev
+    c = delta.shape[1] if per_dim else 1.0
+    quadratic = np.mean(np.einsum("ni,ij,nj->n", delta, r, delta)) / c
+    assert_close(quadratic, np_multi(z_new, z_prev, w, history, per_dim))  # the literal eq. (10), float64
+    assert_close(multi_step_loss(z_new, z_prev, w, history, per_dim=per_dim), quadratic)
+    assert_close(r, r.T, "linalg")
+    self.assertGreaterEqual(np.linalg.eigvalsh(r).min(), -1e-5 * np.abs(r).max())
+
+  @parameterized.parameters(False, True)
+  def test_kappa_is_the_loss_ratio_over_an_orthonormal_basis_of_residuals(self, per_dim):
+    # E[delta^T R delta] / E[delta^T delta] = tr R / D for isotropic delta; an orthonormal basis averages exactly.
+    rng = np.random.default_rng(5)
+    _, ws = random_chain(rng, [3, 5, 4, 6], n=2)
+    d = 6
+    q = np.linalg.qr(rng.normal(size=(d, d)))[0]  # rows: an orthonormal basis of R^6
+    z_prev, w = rng.normal(size=(d, d)), np.eye(d)  # W_k = I, so delta = z_k - z_(k-1) = q
+    z_new = z_prev + q
+    ratio = multi_step_loss(z_new, z_prev, w, ws, per_dim=per_dim) / single_step_loss(z_new, z_prev, w,
+                                                                                       per_dim=per_dim)
+    r = np.asarray(multi_step_pull(ws, per_dim=per_dim), np.float64)
+    assert_close(ratio, np.trace(r) / d)
+
+  def test_orthogonal_chains_leave_the_single_step_loss(self):
+    rng = np.random.default_rng(6)
+    square = [np.linalg.qr(rng.normal(size=(4, 4)))[0] for _ in range(3)]
+    for per_dim in (False, True):  # square orthogonal maps keep every norm: R = I
+      assert_close(multi_step_pull(square, per_dim=per_dim), np.eye(4), "linalg")
+    # Orthonormal rows (D_(j) < D_(k-1)): each carried term keeps D_j of the D_(k-1) directions, which the
+    # reference's per-coordinate scaling restores on average: kappa = 1, though R is not I.
+    rows = [np.asarray(semi_orthogonal(rng.normal(size=(2, 3)))), np.asarray(semi_orthogonal(rng.normal(size=(3, 5))))]
+    r = np.asarray(multi_step_pull(rows, per_dim=True), np.float64)
+    assert_close(np.trace(r) / 5, 1.0, "linalg")
+    self.assertGreater(np.abs(r - np.eye(5)).max(), 0.1)
+    # Without it the carried terms lose those directions: kappa = (5 + 3 + 2) / (3 * 5).
+    assert_close(np.trace(np.asarray(multi_step_pull(rows), np.float64)) / 5, 10 / 15, "linalg")
+
+  def test_empty_history_is_the_identity_and_needs_dim(self):
+    np.testing.assert_array_equal(multi_step_pull([], dim=3), np.eye(3))
+    with self.assertRaisesRegex(ValueError, "multi_step_pull: `history` is empty .* pass `dim`"):
+      multi_step_pull([])
+    with self.assertRaisesRegex(ValueError, r"`dim`=4 but the last history weight `history\[0\]` has shape \(2, 3\)"):
+      multi_step_pull([np.ones((2, 3))], dim=4)
+    with self.assertRaisesRegex(ValueError, "inner dimensions must match"):
+      multi_step_pull([np.ones((2, 3)), np.ones((4, 5))])
+
+  def test_jit_equals_no_jit(self):
+    _, ws = random_chain(np.random.default_rng(8), [3, 4, 5], n=2)
+    f = jax.jit(functools.partial(multi_step_pull, per_dim=True))
+    assert_close(f(ws), multi_step_pull(ws, per_dim=True), "linalg")
 
 
 class LossTransformTest(parameterized.TestCase):

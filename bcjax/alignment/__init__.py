@@ -14,6 +14,7 @@ from bcjax.alignment._linear import init_backward
 from bcjax.alignment._linear import least_squares_backward
 from bcjax.alignment._losses import alignment_error
 from bcjax.alignment._losses import multi_step_loss
+from bcjax.alignment._losses import multi_step_pull
 from bcjax.alignment._losses import single_step_loss
 from bcjax.alignment._module import BackwardLinear
 from bcjax.alignment._module import BackwardMap
@@ -45,6 +46,7 @@ __all__ = (
     "linear_transform",
     "mlp_transform",
     "multi_step_loss",
+    "multi_step_pull",
     "notrans",
     "orthogonal_transform",
     "semi_orthogonal",

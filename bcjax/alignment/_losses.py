@@ -189,6 +189,59 @@ def multi_step_loss(
   return total / (len(chain) + 1)
 
 
+def multi_step_pull(history: Sequence[ArrayLike], *, dim: int | None = None, per_dim: bool = False) -> jax.Array:
+  r"""How the multi-step loss weighs a residual, relative to the single-step loss (eq. 10 against eq. 7).
+
+  Both losses are quadratic in the residual :math:`\delta_k = W_k z_k - z_{k-1}`: the single-step loss is the
+  mean of :math:`\delta_k^\top \delta_k / c_{k-1}` and the multi-step loss the mean of
+  :math:`\delta_k^\top R\, \delta_k / c_{k-1}`, with
+
+  .. math::
+    R = \frac{1}{k} \sum_{j=0}^{k-1} \frac{c_{k-1}}{c_j} (W^j_{k-1})^\top W^j_{k-1}, \qquad
+    W^j_{k-1} = W_{j+1} \cdots W_{k-1}, \quad W^{k-1}_{k-1} = I,
+
+  where :math:`c_j = D_j` with ``per_dim`` (the reference code's MSE) and 1 without (the paper). An eigenvalue of
+  R is the multi-step loss's pull along its eigenvector as a multiple of the single-step loss's; their mean,
+  :math:`\kappa = \operatorname{tr} R / D_{k-1}`, is the ratio of the two losses' expectations for an isotropic
+  residual. With R = I the two losses coincide (k = 1, or a chain of orthogonal square maps), so BC-Aligner and
+  Joint-Lin-SLoss train the same way; the further R is from I, the more the multi-step loss reshapes the training.
+
+  Args:
+    history: the frozen ``[W_1, ..., W_{k-1}]``, each [d_{i-1}, d_i]; empty at k = 1.
+    dim: :math:`D_{k-1}`, needed only for an empty history; when given with a history it must equal its last
+      weight's column count.
+    per_dim: the reference code's scaling (see :func:`multi_step_loss`).
+
+  Returns:
+    R, symmetric positive semi-definite, [d_{k-1}, d_{k-1}].
+
+  Examples:
+    >>> import jax.numpy as jnp
+    >>> from bcjax.alignment import multi_step_pull
+    >>> multi_step_pull([2.0 * jnp.eye(2)]).tolist()  # (4 I + I) / 2: twice as strict along every direction
+    [[2.5, 0.0], [0.0, 2.5]]
+  """
+  fn = "multi_step_pull"
+  chain = _checks.as_weight_chain(fn, "history", history)
+  if chain:
+    d = chain[-1].shape[1]
+    if dim is not None and _checks.check_positive_int(fn, "dim", dim) != d:
+      raise ValueError(f"{fn}: `dim`={dim} but the last history weight `history[{len(chain) - 1}]` has shape "
+                       f"{tuple(chain[-1].shape)}, i.e. D_(k-1)={d}")
+  elif dim is None:
+    raise ValueError(f"{fn}: `history` is empty (k = 1); pass `dim` (D_(k-1)) to get R = I")
+  else:
+    d = _checks.check_positive_int(fn, "dim", dim)
+  dtype = chain[-1].dtype if chain else jnp.float32
+  total = jnp.eye(d, dtype=dtype)  # the j = k-1 term: W^{k-1}_{k-1} = I
+  carried = total
+  for w_j in reversed(chain):  # W^j_{k-1} = W_{j+1} W^{j+1}_{k-1}, for j = k-2, ..., 0
+    carried = w_j @ carried
+    scale = d / carried.shape[0] if per_dim else 1.0
+    total = total + scale * (carried.T @ carried)
+  return total / (len(chain) + 1)
+
+
 def _check_weights(fn: str, weights, n: int, where):
   if weights is None:
     return None

@@ -120,7 +120,7 @@ class BCAligner(harness.Experiment):
                                   stage=run.stage)
     published_recalls = {m: [recall(z, vd)["recall@50"] for z, vd in zip(zs, versions)] for m, zs in published.items()}
     summary = report.summarise({m: r.recall_by_version for m, r in runs.items()}, published, consumers,
-                               published_recalls, {m: r.chain_norm for m, r in runs.items()})
+                               published_recalls, {m: r.chain for m, r in runs.items()})
     results = {"dataset": args.dataset, "preset": args.preset, "seed": cfg.seed,
                "config": {"lam": cfg.lam, "transform": cfg.transform,
                           "transform_hparams": _hparams(runner.transform)},

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from bcjax.alignment import notrans
+from bcjax.alignment import multi_step_pull, notrans
 from bcjax.versioning import Registry
 from bcjax.versioning._registry import MATRIX_KINDS
 from experiments.bc_aligner.configs import JOINT, POSTHOC, Config, transform_of
@@ -35,12 +35,20 @@ from experiments.bc_aligner.train import AlignTarget, Trained, apply_model, new_
 from experiments.harness import Run
 
 
+class ChainStats(NamedTuple):
+  """What a method's chain of matrix B_k does to errors, for k = 1..K."""
+  norm: list[float]  # ‖W_1⋯W_k‖₂: how much the published chain can amplify an error of z_k
+  # κ_k = tr R_k / D_(k-1) (multi_step_pull on W_1..W_(k-1), the reference's per-coordinate scaling): the multi-step
+  # loss's pull at version k relative to the single-step loss's, for an isotropic residual (1 at k = 1)
+  multistep_weight: list[float]
+  pull_range: list[list[float]]  # R_k's smallest and largest eigenvalues: its least and most pull along one direction
+
+
 class MethodRun(NamedTuple):
   recall_by_version: list[dict[str, float]]
   published: list[np.ndarray]  # version-0-space node embeddings [N_k, d_0] per version (users first)
   serving: list[np.ndarray]  # the embeddings [N_k, d_k] whose val Recall@K is recall_by_version, per version
-  # ‖W_1⋯W_k‖₂ for k = 1..K: how much the published chain can amplify an error of z_k (matrix B_k only, else None)
-  chain_norm: list[float] | None = None
+  chain: ChainStats | None = None  # matrix B_k only
 
 
 def _version_key(key: jax.Array, k: int) -> jax.Array:
@@ -98,9 +106,9 @@ class MethodRunner:
     return models
 
   def _publish(self, method: str, weights: list[np.ndarray], zs: list[np.ndarray],
-               notes: list[str]) -> tuple[list[np.ndarray], list[float] | None]:
+               notes: list[str]) -> tuple[list[np.ndarray], ChainStats | None]:
     """Writes the method's keep-latest registry (complete or not at all) and publishes z̃_0 = B_1∘…∘B_k(z_k);
-    with matrix B_k also the spectral norms ‖W^0_k‖₂ of the composed maps (eq. 6), k = 1..K."""
+    with matrix B_k also the chain's :class:`ChainStats`, from the registry's stored maps."""
     def build(path):
       registry = Registry.create(path, self.cfg.versions[0][1],
                                  notes=f"{method}: W_k maps M_k's embeddings to M_(k-1)'s space")
@@ -111,7 +119,12 @@ class MethodRunner:
     versions = range(1, len(zs))
     chain = None
     if all(registry.info(k).kind in MATRIX_KINDS for k in versions):
-      chain = [float(np.linalg.norm(registry.compose(0, source=k), 2)) for k in versions]
+      ws = [registry.compose(k - 1, source=k) for k in versions]  # W_k, of any matrix kind
+      dims = [w.shape[0] for w in ws]  # D_0..D_(K-1)
+      pulls = [np.asarray(multi_step_pull(ws[:k - 1], dim=dims[k - 1], per_dim=True), np.float64) for k in versions]
+      chain = ChainStats(norm=[float(np.linalg.norm(registry.compose(0, source=k), 2)) for k in versions],
+                         multistep_weight=[float(np.trace(r)) / r.shape[0] for r in pulls],
+                         pull_range=[[float(e[0]), float(e[-1])] for e in map(np.linalg.eigvalsh, pulls)])
     return published, chain
 
   def run(self, method: str) -> MethodRun:

@@ -23,7 +23,7 @@ def alignment_errors(published: list[np.ndarray], reference: list[np.ndarray]) -
 
 def summarise(recalls: dict[str, list[dict]], published: dict[str, list[np.ndarray]], consumers: dict,
               published_recalls: dict[str, list[float]] | None = None,
-              chain_norms: dict[str, list[float] | None] | None = None) -> dict:
+              chains: dict | None = None) -> dict:
   r"""The ``methods`` block of results.json (keys of the issue's schema) for every method in ``recalls``.
 
   Beyond the paper: ``negative_flip_pct`` (mean over tasks of the consumers' negative-flip rate, in %, averaged over
@@ -31,9 +31,14 @@ def summarise(recalls: dict[str, list[dict]], published: dict[str, list[np.ndarr
   the published ones) and, given ``published_recalls`` (val Recall@50 of each method's published version-0-space
   embeddings per version), ``recall_recovery_pct`` = 100 · their mean / Keep-All's re-embedded mean (Non-BC's
   intended Recall@50): how much of re-embedding with M_k a version-0 index keeps when fed the published embeddings;
-  given ``chain_norms``, ``chain_norm_by_version``: the spectral norm :math:`\lVert W_1 \cdots W_k \rVert_2`,
-  k = 1..K, of a method with matrix B_k (None otherwise), the factor by which the published chain can amplify an
-  error of :math:`z_k` (the error amplification that the multi-step loss, eq. 9, is meant to suppress).
+  given ``chains`` (a method's ``ChainStats``, or None without matrix B_k), ``chain_norm_by_version``: the spectral
+  norm :math:`\lVert W_1 \cdots W_k \rVert_2`, k = 1..K, the factor by which the published chain can amplify an
+  error of :math:`z_k` (the error amplification that the multi-step loss, eq. 9, is meant to suppress); and
+  ``multistep_weight_by_version``: :math:`\kappa_k`, the pull of the multi-step loss (eq. 10) at version k on this
+  chain, relative to the single-step loss's, for an isotropic residual (the mean eigenvalue of ``multi_step_pull``'s
+  R), and ``multistep_pull_range_by_version``: R's smallest and largest eigenvalues, the least and most it pulls
+  along one direction (1/k along directions no carried map reaches). κ_1 = 1: the two losses are equal at version 1.
+  None for the other methods.
   """
   intended = {m: float(np.mean([r["recall@50"] for r in rs])) for m, rs in recalls.items()}
   by_task = {m: {t: float(np.mean(c["auc"][m])) for t, c in consumers.items()} for m in recalls}
@@ -65,8 +70,11 @@ def summarise(recalls: dict[str, list[dict]], published: dict[str, list[np.ndarr
     if published_recalls is not None:
       out[m]["published_recall50_by_version"] = published_recalls[m]
       out[m]["recall_recovery_pct"] = 100.0 * float(np.mean(published_recalls[m])) / x0
-    if chain_norms is not None:
-      out[m]["chain_norm_by_version"] = chain_norms.get(m)
+    if chains is not None:
+      chain = chains.get(m)
+      out[m]["chain_norm_by_version"] = None if chain is None else chain.norm
+      out[m]["multistep_weight_by_version"] = None if chain is None else chain.multistep_weight
+      out[m]["multistep_pull_range_by_version"] = None if chain is None else chain.pull_range
   return out
 
 
@@ -105,7 +113,7 @@ def table_3(results: dict) -> str:
                  _interval(r.get("intended_degradation_ci95")), _pct(r["unintended_degradation_pct"]), _pct(r["combined_degradation_pct"]),
                  r["intended_recall50_mean"], "n/a" if r["unintended_auc_mean"] is None else r["unintended_auc_mean"],
                  r["alignment_error"], r["alignment_error_by_version"][-1], _plain(r.get("negative_flip_pct")),
-                 _plain(r.get("recall_recovery_pct")), _last_chain_norm(r)])
+                 _plain(r.get("recall_recovery_pct")), *_chain_columns(r)])
   left_out = results.get("consumers_left_out") or {}
   tasks = "the consumer tasks" if not left_out else \
       f"the {5 - len(left_out)} consumer tasks run ({', '.join(sorted(left_out))} left out: see results.json)"
@@ -116,16 +124,22 @@ def table_3(results: dict) -> str:
           f"true version-0 embeddings and wrong on the published ones; recall recovery: Recall@50 of the published "
           f"version-0-space embeddings as % of re-embedding with M_k; intended 95 %: the intended degradation's "
           f"interval over redrawn val users (the models held fixed); ‖W_1⋯W_K‖₂: the spectral norm of the latest "
-          f"version's composed backward map, by which it can amplify an error of z_K.\n\n")
+          f"version's composed backward map, by which it can amplify an error of z_K; multi-step κ_K: the multi-step "
+          f"loss's pull at the latest version on that method's chain, relative to the single-step loss's, for an "
+          f"isotropic residual (below 1, it relaxes the alignment on average).\n\n")
   return head + common.markdown_table(
       ["method", "B_k", "intended degr. %", "intended 95 %", "unintended degr. %", "combined degr. %", "Recall@50", "unintended AUC",
-       "align. err (mean)", "align. err (last)", "neg. flips %", "recall recovery %", "‖W_1⋯W_K‖₂"], rows)
+       "align. err (mean)", "align. err (last)", "neg. flips %", "recall recovery %", *CHAIN_HEADER], rows)
 
 
-def _last_chain_norm(r: dict) -> str:
-  """The latest version's ‖W_1⋯W_K‖₂; a dash for methods without a matrix chain (and runs from before it)."""
-  norms = r.get("chain_norm_by_version")
-  return "—" if not norms else f"{norms[-1]:.2f}"
+CHAIN_HEADER = ("‖W_1⋯W_K‖₂", "multi-step κ_K")
+
+
+def _chain_columns(r: dict) -> list[str]:
+  """The latest version's ‖W_1⋯W_K‖₂ and κ_K; dashes for methods without a matrix chain (and runs from before
+  them)."""
+  return ["—" if not r.get(key) else f"{r[key][-1]:.2f}"
+          for key in ("chain_norm_by_version", "multistep_weight_by_version")]
 
 
 BACKWARD_COMPATIBLE = ("fix-m0", "finetune-m0", "post-lin-sloss", "post-lin-mloss", "joint-notrans", "joint-lin-sloss",
@@ -179,13 +193,13 @@ def transform_table(results: dict) -> str:
       rows.append([sweep["transform"], m, "joint" if m in JOINT else "post-hoc",
                    _pct(r["combined_degradation_pct"]), _pct(r["intended_degradation_pct"]),
                    _pct(r["unintended_degradation_pct"]), r["alignment_error"], _plain(r.get("negative_flip_pct")),
-                   _plain(r.get("recall_recovery_pct")), _last_chain_norm(r)])
+                   _plain(r.get("recall_recovery_pct")), *_chain_columns(r)])
   head = ("Backward transformation kinds (--transform-sweep): each method with a transformation trained with a B_k of "
           "every kind on the same M_0 and Non-BC models. Degradations (%) as above; alignment error = mean distance "
           "of the published version-0-space embeddings to M_0's, averaged over versions.\n\n")
   return head + common.markdown_table(
       ["B_k", "method", "training", "combined degr. %", "intended degr. %", "unintended degr. %", "align. err (mean)",
-       "neg. flips %", "recall recovery %"], rows)
+       "neg. flips %", "recall recovery %", *CHAIN_HEADER], rows)
 
 
 def transform_headline(results: dict) -> str:
