@@ -553,6 +553,36 @@ class SeedsTest(absltest.TestCase):
       self.assertIn(f"| {10 + i} | {'yes' if d['finetune-m0'][i, 0] <= 0 else 'no'} | {best[i]} | n/a | "
                     f"{d['bc-aligner'][i, 0]:+.2f} |", text)
 
+  def test_leads_by_component_match_numpy_with_t_intervals(self):
+    d = self.random_degradations()
+    runs = self.make_runs(d)
+    flips = {m: np.random.default_rng(hash(m) % 1000).uniform(0, 10, 3) for m in self.METHODS}
+    for i, run in enumerate(runs):
+      results = json.loads((run / "results.json").read_text())
+      for m in self.METHODS:
+        results["methods"][m]["negative_flip_pct"] = float(flips[m][i])
+      (run / "results.json").write_text(json.dumps(results))
+    text = self.run_main(runs)
+    t = 4.302652729911275  # the 97.5 % quantile of Student's t with 2 degrees of freedom
+
+    def cell(lead):
+      half = t * np.std(lead, ddof=1) / np.sqrt(3)
+      return f"{np.mean(lead):+.2f} [{np.mean(lead) - half:+.2f}, {np.mean(lead) + half:+.2f}] ({np.sum(lead > 0)} / 3)"
+    section = text.split("by component")[1]
+    for m in ("fix-m0", "finetune-m0", "joint-lin-sloss"):
+      row = next(line for line in section.splitlines() if line.startswith(f"| {m} |"))
+      bc, other = d["bc-aligner"], d[m]
+      expected = [cell(bc.sum(1) - other.sum(1)), cell(bc[:, 0] - other[:, 0]), cell(bc[:, 1] - other[:, 1]),
+                  cell(flips[m] - flips["bc-aligner"])]  # fewer flips is better: the method's minus BC-Aligner's
+      self.assertEqual([c.strip() for c in row.strip("|").split("|")][1:], expected, m)
+    for m in ("keep-all", "non-bc", "bc-aligner"):  # not a rival BC-Aligner is compared with
+      self.assertNotIn(f"| {m} |", section.split("| seed |")[0])
+
+  def test_without_stored_flips_the_flip_lead_is_not_available(self):
+    text = self.run_main(self.make_runs(self.random_degradations()))
+    row = next(line for line in text.split("by component")[1].splitlines() if line.startswith("| joint-lin-sloss |"))
+    self.assertTrue(row.endswith("| n/a |"), row)
+
   def test_the_best_methods_val_user_interval_is_quoted_per_seed(self):
     d = self.random_degradations()
     runs = self.make_runs(d)

@@ -10,6 +10,11 @@ but ``seed`` (otherwise the error names the first setting that differs), and the
   many runs it has the best combined degradation of the backward-compatible methods, and BC-Aligner's paired lead
   over it (its combined degradation minus the method's, run by run: seeds share the data and M_0, so the paired
   difference is the comparison, not the two means);
+* BC-Aligner's paired lead over each backward-compatible method by component: combined, intended and unintended
+  degradation, and the consumers' negative-flip rate (lower is better, so the lead is the method's rate minus
+  BC-Aligner's), each as the mean over runs with its 95 % t-interval over seeds and the number of runs on which
+  BC-Aligner is ahead. A method's lead can hold on one component and drown in another's spread: the multi-step
+  loss acts on the unintended side, and the intended side carries the val users' noise;
 * per run, the demo's trade-off (issue 15): Keep-All ≥ Finetune-M0 on intended Recall@50, the backward-compatible
   method with the best combined degradation, its lead over the next one with that lead's 95 % interval over redrawn
   val users (runs that stored one), and BC-Aligner's intended cost; then one line saying on how many runs each
@@ -22,6 +27,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 from experiments import common
 from experiments.bc_aligner.configs import METHODS
@@ -100,11 +106,34 @@ def _mean_std(values: list[float]) -> str:
   return f"{np.mean(values):+.2f} ± {std:.2f}"
 
 
-def _paired(results: list[dict], a: str, b: str) -> list[float]:
-  """Run-by-run combined degradation of ``a`` minus ``b`` (runs where both have one)."""
-  pairs = [(r["methods"].get(a, {}).get("combined_degradation_pct"),
-            r["methods"].get(b, {}).get("combined_degradation_pct")) for r in results]
+def _paired(results: list[dict], a: str, b: str, key: str = "combined_degradation_pct") -> list[float]:
+  """Run-by-run ``key`` of ``a`` minus ``b`` (runs where both have one)."""
+  pairs = [(r["methods"].get(a, {}).get(key), r["methods"].get(b, {}).get(key)) for r in results]
   return [x - y for x, y in pairs if x is not None and y is not None]
+
+
+def _lead_cell(leads: list[float]) -> str:
+  """Mean lead, its 95 % t-interval over runs, and on how many runs it is positive."""
+  if len(leads) < 2:
+    return "n/a"
+  mean, half = float(np.mean(leads)), float(stats.t.ppf(0.975, len(leads) - 1) * np.std(leads, ddof=1) /
+                                            np.sqrt(len(leads)))
+  return f"{mean:+.2f} [{mean - half:+.2f}, {mean + half:+.2f}] ({sum(v > 0 for v in leads)} / {len(leads)})"
+
+
+def lead_table(results: list[dict]) -> str:
+  """BC-Aligner's paired lead over each backward-compatible method, by component (module docstring)."""
+  rows = []
+  for m in BACKWARD_COMPATIBLE:
+    if m == "bc-aligner" or not all(m in r["methods"] for r in results):
+      continue
+    rows.append([m, *(_lead_cell(_paired(results, "bc-aligner", m, f"{kind}_degradation_pct"))
+                      for kind in DEGRADATIONS),
+                 _lead_cell(_paired(results, m, "bc-aligner", "negative_flip_pct"))])
+  head = ("BC-Aligner's lead over each backward-compatible method, run by run, by component (positive: BC-Aligner "
+          "ahead): mean [95 % t-interval over seeds] (runs ahead / runs).\n\n")
+  return head + common.markdown_table(["method", "combined (points)", "intended (points)", "unintended (points)",
+                                       "negative flips (points)"], rows)
 
 
 def report(runs: list[FinishedRun]) -> str:
@@ -152,7 +181,8 @@ def report(runs: list[FinishedRun]) -> str:
     summary += (f"; the best method's lead is beyond the val users' sampling noise on {beyond} of the {len(gaps)} "
                 "runs that measured it")
   summary += "."
-  return f"{head}{table}\n{per_run_table}\n{summary}\n"
+  leads = lead_table(results) if all("bc-aligner" in r["methods"] for r in results) else ""
+  return f"{head}{table}\n{leads and leads + chr(10)}{per_run_table}\n{summary}\n"
 
 
 def main(argv=None) -> int:
