@@ -20,6 +20,7 @@ stage of the run (``m0``, ``non-bc/v2``, ``bc-aligner/v3``, ``post-lin-sloss/B1`
 
 import dataclasses
 import functools
+import itertools
 from typing import NamedTuple
 
 import jax
@@ -122,7 +123,8 @@ class MethodRunner:
       ws = [registry.compose(k - 1, source=k) for k in versions]  # W_k, of any matrix kind
       dims = [w.shape[0] for w in ws]  # D_0..D_(K-1)
       pulls = [np.asarray(multi_step_pull(ws[:k - 1], dim=dims[k - 1], per_dim=True), np.float64) for k in versions]
-      chain = ChainStats(norm=[float(np.linalg.norm(registry.compose(0, source=k), 2)) for k in versions],
+      composed = itertools.accumulate(ws, np.matmul)  # W_1⋯W_k, k = 1..K, in float64 like the registry's
+      chain = ChainStats(norm=[float(np.linalg.norm(w, 2)) for w in composed],
                          multistep_weight=[float(np.trace(r)) / r.shape[0] for r in pulls],
                          pull_range=[[float(e[0]), float(e[-1])] for e in map(np.linalg.eigvalsh, pulls)])
     return published, chain

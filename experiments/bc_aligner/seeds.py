@@ -181,8 +181,10 @@ def report(runs: list[FinishedRun]) -> str:
     summary += (f"; the best method's lead is beyond the val users' sampling noise on {beyond} of the {len(gaps)} "
                 "runs that measured it")
   summary += "."
-  leads = lead_table(results) if all("bc-aligner" in r["methods"] for r in results) else ""
-  return f"{head}{table}\n{leads and leads + chr(10)}{per_run_table}\n{summary}\n"
+  sections = [head + table]
+  if all("bc-aligner" in r["methods"] for r in results):
+    sections.append(lead_table(results))
+  return "\n".join([*sections, per_run_table, summary + "\n"])
 
 
 def main(argv=None) -> int:
