@@ -5,7 +5,8 @@ registry, the conceptor algebra, the contrastive losses and meta-optimisation of
 estimators, the ranking metrics and the model classes. Plumbing stays in its sub-package: the DDPG internals
 (``bcjax.contrastive``), registry error subclasses (``bcjax.versioning``), estimator states and the ``gramian``
 function itself (``bcjax.gramian``: it shares the sub-package's name), model building blocks (``bcjax.models``), the
-dataset loaders (``bcjax.data``), the sentence pipeline (``bcjax.sentence``), atomic file writing
+dataset loaders (``bcjax.data``), the embedding-upgrade workflow's files, reports and serving
+(``bcjax.upgrade``; its ``fit_upgrade``, ``evaluate_upgrade`` and ``UpgradeMap`` are flat), the sentence pipeline (``bcjax.sentence``), atomic file writing
 (``bcjax.files``) and the data-parallel device mesh (``bcjax.parallel``).
 
 Argument conventions, everywhere: arrays are positional and options keyword-only; a backward map between versions
@@ -22,6 +23,7 @@ from bcjax import metrics
 from bcjax import models
 from bcjax import parallel
 from bcjax import sentence
+from bcjax import upgrade
 from bcjax import versioning
 from bcjax.alignment import *  # noqa: F401,F403  (every name of alignment.__all__ is public math)
 from bcjax.conceptors import aperture_adaptation
@@ -76,6 +78,9 @@ from bcjax.models import TwoTower
 from bcjax.models import bipartite_inputs
 from bcjax.models import gcn_propagate
 from bcjax.models import mean_aggregate
+from bcjax.upgrade import UpgradeMap
+from bcjax.upgrade import evaluate_upgrade
+from bcjax.upgrade import fit_upgrade
 from bcjax.versioning import Registry
 from bcjax.versioning import RegistryError
 from bcjax.versioning import VersionInfo
@@ -83,7 +88,7 @@ from bcjax.versioning import VersionInfo
 __version__ = "0.1.0"
 
 _SUBPACKAGES = ("alignment", "conceptors", "contrastive", "data", "files", "gramian", "metrics", "models", "parallel",
-                "sentence", "versioning")
+                "sentence", "upgrade", "versioning")
 
 __all__ = _SUBPACKAGES + alignment.__all__ + metrics.__all__ + (
     # conceptors
@@ -99,6 +104,8 @@ __all__ = _SUBPACKAGES + alignment.__all__ + metrics.__all__ + (
     # models
     "BipartiteInputs", "BipartiteSAGE", "GCNConv", "GCNEncoder", "GraphSAGE", "ResNet18", "SAGEConv", "SmallCNN",
     "Tower", "TwoTower", "bipartite_inputs", "gcn_propagate", "mean_aggregate",
+    # upgrade
+    "UpgradeMap", "evaluate_upgrade", "fit_upgrade",
     # versioning
     "Registry", "RegistryError", "VersionInfo",
 )

@@ -1,14 +1,22 @@
-"""The ``bcjax`` command: manage a keep-latest registry and transform stored embeddings to older versions.
+"""The ``bcjax`` command: fit a backward map between two embedding models and judge it, manage a keep-latest
+registry, and transform stored embeddings to older versions.
 
+  bcjax fit --old OLD.npy --new NEW.npy (--out MAP | --registry DIR) [--kind auto|linear|orthogonal|affine|mlp]
+            [--normalize] [--index OLD_INDEX.npy [--new-index NEW_INDEX.npy] [--qrels QRELS]] [--labels LABELS.npy]
+            [--min-recovery R] [--report-dir DIR] ...
   bcjax init --registry DIR --dim D_0 [--notes TEXT]
-  bcjax append --registry DIR W.npy [--notes TEXT]
+  bcjax append --registry DIR (W.npy | MAP) [--notes TEXT]
   bcjax versions --registry DIR [--json]
-  bcjax transform --registry DIR --to J [--from K] IN.npy OUT.npy [--overwrite]
+  bcjax transform (--registry DIR --to J [--from K] | --map MAP) IN.npy OUT.npy [--dtype D] [--overwrite]
 
-Exit status: 0 on success, 1 on a registry or data error (message on stderr), 2 on a usage error.
+Exit status: 0 on success (for ``fit``: the verdict is "bridge"), 1 on a registry or data error, 2 on bad input (a
+usage error, a file that is not a finite floating .npy matrix, an existing output; nothing is written), 3 when
+``fit``'s verdict is not "bridge" (re-index, undecided or not measurable: the map is written to ``--out`` but not
+appended to a registry unless ``--force``). Messages go to stderr.
 """
 
 import argparse
+import datetime
 import io
 import json
 import sys
@@ -18,7 +26,14 @@ from pathlib import Path
 import numpy as np
 
 from bcjax import _atomic
+from bcjax.upgrade import _files, _fit, _map, _report, _serve
 from bcjax.versioning import Registry, RegistryError
+
+EXIT_ERROR, EXIT_USAGE, EXIT_NOT_BRIDGE = 1, 2, 3
+
+
+class UsageError(ValueError):
+  """Bad input, found before anything is written: exits 2."""
 
 
 def _load_npy(path: str, what: str) -> np.ndarray:
@@ -36,8 +51,19 @@ def _cmd_init(args) -> None:
 
 
 def _cmd_append(args) -> None:
-  info = Registry(args.registry).append(_load_npy(args.weight, "weight"), notes=args.notes)
-  print(f"appended version {info.version}: D_{info.version}={info.dim} -> D_{info.version - 1}={info.prev_dim}")
+  registry = Registry(args.registry)
+  if _map.is_map_file(args.weight):
+    upgrade_map, stored = _map.load_map(args.weight)
+    notes = args.notes or json.dumps(stored, sort_keys=True)
+    info = registry.append(upgrade_map.params, transform=upgrade_map.transform, normalize=upgrade_map.normalize,
+                           notes=notes)
+  else:
+    if Path(args.weight).suffix == ".npz":
+      raise UsageError(f"`weight` {args.weight} is an .npz archive; append takes a W_k .npy or a map file written "
+                       f"by `bcjax fit --out` (or bcjax.upgrade.save_map)")
+    info = registry.append(_load_npy(args.weight, "weight"), notes=args.notes)
+  print(f"appended version {info.version} ({info.kind}): D_{info.version}={info.dim} -> "
+        f"D_{info.version - 1}={info.prev_dim}")
 
 
 def _cmd_versions(args) -> None:
@@ -53,19 +79,174 @@ def _cmd_versions(args) -> None:
     print(f"{info.version:>7}  {info.dim:>5}  {prev:>8}  {kind:<18}  {info.created:<32}  {info.notes}")
 
 
+def _progress(label: str):
+  """A progress callback printing to stderr (tqdm when installed)."""
+  try:
+    from tqdm import tqdm  # pylint: disable=import-outside-toplevel
+  except ImportError:  # the core install has no tqdm
+    return lambda done, total: print(f"\r{label}: {done}/{total} rows", end="\n" if done == total else "",
+                                     file=sys.stderr)
+  bar = {}
+
+  def update(done, total):
+    if "bar" not in bar:
+      bar["bar"] = tqdm(total=total, unit="rows", desc=label, file=sys.stderr, leave=False)
+    bar["bar"].update(done - bar["bar"].n)
+    if done == total:
+      bar["bar"].close()
+  return update
+
+
 def _cmd_transform(args) -> None:
   out = Path(args.output)
   if out.exists() and not args.overwrite:
-    raise RegistryError(f"output file {out} exists; refusing to overwrite it (pass --overwrite to replace it)")
-  reg = Registry(args.registry)
-  z = _load_npy(args.input, "input")
-  z_j = reg.transform(z, to=args.to, source=args.source)
-  buf = io.BytesIO()
-  np.save(buf, z_j, allow_pickle=False)
-  _atomic.write_atomic(out, buf.getvalue(), overwrite=args.overwrite)
-  k = reg.latest if args.source is None else args.source
-  print(f"wrote {out}: {z.shape[0]} embeddings, version {k} (D={z.shape[1]}) -> version {args.to} "
-        f"(D={z_j.shape[1]})")
+    raise UsageError(f"output file {out} exists; refusing to overwrite it (pass --overwrite to replace it)")
+  if (args.registry is None) == (args.map is None):
+    raise UsageError("pass either --registry DIR (with --to) or --map MAP")
+  z = _files.open_embeddings(args.input, name="input")
+  if args.map is not None:
+    maps, what = [_map.load_map(args.map)[0]], f"map {args.map}"
+  else:
+    if args.to is None:
+      raise UsageError("--registry needs --to J, the version to map to")
+    reg = Registry(args.registry)
+    k = reg.latest if args.source is None else args.source
+    maps = _serve.registry_maps(reg, to=args.to, source=args.source)
+    if z.shape[1] != reg.info(k).dim:
+      raise UsageError(f"`input` {args.input} has shape {z.shape} but version {k} embeddings have dimension "
+                       f"D_{k}={reg.info(k).dim}")
+    what = f"version {k} (D={z.shape[1]}) -> version {args.to}"
+  n, d, dtype = _serve.transform_file(maps, args.input, out, dtype=args.dtype, chunk_rows=args.chunk_rows,
+                                      overwrite=args.overwrite, progress=_progress("transform"))
+  print(f"wrote {out}: {n} embeddings, {what} (D={d}), {dtype}")
+
+
+def _read_qrels(path: str) -> tuple[np.ndarray, np.ndarray]:
+  """Relevance pairs (pair row, index row): an integer .npy [m, 2], or text with two integers per line."""
+  try:
+    if Path(path).suffix == ".npy":
+      arr = np.load(path, allow_pickle=False)
+    else:
+      arr = np.loadtxt(path, dtype=np.int64, ndmin=2, delimiter=None if not path.endswith(".csv") else ",")
+  except (OSError, ValueError) as e:
+    raise UsageError(f"`--qrels` {path} cannot be read as (pair row, index row) integer pairs ({e})") from None
+  if arr.ndim != 2 or arr.shape[1] != 2 or not np.issubdtype(arr.dtype, np.integer) or arr.shape[0] == 0:
+    raise UsageError(f"`--qrels` {path} must hold integer pairs [m >= 1, 2] (pair row, index row); got dtype "
+                     f"{arr.dtype} and shape {arr.shape}")
+  return arr[:, 0], arr[:, 1]
+
+
+def _check_fit_args(args):
+  """Every check of `bcjax fit` that needs no fitting, so bad input exits 2 before anything is written."""
+  if not 0.0 < args.min_recovery <= 1.0:
+    raise UsageError(f"`--min-recovery` must lie in (0, 1], got {args.min_recovery}")
+  if (args.out is None) == (args.registry is None):
+    raise UsageError("pass exactly one of --out MAP (write the map to a file) or --registry DIR (append it)")
+  if args.k < 1:
+    raise UsageError(f"`--k` must be >= 1, got {args.k}")
+  if args.chunk_rows < 1:
+    raise UsageError(f"`--chunk-rows` must be >= 1, got {args.chunk_rows}")
+  old = _files.open_embeddings(args.old, name="--old")
+  new = _files.open_embeddings(args.new, name="--new")
+  if old.shape[0] != new.shape[0]:
+    raise UsageError(f"`--old` {args.old} has {old.shape[0]} rows but `--new` {args.new} has {new.shape[0]}; row i "
+                     f"of each must embed the same item")
+  outputs = []
+  if args.out is not None:
+    outputs.append(Path(args.out))
+  else:
+    reg = Registry(args.registry)
+    latest = reg.info(reg.latest)
+    if latest.dim != old.shape[1]:
+      raise UsageError(f"`--old` {args.old} has width {old.shape[1]} but the registry's latest version "
+                       f"{latest.version} has D_{latest.version}={latest.dim}; the old embeddings must be that "
+                       f"version's")
+  report_dir = Path(args.report_dir) if args.report_dir else (Path(args.out).parent if args.out else
+                                                              Path(args.registry))
+  stem = Path(args.out).name if args.out else "upgrade"
+  args.report_json, args.report_md = report_dir / f"{stem}.report.json", report_dir / f"{stem}.report.md"
+  if args.out is None:  # one report per append: never over an earlier one
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    args.report_json, args.report_md = (report_dir / f"upgrade-{stamp}.report.json",
+                                        report_dir / f"upgrade-{stamp}.report.md")
+  outputs += [args.report_json, args.report_md]
+  for path in outputs:
+    if path.exists():
+      raise UsageError(f"output {path} exists; refusing to overwrite it (choose another --out or --report-dir)")
+  if not report_dir.is_dir():
+    raise UsageError(f"report directory {report_dir} does not exist")
+  index = new_index = qrels = labels = None
+  if args.index:
+    index = _files.open_embeddings(args.index, name="--index")
+    if index.shape[1] != old.shape[1]:
+      raise UsageError(f"`--index` {args.index} has width {index.shape[1]} but `--old` has {old.shape[1]}")
+    if args.k > index.shape[0]:
+      raise UsageError(f"`--k`={args.k} exceeds the {index.shape[0]} rows of `--index`")
+  if args.new_index:
+    if index is None:
+      raise UsageError("`--new-index` needs `--index` (the same items embedded by the old model)")
+    new_index = _files.open_embeddings(args.new_index, name="--new-index")
+    if new_index.shape != (index.shape[0], new.shape[1]):
+      raise UsageError(f"`--new-index` {args.new_index} has shape {new_index.shape}; expected "
+                       f"({index.shape[0]}, {new.shape[1]}) (the index's items, the new model's width)")
+  if args.qrels:
+    if index is None:
+      raise UsageError("`--qrels` relevance pairs name rows of `--index`; pass it too")
+    qrels = _read_qrels(args.qrels)
+    if qrels[0].min() < 0 or qrels[0].max() >= old.shape[0] or qrels[1].min() < 0 or qrels[1].max() >= index.shape[0]:
+      raise UsageError(f"`--qrels` pairs must lie in [0, {old.shape[0]}) x [0, {index.shape[0]}) (pair rows x index "
+                       f"rows); got [{qrels[0].min()}, {qrels[0].max()}] x [{qrels[1].min()}, {qrels[1].max()}]")
+  if args.labels:
+    try:
+      labels = np.load(args.labels, allow_pickle=False)
+    except (OSError, ValueError) as e:
+      raise UsageError(f"`--labels` {args.labels} is not a readable .npy array ({e})") from None
+    if labels.shape != (old.shape[0],) or not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
+      raise UsageError(f"`--labels` {args.labels} must hold one class >= 0 per pair row: integers of shape "
+                       f"({old.shape[0]},); got dtype {labels.dtype} and shape {labels.shape}")
+  for name, arr in (("--old", old), ("--new", new), ("--index", index), ("--new-index", new_index)):
+    if arr is not None:
+      _files.check_finite_rows(arr, name=name, chunk_rows=args.chunk_rows)
+  try:
+    split = _fit.split_pairs(old.shape[0], test_fraction=args.test_fraction, val_fraction=args.val_fraction,
+                             seed=args.seed)
+  except ValueError as e:
+    raise UsageError(str(e).replace("split_pairs: ", "")) from None
+  return old, new, index, new_index, qrels, labels, split
+
+
+def _cmd_fit(args) -> int:
+  old, new, index, new_index, qrels, labels, split = _check_fit_args(args)
+  say = lambda line: print(line, file=sys.stderr)  # noqa: E731
+  say(f"pairs: {old.shape[0]} ({len(split.train)} train, {len(split.val)} validation, {len(split.test)} held out); "
+      f"new D={new.shape[1]} ({new.dtype}) -> old D={old.shape[1]} ({old.dtype})")
+  fitted = _fit.fit_upgrade(new, old, kind=args.kind, split=split, normalize=args.normalize, k=args.k,
+                            metric=args.metric, seed=args.seed, chunk_rows=args.chunk_rows, progress=say)
+  report = _report.evaluate_upgrade(fitted.map, new, old, split.test, index=index, new_index=new_index, qrels=qrels,
+                                    labels=labels, consumer_rows=split.train, k=args.k, metric=args.metric,
+                                    min_recovery=args.min_recovery, seed=args.seed)
+  report.update(reason=fitted.reason, candidates=fitted.candidates, old=str(args.old), new=str(args.new),
+                old_model=args.old_model, new_model=args.new_model)
+  summary = {"verdict": report["verdict"], "primary": report["primary"],
+             report["primary"]: report["metrics"][report["primary"]]["value"], "kind": fitted.map.kind,
+             "old_model": args.old_model, "new_model": args.new_model}
+  written, appended = [], False
+  if args.out is not None:
+    written.append(_map.save_map(fitted.map, args.out, notes=summary))
+  elif report["verdict"] == "bridge" or args.force:
+    info = Registry(args.registry).append(fitted.map.params, transform=fitted.map.transform,
+                                          normalize=fitted.map.normalize, notes=json.dumps(summary, sort_keys=True))
+    written.append(f"{args.registry} version {info.version}")
+    appended = True
+  _atomic.write_atomic(args.report_json, json.dumps(report, indent=2, default=float).encode())
+  _atomic.write_atomic(args.report_md, _report.report_markdown(report).encode())
+  written += [args.report_json, args.report_md]
+  print(fitted.reason)
+  print("\n".join(_report.report_summary(report)))
+  if args.registry is not None and not appended:
+    print(f"not appended to {args.registry}: the verdict is {report['verdict']} (pass --force to append anyway)")
+  print("wrote " + ", ".join(str(w) for w in written))
+  return 0 if report["verdict"] == "bridge" else EXIT_NOT_BRIDGE
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,15 +255,45 @@ def _parser() -> argparse.ArgumentParser:
                                    "older version.")
   sub = parser.add_subparsers(dest="command", required=True)
 
+  p = sub.add_parser("fit", help="fit a backward map from a new model's embeddings to an old one's on paired rows, "
+                     "judge it on held-out pairs (bridge or re-index) and save it or append it to a registry")
+  p.add_argument("--old", required=True, help=".npy [n, D_old]: the old model's embeddings of n items")
+  p.add_argument("--new", required=True, help=".npy [n, D_new]: the new model's embeddings of the same n items")
+  p.add_argument("--kind", default="auto", choices=_fit.UPGRADE_KINDS, help="the map's kind (default: auto, chosen "
+                 "on the validation pairs)")
+  p.add_argument("--out", help="map file to write (never over an existing one)")
+  p.add_argument("--registry", help="registry to append the map to as the next version (on a bridge verdict)")
+  p.add_argument("--force", action="store_true", help="append to --registry whatever the verdict")
+  p.add_argument("--normalize", action="store_true", help="L2-normalise both models' embeddings (cosine models)")
+  p.add_argument("--index", help=".npy [N, D_old]: the old index, for retrieval measures")
+  p.add_argument("--new-index", help=".npy [N, D_new]: the index's items embedded by the new model (makes "
+                 "re-embedding the reference of recall recovery)")
+  p.add_argument("--qrels", help="relevance pairs (pair row, index row): an integer .npy [m, 2] or text with two "
+                 "integers per line")
+  p.add_argument("--labels", help=".npy [n] of integer classes: a consumer task for accuracy and negative flips")
+  p.add_argument("--k", type=int, default=10, help="cut-off of the top-k measures (default 10)")
+  p.add_argument("--metric", default="cosine", choices=("cosine", "dot", "l2"), help="retrieval score")
+  p.add_argument("--min-recovery", type=float, default=0.95, help="bridge threshold in (0, 1] on the primary "
+                 "measure's 95 %% interval (default 0.95)")
+  p.add_argument("--test-fraction", type=float, default=0.2, help="pairs held out for the report (default 0.2)")
+  p.add_argument("--val-fraction", type=float, default=0.1, help="pairs for the kind's choices (default 0.1)")
+  p.add_argument("--seed", type=int, default=0, help="seeds the split, the folds and the MLP")
+  p.add_argument("--report-dir", help="where the report's .json and .md go (default: beside --out, or the registry)")
+  p.add_argument("--old-model", default="", help="the old model's name, stored with the map")
+  p.add_argument("--new-model", default="", help="the new model's name, stored with the map")
+  p.add_argument("--chunk-rows", type=int, default=_files.DEFAULT_CHUNK_ROWS, help="rows read at a time")
+  p.set_defaults(run=_cmd_fit)
+
   p = sub.add_parser("init", help="create a registry with its base version 0")
   p.add_argument("--registry", required=True, help="registry directory")
   p.add_argument("--dim", required=True, type=int, help="embedding dimension D_0 of version 0")
   p.add_argument("--notes", default="", help="free-form notes stored with version 0")
   p.set_defaults(run=_cmd_init)
 
-  p = sub.add_parser("append", help="append the next version with its backward weight W_k")
+  p = sub.add_parser("append", help="append the next version with its backward map")
   p.add_argument("--registry", required=True, help="registry directory")
-  p.add_argument("weight", help=".npy file holding W_k of shape [D_(k-1), D_k]")
+  p.add_argument("weight", help=".npy file holding W_k of shape [D_(k-1), D_k], or a map file of any kind "
+                 "written by `bcjax fit --out`")
   p.add_argument("--notes", default="", help="free-form notes stored with the version")
   p.set_defaults(run=_cmd_append)
 
@@ -91,10 +302,14 @@ def _parser() -> argparse.ArgumentParser:
   p.add_argument("--json", action="store_true", help="print JSON instead of a table")
   p.set_defaults(run=_cmd_versions)
 
-  p = sub.add_parser("transform", help="map stored version-k embeddings to version j")
-  p.add_argument("--registry", required=True, help="registry directory")
-  p.add_argument("--to", required=True, type=int, help="target (older) version j")
+  p = sub.add_parser("transform", help="map stored embeddings through a registry's chain or a map file, streaming")
+  p.add_argument("--registry", help="registry directory")
+  p.add_argument("--map", help="a map file (instead of --registry)")
+  p.add_argument("--to", type=int, help="target (older) version j (with --registry)")
   p.add_argument("--from", dest="source", type=int, default=None, help="version k of the input (default: latest)")
+  p.add_argument("--dtype", choices=tuple(_serve.OUTPUT_DTYPES), default=None, help="output dtype (default: the "
+                 "input's)")
+  p.add_argument("--chunk-rows", type=int, default=_files.DEFAULT_CHUNK_ROWS, help="rows per chunk (memory bound)")
   p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
   p.add_argument("input", help=".npy of version-k embeddings [n, D_k]")
   p.add_argument("output", help=".npy to write with version-j compatible embeddings [n, D_j]")
@@ -105,11 +320,17 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
   args = _parser().parse_args(argv)
   try:
-    args.run(args)
-  except (RegistryError, ValueError, TypeError, FileExistsError, OSError) as e:
+    code = args.run(args)
+  except RegistryError as e:  # the registry's state (a missing or existing version, a corrupt file)
     print(f"bcjax {args.command}: error: {e}", file=sys.stderr)
-    return 1
-  return 0
+    return EXIT_ERROR
+  except (UsageError, _files.EmbeddingFileError, FileExistsError) as e:
+    print(f"bcjax {args.command}: error: {e}", file=sys.stderr)
+    return EXIT_USAGE
+  except (ValueError, TypeError, OSError) as e:
+    print(f"bcjax {args.command}: error: {e}", file=sys.stderr)
+    return EXIT_ERROR
+  return code or 0
 
 
 if __name__ == "__main__":

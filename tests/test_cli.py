@@ -63,7 +63,7 @@ class CliTest(absltest.TestCase):
     out = self.tmp / "keep.npy"
     out.write_bytes(b"user data")
     code, _, err = run("transform", "--registry", self.reg, "--to", "0", str(self.tmp / "z.npy"), str(out))
-    self.assertEqual(code, 1)
+    self.assertEqual(code, 2)
     self.assertIn("refusing to overwrite", err)
     self.assertEqual(out.read_bytes(), b"user data")
     self.assertEqual(run("transform", "--registry", self.reg, "--to", "1", "--overwrite", str(self.tmp / "z.npy"),
@@ -94,22 +94,23 @@ class CliTest(absltest.TestCase):
     self.assertIn("affine(rank=2)", stdout.splitlines()[-1])
     self.assertIn("linear", stdout.splitlines()[2])
 
-  def test_errors_exit_one_with_a_message(self):
+  def test_errors_exit_with_a_message(self):
+    """Registry state errors exit 1; bad input files and arguments exit 2; neither writes anything."""
     z = str(self.tmp / "z.npy")
     np.save(self.tmp / "bad.npy", np.ones((2, 7)))
     cases = [
-        (("transform", "--registry", self.reg, "--to", "9", z, str(self.tmp / "o1.npy")), "`to`=9"),
+        (("transform", "--registry", self.reg, "--to", "9", z, str(self.tmp / "o1.npy")), "`to`=9", 1),
         (("transform", "--registry", self.reg, "--to", "0", str(self.tmp / "bad.npy"), str(self.tmp / "o2.npy")),
-         "D_2=4"),
+         "D_2=4", 2),
         (("transform", "--registry", self.reg, "--to", "0", str(self.tmp / "nope.npy"), str(self.tmp / "o3.npy")),
-         "does not exist"),
-        (("versions", "--registry", str(self.tmp / "nowhere")), "no bcjax registry"),
-        (("append", "--registry", self.reg, str(self.tmp / "bad.npy")), "version 2 has dimension 4"),
-        (("init", "--registry", self.reg, "--dim", "3"), "version 0 already exists"),
+         "does not exist", 2),
+        (("versions", "--registry", str(self.tmp / "nowhere")), "no bcjax registry", 1),
+        (("append", "--registry", self.reg, str(self.tmp / "bad.npy")), "version 2 has dimension 4", 1),
+        (("init", "--registry", self.reg, "--dim", "3"), "version 0 already exists", 1),
     ]
-    for argv, fragment in cases:
+    for argv, fragment, expected in cases:
       code, _, err = run(*argv)
-      self.assertEqual(code, 1, argv)
+      self.assertEqual(code, expected, argv)
       self.assertIn(fragment, err)
     self.assertFalse(any(self.tmp.glob("o*.npy")))
     self.assertEqual(Registry(self.reg).latest, 2)

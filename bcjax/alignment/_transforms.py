@@ -121,11 +121,13 @@ def semi_orthogonal(a: ArrayLike) -> jax.Array:
   return q if a.shape[0] >= a.shape[1] else q.T
 
 
-@functools.cache
-def orthogonal_transform() -> BackwardTransform:
-  r"""A (partial) isometry :math:`B_k(z) = Q(A) z` (:func:`semi_orthogonal`), ``{"a": [D_(k-1), D_k]}``; starts
-  from a Haar-random semi-orthogonal map. ``fit`` minimises :math:`\sum_x \lVert Q z_k(x) - z_{k-1}(x) \rVert^2`
-  over semi-orthogonal Q:
+def orthogonal_transform(*, bias: bool = False) -> BackwardTransform:
+  r"""A (partial) isometry :math:`B_k(z) = Q(A) z` (:func:`semi_orthogonal`), ``{"a": [D_(k-1), D_k]}``; with
+  ``bias`` the centred isometry :math:`B_k(z) = Q(A) z + b`, ``{"a", "b": [D_(k-1)]}``, which also moves the
+  spaces' means onto each other (two models' embeddings often sit in cones around different mean vectors, which no
+  rotation moves). Starts from a Haar-random semi-orthogonal map and b = 0. ``fit`` minimises
+  :math:`\sum_x \lVert Q z_k(x) + b - z_{k-1}(x) \rVert^2` over semi-orthogonal Q (and b); with ``bias`` the optimum
+  is :math:`b = \mu_{k-1} - Q \mu_k` and Q solves the problem below on centred rows:
 
   * :math:`D_{k-1} \ge D_k` (orthonormal columns, :math:`\lVert Qz \rVert = \lVert z \rVert`): orthogonal
     Procrustes, :math:`Q^\star = U V^\top` with :math:`Z_{k-1}^\top Z_k = U \Sigma V^\top` (thin SVD), exact.
@@ -136,24 +138,48 @@ def orthogonal_transform() -> BackwardTransform:
     from the zero-padded target's solution and runs until the loss stops falling (relative change < 1e-12) or
     ``max_iterations``; on :math:`D_k^2` Gram matrices, so each iteration costs :math:`O(D_k^3)` whatever n.
   """
+  return _orthogonal(bool(bias))
+
+
+@functools.cache
+def _orthogonal(bias: bool) -> BackwardTransform:
+  # One cached object per bias, whether it was asked for as bias=True, bias=1 or not at all.
 
   def init(key, d_prev, d_new, dtype=jnp.float32):
     d_prev, d_new = _dims("orthogonal.init", d_prev, d_new)
-    return {"a": semi_orthogonal(jax.random.normal(key, (d_prev, d_new), dtype))}
+    params = {"a": semi_orthogonal(jax.random.normal(key, (d_prev, d_new), dtype))}
+    if bias:
+      params["b"] = jnp.zeros(d_prev, dtype)
+    return params
 
   def apply(params, z):
     a = params["a"]
-    return _rows("orthogonal.apply", z, a.shape[1]) @ semi_orthogonal(a).T
+    out = _rows("orthogonal.apply", z, a.shape[1]) @ semi_orthogonal(a).T
+    return out + params["b"] if bias else out
 
   def fit(z_new, z_prev):
     z_new, z_prev = _pair("orthogonal.fit", z_new, z_prev)
-    d_prev, d_new = z_prev.shape[1], z_new.shape[1]
-    u, _, vt = jnp.linalg.svd(z_prev.T @ z_new, full_matrices=False)
-    if d_prev >= d_new:
-      return {"a": u @ vt}
-    return {"a": _projection_procrustes(z_new.T @ z_new, z_prev.T @ z_new, jnp.sum(z_prev * z_prev))}
+    if bias:
+      mu_new, mu_prev = jnp.mean(z_new, axis=0), jnp.mean(z_prev, axis=0)
+      z_new, z_prev = z_new - mu_new, z_prev - mu_prev
+    q = procrustes(z_new.T @ z_new, z_prev.T @ z_new, jnp.sum(z_prev * z_prev))
+    return {"a": q, "b": mu_prev - q @ mu_new} if bias else {"a": q}
 
-  return BackwardTransform("orthogonal", (), init, apply, fit, lambda p: tuple(p["a"].shape))
+  return BackwardTransform("orthogonal", (("bias", 1),) if bias else (), init, apply, fit,
+                           lambda p: tuple(p["a"].shape))
+
+
+@jax.jit
+def procrustes(gram: jax.Array, cross: jax.Array, energy: jax.Array) -> jax.Array:
+  r"""The semi-orthogonal Q [d_prev, d_new] minimising :math:`\lVert Z Q^\top - Y \rVert_F^2` from the sufficient
+  statistics ``gram`` = :math:`Z^\top Z` [d_new, d_new], ``cross`` = :math:`Y^\top Z` [d_prev, d_new] and
+  ``energy`` = :math:`\lVert Y \rVert_F^2` (see :func:`orthogonal_transform` for the two cases), so a fit can stream
+  its rows into the statistics."""
+  d_prev, d_new = cross.shape
+  if d_prev >= d_new:
+    u, _, vt = jnp.linalg.svd(cross, full_matrices=False)
+    return u @ vt
+  return _projection_procrustes(gram, cross, energy)
 
 
 def _projection_procrustes(gram: jax.Array, cross: jax.Array, energy: jax.Array, max_iterations: int = 500):

@@ -62,10 +62,16 @@ class VersionInfo(NamedTuple):
   path: str  # the version's file
   kind: str = "linear"  # the kind of B_k (bcjax.alignment.TRANSFORM_KINDS); "linear" for version 0
   hparams: tuple[tuple[str, int], ...] = ()  # the kind's hyper-parameters
+  normalize: bool = False  # B_k sees L2-normalised z_k and its output is L2-normalised (cosine models)
 
 
-# Kinds whose map is a matrix: their chains compose into W^j_k.
+# Kinds whose map is a matrix: their chains compose into W^j_k (an orthogonal map with a bias is not one).
 MATRIX_KINDS = ("linear", "orthogonal")
+
+
+def is_matrix(info: VersionInfo) -> bool:
+  """Whether version ``info``'s B_k is a matrix (so chains through it compose into one)."""
+  return (info.kind in MATRIX_KINDS and not dict(info.hparams).get("bias")) and not info.normalize
 
 
 def _as_map(info: VersionInfo, w) -> tuple[BackwardTransform, dict[str, np.ndarray]]:
@@ -80,6 +86,20 @@ def _matrix(info: VersionInfo, w) -> np.ndarray:
     return w.astype(np.float64)
   with jax.enable_x64(True):
     return np.asarray(semi_orthogonal(jnp.asarray(w["a"], jnp.float64)))
+
+
+def apply_version(transform: BackwardTransform, params, z, *, normalize: bool):
+  """B_k(z) of one stored version, with its L2 normalisation of input and output when it was fitted on a cosine
+  model's normalised embeddings (a zero row stays zero)."""
+  if not normalize:
+    return transform.apply(params, z)
+  out = transform.apply(params, _unit_rows(z))
+  return _unit_rows(out)
+
+
+def _unit_rows(z):
+  norm = jnp.linalg.norm(z, axis=-1, keepdims=True)
+  return z / jnp.where(norm > 0, norm, 1.0)
 
 
 def _filename(version: int) -> str:
@@ -161,7 +181,7 @@ class Registry:
     try:
       info = VersionInfo(int(header["version"]), int(header["dim"]),
                          None if header["prev_dim"] is None else int(header["prev_dim"]), str(header["created"]),
-                         str(header["notes"]), sha, str(file))
+                         str(header["notes"]), sha, str(file), normalize=bool(header.get("normalize", False)))
     except (KeyError, TypeError, ValueError) as e:
       raise CorruptRegistryError(f"{file}: header lacks or mangles a field ({e!r})") from e
     if info.version != version:
@@ -267,9 +287,11 @@ class Registry:
     j, k, loaded = self._chain("compose", to, source)
     product = np.eye(loaded[k][0].dim)
     for info, w in reversed(loaded[j + 1:]):  # W_{j+1} ... W_k, accumulated from the right
-      if info.kind not in MATRIX_KINDS:
-        raise ValueError(f"Registry.compose: version {info.version} stores a {info.kind!r} map, which no matrix "
-                         f"represents; use Registry.transform to apply the chain")
+      if not is_matrix(info):
+        raise ValueError(f"Registry.compose: version {info.version} stores a {info.kind!r} map"
+                         f"{' with a bias' if info.kind in MATRIX_KINDS else ''}"
+                         f"{' on normalised embeddings' if info.normalize else ''}, which no matrix represents; use "
+                         f"Registry.transform to apply the chain")
       product = _matrix(info, w) @ product
     return product
 
@@ -291,19 +313,26 @@ class Registry:
     if z.shape[1] != loaded[k][0].dim:
       raise InconsistentRegistryError(f"Registry.transform: `z` has shape {z.shape} but version {k} embeddings have "
                                       f"dimension D_{k}={loaded[k][0].dim}")
-    if all(info.kind in MATRIX_KINDS for info, _ in loaded[j + 1:]):
+    if all(is_matrix(info) for info, _ in loaded[j + 1:]):
       return (z.astype(np.float64) @ self.compose(j, source=k).T).astype(z.dtype)
     with jax.enable_x64(True):  # a mixed chain: one map at a time, in float64 like the matrix path
       out = jnp.asarray(z, jnp.float64)
       for info, w in reversed(loaded[j + 1:]):
         transform, params = _as_map(info, w)
-        out = transform.apply({name: jnp.asarray(a, jnp.float64) for name, a in params.items()}, out)
+        out = apply_version(transform, {name: jnp.asarray(a, jnp.float64) for name, a in params.items()}, out,
+                            normalize=info.normalize)
       return np.asarray(out).astype(z.dtype)
+
+  def chain(self, to: int, *, source: int | None = None) -> list[tuple[VersionInfo, BackwardTransform, dict]]:
+    """The maps that take version-k embeddings (k = ``source``, default the latest) to version j = ``to``, in the
+    order they apply: ``[(info_k, B_k, params_k), ..., (info_(j+1), B_(j+1), params_(j+1))]`` (verified)."""
+    j, k, loaded = self._chain("chain", to, source)
+    return [(info, *_as_map(info, w)) for info, w in reversed(loaded[j + 1:])]
 
   # Writing -----------------------------------------------------------------------------------------------------
 
   def append(self, w, *, notes: str = "", version: int | None = None,
-             transform: BackwardTransform | None = None) -> VersionInfo:
+             transform: BackwardTransform | None = None, normalize: bool = False) -> VersionInfo:
     """Appends version k = latest + 1 with its backward map: the weight :math:`W_k`, [D_(k-1), D_k], or any kind's
     parameters with ``transform`` (a linear one is stored as its weight, exactly as without ``transform``).
 
@@ -314,6 +343,8 @@ class Registry:
       notes: free-form metadata stored with the version.
       version: the number the caller expects to write; when given it must be latest + 1 (use it to detect that
         another writer got there first).
+      normalize: the map was fitted on L2-normalised embeddings of a cosine model: :meth:`transform` normalises
+        :math:`z_k` before :math:`B_k` and the result after it (stored in the version's header).
 
     Raises:
       VersionExistsError: when ``version`` (or latest + 1, if a concurrent writer won) already exists.
@@ -332,10 +363,11 @@ class Registry:
     prev = self._load(latest)[0]
     if transform is not None and transform.kind == "linear":
       transform, w = None, w["w"] if isinstance(w, dict) else w
+    extra = {"normalize": True} if normalize else {}
     if transform is None:
       arr = _as_weight(w, prev.dim, k)
       self._write(self.path, k, {"version": k, "dim": int(arr.shape[1]), "prev_dim": int(arr.shape[0]),
-                                 "notes": str(notes)}, arr)
+                                 "notes": str(notes), **extra}, arr)
       return self._load(k)[0]
     if not isinstance(w, dict):
       raise ValueError(f"Registry.append: with `transform` ({transform.kind}) `w` must be its parameter dict, got "
@@ -347,5 +379,6 @@ class Registry:
                                       f"version {k - 1} has dimension {prev.dim}")
     check_params("Registry.append", transform, params, d_prev, d_new)
     self._write(self.path, k, {"version": k, "dim": int(d_new), "prev_dim": int(d_prev), "notes": str(notes),
-                               "kind": transform.kind, "hparams": [list(h) for h in transform.hparams]}, params)
+                               "kind": transform.kind, "hparams": [list(h) for h in transform.hparams], **extra},
+                params)
     return self._load(k)[0]

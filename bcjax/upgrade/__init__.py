@@ -1,0 +1,66 @@
+"""Upgrading an embedding model without re-indexing: fit a backward map from the new model's embeddings to the old
+one's on paired rows, judge it on held-out pairs and the old index (bridge or re-index), store it in a registry and
+serve it over stored embeddings of any size.
+
+From the command line: ``bcjax fit``, ``bcjax append``, ``bcjax transform`` (see ``bcjax --help``).
+"""
+
+from bcjax.upgrade._consumer import fit_logistic_regression
+from bcjax.upgrade._files import EmbeddingFileError
+from bcjax.upgrade._files import check_finite_rows
+from bcjax.upgrade._files import open_embeddings
+from bcjax.upgrade._fit import UPGRADE_KINDS
+from bcjax.upgrade._fit import PairSplit
+from bcjax.upgrade._fit import UpgradeFit
+from bcjax.upgrade._fit import closed_form
+from bcjax.upgrade._fit import fit_upgrade
+from bcjax.upgrade._fit import moments_mse
+from bcjax.upgrade._fit import split_pairs
+from bcjax.upgrade._map import UpgradeMap
+from bcjax.upgrade._map import affine_form
+from bcjax.upgrade._map import apply_map
+from bcjax.upgrade._map import compose_affine
+from bcjax.upgrade._map import load_map
+from bcjax.upgrade._map import save_map
+from bcjax.upgrade._moments import PairMoments
+from bcjax.upgrade._moments import pair_moments
+from bcjax.upgrade._report import VERDICTS
+from bcjax.upgrade._report import evaluate_upgrade
+from bcjax.upgrade._report import report_markdown
+from bcjax.upgrade._report import report_summary
+from bcjax.upgrade._retrieval import neighbour_agreement
+from bcjax.upgrade._retrieval import own_vector_hits
+from bcjax.upgrade._retrieval import top_k
+from bcjax.upgrade._serve import registry_maps
+from bcjax.upgrade._serve import transform_file
+
+__all__ = (
+    "UPGRADE_KINDS",
+    "VERDICTS",
+    "EmbeddingFileError",
+    "PairMoments",
+    "PairSplit",
+    "UpgradeFit",
+    "UpgradeMap",
+    "affine_form",
+    "apply_map",
+    "check_finite_rows",
+    "closed_form",
+    "compose_affine",
+    "evaluate_upgrade",
+    "fit_logistic_regression",
+    "fit_upgrade",
+    "load_map",
+    "moments_mse",
+    "neighbour_agreement",
+    "open_embeddings",
+    "own_vector_hits",
+    "pair_moments",
+    "registry_maps",
+    "report_markdown",
+    "report_summary",
+    "save_map",
+    "split_pairs",
+    "top_k",
+    "transform_file",
+)

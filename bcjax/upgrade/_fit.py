@@ -1,0 +1,403 @@
+r"""Fitting a backward map between two embedding models from paired rows, with every choice made on held-out pairs.
+
+Given the same items embedded by the old model (:math:`z_{k-1}`, [n, D_(k-1)]) and the new one (:math:`z_k`,
+[n, D_k]), each kind fits :math:`B(z) = W z + b` or a residual MLP; every kind handles a shift between the spaces
+(centring, and a bias stored with the map):
+
+* ``linear``: :math:`W = \bar C (\bar G + \gamma I)^{-1}` on centred statistics (:mod:`bcjax.upgrade._moments`),
+  :math:`b = \mu_{k-1} - W\mu_k`, the ridge :math:`\gamma = \alpha\,\mathrm{tr}\,\bar G / D_k` chosen by K-fold
+  cross-validation over the training pairs (:math:`\alpha = 0` is least squares, minimum-norm when
+  :math:`\bar G` is singular).
+* ``orthogonal``: the centred isometry :math:`Q(z - \mu_k) + \mu_{k-1}`, Q from (projection) Procrustes on the
+  centred statistics (:func:`bcjax.alignment.orthogonal_transform` with ``bias``); nothing to choose.
+* ``affine``: ridge regression shrunk towards the scaled centred isometry instead of towards zero,
+  :math:`W = (\bar C + \gamma s Q)(\bar G + \gamma I)^{-1}` with :math:`s = \langle Q, \bar C\rangle /
+  \mathrm{tr}(Q\bar G Q^\top)`, then optionally reduced to rank r (the fitted values' top-r principal subspace,
+  Izenman 1975); :math:`\alpha` and r chosen by cross-validation. With fewer pairs than dimensions this is what keeps
+  the map close to a rotation where the data say nothing.
+* ``mlp``: :func:`bcjax.alignment.mlp_transform` warm-started from the cross-validated ``affine`` map (its linear
+  branch is that map, its MLP branch starts at zero), trained with Adam on minibatches streamed from the pairs,
+  stopped early on the validation pairs' error; the hidden width is chosen on them too.
+* ``auto``: fits every kind on the training pairs and keeps the one whose mapped validation rows find their own old
+  vector among the top k most often (own-vector hit rate); a simpler kind within one paired standard error of the
+  best is preferred, and the reason is returned.
+
+Closed-form kinds stream their rows into float64 sums, so pairs larger than memory fit exactly as in memory; the
+final closed-form map is refitted on the training and validation pairs together.
+"""
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from bcjax.alignment._transforms import affine_transform, mlp_transform, orthogonal_transform, procrustes
+from bcjax.upgrade import _files, _moments, _retrieval
+from bcjax.upgrade._map import UpgradeMap
+
+KINDS = ("orthogonal", "linear", "affine", "mlp")  # from the fewest parameters to the most (auto's preference)
+UPGRADE_KINDS = ("auto", *KINDS)
+ALPHAS = (0.0, 1e-4, 1e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0)
+RANK_FRACTIONS = (1 / 2, 1 / 4, 1 / 8)
+
+
+class PairSplit(NamedTuple):
+  """Sorted row ids of the pairs: ``train`` (fitting), ``val`` (choices: kind, MLP width and epochs) and ``test``
+  (held out for the report, never seen by the fit)."""
+  train: np.ndarray
+  val: np.ndarray
+  test: np.ndarray
+
+
+def split_pairs(n: int, *, test_fraction: float = 0.2, val_fraction: float = 0.1, seed: int = 0) -> PairSplit:
+  """A random split of n pairs into train, validation and test rows (each sorted).
+
+  Raises:
+    ValueError: when a fraction is outside [0, 1), they sum to 1 or more, or fewer than 2 training rows remain.
+  """
+  for name, value in (("test_fraction", test_fraction), ("val_fraction", val_fraction)):
+    if not 0.0 <= value < 1.0:
+      raise ValueError(f"split_pairs: `{name}` must lie in [0, 1), got {value!r}")
+  if test_fraction + val_fraction >= 1.0:
+    raise ValueError(f"split_pairs: `test_fraction` + `val_fraction` = {test_fraction + val_fraction:g} leaves no "
+                     f"training pairs")
+  order = np.random.default_rng(seed).permutation(n)
+  n_test, n_val = int(round(test_fraction * n)), int(round(val_fraction * n))
+  if n - n_test - n_val < 2:
+    raise ValueError(f"split_pairs: {n} pairs leave {n - n_test - n_val} for training after {n_test} test and "
+                     f"{n_val} validation pairs; at least 2 are needed")
+  test, val, train = order[:n_test], order[n_test:n_test + n_val], order[n_test + n_val:]
+  return PairSplit(np.sort(train), np.sort(val), np.sort(test))
+
+
+class UpgradeFit(NamedTuple):
+  """Result of :func:`fit_upgrade`: the chosen ``map``; ``candidates``, one dict per kind fitted (its choices, its
+  cross-validated or validation mean squared error, its validation own-vector hit rate); ``reason``, why this kind."""
+  map: UpgradeMap
+  candidates: list
+  reason: str
+
+
+# Closed forms from moments -----------------------------------------------------------------------------------------
+
+
+def _spectrum(gram_c: np.ndarray, count: int):
+  lam, vecs = np.linalg.eigh(gram_c)
+  lam = np.maximum(lam, 0.0)
+  # Least squares keeps the directions lstsq would: singular values s = sqrt(lam) above eps * max(n, d) * s_max.
+  cutoff = (np.finfo(np.float64).eps * max(count, gram_c.shape[0])) ** 2 * (lam.max() if lam.size else 0.0)
+  return lam, vecs, cutoff
+
+
+def _procrustes(gram_c, cross_c, energy_c) -> np.ndarray:
+  with jax.enable_x64(True):
+    return np.asarray(procrustes(jnp.asarray(gram_c), jnp.asarray(cross_c), jnp.asarray(energy_c)))
+
+
+def _shrunk_weight(m: _moments.PairMoments, alpha: float, prior: np.ndarray | None, spectrum=None) -> np.ndarray:
+  gram_c, cross_c, _ = m.centred()
+  lam, vecs, cutoff = _spectrum(gram_c, m.count) if spectrum is None else spectrum
+  gamma = alpha * max(float(np.trace(gram_c)), 0.0) / gram_c.shape[0]
+  keep = lam > cutoff if gamma == 0 else np.ones_like(lam, bool)
+  inv = np.where(keep, 1.0 / np.where(keep, lam + gamma, 1.0), 0.0)
+  target = cross_c if prior is None or gamma == 0 else cross_c + gamma * prior
+  return ((target @ vecs) * inv) @ vecs.T
+
+
+def _reduce_rank(w: np.ndarray, m: _moments.PairMoments, rank: int | None) -> np.ndarray:
+  if rank is None or rank >= min(w.shape):
+    return w
+  gram_c = m.centred()[0]
+  _, vecs = np.linalg.eigh(w @ gram_c @ w.T)  # the fitted values' covariance, ascending
+  u = vecs[:, -rank:]
+  return u @ (u.T @ w)
+
+
+def _scaled_isometry(m: _moments.PairMoments) -> np.ndarray:
+  gram_c, cross_c, energy_c = m.centred()
+  q = _procrustes(gram_c, cross_c, energy_c)
+  denominator = float(np.sum((q @ gram_c) * q))
+  return q * (float(np.sum(q * cross_c)) / denominator if denominator > 0 else 1.0)
+
+
+def closed_form(kind: str, m: _moments.PairMoments, *, alpha: float = 0.0, rank: int | None = None,
+                prior: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+  """(W, b) in float64 of a closed-form ``kind`` (``linear``, ``orthogonal``, ``affine``) from the pairs' moments
+  with the given choices (module docstring); ``prior`` is affine's shrinkage target (default: the scaled centred
+  isometry of ``m``)."""
+  if kind == "orthogonal":
+    w = _procrustes(*m.centred())
+  elif kind == "linear":
+    w = _shrunk_weight(m, alpha, None)
+  elif kind == "affine":
+    w = _reduce_rank(_shrunk_weight(m, alpha, _scaled_isometry(m) if prior is None else prior), m, rank)
+  else:
+    raise ValueError(f"closed_form: `kind` must be 'linear', 'orthogonal' or 'affine', got {kind!r}")
+  return w, m.mean_prev - w @ m.mean_new
+
+
+def moments_mse(w: np.ndarray, b: np.ndarray, m: _moments.PairMoments) -> float:
+  r"""Mean over m's pairs of :math:`\lVert W z_k + b - z_{k-1} \rVert^2`, from the moments alone."""
+  total = (np.sum((w @ m.gram) * w) + 2.0 * b @ (w @ m.sum_new) + m.count * b @ b - 2.0 * np.sum(w * m.cross)
+           - 2.0 * b @ m.sum_prev + m.energy)
+  return float(total / max(m.count, 1))
+
+
+def _minus(a: _moments.PairMoments, b: _moments.PairMoments) -> _moments.PairMoments:
+  return _moments.PairMoments(*(x - y for x, y in zip(a, b)))
+
+
+def _plus(a: _moments.PairMoments, b: _moments.PairMoments) -> _moments.PairMoments:
+  return _moments.PairMoments(*(x + y for x, y in zip(a, b)))
+
+
+class _Fold(NamedTuple):
+  """One cross-validation fold: the moments it is scored on, the moments fitted on (the other folds), and the
+  fitted side's eigendecomposition and isometry prior, computed once for every choice tried."""
+  held_out: _moments.PairMoments
+  fitted: _moments.PairMoments
+  spectrum: tuple
+  prior: np.ndarray | None
+
+
+def _folds(fold_moments, total, kind) -> list[_Fold]:
+  out = []
+  for fold in fold_moments:
+    fitted = _minus(total, fold)
+    spectrum = _spectrum(fitted.centred()[0], fitted.count)
+    out.append(_Fold(fold, fitted, spectrum, _scaled_isometry(fitted) if kind == "affine" else None))
+  return out
+
+
+def _cv_error(kind, folds: list[_Fold], alpha: float = 0.0, rank: int | None = None) -> float:
+  errors = []
+  for f in folds:
+    if kind == "orthogonal":
+      w = _procrustes(*f.fitted.centred())
+    else:
+      w = _reduce_rank(_shrunk_weight(f.fitted, alpha, f.prior, f.spectrum), f.fitted, rank)
+    errors.append(moments_mse(w, f.fitted.mean_prev - w @ f.fitted.mean_new, f.held_out))
+  return float(np.average(errors, weights=[f.held_out.count for f in folds]))
+
+
+def _choose_closed_form(kind: str, fold_moments, total, d_min: int) -> tuple[dict, float]:
+  """The cross-validated choices of a closed-form kind and their CV error."""
+  folds = _folds(fold_moments, total, kind)
+  if kind == "orthogonal":
+    return {}, _cv_error("orthogonal", folds)
+  errors = {alpha: _cv_error(kind, folds, alpha) for alpha in ALPHAS}
+  alpha = min(errors, key=errors.get)
+  choices, best = {"alpha": alpha}, errors[alpha]
+  if kind == "affine":
+    for rank in sorted({max(1, int(d_min * f)) for f in RANK_FRACTIONS}, reverse=True):
+      error = _cv_error(kind, folds, alpha, rank)
+      if error < best:
+        choices, best = {"alpha": alpha, "rank": rank}, error
+  return choices, best
+
+
+def _as_map(kind: str, w: np.ndarray, b: np.ndarray, normalize: bool, choices: dict) -> UpgradeMap:
+  if kind == "orthogonal":
+    return UpgradeMap(orthogonal_transform(bias=True), {"a": w, "b": b}, normalize, kind, choices)
+  rank = choices.get("rank")
+  if rank is not None and rank < min(w.shape):
+    u, s, vt = np.linalg.svd(w, full_matrices=False)
+    params = {"u": u[:, :rank] * s[:rank], "v": vt[:rank].T, "b": b}
+    return UpgradeMap(affine_transform(rank=rank), params, normalize, kind, choices)
+  return UpgradeMap(affine_transform(), {"w": w, "b": b}, normalize, kind, choices)
+
+
+# The MLP -----------------------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=8)
+def _mlp_steps(hidden: int, learning_rate: float):
+  transform, optimizer = mlp_transform(hidden=hidden), optax.adam(learning_rate)
+
+  def loss(params, zn, zp, weight):
+    residual = transform.apply(params, zn) - zp
+    return jnp.sum(weight * jnp.sum(residual * residual, axis=1)) / jnp.maximum(jnp.sum(weight), 1.0)
+
+  @functools.partial(jax.jit, donate_argnums=(0, 1))
+  def step(params, opt_state, zn, zp, weight):
+    value, grad = jax.value_and_grad(loss)(params, zn, zp, weight)
+    updates, opt_state = optimizer.update(grad, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, value
+
+  return transform, optimizer, step, jax.jit(loss)
+
+
+def _padded(zn: np.ndarray, zp: np.ndarray, size: int):
+  """A batch padded to ``size`` rows with weight 0, so every step has one shape (one compile)."""
+  pad = size - zn.shape[0]
+  weight = np.concatenate([np.ones(zn.shape[0], np.float32), np.zeros(pad, np.float32)])
+  return (np.pad(zn, ((0, pad), (0, 0))), np.pad(zp, ((0, pad), (0, 0))), weight)
+
+
+def _read_pairs(z_new, z_prev, rows, normalize):
+  zn, zp = _files.read_rows(z_new, rows, np.float32), _files.read_rows(z_prev, rows, np.float32)
+  return (_moments.unit_rows(zn), _moments.unit_rows(zp)) if normalize else (zn, zp)
+
+
+def train_mlp(z_new, z_prev, train_rows: np.ndarray, val_pairs: tuple[np.ndarray, np.ndarray], init: tuple, *,
+              hidden: int, key: jax.Array, normalize: bool, max_epochs: int = 40, patience: int = 4,
+              batch_size: int = 256, learning_rate: float = 1e-3) -> tuple[dict, dict]:
+  """Trains the residual MLP from the affine map ``init`` = (W, b) on minibatches of ``train_rows`` read from the
+  (memory-mapped) pairs, keeping the parameters of the epoch with the lowest validation error; stops after
+  ``patience`` epochs without improvement. Returns (params in float64, {"hidden", "epochs", "val_mse"})."""
+  transform, optimizer, step, loss = _mlp_steps(hidden, learning_rate)
+  w0, b0 = init
+  params = transform.init(key, w0.shape[0], w0.shape[1], jnp.float32)
+  params = dict(params, s=jnp.asarray(w0, jnp.float32), b2=jnp.asarray(b0, jnp.float32))
+  opt_state = optimizer.init(params)
+  val_new, val_prev = (jnp.asarray(a, jnp.float32) for a in val_pairs)
+  val_weight = jnp.ones(val_new.shape[0], jnp.float32)
+  best = (float(loss(params, val_new, val_prev, val_weight)), jax.tree.map(np.asarray, params), 0)
+  rng = np.random.default_rng(int(jax.random.randint(key, (), 0, 2**31 - 1)))
+  size = min(batch_size, len(train_rows))
+  for epoch in range(1, max_epochs + 1):
+    order = rng.permutation(train_rows)
+    for start in range(0, len(order), size):
+      rows = np.sort(order[start:start + size])
+      zn, zp, weight = _padded(*_read_pairs(z_new, z_prev, rows, normalize), size)
+      params, opt_state, _ = step(params, opt_state, zn, zp, weight)
+    error = float(loss(params, val_new, val_prev, val_weight))
+    if error < best[0]:
+      best = (error, jax.tree.map(np.asarray, params), epoch)
+    elif epoch - best[2] >= patience:
+      break
+  return ({n: a.astype(np.float64) for n, a in best[1].items()},
+          {"hidden": hidden, "epochs": best[2], "val_mse": best[0]})
+
+
+# The workflow ------------------------------------------------------------------------------------------------------
+
+
+def _check_pairs(z_new, z_prev):
+  if z_new.ndim != 2 or z_prev.ndim != 2 or z_new.shape[0] != z_prev.shape[0]:
+    raise ValueError(f"fit_upgrade: `z_new` has shape {tuple(z_new.shape)} and `z_prev` has shape "
+                     f"{tuple(z_prev.shape)}; both must be matrices with the same rows (row i of each is one item)")
+
+
+def fit_upgrade(z_new, z_prev, *, kind: str = "auto", split: PairSplit | None = None, normalize: bool = False,
+                folds: int = 5, mlp_hidden: Sequence[int] = (128, 512), mlp_epochs: int = 40, k: int = 10,
+                metric: str = "cosine", seed: int = 0, chunk_rows: int = _files.DEFAULT_CHUNK_ROWS,
+                progress: Callable[[str], None] | None = None) -> UpgradeFit:
+  r"""Fits a backward map from new-model embeddings ``z_new`` [n, D_k] to old-model ones ``z_prev`` [n, D_(k-1)]
+  of the same items (module docstring for the kinds and how each choice is made).
+
+  Args:
+    z_new: the new model's embeddings (an array or a read-only memory map, e.g. :func:`open_embeddings`).
+    z_prev: the old model's embeddings of the same rows.
+    kind: ``auto``, ``linear``, ``orthogonal``, ``affine`` or ``mlp``.
+    split: which rows fit, validate and are held out (default :func:`split_pairs` with ``seed``); test rows are
+      never read here.
+    normalize: fit on L2-normalised rows and normalise the map's output (models compared by cosine).
+    folds: cross-validation folds over the training rows for the closed-form choices.
+    mlp_hidden: the MLP widths tried; the one with the lowest validation error is kept.
+    mlp_epochs: the MLP's epoch limit (it stops earlier when the validation error stops falling).
+    k: the cut-off of ``auto``'s own-vector hit rate.
+    metric: how ``auto`` scores retrieval: ``cosine``, ``dot`` or ``l2``.
+    seed: seeds the default split, the folds and the MLP.
+    chunk_rows: rows read at a time when streaming the pairs.
+    progress: called with a line of text at each stage.
+
+  Returns:
+    :class:`UpgradeFit`.
+  """
+  fn = "fit_upgrade"
+  if kind not in UPGRADE_KINDS:
+    raise ValueError(f"{fn}: `kind` must be one of {list(UPGRADE_KINDS)}, got {kind!r}")
+  _check_pairs(z_new, z_prev)
+  if metric not in _retrieval.METRICS:
+    raise ValueError(f"{fn}: `metric` must be one of {list(_retrieval.METRICS)}, got {metric!r}")
+  split = split_pairs(z_new.shape[0], seed=seed) if split is None else split
+  if len(split.train) < 2:
+    raise ValueError(f"{fn}: the split has {len(split.train)} training pairs; at least 2 are needed")
+  if (kind in ("auto", "mlp")) and len(split.val) == 0:
+    raise ValueError(f"{fn}: `kind`={kind!r} needs validation pairs (the split has none)")
+  say = progress or (lambda _: None)
+  kinds = KINDS if kind == "auto" else (kind,)
+  d_prev, d_new = z_prev.shape[1], z_new.shape[1]
+
+  folds = max(2, min(int(folds), len(split.train)))
+  fold_of = np.random.default_rng(seed).permutation(len(split.train)) % folds
+  say(f"streaming {len(split.train)} training pairs into {folds} folds' moments")
+  fold_moments = [_moments.pair_moments(z_new, z_prev, rows=split.train[fold_of == f], normalize=normalize,
+                                        chunk_rows=chunk_rows) for f in range(folds)]
+  train = functools.reduce(_plus, fold_moments)
+  val_moments = (_moments.pair_moments(z_new, z_prev, rows=split.val, normalize=normalize, chunk_rows=chunk_rows)
+                 if len(split.val) else None)
+
+  candidates, maps = [], {}
+  closed_choices = {}
+  for name in [n for n in KINDS if n in kinds or (n == "affine" and "mlp" in kinds)]:
+    if name == "mlp":
+      continue
+    choices, cv_error = _choose_closed_form(name, fold_moments, train, min(d_prev, d_new))
+    closed_choices[name] = choices
+    w, b = closed_form(name, train, **choices)
+    maps[name] = (w, b)
+    record = {"kind": name, "choices": choices, "cv_mse": cv_error}
+    if val_moments is not None:
+      record["val_mse"] = moments_mse(w, b, val_moments)
+    candidates.append(record)
+    say(f"{name}: {choices or 'no choices'}; cross-validated mean squared error {cv_error:.4g}")
+
+  mlp_params = None
+  if "mlp" in kinds:
+    val_pairs = _read_pairs(z_new, z_prev, split.val, normalize)
+    tried = []
+    for i, hidden in enumerate(mlp_hidden):
+      params, info = train_mlp(z_new, z_prev, split.train, val_pairs, maps["affine"], hidden=int(hidden),
+                               key=jax.random.fold_in(jax.random.key(seed), i), normalize=normalize,
+                               max_epochs=mlp_epochs)
+      tried.append((info["val_mse"], params, info))
+      say(f"mlp: hidden {hidden}, best epoch {info['epochs']}, validation mean squared error {info['val_mse']:.4g}")
+    _, mlp_params, info = min(tried, key=lambda t: t[0])
+    candidates.append({"kind": "mlp", "choices": {"hidden": info["hidden"], "epochs": info["epochs"],
+                                                  "warm_start": "affine"}, "val_mse": info["val_mse"]})
+
+  def final_map(name: str, data: _moments.PairMoments) -> UpgradeMap:
+    if name == "mlp":
+      record = next(c for c in candidates if c["kind"] == "mlp")
+      return UpgradeMap(mlp_transform(hidden=record["choices"]["hidden"]), mlp_params, normalize, "mlp",
+                        record["choices"])
+    return _as_map(name, *closed_form(name, data, **closed_choices[name]), normalize, closed_choices[name])
+
+  if kind != "auto":
+    data = train if val_moments is None or kind == "mlp" else _plus(train, val_moments)
+    chosen = final_map(kind, data)
+    return UpgradeFit(chosen, candidates, f"{kind} was asked for")
+
+  # auto: each kind fitted on the training pairs, scored on the validation pairs' retrieval.
+  val_new, val_prev = _read_pairs(z_new, z_prev, split.val, normalize)
+  distractor_rows = split.train[np.random.default_rng(seed + 1).permutation(len(split.train))[:10_000]]
+  distractors = _read_pairs(z_new, z_prev, np.sort(distractor_rows), normalize)[1]
+  hits = {}
+  for record in candidates:
+    m = final_map(record["kind"], train)
+    hits[record["kind"]] = _retrieval.own_vector_hits(np.asarray(m(val_new)), val_prev, distractors, k=k,
+                                                      metric=metric)
+    record["val_hit_rate"] = float(hits[record["kind"]].mean())
+  best = max(KINDS, key=lambda n: hits[n].mean())
+  chosen_name, reason = best, ""
+  for simpler in KINDS[:KINDS.index(best)]:
+    diff = hits[best].astype(float) - hits[simpler].astype(float)
+    se = float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else math.inf
+    if diff.mean() <= se:
+      chosen_name = simpler
+      reason = (f"; {simpler} is within one paired standard error ({se:.3f}) of {best}'s "
+                f"{hits[best].mean():.3f}, so the simpler kind is kept")
+      break
+  rates = ", ".join(f"{n} {hits[n].mean():.3f}" for n in KINDS)
+  reason = (f"auto chose {chosen_name}: validation own-vector hit rate@{k} over {len(split.val)} pairs "
+            f"({len(distractors)} distractors): {rates}{reason}")
+  say(reason)
+  data = train if chosen_name == "mlp" else _plus(train, val_moments)
+  return UpgradeFit(final_map(chosen_name, data), candidates, reason)

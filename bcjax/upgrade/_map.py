@@ -1,0 +1,137 @@
+r"""A fitted embedding-upgrade map: a :mod:`bcjax.alignment` backward transform with its parameters, whether it
+works on L2-normalised embeddings, and what was chosen when it was fitted; saved to and loaded from a checksummed
+map file in the registry's own format, so ``bcjax append`` stores it as the next version unchanged.
+
+Serving: every kind but the MLP is affine, :math:`B(z) = Wz + b`, and a chain of affine maps composes into one
+(:func:`affine_form`, :func:`compose_affine`); a map applies at query time through :func:`apply_map` (jitted).
+"""
+
+import functools
+import json
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bcjax import _atomic
+from bcjax.alignment._transforms import BackwardTransform, backward_transform, check_params, semi_orthogonal
+from bcjax.versioning._format import CorruptVersionError, decode, encode
+from bcjax.versioning._registry import apply_version
+
+MAP_FORMAT = "bcjax-upgrade-map"
+
+
+class UpgradeMap(NamedTuple):
+  """A backward map :math:`B: \\mathbb R^{D_k} \\to \\mathbb R^{D_{k-1}}` from a new model's embeddings to an old
+  one's.
+
+  ``transform`` and ``params``: the :mod:`bcjax.alignment` kind and its parameter arrays (float64 NumPy);
+  ``normalize``: inputs are L2-normalised before B and outputs after it (a cosine model); ``kind``: the upgrade
+  kind it was fitted as (``linear``, ``orthogonal``, ``affine`` or ``mlp``: ``linear`` is stored as a full-rank
+  ``affine`` transform); ``choices``: the hyper-parameters chosen on the validation split (JSON-able).
+  """
+  transform: BackwardTransform
+  params: dict
+  normalize: bool
+  kind: str
+  choices: dict
+
+  @property
+  def dims(self) -> tuple[int, int]:
+    """(D_(k-1), D_k)."""
+    return self.transform.dims(self.params)
+
+  def __call__(self, z) -> jax.Array:
+    """:func:`apply_map` of this map."""
+    return apply_map(self, z)
+
+
+@functools.partial(jax.jit, static_argnames=("transform", "normalize"))
+def _apply(params, z, *, transform, normalize):
+  return apply_version(transform, params, z, normalize=normalize)
+
+
+def apply_map(upgrade_map: UpgradeMap, z) -> jax.Array:
+  """Maps new-model embeddings ``z`` [n, D_k] to the old model's space, [n, D_(k-1)], in ``z``'s precision (float32
+  for narrower inputs), jitted: the query-time entry point (one compile per input shape and dtype)."""
+  z = jnp.asarray(z)
+  if z.ndim != 2 or z.shape[1] != upgrade_map.dims[1]:
+    raise ValueError(f"apply_map: `z` has shape {tuple(z.shape)} but the map takes D_k={upgrade_map.dims[1]} "
+                     f"columns")
+  dtype = jnp.float64 if z.dtype == jnp.float64 else jnp.float32
+  params = {name: jnp.asarray(a, dtype) for name, a in upgrade_map.params.items()}
+  return _apply(params, z.astype(dtype), transform=upgrade_map.transform, normalize=upgrade_map.normalize)
+
+
+def affine_form(transform: BackwardTransform, params) -> tuple[np.ndarray, np.ndarray] | None:
+  """(W [D_(k-1), D_k], b [D_(k-1)]) in float64 of an affine kind (linear, orthogonal, affine of any rank), or None
+  for the MLP."""
+  p = {name: np.asarray(a, np.float64) for name, a in params.items()}
+  if transform.kind == "linear":
+    w = p["w"]
+  elif transform.kind == "orthogonal":
+    with jax.enable_x64(True):
+      w = np.asarray(semi_orthogonal(jnp.asarray(p["a"], jnp.float64)))
+  elif transform.kind == "affine":
+    w = p["w"] if "w" in p else p["u"] @ p["v"].T
+  else:
+    return None
+  return w, p.get("b", np.zeros(w.shape[0]))
+
+
+def compose_affine(forms) -> tuple[np.ndarray, np.ndarray]:
+  """One affine map equal to applying ``forms`` = [(W_k, b_k), (W_(k-1), b_(k-1)), ...] in that order:
+  :math:`W = W_{j+1} \\cdots W_k`, :math:`b = W_{j+1}\\cdots W_{k-1} b_k + \\dots + b_{j+1}`."""
+  w, b = forms[0]
+  for w_next, b_next in forms[1:]:
+    w, b = w_next @ w, w_next @ b + b_next
+  return w, b
+
+
+def save_map(upgrade_map: UpgradeMap, path: str | os.PathLike, *, notes: dict | None = None,
+             overwrite: bool = False) -> Path:
+  """Writes ``upgrade_map`` to ``path`` atomically (never over an existing file unless ``overwrite``), with
+  ``notes`` (JSON-able: the report's summary, the models' names) in its header."""
+  d_prev, d_new = upgrade_map.dims
+  header = {"format": MAP_FORMAT, "kind": upgrade_map.transform.kind,
+            "hparams": [list(h) for h in upgrade_map.transform.hparams], "prev_dim": int(d_prev), "dim": int(d_new),
+            "normalize": bool(upgrade_map.normalize), "fitted_as": upgrade_map.kind,
+            "choices": upgrade_map.choices, "notes": notes or {}}
+  json.dumps(header)  # fails here, before anything is written, on a value JSON cannot hold
+  params = {name: np.asarray(a, np.float64) for name, a in upgrade_map.params.items()}
+  return _atomic.write_atomic(path, encode(header, params), overwrite=overwrite)
+
+
+def is_map_file(path: str | os.PathLike) -> bool:
+  """Whether ``path`` starts like a map file (or a registry version file, the same format)."""
+  try:
+    with open(path, "rb") as f:
+      return f.read(14) == b"bcjax-version "
+  except OSError:
+    return False
+
+
+def load_map(path: str | os.PathLike) -> tuple[UpgradeMap, dict]:
+  """Reads and verifies a map file written by :func:`save_map`; returns (the map, the notes stored with it)."""
+  path = Path(path)
+  try:
+    data = path.read_bytes()
+  except FileNotFoundError:
+    raise ValueError(f"load_map: map file {path} does not exist") from None
+  try:
+    header, params, _ = decode(data, str(path))
+  except CorruptVersionError as e:
+    raise ValueError(f"load_map: {e}") from None
+  if header.get("format") != MAP_FORMAT or not isinstance(params, dict):
+    raise ValueError(f"load_map: {path} is not a bcjax map file (header format {header.get('format')!r})")
+  try:
+    transform = backward_transform(header["kind"], **dict(header["hparams"]))
+    check_params(f"load_map({path})", transform, params, int(header["prev_dim"]), int(header["dim"]))
+  except (KeyError, TypeError) as e:
+    raise ValueError(f"load_map: {path} has a damaged header ({e!r})") from None
+  upgrade_map = UpgradeMap(transform, {n: np.asarray(a) for n, a in params.items()}, bool(header["normalize"]),
+                           str(header["fitted_as"]), dict(header["choices"]))
+  return upgrade_map, dict(header["notes"])

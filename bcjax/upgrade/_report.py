@@ -1,0 +1,267 @@
+r"""The go/no-go report of a bridge: is a fitted backward map good enough to keep the old index, or must the corpus
+be re-embedded? Every measure is computed on held-out pairs the fit never saw, with a 95 % percentile bootstrap
+interval over those rows, and is named for what it means:
+
+* ``recall_recovery`` (with relevance pairs and an old index): Recall@k of the mapped new queries against the old
+  index as a share of the reference's, the measure Drift-Adapter reports. The reference is re-embedding (new
+  queries against the new model's index, when that index is given) or else the old model itself (old queries against
+  the old index). Not measurable when the reference does no better than chance.
+* ``neighbour_agreement`` (with an old index, no relevance needed): the share of the old model's top k that the
+  mapped query also ranks in its top k.
+* ``own_vector_hit_rate`` (always): how often a held-out item's mapped new embedding finds that item's old embedding
+  among its top k, against the held-out old embeddings plus a sample of the index (exact copies of a target removed).
+* ``alignment``: mean :math:`\lVert B(z_k) - z_{k-1}\rVert`, the same relative to mean :math:`\lVert z_{k-1}\rVert`,
+  and mean cosine.
+* ``consumer`` (with class labels): a logistic regression fitted on old embeddings of the training rows, scored on
+  the held-out rows' old and mapped embeddings: both accuracies, the negative-flip rate, and whether the consumer is
+  above the majority-class share at all (otherwise its flips mean nothing).
+
+The verdict compares the primary measure (``recall_recovery`` if relevance was given, else ``neighbour_agreement``
+if an index was given, else ``own_vector_hit_rate``) with ``min_recovery``: **bridge** when its whole interval is
+at or above it, **re-index** when its whole interval is below, **undecided** when the interval straddles it (more
+held-out pairs would decide), **not measurable** when the reference itself carries no signal.
+"""
+
+import math
+
+import numpy as np
+
+from bcjax.metrics._flips import negative_flip_rate
+from bcjax.upgrade import _consumer, _files, _moments, _retrieval
+from bcjax.upgrade._map import UpgradeMap
+
+VERDICTS = ("bridge", "re-index", "undecided", "not measurable")
+_REPLICATES = 1000
+
+
+def _interval(values: np.ndarray, reference: np.ndarray | None = None, *, seed: int) -> dict:
+  """The mean of ``values`` (or the ratio of its mean to ``reference``'s, paired by row) with a 95 % percentile
+  bootstrap interval over rows."""
+  values = np.asarray(values, np.float64)
+  n = len(values)
+  rng = np.random.default_rng(seed)
+  idx = rng.integers(0, n, size=(_REPLICATES, n))
+  if reference is None:
+    estimate, draws = float(values.mean()), values[idx].mean(axis=1)
+  else:
+    reference = np.asarray(reference, np.float64)
+    denominator = reference[idx].mean(axis=1)
+    estimate = float(values.mean() / reference.mean()) if reference.mean() > 0 else math.nan
+    draws = np.where(denominator > 0, values[idx].mean(axis=1) / np.where(denominator > 0, denominator, 1.0), np.nan)
+    draws = draws[np.isfinite(draws)]
+  low, high = (np.percentile(draws, [2.5, 97.5]) if draws.size else (math.nan, math.nan))
+  return {"value": estimate, "low": float(low), "high": float(high), "n": n}
+
+
+def _sample(rows: np.ndarray, limit: int, seed: int) -> np.ndarray:
+  if len(rows) <= limit:
+    return np.asarray(rows)
+  return np.sort(np.random.default_rng(seed).choice(rows, size=limit, replace=False))
+
+
+def _without_copies(index_rows: np.ndarray, targets: np.ndarray) -> np.ndarray:
+  """Index rows that are not exact copies of a target (a copy would be the right answer under another id)."""
+  seen = {row.tobytes() for row in np.asarray(targets, np.float32)}
+  return np.array([row.tobytes() not in seen for row in np.asarray(index_rows, np.float32)], bool)
+
+
+def _relevant_lists(qrels, query_rows: np.ndarray, num_index: int) -> list[np.ndarray]:
+  pair_ids, index_ids = (np.asarray(a) for a in qrels)
+  if pair_ids.shape != index_ids.shape or pair_ids.ndim != 1 or not (
+      np.issubdtype(pair_ids.dtype, np.integer) and np.issubdtype(index_ids.dtype, np.integer)):
+    raise ValueError("evaluate_upgrade: `qrels` must be two equal-length integer vectors (pair row, index row)")
+  if index_ids.size and (index_ids.min() < 0 or index_ids.max() >= num_index):
+    raise ValueError(f"evaluate_upgrade: `qrels` index rows span [{index_ids.min()}, {index_ids.max()}], outside the "
+                     f"index's [0, {num_index})")
+  order = np.argsort(pair_ids, kind="stable")
+  pair_ids, index_ids = pair_ids[order], index_ids[order]
+  starts, ends = np.searchsorted(pair_ids, query_rows, "left"), np.searchsorted(pair_ids, query_rows, "right")
+  return [np.unique(index_ids[s:e]) for s, e in zip(starts, ends)]
+
+
+def evaluate_upgrade(upgrade_map: UpgradeMap, z_new, z_prev, rows: np.ndarray, *, index=None, new_index=None,
+                     qrels=None, labels=None, consumer_rows: np.ndarray | None = None, k: int = 10,
+                     metric: str = "cosine", min_recovery: float = 0.95, max_rows: int = 20_000,
+                     seed: int = 0) -> dict:
+  """The go/no-go report (module docstring) of ``upgrade_map`` on the held-out pairs ``rows``.
+
+  Args:
+    upgrade_map: the fitted map.
+    z_new, z_prev: the pairs (arrays or memory maps), [n, D_k] and [n, D_(k-1)].
+    rows: held-out pair rows (never used by the fit); at most ``max_rows`` of them are used, drawn at random.
+    index: the old index [N, D_(k-1)], optional.
+    new_index: the same items embedded by the new model [N, D_k], optional: makes re-embedding the reference.
+    qrels: relevance pairs ``(pair rows, index rows)``, optional: the held-out rows act as queries.
+    labels: a class per pair row [n], optional: trains and scores the consumer.
+    consumer_rows: the rows the consumer is fitted on (the training rows); at most ``max_rows`` are used.
+    k: the cut-off of every top-k measure.
+    metric: ``cosine``, ``dot`` or ``l2``.
+    min_recovery: the bridge threshold in (0, 1].
+    seed: seeds the subsamples and the bootstrap.
+
+  Returns:
+    A JSON-able dict: ``metrics`` (each ``{value, low, high, n, means}``), ``primary``, ``verdict`` (one of
+    :data:`VERDICTS`), ``reasons``, and the settings.
+  """
+  fn = "evaluate_upgrade"
+  if not 0.0 < min_recovery <= 1.0:
+    raise ValueError(f"{fn}: `min_recovery` must lie in (0, 1], got {min_recovery!r}")
+  if metric not in _retrieval.METRICS:
+    raise ValueError(f"{fn}: `metric` must be one of {list(_retrieval.METRICS)}, got {metric!r}")
+  if len(rows) == 0:
+    raise ValueError(f"{fn}: `rows` is empty; the report needs held-out pairs")
+  if qrels is not None and index is None:
+    raise ValueError(f"{fn}: `qrels` name index rows; pass the old `index` with them")
+  rows = _sample(np.asarray(rows), max_rows, seed)
+  normalize = upgrade_map.normalize
+  zn, zp = _files.read_rows(z_new, rows, np.float32), _files.read_rows(z_prev, rows, np.float32)
+  mapped = np.asarray(upgrade_map(zn), np.float32)
+  target = _moments.unit_rows(zp) if normalize else zp
+  metrics, reasons = {}, []
+
+  error = np.linalg.norm(mapped - target, axis=1)
+  cos = np.sum(_moments.unit_rows(mapped) * _moments.unit_rows(target), axis=1)
+  metrics["alignment_l2"] = dict(_interval(error, seed=seed), means="mean ||B(z_new) - z_old|| on held-out pairs")
+  metrics["alignment_relative"] = dict(_interval(error, np.linalg.norm(target, axis=1), seed=seed),
+                                       means="mean ||B(z_new) - z_old|| / mean ||z_old||")
+  metrics["alignment_cosine"] = dict(_interval(cos, seed=seed), means="mean cosine of B(z_new) and z_old")
+
+  index_arr = None if index is None else index
+  distractors = None
+  if index_arr is not None:
+    sample = _sample(np.arange(index_arr.shape[0]), max_rows, seed + 1)
+    candidates = _files.read_rows(index_arr, sample, np.float32)
+    distractors = candidates[_without_copies(candidates, zp)]
+  hits = _retrieval.own_vector_hits(mapped, target, distractors, k=k, metric=metric)
+  pool = len(rows) + (0 if distractors is None else len(distractors))
+  metrics["own_vector_hit_rate"] = dict(_interval(hits, seed=seed), means=(
+      f"share of held-out items whose mapped new embedding ranks their own old embedding in its top {k} among "
+      f"{pool} old embeddings"), chance=min(1.0, k / pool))
+  primary = "own_vector_hit_rate"
+
+  if index_arr is not None:
+    index_f = _files.read_rows(index_arr, slice(None), np.float32)
+    agreement = _retrieval.neighbour_agreement(mapped, zp, index_f, k=k, metric=metric)
+    metrics["neighbour_agreement"] = dict(_interval(agreement, seed=seed), means=(
+        f"share of the old model's top {k} in the old index that the mapped new query also ranks in its top {k}"))
+    primary = "neighbour_agreement"
+    if qrels is not None:
+      relevant = _relevant_lists(qrels, rows, index_f.shape[0])
+      has = np.array([len(r) > 0 for r in relevant])
+      if not has.any():
+        reasons.append("no held-out row has a relevance pair: recall recovery is not measurable")
+        metrics["recall_recovery"] = {"value": math.nan, "low": math.nan, "high": math.nan, "n": 0,
+                                      "means": "no held-out query with relevance pairs"}
+      else:
+        rel = [r for r, h in zip(relevant, has) if h]
+        bridged = _retrieval.recall_per_query(mapped[has], index_f, rel, k=k, metric=metric)
+        if new_index is not None:
+          if new_index.shape[0] != index_f.shape[0]:
+            raise ValueError(f"{fn}: `new_index` has {new_index.shape[0]} rows but `index` has {index_f.shape[0]}; "
+                             f"both must embed the same items")
+          reference_name = "re-embedding (new queries against the new model's index)"
+          reference = _retrieval.recall_per_query(zn[has], _files.read_rows(new_index, slice(None), np.float32),
+                                                  rel, k=k, metric=metric)
+        else:
+          reference_name = "the old model (old queries against the old index)"
+          reference = _retrieval.recall_per_query(zp[has], index_f, rel, k=k, metric=metric)
+        chance = float(np.mean([min(1.0, k / index_f.shape[0]) for _ in rel]))
+        ref_interval = _interval(reference, seed=seed)
+        metrics["recall_bridged"] = dict(_interval(bridged, seed=seed), means=f"Recall@{k} of the mapped new queries")
+        metrics["recall_reference"] = dict(ref_interval, means=f"Recall@{k} of {reference_name}", chance=chance)
+        metrics["recall_recovery"] = dict(_interval(bridged, reference, seed=seed), means=(
+            f"Recall@{k} of the mapped new queries against the old index as a share of {reference_name}'s"))
+        if not ref_interval["low"] > chance:
+          reasons.append(f"the reference's Recall@{k} ({ref_interval['value']:.3f}, 95 % interval down to "
+                         f"{ref_interval['low']:.3f}) is not above chance ({chance:.3f}): recall recovery is not "
+                         f"measurable on these relevance pairs")
+      primary = "recall_recovery"
+
+  if labels is not None:
+    metrics.update(_consumer_metrics(labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed,
+                                     reasons))
+
+  verdict = _verdict(metrics[primary], min_recovery, reasons)
+  return {"metrics": metrics, "primary": primary, "verdict": verdict, "reasons": reasons, "k": k, "metric": metric,
+          "min_recovery": min_recovery, "held_out_rows": len(rows), "map": {
+              "kind": upgrade_map.kind, "choices": upgrade_map.choices, "normalize": normalize,
+              "dims": list(upgrade_map.dims)}}
+
+
+def _consumer_metrics(labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed, reasons) -> dict:
+  labels = np.asarray(labels)
+  if labels.ndim != 1 or labels.shape[0] != z_prev.shape[0] or not np.issubdtype(labels.dtype, np.integer):
+    raise ValueError(f"evaluate_upgrade: `labels` must be integer classes, one per pair row [{z_prev.shape[0]}], got "
+                     f"dtype {labels.dtype} and shape {labels.shape}")
+  if consumer_rows is None or len(consumer_rows) == 0:
+    raise ValueError("evaluate_upgrade: `labels` need `consumer_rows`, the training rows the consumer is fitted on")
+  fit_rows = _sample(np.asarray(consumer_rows), max_rows, seed + 2)
+  x = _files.read_rows(z_prev, fit_rows, np.float32)
+  x = _moments.unit_rows(x) if normalize else x
+  params = _consumer.fit_logistic_regression(x, labels[fit_rows])
+  y = labels[rows]
+  old_pred = _consumer.predict(params, _moments.unit_rows(zp) if normalize else zp)
+  new_pred = _consumer.predict(params, mapped)
+  old_right, new_right = old_pred == y, new_pred == y
+  majority = float(np.bincount(labels[fit_rows]).max() / len(fit_rows))
+  old_acc = _interval(old_right, seed=seed)
+  out = {
+      "consumer_accuracy_old": dict(old_acc, means="a logistic regression fitted on old embeddings, scored on the "
+                                    "held-out rows' old embeddings", majority=majority),
+      "consumer_accuracy_bridged": dict(_interval(new_right, seed=seed), means="the same consumer scored on the "
+                                        "mapped new embeddings"),
+      "consumer_negative_flips": dict(_interval(old_right & ~new_right, seed=seed), means=(
+          "share of held-out rows the consumer got right on old embeddings and wrong on mapped ones"),
+          check=float(negative_flip_rate(y, old_pred, new_pred))),
+  }
+  if not old_acc["low"] > majority:
+    reasons.append(f"the consumer's accuracy on old embeddings ({old_acc['value']:.3f}, 95 % interval down to "
+                   f"{old_acc['low']:.3f}) is not above the majority-class share ({majority:.3f}): its flips are "
+                   f"not measurable")
+    for name in out:
+      out[name]["measurable"] = False
+  return out
+
+
+def _verdict(primary: dict, min_recovery: float, reasons: list) -> str:
+  if any("not measurable on these relevance pairs" in r or "no held-out row has a relevance pair" in r
+         for r in reasons) or not math.isfinite(primary["value"]):
+    return "not measurable"
+  if primary["low"] >= min_recovery:
+    return "bridge"
+  if primary["high"] < min_recovery:
+    return "re-index"
+  return "undecided"
+
+
+def _fmt(m: dict) -> str:
+  if not math.isfinite(m["value"]):
+    return "n/a"
+  return f"{m['value']:.4f} [{m['low']:.4f}, {m['high']:.4f}]"
+
+
+def report_markdown(report: dict) -> str:
+  """The report as a markdown page: the verdict first, then one row per measure with what it means."""
+  lines = [f"# Upgrade report: **{report['verdict']}**", "",
+           f"Primary measure `{report['primary']}` = {_fmt(report['metrics'][report['primary']])} (95 % interval over "
+           f"{report['held_out_rows']} held-out pairs) against the threshold {report['min_recovery']:g}.", ""]
+  lines += [f"- {r}" for r in report["reasons"]]
+  lines += ["", f"Map: {report['map']['kind']} {report['map']['choices']}, D {report['map']['dims'][1]} -> "
+            f"{report['map']['dims'][0]}, normalised: {report['map']['normalize']}; k = {report['k']}, "
+            f"metric {report['metric']}.", "", "| measure | value [95 % interval] | rows | what it means |",
+            "|---|---|---|---|"]
+  for name, m in report["metrics"].items():
+    lines.append(f"| {name} | {_fmt(m)} | {m['n']} | {m['means']} |")
+  return "\n".join(lines) + "\n"
+
+
+def report_summary(report: dict) -> list[str]:
+  """A few printed lines: the verdict and the measures a reader decides on."""
+  p = report["metrics"][report["primary"]]
+  lines = [f"verdict: {report['verdict']} ({report['primary']} {_fmt(p)} vs threshold {report['min_recovery']:g})"]
+  for name in ("recall_recovery", "neighbour_agreement", "own_vector_hit_rate", "alignment_cosine",
+               "consumer_accuracy_old", "consumer_accuracy_bridged", "consumer_negative_flips"):
+    if name in report["metrics"] and name != report["primary"]:
+      lines.append(f"  {name}: {_fmt(report['metrics'][name])}")
+  lines += [f"  note: {r}" for r in report["reasons"]]
+  return lines

@@ -1,0 +1,80 @@
+r"""Brute-force top-k search for judging a bridged query against an old index: exact, chunked over queries.
+
+Scores: ``cosine`` (dot product of L2-normalised rows), ``dot``, or ``l2`` (:math:`-\lVert q - x \rVert^2`, ranked
+as :math:`2 q\cdot x - \lVert x \rVert^2`). Ties are broken towards the lower item id, as ``jax.lax.top_k`` does.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bcjax._buckets import bucket_size
+
+METRICS = ("cosine", "dot", "l2")
+# Query rows per chunk: a chunk's scores stay near 2^26 entries (256 MiB of float32) whatever the index size.
+_CHUNK_ENTRIES = 1 << 26
+
+
+def _prepare(x: np.ndarray, metric: str) -> np.ndarray:
+  x = np.asarray(x, np.float32)
+  if metric == "cosine":
+    norm = np.linalg.norm(x, axis=1, keepdims=True)
+    x = x / np.where(norm > 0, norm, 1.0)
+  return x
+
+
+@functools.partial(jax.jit, static_argnames=("k", "l2"))
+def _top_k(queries, items, item_sq, *, k, l2):
+  scores = queries @ items.T
+  if l2:
+    scores = 2.0 * scores - item_sq[None, :]
+  return jax.lax.top_k(scores, k)[1]
+
+
+def top_k(queries: np.ndarray, items: np.ndarray, k: int, *, metric: str = "cosine") -> np.ndarray:
+  """Ids [Q, k] of each query's k best-scoring items (best first), exact, in float32."""
+  if metric not in METRICS:
+    raise ValueError(f"top_k: `metric` must be one of {list(METRICS)}, got {metric!r}")
+  if not 1 <= k <= items.shape[0]:
+    raise ValueError(f"top_k: `k` must lie in [1, {items.shape[0]}] (the items), got {k}")
+  q, x = _prepare(queries, metric), _prepare(items, metric)
+  x_dev = jnp.asarray(x)
+  item_sq = jnp.sum(x_dev * x_dev, axis=1)
+  rows = max(1, min(_CHUNK_ENTRIES // max(x.shape[0], 1), 4096))
+  out = np.empty((q.shape[0], k), np.int64)
+  for start in range(0, q.shape[0], rows):
+    block = q[start:start + rows]
+    size = bucket_size(block.shape[0])  # one compile per octave of chunk sizes
+    padded = np.pad(block, ((0, size - block.shape[0]), (0, 0)))
+    out[start:start + block.shape[0]] = np.asarray(_top_k(padded, x_dev, item_sq, k=k, l2=metric == "l2"))[
+        :block.shape[0]]
+  return out
+
+
+def own_vector_hits(mapped: np.ndarray, targets: np.ndarray, distractors: np.ndarray | None = None, *, k: int,
+                    metric: str = "cosine") -> np.ndarray:
+  """For each row i, whether ``targets[i]`` is among the k items scoring best for ``mapped[i]`` when the items are
+  all the targets plus the ``distractors`` (e.g. an old index): [n] bools. A label-free measure of a bridge: the
+  mapped new embedding of an item should find that item's old embedding."""
+  items = targets if distractors is None or len(distractors) == 0 else np.concatenate([targets, distractors])
+  k = min(k, items.shape[0])
+  found = top_k(mapped, items, k, metric=metric)
+  return (found == np.arange(mapped.shape[0])[:, None]).any(axis=1)
+
+
+def neighbour_agreement(mapped: np.ndarray, old_queries: np.ndarray, index: np.ndarray, *, k: int,
+                        metric: str = "cosine") -> np.ndarray:
+  """For each query, the share of the old model's top k in ``index`` (``old_queries[i]``'s) that the mapped query
+  also ranks in its top k: [Q] floats in [0, 1]."""
+  k = min(k, index.shape[0])
+  mine, theirs = top_k(mapped, index, k, metric=metric), top_k(old_queries, index, k, metric=metric)
+  return np.array([len(np.intersect1d(a, b)) for a, b in zip(mine, theirs)], np.float64) / k
+
+
+def recall_per_query(queries: np.ndarray, index: np.ndarray, relevant: list[np.ndarray], *, k: int,
+                     metric: str = "cosine") -> np.ndarray:
+  """Recall@k of each query [Q]: the share of its ``relevant`` index ids found in its top k."""
+  found = top_k(queries, index, min(k, index.shape[0]), metric=metric)
+  return np.array([np.isin(rel, f).mean() for f, rel in zip(found, relevant)], np.float64)

@@ -1,0 +1,121 @@
+"""Serving a bridge over stored embeddings: map a ``.npy`` file of any size to the old model's space in chunks.
+
+The input is memory-mapped and read ``chunk_rows`` rows at a time; the output is written through a memory-mapped
+``.npy`` under a temporary name and published atomically, never over an existing file unless asked. Memory stays at
+a few chunks whatever the file's size. Affine chains (every kind but the MLP) are composed once into one
+:math:`Wz + b` and applied with NumPy's matrix product in the compute precision (float32, or float64 for float64
+input); a chain with an MLP applies its maps one at a time with the jitted :func:`apply_map`, on chunks padded to one
+shape so it compiles once.
+"""
+
+import os
+import secrets
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+from bcjax import _atomic
+from bcjax.upgrade import _files, _moments
+from bcjax.upgrade._map import UpgradeMap, affine_form, apply_map, compose_affine
+
+OUTPUT_DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32,
+                 "float64": np.float64}
+
+
+def _stages(maps: Sequence[UpgradeMap], dtype):
+  """The chain as callables on one chunk: runs of affine maps without normalisation between them are composed."""
+  stages, run = [], []
+
+  def flush():
+    if run:
+      w, b = compose_affine(run)
+      w_t, b_c = np.ascontiguousarray(w.T.astype(dtype)), b.astype(dtype)
+      stages.append(lambda z: z @ w_t + b_c)
+      run.clear()
+
+  for m in maps:
+    form = affine_form(m.transform, m.params)
+    if form is not None and not m.normalize:
+      run.append(form)
+      continue
+    flush()
+    if form is not None:  # an affine map on normalised rows: normalise, map, normalise
+      w_t, b_c = np.ascontiguousarray(form[0].T.astype(dtype)), form[1].astype(dtype)
+      stages.append(lambda z, w_t=w_t, b_c=b_c: _moments.unit_rows(_moments.unit_rows(z) @ w_t + b_c))
+    else:
+      stages.append(lambda z, m=m: np.asarray(apply_map(m, z), dtype))
+  flush()
+  return stages
+
+
+def transform_file(maps: UpgradeMap | Sequence[UpgradeMap], source: str | os.PathLike, destination: str | os.PathLike,
+                   *, dtype: str | None = None, chunk_rows: int = _files.DEFAULT_CHUNK_ROWS, overwrite: bool = False,
+                   progress: Callable[[int, int], None] | None = None) -> tuple[int, int, str]:
+  """Maps the embeddings in ``source`` [n, D_k] through ``maps`` (one map, or a chain in the order it applies) and
+  writes ``destination`` [n, D_j].
+
+  Args:
+    maps: an :class:`UpgradeMap` or a chain ``[B_k, ..., B_(j+1)]``.
+    source: a ``.npy`` file (float16, bfloat16, float32 or float64).
+    destination: the ``.npy`` to write; must not exist unless ``overwrite``.
+    dtype: the output dtype (``float16``, ``bfloat16``, ``float32``, ``float64``); default the input's.
+    chunk_rows: rows per chunk.
+    overwrite: replace an existing ``destination``.
+    progress: called with (rows done, rows in all) after each chunk.
+
+  Returns:
+    (rows, output dimension, output dtype name).
+  """
+  maps = [maps] if isinstance(maps, UpgradeMap) else list(maps)
+  destination = Path(destination)
+  if dtype is not None and dtype not in OUTPUT_DTYPES:
+    raise ValueError(f"transform_file: `dtype` must be one of {list(OUTPUT_DTYPES)}, got {dtype!r}")
+  if destination.exists() and not overwrite:
+    raise FileExistsError(f"transform_file: output {destination} exists; refusing to overwrite it")
+  z = _files.open_embeddings(source, name="input")
+  for i, m in enumerate(maps):
+    expected = z.shape[1] if i == 0 else maps[i - 1].dims[0]
+    if m.dims[1] != expected:
+      raise ValueError(f"transform_file: map {i} takes D={m.dims[1]} but gets D={expected}"
+                       f"{' (the input file)' if i == 0 else ''}")
+  out_dtype = np.dtype(OUTPUT_DTYPES[dtype]) if dtype is not None else z.dtype
+  compute = _files.compute_dtype(z.dtype)
+  stages = _stages(maps, compute)
+  n, d_out = z.shape[0], (maps[-1].dims[0] if maps else z.shape[1])
+  tmp = destination.with_name(f".{destination.name}.{os.getpid()}-{secrets.token_hex(4)}{_atomic.TMP_SUFFIX}")
+  try:
+    # np.lib.format cannot describe bfloat16 in a header; ml_dtypes' np.save writes it as |V2, so do we.
+    header_dtype = np.dtype("V2") if out_dtype == ml_dtypes.bfloat16 else out_dtype
+    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=header_dtype, shape=(n, d_out))
+    view = out.view(ml_dtypes.bfloat16) if header_dtype == np.dtype("V2") else out
+    done = 0
+    for rows in _files.chunks(n, chunk_rows):
+      block = _files.read_rows(z, rows, compute)
+      for stage in stages:
+        block = stage(block)
+      if not np.isfinite(block).all():
+        bad = rows.start + int(np.argmax(~np.isfinite(block).all(axis=1)))
+        raise ValueError(f"transform_file: row {bad} of {source} maps to NaN or inf (does the input hold NaN or "
+                         f"inf there?); nothing was written")
+      view[rows] = block.astype(out_dtype)
+      done = rows.stop
+      if progress is not None:
+        progress(done, n)
+    out.flush()
+    del view, out
+    with open(tmp, "rb+") as f:
+      os.fsync(f.fileno())
+    _atomic._publish(tmp, destination, overwrite)  # pylint: disable=protected-access
+  finally:
+    tmp.unlink(missing_ok=True)
+  _atomic._fsync_dir(destination.parent)  # pylint: disable=protected-access
+  return n, d_out, "bfloat16" if out_dtype == ml_dtypes.bfloat16 else out_dtype.name
+
+
+def registry_maps(registry, *, to: int, source: int | None = None) -> list[UpgradeMap]:
+  """The registry's chain from version ``source`` (default: the latest) down to ``to`` as maps, in the order they
+  apply."""
+  return [UpgradeMap(t, params, info.normalize, info.kind, {}) for info, t, params in registry.chain(to,
+                                                                                                      source=source)]
