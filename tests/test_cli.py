@@ -133,5 +133,104 @@ class CliTest(absltest.TestCase):
       self.assertEqual(declared, ["bcjax.cli:main"])
 
 
+class FitCommandTest(absltest.TestCase):
+  """`bcjax fit`: the round trip fit -> append -> transform, the exit status as a gate, and bad input refused with
+  exit 2 before anything is written."""
+
+  def setUp(self):
+    super().setUp()
+    self.tmp = Path(self.create_tempdir().full_path)
+    rng = np.random.default_rng(0)
+    n = 600
+    z_new = (rng.standard_normal((n, 10)) * np.linspace(0.5, 2.0, 10) + 2.0).astype(np.float32)
+    q, _ = np.linalg.qr(rng.standard_normal((10, 10)))
+    z_old = ((z_new - 2.0) @ q[:6].T + 1.0 + 0.05 * rng.standard_normal((n, 6))).astype(np.float32)
+    self.z_new, self.z_old = z_new, z_old
+    for name, arr in (("new", z_new), ("old", z_old), ("index", z_old[:200]),
+                      ("labels", (z_old[:, 0] > np.median(z_old[:, 0])).astype(np.int64))):
+      np.save(self.tmp / f"{name}.npy", arr)
+    self.base = ["fit", "--old", str(self.tmp / "old.npy"), "--new", str(self.tmp / "new.npy"), "--kind", "linear"]
+
+  def test_fit_append_transform_round_trip(self):
+    code, stdout, _ = run(*self.base, "--out", str(self.tmp / "m.bcmap"), "--index", str(self.tmp / "index.npy"),
+                          "--labels", str(self.tmp / "labels.npy"), "--min-recovery", "0.5", "--old-model", "A")
+    self.assertEqual(code, 0, stdout)
+    self.assertIn("verdict: bridge", stdout)
+    report = json.loads((self.tmp / "m.bcmap.report.json").read_text())
+    self.assertEqual(report["verdict"], "bridge")
+    self.assertEqual(report["old_model"], "A")
+    self.assertIn("consumer_negative_flips", report["metrics"])
+    self.assertTrue((self.tmp / "m.bcmap.report.md").read_text().startswith("# Upgrade report: **bridge**"))
+    reg = str(self.tmp / "reg")
+    self.assertEqual(run("init", "--registry", reg, "--dim", "6")[0], 0)
+    code, stdout, _ = run("append", "--registry", reg, str(self.tmp / "m.bcmap"))
+    self.assertEqual(code, 0)
+    self.assertIn("(affine)", stdout)
+    self.assertIn('"verdict": "bridge"', Registry(reg).info(1).notes)
+    out = self.tmp / "mapped.npy"
+    code, stdout, _ = run("transform", "--registry", reg, "--to", "0", "--chunk-rows", "64", str(self.tmp / "new.npy"),
+                          str(out))
+    self.assertEqual(code, 0, stdout)
+    self.assertIn("float32", stdout)
+    from bcjax.upgrade import load_map  # pylint: disable=import-outside-toplevel
+    m, _ = load_map(self.tmp / "m.bcmap")
+    assert_close(np.load(out), np.asarray(m(self.z_new.astype(np.float64))).astype(np.float32))
+    self.assertLess(np.abs(np.load(out) - self.z_old).mean(), 0.1)
+
+  def test_fit_into_a_registry_appends_only_a_bridge(self):
+    reg = str(self.tmp / "reg")
+    run("init", "--registry", reg, "--dim", "6")
+    code, stdout, _ = run(*self.base, "--registry", reg, "--min-recovery", "1.0", "--index", str(self.tmp / "index.npy"))
+    self.assertEqual(code, 3, stdout)
+    self.assertIn("not appended", stdout)
+    self.assertEqual(Registry(reg).latest, 0)
+    code, stdout, _ = run(*self.base, "--registry", reg, "--min-recovery", "0.5", "--seed", "1")
+    self.assertEqual(code, 0, stdout)
+    self.assertEqual(Registry(reg).latest, 1)
+    self.assertEqual(len(list(Path(reg).glob("upgrade-*.report.json"))), 2)
+
+  def test_append_refuses_an_npz_with_a_hint(self):
+    np.savez(self.tmp / "m.npz", w=np.ones((6, 10)))
+    reg = str(self.tmp / "reg")
+    run("init", "--registry", reg, "--dim", "6")
+    code, _, err = run("append", "--registry", reg, str(self.tmp / "m.npz"))
+    self.assertEqual(code, 2)
+    self.assertIn("bcjax fit --out", err)
+
+  def test_bad_input_exits_two_naming_the_argument_before_writing(self):
+    bad = self.tmp / "bad"
+    bad.mkdir()
+    np.save(bad / "short.npy", self.z_new[:500])
+    nan = self.z_new.copy()
+    nan[123, 4] = np.nan
+    np.save(bad / "nan.npy", nan)
+    np.save(bad / "pickled.npy", np.array([object()], dtype=object), allow_pickle=True)
+    (bad / "text.npy").write_text("1,2,3")
+    np.save(bad / "empty.npy", np.zeros((0, 10), np.float32))
+    (bad / "taken.bcmap").write_bytes(b"user data")
+    reg = str(self.tmp / "reg")
+    run("init", "--registry", reg, "--dim", "7")
+    old, new = str(self.tmp / "old.npy"), str(self.tmp / "new.npy")
+    out = str(self.tmp / "never.bcmap")
+    cases = [
+        (["--old", old, "--new", str(bad / "short.npy"), "--out", out], "`--old` .* has 600 rows but `--new`"),
+        (["--old", old, "--new", str(bad / "nan.npy"), "--out", out], "`--new` holds NaN or inf: first in row 123"),
+        (["--old", old, "--new", new, "--registry", reg], "width 6 but the registry's latest version 0 has D_0=7"),
+        (["--old", str(bad / "pickled.npy"), "--new", new, "--out", out], "`--old` .* pickled"),
+        (["--old", old, "--new", str(bad / "text.npy"), "--out", out], "`--new` .* not a .npy file"),
+        (["--old", str(bad / "empty.npy"), "--new", new, "--out", out], "`--old` .* is empty"),
+        (["--old", old, "--new", new, "--out", str(bad / "taken.bcmap")], "taken.bcmap exists"),
+        (["--old", old, "--new", new, "--out", out, "--min-recovery", "0"], r"`--min-recovery` must lie in \(0, 1\]"),
+        (["--old", old, "--new", new, "--out", out, "--min-recovery", "1.5"], "got 1.5"),
+    ]
+    before = sorted(p.name for p in self.tmp.rglob("*"))
+    for argv, pattern in cases:
+      code, _, err = run("fit", *argv)
+      self.assertEqual(code, 2, (argv, err))
+      self.assertRegex(err, pattern)
+    self.assertEqual(sorted(p.name for p in self.tmp.rglob("*")), before)
+    self.assertEqual((bad / "taken.bcmap").read_bytes(), b"user data")
+
+
 if __name__ == "__main__":
   absltest.main()

@@ -10,11 +10,13 @@ Given the same items embedded by the old model (:math:`z_{k-1}`, [n, D_(k-1)]) a
   :math:`\bar G` is singular).
 * ``orthogonal``: the centred isometry :math:`Q(z - \mu_k) + \mu_{k-1}`, Q from (projection) Procrustes on the
   centred statistics (:func:`bcjax.alignment.orthogonal_transform` with ``bias``); nothing to choose.
-* ``affine``: ridge regression shrunk towards the scaled centred isometry instead of towards zero,
+* ``affine``: ridge regression shrunk towards a scaled isometry instead of towards zero (Q the polar factor
+  :math:`U V^\top` of :math:`\bar C = U \Sigma V^\top`),
   :math:`W = (\bar C + \gamma s Q)(\bar G + \gamma I)^{-1}` with :math:`s = \langle Q, \bar C\rangle /
   \mathrm{tr}(Q\bar G Q^\top)`, then optionally reduced to rank r (the fitted values' top-r principal subspace,
   Izenman 1975); :math:`\alpha` and r chosen by cross-validation. With fewer pairs than dimensions this is what keeps
-  the map close to a rotation where the data say nothing.
+  the map close to a rotation where the data say little (the polar factor is taken on the directions the pairs
+  span, so the directions they do not span map to zero, as with ridge).
 * ``mlp``: :func:`bcjax.alignment.mlp_transform` warm-started from the cross-validated ``affine`` map (its linear
   branch is that map, its MLP branch starts at zero), trained with Adam on minibatches streamed from the pairs,
   stopped early on the validation pairs' error; the hidden width is chosen on them too.
@@ -42,7 +44,7 @@ from bcjax.upgrade._map import UpgradeMap
 
 KINDS = ("orthogonal", "linear", "affine", "mlp")  # from the fewest parameters to the most (auto's preference)
 UPGRADE_KINDS = ("auto", *KINDS)
-ALPHAS = (0.0, 1e-4, 1e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0)
+ALPHAS = (0.0, 1e-4, 1e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0)
 RANK_FRACTIONS = (1 / 2, 1 / 4, 1 / 8)
 
 
@@ -119,8 +121,14 @@ def _reduce_rank(w: np.ndarray, m: _moments.PairMoments, rank: int | None) -> np
 
 
 def _scaled_isometry(m: _moments.PairMoments) -> np.ndarray:
-  gram_c, cross_c, energy_c = m.centred()
-  q = _procrustes(gram_c, cross_c, energy_c)
+  """affine's shrinkage target s·Q: Q the polar factor of the centred cross-covariance on the directions the pairs
+  span (:math:`U_r V_r^\top` over its non-zero singular values). Where the pairs span fewer directions than the
+  dimensions, the full isometry's action on the rest is arbitrary (any rotation there fits equally well) and would
+  change with the last bit of the sums; the partial isometry maps those directions to zero, as ridge does."""
+  gram_c, cross_c, _ = m.centred()
+  u, sv, vt = np.linalg.svd(cross_c, full_matrices=False)
+  r = int(np.sum(sv > 1e-10 * (sv.max() if sv.size else 0.0)))
+  q = u[:, :r] @ vt[:r]
   denominator = float(np.sum((q @ gram_c) * q))
   return q * (float(np.sum(q * cross_c)) / denominator if denominator > 0 else 1.0)
 
@@ -193,10 +201,13 @@ def _choose_closed_form(kind: str, fold_moments, total, d_min: int) -> tuple[dic
   errors = {alpha: _cv_error(kind, folds, alpha) for alpha in ALPHAS}
   alpha = min(errors, key=errors.get)
   choices, best = {"alpha": alpha}, errors[alpha]
-  if kind == "affine":
+  # A reduced rank is tried only where the folds can tell ranks apart (at least two pairs per dimension), and kept
+  # only when it improves the cross-validated error by more than 1 %: with few pairs the folds' fitted values span
+  # fewer directions than the final fit's, and a rank they prefer would throw away directions the final fit has.
+  if kind == "affine" and total.count >= 2 * total.gram.shape[0]:
     for rank in sorted({max(1, int(d_min * f)) for f in RANK_FRACTIONS}, reverse=True):
       error = _cv_error(kind, folds, alpha, rank)
-      if error < best:
+      if error < 0.99 * best:
         choices, best = {"alpha": alpha, "rank": rank}, error
   return choices, best
 
@@ -259,7 +270,8 @@ def train_mlp(z_new, z_prev, train_rows: np.ndarray, val_pairs: tuple[np.ndarray
   val_weight = jnp.ones(val_new.shape[0], jnp.float32)
   best = (float(loss(params, val_new, val_prev, val_weight)), jax.tree.map(np.asarray, params), 0)
   rng = np.random.default_rng(int(jax.random.randint(key, (), 0, 2**31 - 1)))
-  size = min(batch_size, len(train_rows))
+  # At least ~32 steps an epoch, so a small training set still takes steps enough between validations.
+  size = int(min(batch_size, max(32, len(train_rows) // 32), len(train_rows)))
   for epoch in range(1, max_epochs + 1):
     order = rng.permutation(train_rows)
     for start in range(0, len(order), size):

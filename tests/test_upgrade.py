@@ -1,0 +1,423 @@
+"""The embedding-upgrade workflow (bcjax.upgrade): closed forms against float64 NumPy references, streaming equal to
+in-memory, kinds recovering the maps they can represent, auto's choice, every report measure against a brute-force
+reference, streaming serving with bounded memory, and the map file's round trip through a registry."""
+
+import tracemalloc
+from pathlib import Path
+
+import jax
+import ml_dtypes
+import numpy as np
+from absl.testing import absltest, parameterized
+from sklearn.linear_model import LogisticRegression
+
+from bcjax import upgrade
+from bcjax.alignment import affine_transform, orthogonal_transform
+from bcjax.upgrade import _fit, _report
+from bcjax.versioning import Registry
+from tests._tolerance import assert_close
+
+
+def rotation(rng, d_prev, d_new):
+  q, _ = np.linalg.qr(rng.standard_normal((max(d_prev, d_new), max(d_prev, d_new))))
+  return q[:d_prev, :d_new]
+
+
+def anisotropic_pairs(rng, n=1500, d_new=12, d_prev=8, *, noise=0.0):
+  """New embeddings in a shifted, anisotropic cone; old = rotation of the centred new plus another shift."""
+  z_new = rng.standard_normal((n, d_new)) * np.linspace(0.3, 3.0, d_new) + 2.0
+  q = rotation(rng, d_prev, d_new)
+  z_prev = (z_new - 2.0) @ q.T - 1.0 + noise * rng.standard_normal((n, d_prev))
+  return z_new, z_prev, q
+
+
+class ClosedFormTest(parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    rng = np.random.default_rng(0)
+    self.z_new = rng.standard_normal((400, 9)) * np.linspace(0.5, 2.0, 9) + 1.0
+    self.z_prev = self.z_new @ rng.standard_normal((9, 6)) + 0.3 * rng.standard_normal((400, 6)) - 2.0
+
+  def test_moments_stream_equals_in_memory_numpy(self):
+    m = upgrade.pair_moments(self.z_new, self.z_prev, chunk_rows=7)
+    assert_close(m.gram, self.z_new.T @ self.z_new)
+    assert_close(m.cross, self.z_prev.T @ self.z_new)
+    assert_close(m.energy, np.sum(self.z_prev ** 2))
+    assert_close(m.sum_new, self.z_new.sum(0))
+    g, c, e = m.centred()
+    zn, zp = self.z_new - self.z_new.mean(0), self.z_prev - self.z_prev.mean(0)
+    assert_close(g, zn.T @ zn)
+    assert_close(c, zp.T @ zn)
+    assert_close(e, np.sum(zp ** 2))
+
+  @parameterized.parameters("linear", "orthogonal", "affine")
+  def test_streaming_fit_equals_in_memory_fit_in_float64(self, kind):
+    """Pairs streamed from a memory-mapped file in chunks of 13 rows give the in-memory fit's map."""
+    tmp = Path(self.create_tempdir().full_path)
+    np.save(tmp / "new.npy", self.z_new)
+    np.save(tmp / "old.npy", self.z_prev)
+    streamed = upgrade.pair_moments(upgrade.open_embeddings(tmp / "new.npy"), upgrade.open_embeddings(tmp / "old.npy"),
+                                    chunk_rows=13)
+    whole = upgrade.pair_moments(self.z_new, self.z_prev, chunk_rows=10**6)
+    for choices in ({}, {"alpha": 0.1}, {"alpha": 0.1, "rank": 3}) if kind == "affine" else ({}, {"alpha": 0.3}):
+      if kind == "orthogonal" and choices:
+        continue
+      w_s, b_s = upgrade.closed_form(kind, streamed, **choices)
+      w_m, b_m = upgrade.closed_form(kind, whole, **choices)
+      assert_close(w_s, w_m, "linalg")
+      assert_close(b_s, b_m, "linalg")
+
+  def test_linear_is_centred_least_squares_and_ridge(self):
+    m = upgrade.pair_moments(self.z_new, self.z_prev)
+    w, b = upgrade.closed_form("linear", m)
+    design = np.hstack([self.z_new, np.ones((400, 1))])
+    reference = np.linalg.lstsq(design, self.z_prev, rcond=None)[0]
+    assert_close(w, reference[:-1].T, "linalg")
+    assert_close(b, reference[-1], "linalg")
+    # the library's affine kind on the same rows
+    params = affine_transform().fit(self.z_new, self.z_prev)
+    assert_close(w, params["w"], "linalg")
+    # ridge: W = Cc (Gc + gamma I)^-1 with gamma = alpha tr(Gc) / d
+    zn, zp = self.z_new - self.z_new.mean(0), self.z_prev - self.z_prev.mean(0)
+    gamma = 0.3 * np.trace(zn.T @ zn) / 9
+    ridge = np.linalg.solve(zn.T @ zn + gamma * np.eye(9), zn.T @ zp).T
+    assert_close(upgrade.closed_form("linear", m, alpha=0.3)[0], ridge, "linalg")
+
+  def test_affine_shrinks_towards_the_scaled_isometry(self):
+    m = upgrade.pair_moments(self.z_new, self.z_prev)
+    zn, zp = self.z_new - self.z_new.mean(0), self.z_prev - self.z_prev.mean(0)
+    u, _, vt = np.linalg.svd(zp.T @ zn, full_matrices=False)
+    q = u @ vt  # the polar factor of the centred cross-covariance
+    s = np.sum(q * (zp.T @ zn)) / np.sum((q @ zn.T @ zn) * q)
+    gamma = 1.0 * np.trace(zn.T @ zn) / 9
+    expected = np.linalg.solve(zn.T @ zn + gamma * np.eye(9), zn.T @ zp + gamma * (s * q).T).T
+    w, b = upgrade.closed_form("affine", m, alpha=1.0)
+    assert_close(w, expected, "linalg")
+    assert_close(b, zp.mean(0) + self.z_prev.mean(0) - w @ self.z_new.mean(0), "linalg", scale=10.0)
+    # huge shrinkage lands on the scaled isometry itself
+    assert_close(upgrade.closed_form("affine", m, alpha=1e9)[0], s * q, "statistical", rtol=1e-6, atol=1e-6)
+    # reduced rank: the library's reduced-rank regression at alpha = 0
+    params = affine_transform(rank=3).fit(self.z_new, self.z_prev)
+    assert_close(upgrade.closed_form("affine", m, rank=3)[0], params["u"] @ params["v"].T, "linalg")
+
+  def test_orthogonal_with_bias_is_centred_procrustes(self):
+    w, b = upgrade.closed_form("orthogonal", upgrade.pair_moments(self.z_new, self.z_prev))
+    params = orthogonal_transform(bias=True).fit(self.z_new, self.z_prev)
+    assert_close(w, params["a"], "linalg")
+    assert_close(b, params["b"], "linalg")
+    assert_close(w @ w.T, np.eye(6), "linalg")
+
+  def test_moments_mse_is_the_mean_squared_error(self):
+    m = upgrade.pair_moments(self.z_new, self.z_prev)
+    rng = np.random.default_rng(1)
+    w, b = rng.standard_normal((6, 9)), rng.standard_normal(6)
+    direct = np.mean(np.sum((self.z_new @ w.T + b - self.z_prev) ** 2, axis=1))
+    assert_close(upgrade.moments_mse(w, b, m), direct)
+
+
+class KindsTest(absltest.TestCase):
+
+  def test_rotation_plus_shift_in_an_anisotropic_cone(self):
+    """A rotation with shifts is recovered exactly by the centred orthogonal kind and by affine; an uncentred
+    rotation cannot move the cone and misses it by far."""
+    rng = np.random.default_rng(0)
+    z_new, z_prev, _ = anisotropic_pairs(rng)
+    split = upgrade.split_pairs(len(z_new), seed=0)
+    for kind in ("orthogonal", "affine", "linear"):
+      fit = upgrade.fit_upgrade(z_new, z_prev, kind=kind, split=split)
+      mapped = np.asarray(fit.map(z_new[split.test]))
+      assert_close(mapped, z_prev[split.test], "statistical", rtol=0, atol=1e-6, err_msg=kind)
+    uncentred = orthogonal_transform().fit(z_new[split.train], z_prev[split.train])
+    error = np.abs(np.asarray(orthogonal_transform().apply(uncentred, z_new[split.test])) - z_prev[split.test])
+    self.assertGreater(error.mean(), 0.2)
+
+  def test_affine_recovers_an_anisotropic_scale_the_isometry_cannot(self):
+    rng = np.random.default_rng(1)
+    z_new = rng.standard_normal((1200, 8)) + 1.0
+    a = rotation(rng, 8, 8) * np.linspace(0.2, 4.0, 8)
+    z_prev = z_new @ a.T + 3.0
+    split = upgrade.split_pairs(1200)
+    affine = upgrade.fit_upgrade(z_new, z_prev, kind="affine", split=split)
+    assert_close(np.asarray(affine.map(z_new[split.test])), z_prev[split.test], "statistical", rtol=0, atol=1e-5)
+    ortho = upgrade.fit_upgrade(z_new, z_prev, kind="orthogonal", split=split)
+    self.assertGreater(np.abs(np.asarray(ortho.map(z_new[split.test])) - z_prev[split.test]).mean(), 0.3)
+
+  def test_few_pairs_choose_a_ridge_and_beat_least_squares(self):
+    """Fewer training pairs than dimensions: cross-validation picks shrinkage, which generalises far better than
+    the minimum-norm least-squares map."""
+    rng = np.random.default_rng(2)
+    z_new = rng.standard_normal((3000, 40)) * np.geomspace(3.0, 0.3, 40) + 2.0  # a spectrum that decays
+    z_prev = (z_new - 2.0) @ rotation(rng, 40, 40).T - 1.0 + 0.1 * rng.standard_normal((3000, 40))
+    order = rng.permutation(3000)
+    split = upgrade.PairSplit(np.sort(order[:30]), np.sort(order[30:40]), np.sort(order[40:]))
+    test_m = upgrade.pair_moments(z_new, z_prev, rows=split.test)
+
+    def test_error(kind):
+      fit = upgrade.fit_upgrade(z_new, z_prev, kind=kind, split=split)
+      return fit.map.choices, upgrade.moments_mse(*upgrade.affine_form(fit.map.transform, fit.map.params), test_m)
+
+    (affine_choices, affine), (_, ridge), (_, isometry) = test_error("affine"), test_error("linear"), test_error(
+        "orthogonal")
+    self.assertGreater(affine_choices["alpha"], 0.0)
+    self.assertNotIn("rank", affine_choices)
+    least_squares = upgrade.closed_form("linear", upgrade.pair_moments(z_new, z_prev, rows=order[:40]))
+    self.assertLess(affine, 0.1 * upgrade.moments_mse(*least_squares, test_m))
+    self.assertLess(affine, 0.7 * min(ridge, isometry))
+
+  def test_a_non_linear_map_is_won_by_the_mlp_and_auto_picks_it(self):
+    rng = np.random.default_rng(3)
+    z_new = rng.standard_normal((2500, 6))
+    z_prev = z_new[:, :4] + 1.5 * np.abs(z_new[:, 2:6])
+    fit = upgrade.fit_upgrade(z_new, z_prev, kind="auto", mlp_hidden=(64,), mlp_epochs=40, seed=0)
+    self.assertEqual(fit.map.kind, "mlp", fit.reason)
+    self.assertIn("auto chose mlp", fit.reason)
+    by_kind = {c["kind"]: c for c in fit.candidates}
+    self.assertGreater(by_kind["mlp"]["val_hit_rate"], by_kind["affine"]["val_hit_rate"])
+    self.assertLess(by_kind["mlp"]["val_mse"], 0.6 * by_kind["affine"]["val_mse"])
+
+  def test_auto_prefers_the_simpler_kind_on_a_tie(self):
+    rng = np.random.default_rng(4)
+    z_new, z_prev, _ = anisotropic_pairs(rng, n=800)
+    fit = upgrade.fit_upgrade(z_new, z_prev, kind="auto", mlp_hidden=(8,), mlp_epochs=2)
+    self.assertEqual(fit.map.kind, "orthogonal", fit.reason)
+
+  def test_normalized_fit_maps_unit_rows_to_unit_rows(self):
+    rng = np.random.default_rng(5)
+    z_new, z_prev, _ = anisotropic_pairs(rng, n=600, noise=0.1)
+    fit = upgrade.fit_upgrade(z_new, z_prev, kind="linear", normalize=True)
+    out = np.asarray(fit.map(z_new[:50]))
+    assert_close(np.linalg.norm(out, axis=1), np.ones(50), "elementwise")
+
+  def test_apply_map_jit_matches_eager_and_keeps_precision(self):
+    rng = np.random.default_rng(6)
+    z_new, z_prev, _ = anisotropic_pairs(rng, n=300)
+    m = upgrade.fit_upgrade(z_new, z_prev, kind="affine").map
+    eager = m.transform.apply({k: np.asarray(v) for k, v in m.params.items()}, z_new)
+    assert_close(upgrade.apply_map(m, z_new), eager)
+    self.assertEqual(upgrade.apply_map(m, z_new.astype(np.float16)).dtype, np.float32)
+    with self.assertRaisesRegex(ValueError, r"shape \(300, 5\) but the map takes D_k=12"):
+      upgrade.apply_map(m, z_new[:, :5])
+
+  def test_split_and_kind_errors(self):
+    with self.assertRaisesRegex(ValueError, "`test_fraction` must lie in"):
+      upgrade.split_pairs(10, test_fraction=1.0)
+    with self.assertRaisesRegex(ValueError, "leaves no training pairs"):
+      upgrade.split_pairs(10, test_fraction=0.5, val_fraction=0.5)
+    with self.assertRaisesRegex(ValueError, "`kind` must be one of"):
+      upgrade.fit_upgrade(np.ones((10, 2)), np.ones((10, 2)), kind="cubic")
+    with self.assertRaisesRegex(ValueError, "same rows"):
+      upgrade.fit_upgrade(np.ones((10, 2)), np.ones((9, 2)))
+
+
+class ReportTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    rng = np.random.default_rng(7)
+    self.z_new, self.z_prev, _ = anisotropic_pairs(rng, n=1000, noise=0.4)
+    self.split = upgrade.split_pairs(1000, seed=1)
+    self.map = upgrade.fit_upgrade(self.z_new, self.z_prev, kind="linear", split=self.split).map
+    self.index = rng.standard_normal((300, 8)) * 2.0 - 1.0
+
+  def brute_top(self, q, x, k):
+    qn = q / np.linalg.norm(q, axis=1, keepdims=True)
+    xn = x / np.linalg.norm(x, axis=1, keepdims=True)
+    return np.argsort(-(qn @ xn.T), axis=1, kind="stable")[:, :k]
+
+  def test_measures_against_brute_force(self):
+    rows = self.split.test
+    qrel_pairs = (rows[::2], np.arange(len(rows[::2])) % 300)
+    labels = (self.z_prev[:, 0] > np.median(self.z_prev[:, 0])).astype(np.int64)
+    report = upgrade.evaluate_upgrade(self.map, self.z_new, self.z_prev, rows, index=self.index, qrels=qrel_pairs,
+                                      labels=labels, consumer_rows=self.split.train, k=5, seed=3)
+    mapped = self.map.transform.apply(self.map.params, self.z_new[rows])
+    mapped = np.asarray(mapped)
+    target = self.z_prev[rows]
+    m = report["metrics"]
+    assert_close(m["alignment_l2"]["value"], np.linalg.norm(mapped - target, axis=1).mean(), "network")
+    cos = np.sum(mapped * target, 1) / np.linalg.norm(mapped, axis=1) / np.linalg.norm(target, axis=1)
+    assert_close(m["alignment_cosine"]["value"], cos.mean(), "network")
+    # own-vector hits among the targets plus the index
+    items = np.concatenate([target, self.index])
+    hits = (self.brute_top(mapped, items, 5) == np.arange(len(rows))[:, None]).any(1)
+    assert_close(m["own_vector_hit_rate"]["value"], hits.mean(), "elementwise")
+    # neighbour agreement with the old model's top 5
+    mine, theirs = self.brute_top(mapped, self.index, 5), self.brute_top(target, self.index, 5)
+    agreement = np.mean([len(set(a) & set(b)) / 5 for a, b in zip(mine, theirs)])
+    assert_close(m["neighbour_agreement"]["value"], agreement, "elementwise")
+    # recall recovery against the old model
+    rel = {r: {i} for r, i in zip(*qrel_pairs)}
+    queries = [j for j, r in enumerate(rows) if r in rel]
+    bridged = np.mean([len(rel[rows[j]] & set(mine[j])) for j in queries])
+    reference = np.mean([len(rel[rows[j]] & set(theirs[j])) for j in queries])
+    assert_close(m["recall_bridged"]["value"], bridged, "elementwise")
+    assert_close(m["recall_recovery"]["value"], bridged / reference, "elementwise")
+    # the consumer: scikit-learn's logistic regression on the old training embeddings
+    clf = LogisticRegression(C=1.0, tol=1e-10, max_iter=10_000).fit(self.z_prev[self.split.train],
+                                                                    labels[self.split.train])
+    old_right = clf.predict(target) == labels[rows]
+    new_right = clf.predict(mapped) == labels[rows]
+    assert_close(m["consumer_accuracy_old"]["value"], old_right.mean(), "statistical", rtol=0, atol=2.5 / len(rows))
+    assert_close(m["consumer_negative_flips"]["value"], (old_right & ~new_right).mean(), "statistical", rtol=0,
+                 atol=2.5 / len(rows))
+    for name, metric in m.items():
+      if np.isfinite(metric["value"]):
+        self.assertLessEqual(metric["low"], metric["value"] + 1e-12, name)
+        self.assertGreaterEqual(metric["high"], metric["value"] - 1e-12, name)
+    self.assertEqual(report["primary"], "recall_recovery")
+
+  def test_recall_recovery_against_re_embedding_uses_the_new_index(self):
+    rows = self.split.test
+    new_index = self.z_new[:300]
+    old_index = self.z_prev[:300]
+    qrels = (rows, rows % 300)
+    report = upgrade.evaluate_upgrade(self.map, self.z_new, self.z_prev, rows, index=old_index, new_index=new_index,
+                                      qrels=qrels, k=10)
+    found = self.brute_top(self.z_new[rows], new_index, 10)
+    reference = np.mean([(r % 300) in f for r, f in zip(rows, found)])
+    assert_close(report["metrics"]["recall_reference"]["value"], reference, "elementwise")
+    self.assertIn("re-embedding", report["metrics"]["recall_recovery"]["means"])
+
+  def test_verdicts_follow_the_interval(self):
+    reasons = []
+    self.assertEqual(_report._verdict({"value": 0.97, "low": 0.96, "high": 0.98}, 0.95, reasons), "bridge")
+    self.assertEqual(_report._verdict({"value": 0.9, "low": 0.88, "high": 0.94}, 0.95, reasons), "re-index")
+    self.assertEqual(_report._verdict({"value": 0.95, "low": 0.93, "high": 0.97}, 0.95, reasons), "undecided")
+
+  def test_a_reference_at_chance_is_not_measurable(self):
+    rows = self.split.test
+    rng = np.random.default_rng(0)
+    qrels = (rows, rng.integers(0, 300, size=len(rows)))  # random relevance: the old model is at chance
+    report = upgrade.evaluate_upgrade(self.map, self.z_new, self.z_prev, rows, index=self.index, qrels=qrels, k=1)
+    self.assertEqual(report["verdict"], "not measurable")
+    self.assertTrue(any("not above chance" in r for r in report["reasons"]))
+
+  def test_a_consumer_at_the_majority_share_is_flagged(self):
+    labels = np.zeros(1000, np.int64)
+    labels[:3] = 1
+    report = upgrade.evaluate_upgrade(self.map, self.z_new, self.z_prev, self.split.test, labels=labels,
+                                      consumer_rows=self.split.train)
+    self.assertFalse(report["metrics"]["consumer_negative_flips"]["measurable"])
+    self.assertTrue(any("always answering the majority class" in r for r in report["reasons"]))
+
+  def test_logistic_regression_matches_scikit_learn(self):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((300, 5))
+    y = (x[:, 0] + 0.5 * x[:, 1] + rng.standard_normal(300) > 0).astype(int) + (x[:, 2] > 1)
+    params = upgrade.fit_logistic_regression(x, y, c=0.5)
+    clf = LogisticRegression(C=0.5, tol=1e-12, max_iter=10_000).fit(x, y)
+    assert_close(params["w"], clf.coef_, "statistical", rtol=1e-4, atol=1e-4)
+    assert_close(params["b"], clf.intercept_, "statistical", rtol=1e-4, atol=1e-4)
+
+
+class ServeTest(absltest.TestCase):
+
+  def test_streaming_transform_bounds_memory_and_matches_numpy(self):
+    tmp = Path(self.create_tempdir().full_path)
+    rng = np.random.default_rng(9)
+    z_new, z_prev, _ = anisotropic_pairs(rng, n=400, d_new=64, d_prev=48)
+    m = upgrade.fit_upgrade(z_new, z_prev, kind="affine").map
+    chunk = 8192
+    big = rng.standard_normal((10 * chunk, 64)).astype(np.float32)
+    np.save(tmp / "big.npy", big)
+    del big
+    tracemalloc.start()
+    upgrade.transform_file(m, tmp / "big.npy", tmp / "out.npy", chunk_rows=chunk)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    chunk_bytes = chunk * 64 * 4
+    # the file is 10 chunks; the transform holds a few chunk-sized buffers at a time
+    self.assertLess(peak, 5 * chunk_bytes, f"peak {peak / 2**20:.1f} MiB for {chunk_bytes / 2**20:.1f} MiB chunks")
+    out = np.load(tmp / "out.npy")
+    w, b = upgrade.affine_form(m.transform, m.params)
+    big = np.load(tmp / "big.npy")
+    assert_close(out, (big.astype(np.float64) @ w.T + b).astype(np.float32))
+    self.assertEqual(out.dtype, np.float32)
+
+  def test_dtypes_are_the_users_choice(self):
+    tmp = Path(self.create_tempdir().full_path)
+    rng = np.random.default_rng(10)
+    z_new, z_prev, _ = anisotropic_pairs(rng, n=300)
+    m = upgrade.fit_upgrade(z_new, z_prev, kind="linear").map
+    np.save(tmp / "half.npy", z_new.astype(np.float16))
+    np.save(tmp / "bf.npy", z_new.astype(ml_dtypes.bfloat16))
+    np.save(tmp / "f64.npy", z_new)
+    self.assertEqual(upgrade.transform_file(m, tmp / "half.npy", tmp / "a.npy")[2], "float16")
+    self.assertEqual(upgrade.transform_file(m, tmp / "f64.npy", tmp / "b.npy")[2], "float64")
+    self.assertEqual(upgrade.transform_file(m, tmp / "half.npy", tmp / "c.npy", dtype="float32")[2], "float32")
+    self.assertEqual(upgrade.transform_file(m, tmp / "bf.npy", tmp / "d.npy", dtype="bfloat16")[2], "bfloat16")
+    w, b = upgrade.affine_form(m.transform, m.params)
+    assert_close(np.load(tmp / "b.npy"), z_new @ w.T + b)
+    bf = upgrade.open_embeddings(tmp / "d.npy")
+    self.assertEqual(bf.dtype, ml_dtypes.bfloat16)
+    reference = z_new.astype(ml_dtypes.bfloat16).astype(np.float64) @ w.T + b
+    assert_close(np.asarray(bf, np.float64), reference, "statistical", rtol=2e-2, atol=2e-2 * np.abs(reference).max())
+
+  def test_a_chain_of_affine_and_mlp_maps_applies_in_order(self):
+    tmp = Path(self.create_tempdir().full_path)
+    rng = np.random.default_rng(11)
+    z = rng.standard_normal((50, 6))
+    np.save(tmp / "z.npy", z)
+    reg = Registry.create(tmp / "reg", dim=3)
+    a1 = {"w": rng.standard_normal((3, 5)), "b": rng.standard_normal(3)}
+    reg.append(a1, transform=affine_transform())
+    o2 = orthogonal_transform(bias=True).fit(rng.standard_normal((20, 6)), rng.standard_normal((20, 5)))
+    o2 = {k: np.asarray(v) for k, v in o2.items()}
+    reg.append(o2, transform=orthogonal_transform(bias=True))
+    maps = upgrade.registry_maps(reg, to=0)
+    upgrade.transform_file(maps, tmp / "z.npy", tmp / "out.npy", chunk_rows=7)
+    expected = (z @ o2["a"].T + o2["b"]) @ a1["w"].T + a1["b"]
+    assert_close(np.load(tmp / "out.npy"), expected)
+    assert_close(reg.transform(z, to=0), expected)
+    with self.assertRaisesRegex(ValueError, "with a bias"):
+      reg.compose(0)
+
+  def test_map_file_round_trip_and_registry_normalisation(self):
+    tmp = Path(self.create_tempdir().full_path)
+    rng = np.random.default_rng(12)
+    z_new, z_prev, _ = anisotropic_pairs(rng, n=300, noise=0.1)
+    m = upgrade.fit_upgrade(z_new, z_prev, kind="orthogonal", normalize=True).map
+    upgrade.save_map(m, tmp / "m.bcmap", notes={"old_model": "a"})
+    with self.assertRaises(FileExistsError):
+      upgrade.save_map(m, tmp / "m.bcmap")
+    loaded, notes = upgrade.load_map(tmp / "m.bcmap")
+    self.assertEqual(notes, {"old_model": "a"})
+    self.assertTrue(loaded.normalize)
+    assert_close(loaded(z_new[:9]), m(z_new[:9]))
+    reg = Registry.create(tmp / "reg", dim=8)
+    reg.append(loaded.params, transform=loaded.transform, normalize=True)
+    self.assertTrue(reg.info(1).normalize)
+    assert_close(reg.transform(z_new[:9], to=0), np.asarray(m(z_new[:9])), "reduction")
+    data = bytearray((tmp / "m.bcmap").read_bytes())
+    data[-5] ^= 1
+    (tmp / "bad.bcmap").write_bytes(bytes(data))
+    with self.assertRaisesRegex(ValueError, "checksum"):
+      upgrade.load_map(tmp / "bad.bcmap")
+
+
+class FilesTest(absltest.TestCase):
+
+  def test_bad_files_are_refused_naming_the_argument(self):
+    tmp = Path(self.create_tempdir().full_path)
+    np.save(tmp / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    (tmp / "text.npy").write_text("hello")
+    np.save(tmp / "empty.npy", np.zeros((0, 4), np.float32))
+    np.save(tmp / "ints.npy", np.ones((3, 4), np.int32))
+    np.save(tmp / "vec.npy", np.ones(4))
+    cases = {"obj.npy": "pickled", "text.npy": "not a .npy file", "empty.npy": "is empty", "ints.npy": "dtype int32",
+             "vec.npy": "must be a matrix", "missing.npy": "does not exist"}
+    for name, fragment in cases.items():
+      with self.assertRaisesRegex(upgrade.EmbeddingFileError, f"`--old` .*{fragment}"):
+        upgrade.open_embeddings(tmp / name, name="--old")
+
+  def test_first_non_finite_row_is_named(self):
+    z = np.ones((100, 3), np.float32)
+    z[57, 1] = np.inf
+    z[80, 0] = np.nan
+    with self.assertRaisesRegex(upgrade.EmbeddingFileError, r"`--new` holds NaN or inf: first in row 57"):
+      upgrade.check_finite_rows(z, name="--new", chunk_rows=16)
+
+
+if __name__ == "__main__":
+  absltest.main()
