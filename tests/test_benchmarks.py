@@ -8,11 +8,27 @@ from absl.testing import absltest
 import pytest
 
 from benchmarks import alignment_losses, gnn_step, gramian_vs_sampling, scaling
+from benchmarks import upgrade as upgrade_benchmark
 from tests._tolerance import assert_close
 
 
 @pytest.mark.heavy
 class BenchmarkSmokeTest(absltest.TestCase):
+
+  def test_upgrade_quick_writes_the_documented_fields(self):
+    out = Path(self.create_tempdir().full_path) / "upgrade.json"
+    self.assertEqual(upgrade_benchmark.main(["--out", str(out), "--quick", "--rows", "5000", "--widths", "16",
+                                             "--repeats", "1", "--query-repeats", "20", "--pairs", "600"]), 0)
+    report = json.loads(out.read_text())
+    self.assertEqual(sorted(report["fit"]), ["affine", "linear", "mlp", "orthogonal"])
+    (row,) = report["transform"]
+    self.assertEqual((row["rows"], row["width"], row["input_bytes"]), (5000, 16, 5000 * 16 * 4 + 128))
+    for name in ("bcjax", "numpy"):
+      self.assertGreater(row[name]["median_s"], 0)
+      self.assertGreaterEqual(row[name]["peak_rss_bytes"], row[name]["after_import_rss_bytes"])
+    assert_close(row["time_ratio"], row["bcjax"]["median_s"] / row["numpy"]["median_s"])
+    self.assertGreater(report["query"]["bcjax_median_us"], 0)
+    self.assertIn("model", report["cpu"])
 
   def test_alignment_losses_quick_writes_json(self):
     out = Path(self.create_tempdir().full_path) / "bench.json"

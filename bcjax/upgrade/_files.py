@@ -7,6 +7,7 @@ written by NumPy with ``ml_dtypes`` carry the anonymous 2-byte dtype ``|V2`` in 
 bfloat16.
 """
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -90,6 +91,24 @@ def read_rows(arr: np.ndarray, rows, dtype=None) -> np.ndarray:
   """``arr[rows]`` as a dense array of ``dtype`` (default :func:`compute_dtype`), with ``rows`` a slice or sorted
   index array (sorted indices read a memory map front to back)."""
   return np.asarray(arr[rows]).astype(compute_dtype(arr.dtype) if dtype is None else dtype)
+
+
+@contextlib.contextmanager
+def chunk_reader(arr: np.ndarray):
+  """A function ``read(rows: slice) -> ndarray`` over the rows of an opened embeddings file that reads them with
+  plain file reads (no pages of the file stay mapped into the process); for an array that is not a C-ordered memory
+  map it slices the array."""
+  if not isinstance(arr, np.memmap) or arr.filename is None or not arr.flags.c_contiguous:
+    yield lambda rows: np.asarray(arr[rows])
+    return
+  row_bytes = arr.shape[1] * arr.dtype.itemsize
+  with open(arr.filename, "rb") as f:
+    def read(rows: slice) -> np.ndarray:
+      f.seek(arr.offset + rows.start * row_bytes)
+      count = rows.stop - rows.start
+      data = np.fromfile(f, dtype=arr.dtype, count=count * arr.shape[1])
+      return data.reshape(count, arr.shape[1])
+    yield read
 
 
 def check_finite_rows(arr: np.ndarray, *, name: str, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> None:

@@ -84,34 +84,34 @@ def transform_file(maps: UpgradeMap | Sequence[UpgradeMap], source: str | os.Pat
   compute = _files.compute_dtype(z.dtype)
   stages = _stages(maps, compute)
   n, d_out = z.shape[0], (maps[-1].dims[0] if maps else z.shape[1])
+  # np.lib.format has no name for bfloat16; ml_dtypes' np.save writes it as |V2, and so do we.
+  bfloat16 = out_dtype == ml_dtypes.bfloat16
+  header = {"descr": "|V2" if bfloat16 else np.lib.format.dtype_to_descr(out_dtype), "fortran_order": False,
+            "shape": (n, d_out)}
   tmp = destination.with_name(f".{destination.name}.{os.getpid()}-{secrets.token_hex(4)}{_atomic.TMP_SUFFIX}")
   try:
-    # np.lib.format cannot describe bfloat16 in a header; ml_dtypes' np.save writes it as |V2, so do we.
-    header_dtype = np.dtype("V2") if out_dtype == ml_dtypes.bfloat16 else out_dtype
-    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=header_dtype, shape=(n, d_out))
-    view = out.view(ml_dtypes.bfloat16) if header_dtype == np.dtype("V2") else out
-    done = 0
-    for rows in _files.chunks(n, chunk_rows):
-      block = _files.read_rows(z, rows, compute)
-      for stage in stages:
-        block = stage(block)
-      if not np.isfinite(block).all():
-        bad = rows.start + int(np.argmax(~np.isfinite(block).all(axis=1)))
-        raise ValueError(f"transform_file: row {bad} of {source} maps to NaN or inf (does the input hold NaN or "
-                         f"inf there?); nothing was written")
-      view[rows] = block.astype(out_dtype)
-      done = rows.stop
-      if progress is not None:
-        progress(done, n)
-    out.flush()
-    del view, out
-    with open(tmp, "rb+") as f:
+    # Plain reads and writes, not memory maps: mapped pages of a file count as the process's resident memory until
+    # the kernel drops them, so a mapped output would grow with the file instead of staying at a chunk.
+    with _files.chunk_reader(z) as read, open(tmp, "xb") as f:
+      np.lib.format.write_array_header_2_0(f, header)
+      for rows in _files.chunks(n, chunk_rows):
+        block = read(rows).astype(compute)
+        for stage in stages:
+          block = stage(block)
+        if not np.isfinite(block).all():
+          bad = rows.start + int(np.argmax(~np.isfinite(block).all(axis=1)))
+          raise ValueError(f"transform_file: row {bad} of {source} maps to NaN or inf (does the input hold NaN or "
+                           f"inf there?); nothing was written")
+        f.write(np.ascontiguousarray(block.astype(out_dtype)).tobytes())
+        if progress is not None:
+          progress(rows.stop, n)
+      f.flush()
       os.fsync(f.fileno())
     _atomic._publish(tmp, destination, overwrite)  # pylint: disable=protected-access
   finally:
     tmp.unlink(missing_ok=True)
   _atomic._fsync_dir(destination.parent)  # pylint: disable=protected-access
-  return n, d_out, "bfloat16" if out_dtype == ml_dtypes.bfloat16 else out_dtype.name
+  return n, d_out, "bfloat16" if bfloat16 else out_dtype.name
 
 
 def registry_maps(registry, *, to: int, source: int | None = None) -> list[UpgradeMap]:
