@@ -170,19 +170,21 @@ def _orthogonal(bias: bool) -> BackwardTransform:
 
 
 @jax.jit
-def procrustes(gram: jax.Array, cross: jax.Array, energy: jax.Array) -> jax.Array:
+def procrustes(gram: jax.Array, cross: jax.Array, energy: jax.Array, tolerance: float = 1e-12) -> jax.Array:
   r"""The semi-orthogonal Q [d_prev, d_new] minimising :math:`\lVert Z Q^\top - Y \rVert_F^2` from the sufficient
   statistics ``gram`` = :math:`Z^\top Z` [d_new, d_new], ``cross`` = :math:`Y^\top Z` [d_prev, d_new] and
   ``energy`` = :math:`\lVert Y \rVert_F^2` (see :func:`orthogonal_transform` for the two cases), so a fit can stream
-  its rows into the statistics."""
+  its rows into the statistics. ``tolerance``: the projection case stops when an iteration lowers the loss by less
+  than this share of it."""
   d_prev, d_new = cross.shape
   if d_prev >= d_new:
     u, _, vt = jnp.linalg.svd(cross, full_matrices=False)
     return u @ vt
-  return _projection_procrustes(gram, cross, energy)
+  return _projection_procrustes(gram, cross, energy, tolerance=tolerance)
 
 
-def _projection_procrustes(gram: jax.Array, cross: jax.Array, energy: jax.Array, max_iterations: int = 500):
+def _projection_procrustes(gram: jax.Array, cross: jax.Array, energy: jax.Array, max_iterations: int = 500,
+                           tolerance: float = 1e-12):
   """Green and Gower's majorisation for min ||Z Q^T - Y||^2 over Q [p, d] with orthonormal rows, from
   ``gram`` = Z^T Z [d, d], ``cross`` = Y^T Z [p, d] and ``energy`` = ||Y||^2 (see :func:`orthogonal_transform`)."""
   p, d = cross.shape
@@ -203,7 +205,7 @@ def _projection_procrustes(gram: jax.Array, cross: jax.Array, energy: jax.Array,
 
   def cond(carry):
     _, _, current, previous, i = carry
-    return (i < max_iterations) & ((i == 0) | (previous - current > 1e-12 * jnp.abs(previous)))
+    return (i < max_iterations) & ((i == 0) | (previous - current > tolerance * jnp.abs(previous)))
 
   q, q_perp = square_procrustes(jnp.zeros((d - p, d), gram.dtype))
   start = (q, q_perp, loss(q), jnp.asarray(jnp.inf, gram.dtype), jnp.zeros((), jnp.int32))

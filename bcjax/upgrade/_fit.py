@@ -96,9 +96,15 @@ def _spectrum(gram_c: np.ndarray, count: int):
   return lam, vecs, cutoff
 
 
+# The projection Procrustes iteration (a narrower old model) stops when a step lowers the loss by less than this share:
+# each step costs an SVD of a D_new x D_new matrix, and past this point the map no longer changes what it retrieves.
+PROCRUSTES_TOLERANCE = 1e-9
+
+
 def _procrustes(gram_c, cross_c, energy_c) -> np.ndarray:
   with jax.enable_x64(True):
-    return np.asarray(procrustes(jnp.asarray(gram_c), jnp.asarray(cross_c), jnp.asarray(energy_c)))
+    return np.asarray(procrustes(jnp.asarray(gram_c), jnp.asarray(cross_c), jnp.asarray(energy_c),
+                                 PROCRUSTES_TOLERANCE))
 
 
 def _shrunk_weight(m: _moments.PairMoments, alpha: float, prior: np.ndarray | None, spectrum=None) -> np.ndarray:
@@ -185,19 +191,16 @@ def _folds(fold_moments, total, kind) -> list[_Fold]:
 def _cv_error(kind, folds: list[_Fold], alpha: float = 0.0, rank: int | None = None) -> float:
   errors = []
   for f in folds:
-    if kind == "orthogonal":
-      w = _procrustes(*f.fitted.centred())
-    else:
-      w = _reduce_rank(_shrunk_weight(f.fitted, alpha, f.prior, f.spectrum), f.fitted, rank)
+    w = _reduce_rank(_shrunk_weight(f.fitted, alpha, f.prior, f.spectrum), f.fitted, rank)
     errors.append(moments_mse(w, f.fitted.mean_prev - w @ f.fitted.mean_new, f.held_out))
   return float(np.average(errors, weights=[f.held_out.count for f in folds]))
 
 
 def _choose_closed_form(kind: str, fold_moments, total, d_min: int) -> tuple[dict, float]:
   """The cross-validated choices of a closed-form kind and their CV error."""
+  if kind == "orthogonal":  # nothing to choose; its error is reported on the validation pairs
+    return {}, math.nan
   folds = _folds(fold_moments, total, kind)
-  if kind == "orthogonal":
-    return {}, _cv_error("orthogonal", folds)
   errors = {alpha: _cv_error(kind, folds, alpha) for alpha in ALPHAS}
   alpha = min(errors, key=errors.get)
   choices, best = {"alpha": alpha}, errors[alpha]
@@ -355,11 +358,12 @@ def fit_upgrade(z_new, z_prev, *, kind: str = "auto", split: PairSplit | None = 
     closed_choices[name] = choices
     w, b = closed_form(name, train, **choices)
     maps[name] = (w, b)
-    record = {"kind": name, "choices": choices, "cv_mse": cv_error}
+    record = {"kind": name, "choices": choices, "cv_mse": None if math.isnan(cv_error) else cv_error}
     if val_moments is not None:
       record["val_mse"] = moments_mse(w, b, val_moments)
     candidates.append(record)
-    say(f"{name}: {choices or 'no choices'}; cross-validated mean squared error {cv_error:.4g}")
+    say(f"{name}: {choices or 'nothing to choose'}"
+        f"{'' if math.isnan(cv_error) else f'; cross-validated mean squared error {cv_error:.4g}'}")
 
   mlp_params = None
   if "mlp" in kinds:

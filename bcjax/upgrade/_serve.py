@@ -95,14 +95,14 @@ def transform_file(maps: UpgradeMap | Sequence[UpgradeMap], source: str | os.Pat
     with _files.chunk_reader(z) as read, open(tmp, "xb") as f:
       np.lib.format.write_array_header_2_0(f, header)
       for rows in _files.chunks(n, chunk_rows):
-        block = read(rows).astype(compute)
+        block = read(rows).astype(compute, copy=False)
         for stage in stages:
           block = stage(block)
         if not np.isfinite(block).all():
           bad = rows.start + int(np.argmax(~np.isfinite(block).all(axis=1)))
           raise ValueError(f"transform_file: row {bad} of {source} maps to NaN or inf (does the input hold NaN or "
                            f"inf there?); nothing was written")
-        f.write(np.ascontiguousarray(block.astype(out_dtype)).tobytes())
+        f.write(memoryview(np.ascontiguousarray(block.astype(out_dtype, copy=False))).cast("B"))
         if progress is not None:
           progress(rows.stop, n)
       f.flush()
