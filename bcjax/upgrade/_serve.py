@@ -102,7 +102,7 @@ def transform_file(maps: UpgradeMap | Sequence[UpgradeMap], source: str | os.Pat
           bad = rows.start + int(np.argmax(~np.isfinite(block).all(axis=1)))
           raise ValueError(f"transform_file: row {bad} of {source} maps to NaN or inf (does the input hold NaN or "
                            f"inf there?); nothing was written")
-        f.write(memoryview(np.ascontiguousarray(block.astype(out_dtype, copy=False))).cast("B"))
+        np.ascontiguousarray(block.astype(out_dtype, copy=False)).tofile(f)
         if progress is not None:
           progress(rows.stop, n)
       f.flush()
