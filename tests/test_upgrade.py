@@ -207,6 +207,17 @@ class KindsTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, r"shape \(300, 5\) but the map takes D_k=12"):
       upgrade.apply_map(m, z_new[:, :5])
 
+  def test_query_function_matches_the_maps_for_every_kind_and_chains(self):
+    rng = np.random.default_rng(13)
+    z_new, z_prev, _ = anisotropic_pairs(rng, n=400, noise=0.2)
+    fits = {kind: upgrade.fit_upgrade(z_new, z_prev, kind=kind, normalize=kind == "orthogonal", mlp_hidden=(8,),
+                                      mlp_epochs=2).map for kind in ("orthogonal", "linear", "affine", "mlp")}
+    for kind, m in fits.items():
+      assert_close(upgrade.query_function(m, dtype=np.float64)(z_new[:7]), m(z_new[:7]), err_msg=kind)
+    back = upgrade.fit_upgrade(z_prev, z_new[:, :5], kind="linear").map  # 8 -> 5
+    chain = [fits["orthogonal"], back]
+    assert_close(upgrade.query_function(chain, dtype=np.float64)(z_new[:7]), back(fits["orthogonal"](z_new[:7])))
+
   def test_split_and_kind_errors(self):
     with self.assertRaisesRegex(ValueError, "`test_fraction` must lie in"):
       upgrade.split_pairs(10, test_fraction=1.0)

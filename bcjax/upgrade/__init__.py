@@ -21,6 +21,7 @@ from bcjax.upgrade._map import affine_form
 from bcjax.upgrade._map import apply_map
 from bcjax.upgrade._map import compose_affine
 from bcjax.upgrade._map import load_map
+from bcjax.upgrade._map import query_function
 from bcjax.upgrade._map import save_map
 from bcjax.upgrade._moments import PairMoments
 from bcjax.upgrade._moments import pair_moments
@@ -56,6 +57,7 @@ __all__ = (
     "open_embeddings",
     "own_vector_hits",
     "pair_moments",
+    "query_function",
     "registry_maps",
     "report_markdown",
     "report_summary",

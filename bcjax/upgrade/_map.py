@@ -9,6 +9,7 @@ Serving: every kind but the MLP is affine, :math:`B(z) = Wz + b`, and a chain of
 import functools
 import json
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -19,7 +20,7 @@ import numpy as np
 from bcjax import _atomic
 from bcjax.alignment._transforms import BackwardTransform, backward_transform, check_params, semi_orthogonal
 from bcjax.versioning._format import CorruptVersionError, decode, encode
-from bcjax.versioning._registry import apply_version
+from bcjax.versioning._registry import _unit_rows, apply_version
 
 MAP_FORMAT = "bcjax-upgrade-map"
 
@@ -64,6 +65,35 @@ def apply_map(upgrade_map: UpgradeMap, z) -> jax.Array:
   dtype = jnp.float64 if z.dtype == jnp.float64 else jnp.float32
   params = {name: jnp.asarray(a, dtype) for name, a in upgrade_map.params.items()}
   return _apply(params, z.astype(dtype), transform=upgrade_map.transform, normalize=upgrade_map.normalize)
+
+
+def query_function(maps: "UpgradeMap | Sequence[UpgradeMap]", *, dtype=jnp.float32) -> Callable[[jax.Array], jax.Array]:
+  """A jitted ``f(z [n, D_k]) -> [n, D_j]`` for query-time use, with the map's (or chain's) parameters placed on the
+  device once: affine kinds become one :math:`Wz + b` per run of maps without normalisation between them (an
+  orthogonal map's QR factor is not recomputed per call), the MLP keeps its own apply."""
+  maps = [maps] if isinstance(maps, UpgradeMap) else list(maps)
+  stages = []
+  for m in maps:
+    form = affine_form(m.transform, m.params)
+    if form is not None:
+      stages.append(("affine", {"w_t": jnp.asarray(form[0].T, dtype), "b": jnp.asarray(form[1], dtype)}, m.normalize))
+    else:
+      stages.append((m.transform, {n: jnp.asarray(a, dtype) for n, a in m.params.items()}, m.normalize))
+  params = [p for _, p, _ in stages]
+  kinds = tuple((kind, normalize) for kind, _, normalize in stages)
+
+  @jax.jit
+  def run(params, z):
+    z = z.astype(dtype)
+    for (kind, normalize), p in zip(kinds, params):
+      if normalize:
+        z = _unit_rows(z)
+      z = z @ p["w_t"] + p["b"] if kind == "affine" else kind.apply(p, z)
+      if normalize:
+        z = _unit_rows(z)
+    return z
+
+  return functools.partial(run, params)
 
 
 def affine_form(transform: BackwardTransform, params) -> tuple[np.ndarray, np.ndarray] | None:

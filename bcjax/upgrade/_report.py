@@ -23,6 +23,7 @@ held-out pairs would decide), **not measurable** when the reference itself carri
 """
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -79,14 +80,31 @@ def _relevant_lists(qrels, query_rows: np.ndarray, num_index: int) -> list[np.nd
   return [np.unique(index_ids[s:e]) for s, e in zip(starts, ends)]
 
 
-def evaluate_upgrade(upgrade_map: UpgradeMap, z_new, z_prev, rows: np.ndarray, *, index=None, new_index=None,
+def _chain_map(maps) -> tuple[callable, bool, str, dict, tuple[int, int]]:
+  """(apply, normalize, kind, choices, (D_j, D_k)) of one map or of a chain applied in order."""
+  maps = [maps] if isinstance(maps, UpgradeMap) else list(maps)
+  if not maps:
+    raise ValueError("evaluate_upgrade: `upgrade_map` is an empty chain")
+
+  def apply(z):
+    for m in maps:
+      z = np.asarray(m(z), np.float32)
+    return z
+  if len(maps) == 1:
+    return apply, maps[0].normalize, maps[0].kind, maps[0].choices, maps[0].dims
+  return (apply, maps[-1].normalize, "chain(" + ", ".join(m.kind for m in maps) + ")",
+          {f"step{i}": m.choices for i, m in enumerate(maps)}, (maps[-1].dims[0], maps[0].dims[1]))
+
+
+def evaluate_upgrade(upgrade_map: UpgradeMap | Sequence[UpgradeMap], z_new, z_prev, rows: np.ndarray, *, index=None,
+                     new_index=None,
                      qrels=None, labels=None, consumer_rows: np.ndarray | None = None, k: int = 10,
                      metric: str = "cosine", min_recovery: float = 0.95, max_rows: int = 20_000,
                      seed: int = 0) -> dict:
   """The go/no-go report (module docstring) of ``upgrade_map`` on the held-out pairs ``rows``.
 
   Args:
-    upgrade_map: the fitted map.
+    upgrade_map: the fitted map, or a chain of maps applied in order (e.g. :func:`registry_maps`).
     z_new, z_prev: the pairs (arrays or memory maps), [n, D_k] and [n, D_(k-1)].
     rows: held-out pair rows (never used by the fit); at most ``max_rows`` of them are used, drawn at random.
     index: the old index [N, D_(k-1)], optional.
@@ -113,9 +131,9 @@ def evaluate_upgrade(upgrade_map: UpgradeMap, z_new, z_prev, rows: np.ndarray, *
   if qrels is not None and index is None:
     raise ValueError(f"{fn}: `qrels` name index rows; pass the old `index` with them")
   rows = _sample(np.asarray(rows), max_rows, seed)
-  normalize = upgrade_map.normalize
+  apply, normalize, kind, choices, dims = _chain_map(upgrade_map)
   zn, zp = _files.read_rows(z_new, rows, np.float32), _files.read_rows(z_prev, rows, np.float32)
-  mapped = np.asarray(upgrade_map(zn), np.float32)
+  mapped = apply(zn)
   target = _moments.unit_rows(zp) if normalize else zp
   metrics, reasons = {}, []
 
@@ -184,8 +202,7 @@ def evaluate_upgrade(upgrade_map: UpgradeMap, z_new, z_prev, rows: np.ndarray, *
   verdict = _verdict(metrics[primary], min_recovery, reasons)
   return {"metrics": metrics, "primary": primary, "verdict": verdict, "reasons": reasons, "k": k, "metric": metric,
           "min_recovery": min_recovery, "held_out_rows": len(rows), "map": {
-              "kind": upgrade_map.kind, "choices": upgrade_map.choices, "normalize": normalize,
-              "dims": list(upgrade_map.dims)}}
+              "kind": kind, "choices": choices, "normalize": normalize, "dims": list(dims)}}
 
 
 def _consumer_metrics(labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed, reasons) -> dict:

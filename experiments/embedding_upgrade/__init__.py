@@ -1,0 +1,1 @@
+"""Upgrading a real text-embedding model without re-indexing (bcjax.upgrade on real models)."""
