@@ -173,6 +173,33 @@ class KindsTest(absltest.TestCase):
     self.assertLess(affine, 0.1 * upgrade.moments_mse(*least_squares, test_m))
     self.assertLess(affine, 0.7 * min(ridge, isometry))
 
+  def test_spaces_that_already_agree_shrink_towards_the_identity(self):
+    """Two models whose spaces nearly coincide (a small perturbation of one another), fitted on few pairs: the
+    cross-validation picks the identity target, and beats the isometry target on held-out rows."""
+    rng = np.random.default_rng(21)
+    z_new = rng.standard_normal((2000, 30)) * np.geomspace(2.0, 0.2, 30)
+    z_prev = z_new @ (np.eye(30) + 0.05 * rng.standard_normal((30, 30))).T + 0.1 * rng.standard_normal((2000, 30))
+    order = rng.permutation(2000)
+    split = upgrade.PairSplit(np.sort(order[:25]), np.sort(order[25:30]), np.sort(order[30:]))
+    fit = upgrade.fit_upgrade(z_new, z_prev, kind="affine", split=split)
+    self.assertEqual(fit.map.choices["target"], "identity")
+    test_m = upgrade.pair_moments(z_new, z_prev, rows=split.test)
+    m = upgrade.pair_moments(z_new, z_prev, rows=order[:30])
+    chosen = upgrade.moments_mse(*upgrade.affine_form(fit.map.transform, fit.map.params), test_m)
+    isometry = upgrade.moments_mse(*upgrade.closed_form("affine", m, alpha=fit.map.choices["alpha"]), test_m)
+    self.assertLess(chosen, isometry)
+    with self.assertRaisesRegex(ValueError, "identity target needs equal widths"):
+      upgrade.closed_form("affine", upgrade.pair_moments(z_new, z_prev[:, :5]), alpha=1.0, target="identity")
+
+  def test_auto_with_few_validation_pairs_ranks_by_cross_validation(self):
+    rng = np.random.default_rng(22)
+    z_new, z_prev, _ = anisotropic_pairs(rng, n=600, noise=0.3)
+    split = upgrade.PairSplit(np.arange(0, 100), np.arange(100, 110), np.arange(110, 600))
+    fit = upgrade.fit_upgrade(z_new, z_prev, kind="auto", split=split)
+    self.assertIn("too few to rank the kinds by retrieval", fit.reason)
+    closed = [c for c in fit.candidates if c["kind"] != "mlp"]
+    self.assertEqual(fit.map.kind, min(closed, key=lambda c: c["cv_mse"])["kind"])
+
   def test_a_non_linear_map_is_won_by_the_mlp_and_auto_picks_it(self):
     rng = np.random.default_rng(3)
     z_new = rng.standard_normal((2500, 6))

@@ -13,8 +13,9 @@ Given the same items embedded by the old model (:math:`z_{k-1}`, [n, D_(k-1)]) a
 * ``affine``: ridge regression shrunk towards a scaled isometry instead of towards zero (Q the polar factor
   :math:`U V^\top` of :math:`\bar C = U \Sigma V^\top`),
   :math:`W = (\bar C + \gamma s Q)(\bar G + \gamma I)^{-1}` with :math:`s = \langle Q, \bar C\rangle /
-  \mathrm{tr}(Q\bar G Q^\top)`, then optionally reduced to rank r (the fitted values' top-r principal subspace,
-  Izenman 1975); :math:`\alpha` and r chosen by cross-validation. With fewer pairs than dimensions this is what keeps
+  \mathrm{tr}(Q\bar G Q^\top)`, or, for equal widths, towards the identity (two models whose spaces already
+  roughly agree, e.g. sharing token embeddings); then optionally reduced to rank r (the fitted values' top-r
+  principal subspace, Izenman 1975); the target, :math:`\alpha` and r are chosen by cross-validation. With fewer pairs than dimensions this is what keeps
   the map close to a rotation where the data say little (the polar factor is taken on the directions the pairs
   span, so the directions they do not span map to zero, as with ridge).
 * ``mlp``: :func:`bcjax.alignment.mlp_transform` warm-started from the cross-validated ``affine`` map (its linear
@@ -22,7 +23,8 @@ Given the same items embedded by the old model (:math:`z_{k-1}`, [n, D_(k-1)]) a
   stopped early on the validation pairs' error; the hidden width is chosen on them too.
 * ``auto``: fits every kind on the training pairs and keeps the one whose mapped validation rows find their own old
   vector among the top k most often (own-vector hit rate); a simpler kind within one paired standard error of the
-  best is preferred, and the reason is returned.
+  best is preferred, and the reason is returned. With fewer than 50 validation pairs it ranks the closed-form kinds
+  by their cross-validated error instead (and says so).
 
 Closed-form kinds stream their rows into float64 sums, so pairs larger than memory fit exactly as in memory; the
 final closed-form map is refitted on the training and validation pairs together.
@@ -42,7 +44,8 @@ from bcjax.alignment._transforms import affine_transform, mlp_transform, orthogo
 from bcjax.upgrade import _files, _moments, _retrieval
 from bcjax.upgrade._map import UpgradeMap
 
-KINDS = ("orthogonal", "linear", "affine", "mlp")  # from the fewest parameters to the most (auto's preference)
+KINDS = ("orthogonal", "linear", "affine", "mlp")
+MIN_VALIDATION_ROWS = 50  # from the fewest parameters to the most (auto's preference)
 UPGRADE_KINDS = ("auto", *KINDS)
 ALPHAS = (0.0, 1e-4, 1e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0)
 RANK_FRACTIONS = (1 / 2, 1 / 4, 1 / 8)
@@ -139,17 +142,31 @@ def _scaled_isometry(m: _moments.PairMoments) -> np.ndarray:
   return q * (float(np.sum(q * cross_c)) / denominator if denominator > 0 else 1.0)
 
 
+SHRINKAGE_TARGETS = ("isometry", "identity")
+
+
+def _prior(m: _moments.PairMoments, target: str) -> np.ndarray:
+  if target == "isometry":
+    return _scaled_isometry(m)
+  if target == "identity":
+    if m.cross.shape[0] != m.cross.shape[1]:
+      raise ValueError(f"closed_form: the identity target needs equal widths, got {m.cross.shape}")
+    return np.eye(m.cross.shape[0])
+  raise ValueError(f"closed_form: `target` must be one of {list(SHRINKAGE_TARGETS)}, got {target!r}")
+
+
 def closed_form(kind: str, m: _moments.PairMoments, *, alpha: float = 0.0, rank: int | None = None,
-                prior: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                target: str = "isometry") -> tuple[np.ndarray, np.ndarray]:
   """(W, b) in float64 of a closed-form ``kind`` (``linear``, ``orthogonal``, ``affine``) from the pairs' moments
-  with the given choices (module docstring); ``prior`` is affine's shrinkage target (default: the scaled centred
-  isometry of ``m``)."""
+  with the given choices (module docstring); ``target`` is affine's shrinkage target: ``isometry`` (the scaled
+  polar factor) or ``identity`` (equal widths only: two models whose spaces already roughly agree, e.g. sharing
+  their token embeddings)."""
   if kind == "orthogonal":
     w = _procrustes(*m.centred())
   elif kind == "linear":
     w = _shrunk_weight(m, alpha, None)
   elif kind == "affine":
-    w = _reduce_rank(_shrunk_weight(m, alpha, _scaled_isometry(m) if prior is None else prior), m, rank)
+    w = _reduce_rank(_shrunk_weight(m, alpha, _prior(m, target)), m, rank)
   else:
     raise ValueError(f"closed_form: `kind` must be 'linear', 'orthogonal' or 'affine', got {kind!r}")
   return w, m.mean_prev - w @ m.mean_new
@@ -172,11 +189,15 @@ def _plus(a: _moments.PairMoments, b: _moments.PairMoments) -> _moments.PairMome
 
 class _Fold(NamedTuple):
   """One cross-validation fold: the moments it is scored on, the moments fitted on (the other folds), and the
-  fitted side's eigendecomposition and isometry prior, computed once for every choice tried."""
+  fitted side's eigendecomposition and shrinkage targets, computed once for every choice tried."""
   held_out: _moments.PairMoments
   fitted: _moments.PairMoments
   spectrum: tuple
-  prior: np.ndarray | None
+  priors: dict
+
+
+def _targets(total: _moments.PairMoments) -> tuple[str, ...]:
+  return SHRINKAGE_TARGETS if total.cross.shape[0] == total.cross.shape[1] else ("isometry",)
 
 
 def _folds(fold_moments, total, kind) -> list[_Fold]:
@@ -184,34 +205,44 @@ def _folds(fold_moments, total, kind) -> list[_Fold]:
   for fold in fold_moments:
     fitted = _minus(total, fold)
     spectrum = _spectrum(fitted.centred()[0], fitted.count)
-    out.append(_Fold(fold, fitted, spectrum, _scaled_isometry(fitted) if kind == "affine" else None))
+    priors = {t: _prior(fitted, t) for t in _targets(total)} if kind == "affine" else {}
+    out.append(_Fold(fold, fitted, spectrum, priors))
   return out
 
 
-def _cv_error(kind, folds: list[_Fold], alpha: float = 0.0, rank: int | None = None) -> float:
+def _cv_error(kind, folds: list[_Fold], alpha: float = 0.0, rank: int | None = None,
+              target: str = "isometry") -> float:
   errors = []
   for f in folds:
-    w = _reduce_rank(_shrunk_weight(f.fitted, alpha, f.prior, f.spectrum), f.fitted, rank)
+    if kind == "orthogonal":
+      w = _procrustes(*f.fitted.centred())
+    else:
+      w = _reduce_rank(_shrunk_weight(f.fitted, alpha, f.priors.get(target), f.spectrum), f.fitted, rank)
     errors.append(moments_mse(w, f.fitted.mean_prev - w @ f.fitted.mean_new, f.held_out))
   return float(np.average(errors, weights=[f.held_out.count for f in folds]))
 
 
-def _choose_closed_form(kind: str, fold_moments, total, d_min: int) -> tuple[dict, float]:
-  """The cross-validated choices of a closed-form kind and their CV error."""
-  if kind == "orthogonal":  # nothing to choose; its error is reported on the validation pairs
-    return {}, math.nan
+def _choose_closed_form(kind: str, fold_moments, total, d_min: int, *, score_orthogonal: bool = False
+                        ) -> tuple[dict, float]:
+  """The cross-validated choices of a closed-form kind and their CV error (the orthogonal kind has nothing to
+  choose: its CV error is computed only when asked, each fold being an SVD or an iterative solve)."""
   folds = _folds(fold_moments, total, kind)
-  errors = {alpha: _cv_error(kind, folds, alpha) for alpha in ALPHAS}
-  alpha = min(errors, key=errors.get)
-  choices, best = {"alpha": alpha}, errors[alpha]
+  if kind == "orthogonal":
+    return {}, _cv_error("orthogonal", folds) if score_orthogonal else math.nan
+  targets = _targets(total) if kind == "affine" else ("isometry",)
+  errors = {(t, alpha): _cv_error(kind, folds, alpha, target=t) for t in targets for alpha in ALPHAS}
+  target, alpha = min(errors, key=errors.get)
+  choices, best = {"alpha": alpha}, errors[(target, alpha)]
+  if kind == "affine":
+    choices["target"] = target
   # A reduced rank is tried only where the folds can tell ranks apart (at least two pairs per dimension), and kept
   # only when it improves the cross-validated error by more than 1 %: with few pairs the folds' fitted values span
   # fewer directions than the final fit's, and a rank they prefer would throw away directions the final fit has.
   if kind == "affine" and total.count >= 2 * total.gram.shape[0]:
     for rank in sorted({max(1, int(d_min * f)) for f in RANK_FRACTIONS}, reverse=True):
-      error = _cv_error(kind, folds, alpha, rank)
+      error = _cv_error(kind, folds, alpha, rank, target)
       if error < 0.99 * best:
-        choices, best = {"alpha": alpha, "rank": rank}, error
+        choices, best = {"alpha": alpha, "target": target, "rank": rank}, error
   return choices, best
 
 
@@ -351,10 +382,14 @@ def fit_upgrade(z_new, z_prev, *, kind: str = "auto", split: PairSplit | None = 
 
   candidates, maps = [], {}
   closed_choices = {}
+  # With few validation pairs their retrieval cannot rank the kinds (a handful of rows, a handful of distractors):
+  # auto then ranks the closed-form kinds by their cross-validated error over all the training pairs instead.
+  few_val = kind == "auto" and len(split.val) < MIN_VALIDATION_ROWS
   for name in [n for n in KINDS if n in kinds or (n == "affine" and "mlp" in kinds)]:
     if name == "mlp":
       continue
-    choices, cv_error = _choose_closed_form(name, fold_moments, train, min(d_prev, d_new))
+    choices, cv_error = _choose_closed_form(name, fold_moments, train, min(d_prev, d_new),
+                                            score_orthogonal=few_val)
     closed_choices[name] = choices
     w, b = closed_form(name, train, **choices)
     maps[name] = (w, b)
@@ -390,6 +425,16 @@ def fit_upgrade(z_new, z_prev, *, kind: str = "auto", split: PairSplit | None = 
     data = train if val_moments is None or kind == "mlp" else _plus(train, val_moments)
     chosen = final_map(kind, data)
     return UpgradeFit(chosen, candidates, f"{kind} was asked for")
+
+  if few_val:
+    closed = [c for c in candidates if c["kind"] != "mlp"]
+    best_record = min(closed, key=lambda c: c["cv_mse"])
+    errors = ", ".join(f"{c['kind']} {c['cv_mse']:.4g}" for c in closed)
+    reason = (f"auto chose {best_record['kind']}: {len(split.val)} validation pairs are too few to rank the kinds "
+              f"by retrieval (fewer than {MIN_VALIDATION_ROWS}), so the closed-form kinds were ranked by their "
+              f"{folds}-fold cross-validated mean squared error over the {len(split.train)} training pairs: {errors}")
+    say(reason)
+    return UpgradeFit(final_map(best_record["kind"], _plus(train, val_moments)), candidates, reason)
 
   # auto: each kind fitted on the training pairs, scored on the validation pairs' retrieval.
   val_new, val_prev = _read_pairs(z_new, z_prev, split.val, normalize)
