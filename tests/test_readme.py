@@ -22,6 +22,7 @@ class ReadmeTest(absltest.TestCase):
     self.assertIn("multi-step", out.getvalue())
     self.assertIn("de Morgan holds", out.getvalue())
     self.assertIn("SOGram-trained all-pairs penalty", out.getvalue())
+    self.assertRegex(out.getvalue(), r"joint training: B_k\(z_new\) is [0-9]% of an old embedding's norm")
 
   def test_two_commands_are_make_targets_and_ci_runs_the_test_command(self):
     readme = (ROOT / "README.md").read_text()
