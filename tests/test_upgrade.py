@@ -196,9 +196,9 @@ class KindsTest(absltest.TestCase):
     z_new, z_prev, _ = anisotropic_pairs(rng, n=600, noise=0.3)
     split = upgrade.PairSplit(np.arange(0, 100), np.arange(100, 110), np.arange(110, 600))
     fit = upgrade.fit_upgrade(z_new, z_prev, kind="auto", split=split)
-    self.assertIn("too few to rank the kinds by retrieval", fit.reason)
+    self.assertIn("too few to rank the kinds", fit.reason)
     closed = [c for c in fit.candidates if c["kind"] != "mlp"]
-    self.assertEqual(fit.map.kind, min(closed, key=lambda c: c["cv_mse"])["kind"])
+    self.assertEqual(fit.map.kind, max(closed, key=lambda c: c["cv_rank_score"])["kind"])
 
   def test_a_non_linear_map_is_won_by_the_mlp_and_auto_picks_it(self):
     rng = np.random.default_rng(3)
@@ -355,6 +355,39 @@ class ReportTest(absltest.TestCase):
     clf = LogisticRegression(C=0.5, tol=1e-12, max_iter=10_000).fit(x, y)
     assert_close(params["w"], clf.coef_, "statistical", rtol=1e-4, atol=1e-4)
     assert_close(params["b"], clf.intercept_, "statistical", rtol=1e-4, atol=1e-4)
+
+
+class RankScoreTest(absltest.TestCase):
+
+  def test_rank_score_against_brute_force(self):
+    rng = np.random.default_rng(30)
+    targets = rng.standard_normal((40, 5))
+    mapped = targets + 0.8 * rng.standard_normal((40, 5))
+    for metric in ("cosine", "dot", "l2"):
+      if metric == "cosine":
+        q = mapped / np.linalg.norm(mapped, axis=1, keepdims=True)
+        x = targets / np.linalg.norm(targets, axis=1, keepdims=True)
+        s = q @ x.T
+      elif metric == "dot":
+        s = mapped @ targets.T
+      else:
+        s = -((mapped[:, None, :] - targets[None, :, :]) ** 2).sum(-1)
+      expected = np.mean([(np.sum(s[i] < s[i, i])) / 39 for i in range(40)])
+      assert_close(upgrade.own_vector_rank_score(mapped, targets, metric=metric), expected, "elementwise",
+                   err_msg=metric)
+    self.assertEqual(upgrade.own_vector_rank_score(targets, targets, metric="cosine"), 1.0)
+
+  def test_shrinking_towards_the_mean_lowers_the_error_but_not_the_rank(self):
+    """Why choices are made by rank: predictions pulled towards the old mean have a smaller squared error on a
+    narrow cone and rank their own vectors worse."""
+    rng = np.random.default_rng(31)
+    old = rng.standard_normal((300, 6)) * 0.3 + 3.0  # a narrow cone
+    mean = old.mean(0)
+    noisy = old + 0.4 * rng.standard_normal(old.shape)
+    shrunk = mean + 0.5 * (noisy - mean)
+    self.assertLess(np.mean((shrunk - old) ** 2), np.mean((noisy - old) ** 2))
+    self.assertEqual(upgrade.own_vector_rank_score(shrunk, old, metric="dot") < upgrade.own_vector_rank_score(
+        noisy, old, metric="dot"), True)
 
 
 class ServeTest(absltest.TestCase):

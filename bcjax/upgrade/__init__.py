@@ -31,6 +31,7 @@ from bcjax.upgrade._report import report_markdown
 from bcjax.upgrade._report import report_summary
 from bcjax.upgrade._retrieval import neighbour_agreement
 from bcjax.upgrade._retrieval import own_vector_hits
+from bcjax.upgrade._retrieval import own_vector_rank_score
 from bcjax.upgrade._retrieval import top_k
 from bcjax.upgrade._serve import registry_maps
 from bcjax.upgrade._serve import transform_file
@@ -56,6 +57,7 @@ __all__ = (
     "neighbour_agreement",
     "open_embeddings",
     "own_vector_hits",
+    "own_vector_rank_score",
     "pair_moments",
     "query_function",
     "registry_maps",

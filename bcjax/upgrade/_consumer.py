@@ -40,9 +40,9 @@ def _fit(x, y, inverse_c, *, num_classes, max_iterations):
 
   def keep_going(carry):
     _, state = carry
-    count = optax.tree.get(state, "count")
-    grad = optax.tree.get(state, "grad")
-    return (count == 0) | ((count < max_iterations) & (optax.tree.norm(grad) >= 1e-6))
+    count = optax.tree_utils.tree_get(state, "count")
+    grad = optax.tree_utils.tree_get(state, "grad")
+    return (count == 0) | ((count < max_iterations) & (optax.tree_utils.tree_norm(grad) >= 1e-6))
 
   params, _ = jax.lax.while_loop(keep_going, step, (params, optimizer.init(params)))
   return params

@@ -6,7 +6,8 @@ Given the same items embedded by the old model (:math:`z_{k-1}`, [n, D_(k-1)]) a
 
 * ``linear``: :math:`W = \bar C (\bar G + \gamma I)^{-1}` on centred statistics (:mod:`bcjax.upgrade._moments`),
   :math:`b = \mu_{k-1} - W\mu_k`, the ridge :math:`\gamma = \alpha\,\mathrm{tr}\,\bar G / D_k` chosen by K-fold
-  cross-validation over the training pairs (:math:`\alpha = 0` is least squares, minimum-norm when
+  cross-validation over the training pairs (by out-of-fold retrieval: how highly each held-out prediction ranks its
+  own old vector among a sample of old vectors; the squared error breaks ties) (:math:`\alpha = 0` is least squares, minimum-norm when
   :math:`\bar G` is singular).
 * ``orthogonal``: the centred isometry :math:`Q(z - \mu_k) + \mu_{k-1}`, Q from (projection) Procrustes on the
   centred statistics (:func:`bcjax.alignment.orthogonal_transform` with ``bias``); nothing to choose.
@@ -188,62 +189,83 @@ def _plus(a: _moments.PairMoments, b: _moments.PairMoments) -> _moments.PairMome
 
 
 class _Fold(NamedTuple):
-  """One cross-validation fold: the moments it is scored on, the moments fitted on (the other folds), and the
-  fitted side's eigendecomposition and shrinkage targets, computed once for every choice tried."""
+  """One cross-validation fold: the moments it is scored on, the moments fitted on (the other folds), the fitted
+  side's eigendecomposition and shrinkage targets (computed once for every choice tried), and which rows of the
+  retrieval sample it holds out."""
   held_out: _moments.PairMoments
   fitted: _moments.PairMoments
   spectrum: tuple
   priors: dict
+  sample: np.ndarray  # positions in the CV retrieval sample of this fold's held-out rows
+
+
+class _RetrievalSample(NamedTuple):
+  """Training rows held in memory to score choices by retrieval: their new and old embeddings and their folds."""
+  new: np.ndarray
+  old: np.ndarray
+  fold: np.ndarray
+
+
+# Training rows whose out-of-fold predictions score each choice by retrieval (their own old vector's rank among
+# the sample's old vectors); enough to rank choices, small enough that every choice is scored in milliseconds.
+CV_SAMPLE_ROWS = 2000
+
+
+def _folds(fold_moments, total, kind, sample: _RetrievalSample) -> list[_Fold]:
+  out = []
+  for f, fold in enumerate(fold_moments):
+    fitted = _minus(total, fold)
+    spectrum = _spectrum(fitted.centred()[0], fitted.count)
+    priors = {t: _prior(fitted, t) for t in _targets(total)} if kind == "affine" else {}
+    out.append(_Fold(fold, fitted, spectrum, priors, np.flatnonzero(sample.fold == f)))
+  return out
 
 
 def _targets(total: _moments.PairMoments) -> tuple[str, ...]:
   return SHRINKAGE_TARGETS if total.cross.shape[0] == total.cross.shape[1] else ("isometry",)
 
 
-def _folds(fold_moments, total, kind) -> list[_Fold]:
-  out = []
-  for fold in fold_moments:
-    fitted = _minus(total, fold)
-    spectrum = _spectrum(fitted.centred()[0], fitted.count)
-    priors = {t: _prior(fitted, t) for t in _targets(total)} if kind == "affine" else {}
-    out.append(_Fold(fold, fitted, spectrum, priors))
-  return out
-
-
-def _cv_error(kind, folds: list[_Fold], alpha: float = 0.0, rank: int | None = None,
-              target: str = "isometry") -> float:
-  errors = []
+def _cv_score(kind, folds: list[_Fold], sample: _RetrievalSample, metric: str, alpha: float = 0.0,
+              rank: int | None = None, target: str = "isometry") -> tuple[float, float]:
+  """(retrieval score, mean squared error) of a choice, cross-validated: each fold's map, fitted on the other
+  folds, predicts the fold's held-out rows. The error is over all held-out pairs (from the moments); the score is
+  the mean, over the sample's rows, of the share of the sample's other old vectors that their out-of-fold
+  prediction ranks below their own old vector (1 = always first). Ranking, not the squared error, is what an
+  index sees: a ridge that shrinks every prediction towards the old mean lowers the error but ranks worse."""
+  errors, predicted = [], np.zeros_like(sample.old)
   for f in folds:
     if kind == "orthogonal":
       w = _procrustes(*f.fitted.centred())
     else:
       w = _reduce_rank(_shrunk_weight(f.fitted, alpha, f.priors.get(target), f.spectrum), f.fitted, rank)
-    errors.append(moments_mse(w, f.fitted.mean_prev - w @ f.fitted.mean_new, f.held_out))
-  return float(np.average(errors, weights=[f.held_out.count for f in folds]))
+    b = f.fitted.mean_prev - w @ f.fitted.mean_new
+    errors.append(moments_mse(w, b, f.held_out))
+    predicted[f.sample] = sample.new[f.sample] @ w.T + b
+  error = float(np.average(errors, weights=[f.held_out.count for f in folds]))
+  return _retrieval.own_vector_rank_score(predicted, sample.old, metric=metric), error
 
 
-def _choose_closed_form(kind: str, fold_moments, total, d_min: int, *, score_orthogonal: bool = False
-                        ) -> tuple[dict, float]:
-  """The cross-validated choices of a closed-form kind and their CV error (the orthogonal kind has nothing to
-  choose: its CV error is computed only when asked, each fold being an SVD or an iterative solve)."""
-  folds = _folds(fold_moments, total, kind)
+def _choose_closed_form(kind: str, fold_moments, total, d_min: int, sample: _RetrievalSample, metric: str
+                        ) -> tuple[dict, float, float]:
+  """The choices of a closed-form kind with the best cross-validated retrieval score (the squared error breaks
+  ties), with that score and error."""
+  folds = _folds(fold_moments, total, kind, sample)
   if kind == "orthogonal":
-    return {}, _cv_error("orthogonal", folds) if score_orthogonal else math.nan
+    return ({}, *_cv_score("orthogonal", folds, sample, metric))
   targets = _targets(total) if kind == "affine" else ("isometry",)
-  errors = {(t, alpha): _cv_error(kind, folds, alpha, target=t) for t in targets for alpha in ALPHAS}
-  target, alpha = min(errors, key=errors.get)
-  choices, best = {"alpha": alpha}, errors[(target, alpha)]
+  scores = {(t, alpha): _cv_score(kind, folds, sample, metric, alpha, target=t) for t in targets for alpha in ALPHAS}
+  target, alpha = max(scores, key=lambda c: (scores[c][0], -scores[c][1]))
+  choices, best = {"alpha": alpha}, scores[(target, alpha)]
   if kind == "affine":
     choices["target"] = target
-  # A reduced rank is tried only where the folds can tell ranks apart (at least two pairs per dimension), and kept
-  # only when it improves the cross-validated error by more than 1 %: with few pairs the folds' fitted values span
-  # fewer directions than the final fit's, and a rank they prefer would throw away directions the final fit has.
+  # A reduced rank is tried only where the folds can tell ranks apart (at least two pairs per dimension): with few
+  # pairs the folds' fitted values span fewer directions than the final fit's.
   if kind == "affine" and total.count >= 2 * total.gram.shape[0]:
     for rank in sorted({max(1, int(d_min * f)) for f in RANK_FRACTIONS}, reverse=True):
-      error = _cv_error(kind, folds, alpha, rank, target)
-      if error < 0.99 * best:
-        choices, best = {"alpha": alpha, "target": target, "rank": rank}, error
-  return choices, best
+      score = _cv_score(kind, folds, sample, metric, alpha, rank, target)
+      if score[0] > best[0]:
+        choices, best = {"alpha": alpha, "target": target, "rank": rank}, score
+  return (choices, *best)
 
 
 def _as_map(kind: str, w: np.ndarray, b: np.ndarray, normalize: bool, choices: dict) -> UpgradeMap:
@@ -376,6 +398,8 @@ def fit_upgrade(z_new, z_prev, *, kind: str = "auto", split: PairSplit | None = 
   say(f"streaming {len(split.train)} training pairs into {folds} folds' moments")
   fold_moments = [_moments.pair_moments(z_new, z_prev, rows=split.train[fold_of == f], normalize=normalize,
                                         chunk_rows=chunk_rows) for f in range(folds)]
+  picked = np.sort(np.random.default_rng(seed + 2).permutation(len(split.train))[:CV_SAMPLE_ROWS])
+  sample = _RetrievalSample(*_read_pairs(z_new, z_prev, split.train[picked], normalize), fold_of[picked])
   train = functools.reduce(_plus, fold_moments)
   val_moments = (_moments.pair_moments(z_new, z_prev, rows=split.val, normalize=normalize, chunk_rows=chunk_rows)
                  if len(split.val) else None)
@@ -383,22 +407,21 @@ def fit_upgrade(z_new, z_prev, *, kind: str = "auto", split: PairSplit | None = 
   candidates, maps = [], {}
   closed_choices = {}
   # With few validation pairs their retrieval cannot rank the kinds (a handful of rows, a handful of distractors):
-  # auto then ranks the closed-form kinds by their cross-validated error over all the training pairs instead.
+  # auto then ranks the closed-form kinds by their cross-validated retrieval over the training pairs instead.
   few_val = kind == "auto" and len(split.val) < MIN_VALIDATION_ROWS
   for name in [n for n in KINDS if n in kinds or (n == "affine" and "mlp" in kinds)]:
     if name == "mlp":
       continue
-    choices, cv_error = _choose_closed_form(name, fold_moments, train, min(d_prev, d_new),
-                                            score_orthogonal=few_val)
+    choices, cv_score, cv_error = _choose_closed_form(name, fold_moments, train, min(d_prev, d_new), sample, metric)
     closed_choices[name] = choices
     w, b = closed_form(name, train, **choices)
     maps[name] = (w, b)
-    record = {"kind": name, "choices": choices, "cv_mse": None if math.isnan(cv_error) else cv_error}
+    record = {"kind": name, "choices": choices, "cv_rank_score": cv_score, "cv_mse": cv_error}
     if val_moments is not None:
       record["val_mse"] = moments_mse(w, b, val_moments)
     candidates.append(record)
-    say(f"{name}: {choices or 'nothing to choose'}"
-        f"{'' if math.isnan(cv_error) else f'; cross-validated mean squared error {cv_error:.4g}'}")
+    say(f"{name}: {choices or 'nothing to choose'}; cross-validated rank score {cv_score:.4f}, mean squared error "
+        f"{cv_error:.4g}")
 
   mlp_params = None
   if "mlp" in kinds:
@@ -428,11 +451,11 @@ def fit_upgrade(z_new, z_prev, *, kind: str = "auto", split: PairSplit | None = 
 
   if few_val:
     closed = [c for c in candidates if c["kind"] != "mlp"]
-    best_record = min(closed, key=lambda c: c["cv_mse"])
-    errors = ", ".join(f"{c['kind']} {c['cv_mse']:.4g}" for c in closed)
+    best_record = max(closed, key=lambda c: (c["cv_rank_score"], -c["cv_mse"]))
+    scores = ", ".join(f"{c['kind']} {c['cv_rank_score']:.4f}" for c in closed)
     reason = (f"auto chose {best_record['kind']}: {len(split.val)} validation pairs are too few to rank the kinds "
-              f"by retrieval (fewer than {MIN_VALIDATION_ROWS}), so the closed-form kinds were ranked by their "
-              f"{folds}-fold cross-validated mean squared error over the {len(split.train)} training pairs: {errors}")
+              f"(fewer than {MIN_VALIDATION_ROWS}), so the closed-form kinds were ranked by their {folds}-fold "
+              f"cross-validated rank score over {len(sample.new)} training pairs: {scores}")
     say(reason)
     return UpgradeFit(final_map(best_record["kind"], _plus(train, val_moments)), candidates, reason)
 
