@@ -180,8 +180,12 @@ class FitCommandTest(absltest.TestCase):
   def test_fit_into_a_registry_appends_only_a_bridge(self):
     reg = str(self.tmp / "reg")
     run("init", "--registry", reg, "--dim", "6")
-    code, stdout, _ = run(*self.base, "--registry", reg, "--min-recovery", "1.0", "--index", str(self.tmp / "index.npy"))
+    noisy = self.z_old + np.random.default_rng(5).standard_normal(self.z_old.shape).astype(np.float32)
+    np.save(self.tmp / "noisy.npy", noisy)  # the new model barely predicts these: own vectors are rarely found
+    code, stdout, _ = run("fit", "--old", str(self.tmp / "noisy.npy"), "--new", str(self.tmp / "new.npy"), "--kind",
+                          "linear", "--registry", reg, "--k", "1")
     self.assertEqual(code, 3, stdout)
+    self.assertRegex(stdout, "verdict: (re-index|undecided)")
     self.assertIn("not appended", stdout)
     self.assertEqual(Registry(reg).latest, 0)
     code, stdout, _ = run(*self.base, "--registry", reg, "--min-recovery", "0.5", "--seed", "1")

@@ -137,7 +137,8 @@ class ExperimentTest(absltest.TestCase):
     self.assertEqual(main(["--corpus", str(lines), "--preset", "test", "--out", str(out), "--no-progress"]), 0)
     results = json.loads((out / "results.json").read_text())
     row = results["pairs"][0]["rows"][0]
-    self.assertEqual(row["primary"], "neighbour_agreement")
+    self.assertEqual(row["primary"], "own_vector_hit_rate")
+    self.assertIn("neighbour_agreement", row)
     self.assertNotIn("chain_and_joint", results)
 
   def test_flags_are_refused_before_anything_is_written(self):

@@ -32,6 +32,7 @@ from bcjax.upgrade._report import report_summary
 from bcjax.upgrade._retrieval import neighbour_agreement
 from bcjax.upgrade._retrieval import own_vector_hits
 from bcjax.upgrade._retrieval import own_vector_rank_score
+from bcjax.upgrade._retrieval import own_vector_ranks
 from bcjax.upgrade._retrieval import top_k
 from bcjax.upgrade._serve import registry_maps
 from bcjax.upgrade._serve import transform_file
@@ -58,6 +59,7 @@ __all__ = (
     "open_embeddings",
     "own_vector_hits",
     "own_vector_rank_score",
+    "own_vector_ranks",
     "pair_moments",
     "query_function",
     "registry_maps",

@@ -16,8 +16,8 @@ interval over those rows, and is named for what it means:
   the held-out rows' old and mapped embeddings: both accuracies, the negative-flip rate, and whether the consumer is
   above the majority-class share at all (otherwise its flips mean nothing).
 
-The verdict compares the primary measure (``recall_recovery`` if relevance was given, else ``neighbour_agreement``
-if an index was given, else ``own_vector_hit_rate``) with ``min_recovery``: **bridge** when its whole interval is
+The verdict compares the primary measure (``recall_recovery`` if relevance was given, else ``own_vector_hit_rate``,
+with the index as distractors when one was given) with ``min_recovery``: **bridge** when its whole interval is
 at or above it, **re-index** when its whole interval is below, **undecided** when the interval straddles it (more
 held-out pairs would decide), **not measurable** when the reference itself carries no signal.
 """
@@ -161,8 +161,9 @@ def evaluate_upgrade(upgrade_map: UpgradeMap | Sequence[UpgradeMap], z_new, z_pr
     index_f = _files.read_rows(index_arr, slice(None), np.float32)
     agreement = _retrieval.neighbour_agreement(mapped, zp, index_f, k=k, metric=metric)
     metrics["neighbour_agreement"] = dict(_interval(agreement, seed=seed), means=(
-        f"share of the old model's top {k} in the old index that the mapped new query also ranks in its top {k}"))
-    primary = "neighbour_agreement"
+        f"share of the old model's top {k} in the old index that the mapped new query also ranks in its top {k} "
+        f"(how much the bridged model behaves like the old one: re-embedding with a different model scores below 1 "
+        f"too, so it is reported, not gated on)"))
     if qrels is not None:
       relevant = _relevant_lists(qrels, rows, index_f.shape[0])
       has = np.array([len(r) > 0 for r in relevant])

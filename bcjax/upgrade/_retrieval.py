@@ -80,19 +80,30 @@ def recall_per_query(queries: np.ndarray, index: np.ndarray, relevant: list[np.n
   return np.array([np.isin(rel, f).mean() for f, rel in zip(found, relevant)], np.float64)
 
 
-def own_vector_rank_score(mapped: np.ndarray, targets: np.ndarray, *, metric: str = "cosine") -> float:
-  """Mean over rows i of the share of the other targets that ``mapped[i]`` scores below ``targets[i]`` (ties count
-  half): 1 when every row ranks its own target first, 0.5 for a map that ranks at random. A continuous, label-free
-  retrieval measure for choosing between maps on few rows."""
+def own_vector_ranks(mapped: np.ndarray, targets: np.ndarray, distractors: np.ndarray | None = None, *,
+                     metric: str = "cosine") -> np.ndarray:
+  """For each row i, the share of the other items (the other targets and the ``distractors``) that ``mapped[i]``
+  scores below ``targets[i]`` (ties count half): [n] in [0, 1], 1 when row i ranks its own target first, about 0.5
+  for a map that ranks at random. A continuous, label-free retrieval measure for choosing between maps."""
   if metric not in METRICS:
-    raise ValueError(f"own_vector_rank_score: `metric` must be one of {list(METRICS)}, got {metric!r}")
-  n = mapped.shape[0]
-  if n < 2:
-    return 0.5
-  q, x = _prepare(mapped, metric).astype(np.float64), _prepare(targets, metric).astype(np.float64)
-  scores = q @ x.T
-  if metric == "l2":
-    scores = 2.0 * scores - np.sum(x * x, axis=1)[None, :]
-  own = np.diagonal(scores)[:, None]
-  below = np.sum(scores < own, axis=1) + 0.5 * (np.sum(scores == own, axis=1) - 1)
-  return float(np.mean(below / (n - 1)))
+    raise ValueError(f"own_vector_ranks: `metric` must be one of {list(METRICS)}, got {metric!r}")
+  items = targets if distractors is None or len(distractors) == 0 else np.concatenate([targets, distractors])
+  n, others = mapped.shape[0], items.shape[0] - 1
+  if others < 1:
+    return np.full(n, 0.5)
+  q, x = _prepare(mapped, metric).astype(np.float64), _prepare(items, metric).astype(np.float64)
+  item_sq = np.sum(x * x, axis=1)
+  out = np.empty(n)
+  for start in range(0, n, 512):
+    rows = np.arange(start, min(start + 512, n))
+    scores = q[rows] @ x.T
+    if metric == "l2":
+      scores = 2.0 * scores - item_sq[None, :]
+    own = scores[np.arange(len(rows)), rows][:, None]
+    out[rows] = (np.sum(scores < own, axis=1) + 0.5 * (np.sum(scores == own, axis=1) - 1)) / others
+  return out
+
+
+def own_vector_rank_score(mapped: np.ndarray, targets: np.ndarray, *, metric: str = "cosine") -> float:
+  """The mean of :func:`own_vector_ranks` with the targets as the only items."""
+  return float(np.mean(own_vector_ranks(mapped, targets, metric=metric)))
