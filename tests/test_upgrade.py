@@ -245,6 +245,34 @@ class KindsTest(absltest.TestCase):
     chain = [fits["orthogonal"], back]
     assert_close(upgrade.query_function(chain, dtype=np.float64)(z_new[:7]), back(fits["orthogonal"](z_new[:7])))
 
+  def test_the_fit_never_reads_the_held_out_rows(self):
+    """Held-out rows full of NaN change nothing: the choices and the map come from training and validation rows."""
+    rng = np.random.default_rng(14)
+    z_new, z_prev, _ = anisotropic_pairs(rng, n=500, noise=0.2)
+    split = upgrade.split_pairs(500, seed=3)
+    clean = upgrade.fit_upgrade(z_new, z_prev, kind="auto", split=split, mlp_hidden=(8,), mlp_epochs=2)
+    poisoned_new, poisoned_prev = z_new.copy(), z_prev.copy()
+    poisoned_new[split.test], poisoned_prev[split.test] = np.nan, np.nan
+    poisoned = upgrade.fit_upgrade(poisoned_new, poisoned_prev, kind="auto", split=split, mlp_hidden=(8,),
+                                   mlp_epochs=2)
+    self.assertEqual(poisoned.map.kind, clean.map.kind)
+    for name, a in clean.map.params.items():
+      np.testing.assert_array_equal(poisoned.map.params[name], a)
+
+  def test_half_precision_files_fit_like_their_float32_values(self):
+    tmp = Path(self.create_tempdir().full_path)
+    rng = np.random.default_rng(15)
+    z_new, z_prev, _ = anisotropic_pairs(rng, n=400, noise=0.1)
+    split = upgrade.split_pairs(400)
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+      np.save(tmp / "new.npy", z_new.astype(dtype))
+      np.save(tmp / "old.npy", z_prev.astype(dtype))
+      mapped = upgrade.open_embeddings(tmp / "new.npy"), upgrade.open_embeddings(tmp / "old.npy")
+      from_file = upgrade.fit_upgrade(*mapped, kind="linear", split=split).map
+      in_memory = upgrade.fit_upgrade(z_new.astype(dtype).astype(np.float64), z_prev.astype(dtype).astype(np.float64),
+                                      kind="linear", split=split).map
+      assert_close(from_file.params["w"], in_memory.params["w"], "linalg")
+
   def test_split_and_kind_errors(self):
     with self.assertRaisesRegex(ValueError, "`test_fraction` must lie in"):
       upgrade.split_pairs(10, test_fraction=1.0)
