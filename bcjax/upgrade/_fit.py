@@ -425,7 +425,7 @@ def fit_upgrade(z_new, z_prev, *, kind: str = "auto", split: PairSplit | None = 
         f"{cv_error:.4g}")
 
   mlp_params = None
-  if "mlp" in kinds:
+  if "mlp" in kinds and not few_val:  # with too few validation pairs to stop it, auto leaves the MLP out
     val_pairs = _read_pairs(z_new, z_prev, split.val, normalize)
     tried = []
     for i, hidden in enumerate(mlp_hidden):
@@ -451,7 +451,7 @@ def fit_upgrade(z_new, z_prev, *, kind: str = "auto", split: PairSplit | None = 
     return UpgradeFit(chosen, candidates, f"{kind} was asked for")
 
   if few_val:
-    closed = [c for c in candidates if c["kind"] != "mlp"]
+    closed = candidates
     best_record = max(closed, key=lambda c: (c["cv_rank_score"], -c["cv_mse"]))
     scores = ", ".join(f"{c['kind']} {c['cv_rank_score']:.4f}" for c in closed)
     reason = (f"auto chose {best_record['kind']}: {len(split.val)} validation pairs are too few to rank the kinds "
