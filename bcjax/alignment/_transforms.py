@@ -170,17 +170,18 @@ def _orthogonal(bias: bool) -> BackwardTransform:
 
 
 @jax.jit
-def procrustes(gram: jax.Array, cross: jax.Array, energy: jax.Array, tolerance: float = 1e-12) -> jax.Array:
+def procrustes(gram: jax.Array, cross: jax.Array, energy: jax.Array, tolerance: float = 1e-12,
+               max_iterations: int = 500) -> jax.Array:
   r"""The semi-orthogonal Q [d_prev, d_new] minimising :math:`\lVert Z Q^\top - Y \rVert_F^2` from the sufficient
   statistics ``gram`` = :math:`Z^\top Z` [d_new, d_new], ``cross`` = :math:`Y^\top Z` [d_prev, d_new] and
   ``energy`` = :math:`\lVert Y \rVert_F^2` (see :func:`orthogonal_transform` for the two cases), so a fit can stream
-  its rows into the statistics. ``tolerance``: the projection case stops when an iteration lowers the loss by less
-  than this share of it."""
+  its rows into the statistics. ``tolerance``, ``max_iterations``: the projection case stops when an iteration
+  lowers the loss by less than this share of it, or after this many iterations."""
   d_prev, d_new = cross.shape
   if d_prev >= d_new:
     u, _, vt = jnp.linalg.svd(cross, full_matrices=False)
     return u @ vt
-  return _projection_procrustes(gram, cross, energy, tolerance=tolerance)
+  return _projection_procrustes(gram, cross, energy, max_iterations=max_iterations, tolerance=tolerance)
 
 
 def _projection_procrustes(gram: jax.Array, cross: jax.Array, energy: jax.Array, max_iterations: int = 500,
