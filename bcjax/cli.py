@@ -98,6 +98,8 @@ def _progress(label: str):
 
 
 def _cmd_transform(args) -> None:
+  if args.chunk_rows < 1:
+    raise UsageError(f"`--chunk-rows` must be >= 1, got {args.chunk_rows}")
   out = Path(args.output)
   if out.exists() and not args.overwrite:
     raise UsageError(f"output file {out} exists; refusing to overwrite it (pass --overwrite to replace it)")
@@ -211,7 +213,9 @@ def _check_fit_args(args):
     split = _fit.split_pairs(old.shape[0], test_fraction=args.test_fraction, val_fraction=args.val_fraction,
                              seed=args.seed)
   except ValueError as e:
-    raise UsageError(str(e).replace("split_pairs: ", "")) from None
+    message = str(e).replace("split_pairs: ", "")
+    raise UsageError(message.replace("`test_fraction`", "`--test-fraction`")
+                     .replace("`val_fraction`", "`--val-fraction`")) from None
   return old, new, index, new_index, qrels, labels, split
 
 

@@ -193,6 +193,13 @@ class FitCommandTest(absltest.TestCase):
     self.assertEqual(Registry(reg).latest, 1)
     self.assertEqual(len(list(Path(reg).glob("upgrade-*.report.json"))), 2)
 
+  def test_transform_refuses_a_bad_chunk_size_before_writing(self):
+    code, _, err = run("transform", "--map", str(self.tmp / "nowhere.bcmap"), str(self.tmp / "new.npy"),
+                       str(self.tmp / "x.npy"), "--chunk-rows", "0")
+    self.assertEqual(code, 2)
+    self.assertIn("`--chunk-rows` must be >= 1, got 0", err)
+    self.assertFalse((self.tmp / "x.npy").exists())
+
   def test_append_refuses_an_npz_with_a_hint(self):
     np.savez(self.tmp / "m.npz", w=np.ones((6, 10)))
     reg = str(self.tmp / "reg")
@@ -226,6 +233,13 @@ class FitCommandTest(absltest.TestCase):
         (["--old", old, "--new", new, "--out", str(bad / "taken.bcmap")], "taken.bcmap exists"),
         (["--old", old, "--new", new, "--out", out, "--min-recovery", "0"], r"`--min-recovery` must lie in \(0, 1\]"),
         (["--old", old, "--new", new, "--out", out, "--min-recovery", "1.5"], "got 1.5"),
+        (["--old", old, "--new", new, "--out", out, "--test-fraction", "1.5"], "`--test-fraction` must lie in"),
+        (["--old", old, "--new", new, "--out", out, "--k", "0"], "`--k` must be >= 1, got 0"),
+        (["--old", old, "--new", new, "--out", out, "--new-index", new], "`--new-index` needs `--index`"),
+        (["--old", old, "--new", new, "--out", out, "--index", str(self.tmp / "index.npy"), "--qrels",
+          str(self.tmp / "labels.npy")], "`--qrels` .* must hold integer pairs"),
+        (["--old", old, "--new", new, "--out", out, "--labels", str(self.tmp / "index.npy")],
+         "`--labels` .* must hold one class"),
     ]
     before = sorted(p.name for p in self.tmp.rglob("*"))
     for argv, pattern in cases:

@@ -70,6 +70,8 @@ def transform_file(maps: UpgradeMap | Sequence[UpgradeMap], source: str | os.Pat
   """
   maps = [maps] if isinstance(maps, UpgradeMap) else list(maps)
   destination = Path(destination)
+  if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
+    raise ValueError(f"transform_file: `chunk_rows` must be a positive integer, got {chunk_rows!r}")
   if dtype is not None and dtype not in OUTPUT_DTYPES:
     raise ValueError(f"transform_file: `dtype` must be one of {list(OUTPUT_DTYPES)}, got {dtype!r}")
   if destination.exists() and not overwrite:
