@@ -4,6 +4,7 @@ hyper-parameters."""
 
 import importlib
 import inspect
+from importlib import metadata
 import re
 from pathlib import Path
 
@@ -55,6 +56,20 @@ class NamespaceTest(parameterized.TestCase):
       packages = bcjax._SUBPACKAGES  # pylint: disable=protected-access
       homes = [p for p in packages if getattr(getattr(bcjax, p), name, None) is obj]
       self.assertLen(homes, 1, f"bcjax.{name} should come from exactly one sub-package, found {homes}")
+
+
+class PackagingTest(absltest.TestCase):
+
+  def test_the_version_has_one_source(self):
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    self.assertNotRegex(pyproject, r'(?m)^version\s*=\s*"', "the version is written in pyproject.toml too")
+    self.assertIn('version = {attr = "bcjax.__version__"}', pyproject)
+    self.assertTrue((Path(__file__).resolve().parents[1] / "LICENSE").is_file())
+    try:
+      installed = metadata.version("bcjax")
+    except metadata.PackageNotFoundError:  # pragma: no cover (running from a bare checkout)
+      return
+    self.assertEqual(installed, bcjax.__version__)
 
 
 class ConventionTest(absltest.TestCase):
