@@ -144,7 +144,7 @@ def evaluate_upgrade(upgrade_map: UpgradeMap | Sequence[UpgradeMap], z_new, z_pr
                                        means="mean ||B(z_new) - z_old|| / mean ||z_old||")
   metrics["alignment_cosine"] = dict(_interval(cos, seed=seed), means="mean cosine of B(z_new) and z_old")
 
-  index_arr = None if index is None else index
+  index_arr = index
   distractors = None
   if index_arr is not None:
     sample = _sample(np.arange(index_arr.shape[0]), max_rows, seed + 1)

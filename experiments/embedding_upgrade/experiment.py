@@ -15,6 +15,7 @@ import numpy as np
 from bcjax import upgrade
 from bcjax.alignment import affine_transform
 from bcjax.metrics import evaluate_retrieval
+from bcjax.upgrade._moments import unit_rows
 from bcjax.versioning import Registry
 from experiments import common, harness
 from experiments.embedding_upgrade import corpus as corpus_lib
@@ -63,16 +64,12 @@ def _models(cfg: Config) -> list[tuple[str, str]]:
   return out
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
-  return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-
-
 def _faiss_recall(index_vectors: np.ndarray, queries: np.ndarray, relevant: np.ndarray, k: int, seed: int) -> dict:
   """Recall@k of unit ``queries`` against ``index_vectors`` (normalised) in faiss' exact inner-product index and in
   an HNSW graph (M = 32, efSearch = 128; faiss seeds its level draws itself, so a run repeats)."""
   import faiss  # pylint: disable=import-outside-toplevel
-  x = np.ascontiguousarray(_unit(index_vectors), np.float32)
-  q = np.ascontiguousarray(_unit(queries), np.float32)
+  x = np.ascontiguousarray(unit_rows(index_vectors), np.float32)
+  q = np.ascontiguousarray(unit_rows(queries), np.float32)
   flat = faiss.IndexFlatIP(x.shape[1])
   flat.add(x)
   hnsw = faiss.IndexHNSWFlat(x.shape[1], 32, faiss.METRIC_INNER_PRODUCT)
