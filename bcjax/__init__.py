@@ -6,7 +6,8 @@ estimators, the ranking metrics and the model classes. Plumbing stays in its sub
 (``bcjax.contrastive``), registry error subclasses (``bcjax.versioning``), estimator states and the ``gramian``
 function itself (``bcjax.gramian``: it shares the sub-package's name), model building blocks (``bcjax.models``), the
 dataset loaders (``bcjax.data``), the embedding-upgrade workflow's files, reports and serving
-(``bcjax.upgrade``; its ``fit_upgrade``, ``evaluate_upgrade`` and ``UpgradeMap`` are flat), the sentence pipeline (``bcjax.sentence``), atomic file writing
+(``bcjax.upgrade``; its ``fit_upgrade``, ``evaluate_upgrade`` and ``UpgradeMap`` are flat), the sentence pipeline
+(``bcjax.sentence``), atomic file writing
 (``bcjax.files``) and the data-parallel device mesh (``bcjax.parallel``).
 
 Argument conventions, everywhere: arrays are positional and options keyword-only; a backward map between versions
@@ -25,7 +26,7 @@ from bcjax import parallel
 from bcjax import sentence
 from bcjax import upgrade
 from bcjax import versioning
-from bcjax.alignment import *  # noqa: F401,F403  (every name of alignment.__all__ is public math)
+from bcjax.alignment import *  # noqa: F403  (every name of alignment.__all__ is public math)
 from bcjax.conceptors import aperture_adaptation
 from bcjax.conceptors import aperture_norm_gradient
 from bcjax.conceptors import conceptor
@@ -64,7 +65,7 @@ from bcjax.gramian import penalty_surrogate
 from bcjax.gramian import sagram
 from bcjax.gramian import sampled_softmax_loss
 from bcjax.gramian import sogram
-from bcjax.metrics import *  # noqa: F401,F403
+from bcjax.metrics import *  # noqa: F403
 from bcjax.models import BipartiteInputs
 from bcjax.models import BipartiteSAGE
 from bcjax.models import GCNConv
@@ -87,25 +88,88 @@ from bcjax.versioning import VersionInfo
 
 __version__ = "0.1.0"
 
-_SUBPACKAGES = ("alignment", "conceptors", "contrastive", "data", "files", "gramian", "metrics", "models", "parallel",
-                "sentence", "upgrade", "versioning")
+_SUBPACKAGES = (
+  "alignment",
+  "conceptors",
+  "contrastive",
+  "data",
+  "files",
+  "gramian",
+  "metrics",
+  "models",
+  "parallel",
+  "sentence",
+  "upgrade",
+  "versioning",
+)
 
-__all__ = _SUBPACKAGES + alignment.__all__ + metrics.__all__ + (
+__all__ = (
+  _SUBPACKAGES
+  + alignment.__all__
+  + metrics.__all__
+  + (
     # conceptors
-    "aperture_adaptation", "aperture_norm_gradient", "conceptor", "conceptor_from_correlation", "conjunction",
-    "correlation", "disjunction", "negation", "optimal_aperture", "quota", "relative_aperture",
+    "aperture_adaptation",
+    "aperture_norm_gradient",
+    "conceptor",
+    "conceptor_from_correlation",
+    "conjunction",
+    "correlation",
+    "disjunction",
+    "negation",
+    "optimal_aperture",
+    "quota",
+    "relative_aperture",
     # contrastive
-    "AgentConfig", "LearningRateAgent", "MetaGradient", "change_ratio", "first_order_meta_gradient", "icl_objective",
-    "info_nce", "inner_step_count", "learning_rate_agent", "log_change_ratio", "log_similarity", "mixed_info_nce",
-    "nce_ii", "nce_ii_from_log_ratio", "new_negative_mask", "old_negative_count", "sgd_step",
+    "AgentConfig",
+    "LearningRateAgent",
+    "MetaGradient",
+    "change_ratio",
+    "first_order_meta_gradient",
+    "icl_objective",
+    "info_nce",
+    "inner_step_count",
+    "learning_rate_agent",
+    "log_change_ratio",
+    "log_similarity",
+    "mixed_info_nce",
+    "nce_ii",
+    "nce_ii_from_log_ratio",
+    "new_negative_mask",
+    "old_negative_count",
+    "sgd_step",
     # gramian
-    "GramianEstimate", "GramianEstimator", "batch_gramian", "cross_gramian", "full_gramian", "gramian_penalty",
-    "penalty_surrogate", "sagram", "sampled_softmax_loss", "sogram",
+    "GramianEstimate",
+    "GramianEstimator",
+    "batch_gramian",
+    "cross_gramian",
+    "full_gramian",
+    "gramian_penalty",
+    "penalty_surrogate",
+    "sagram",
+    "sampled_softmax_loss",
+    "sogram",
     # models
-    "BipartiteInputs", "BipartiteSAGE", "GCNConv", "GCNEncoder", "GraphSAGE", "ResNet18", "SAGEConv", "SmallCNN",
-    "Tower", "TwoTower", "bipartite_inputs", "gcn_propagate", "mean_aggregate",
+    "BipartiteInputs",
+    "BipartiteSAGE",
+    "GCNConv",
+    "GCNEncoder",
+    "GraphSAGE",
+    "ResNet18",
+    "SAGEConv",
+    "SmallCNN",
+    "Tower",
+    "TwoTower",
+    "bipartite_inputs",
+    "gcn_propagate",
+    "mean_aggregate",
     # upgrade
-    "UpgradeMap", "evaluate_upgrade", "fit_upgrade",
+    "UpgradeMap",
+    "evaluate_upgrade",
+    "fit_upgrade",
     # versioning
-    "Registry", "RegistryError", "VersionInfo",
+    "Registry",
+    "RegistryError",
+    "VersionInfo",
+  )
 )

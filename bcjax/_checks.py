@@ -6,6 +6,7 @@ inspected, so the checks run where a user calls a function eagerly and are skipp
 """
 
 from collections.abc import Sequence
+from typing import Literal, overload
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +18,21 @@ def is_concrete(x) -> bool:
   return not isinstance(x, jax.core.Tracer)
 
 
-def as_float_array(fn: str, name: str, x, ndim: int | None = None, *, numpy: bool = False, finite: bool = True):
+@overload
+def as_float_array(
+  fn: str, name: str, x, ndim: int | None = None, *, numpy: Literal[False] = False, finite: bool = True
+) -> jax.Array: ...
+
+
+@overload
+def as_float_array(
+  fn: str, name: str, x, ndim: int | None = None, *, numpy: Literal[True], finite: bool = True
+) -> np.ndarray: ...
+
+
+def as_float_array(
+  fn: str, name: str, x, ndim: int | None = None, *, numpy: bool = False, finite: bool = True
+) -> jax.Array | np.ndarray:
   """Converts ``x`` to a floating array, checking its rank and (unless ``finite=False``) that it holds no NaN or inf.
 
   Returns a jax.Array, or with ``numpy=True`` a NumPy array in ``x``'s own precision (no float64 -> float32 cast).
@@ -55,15 +70,18 @@ def check_finite(fn: str, name: str, x, where=None) -> None:
   finite = np.isfinite(values)
   if not finite.all():
     rows = " in rows where `where` is True" if where is not None else ""
-    raise ValueError(f"{fn}: `{name}` contains {int(finite.size - finite.sum())} NaN or inf value(s){rows} "
-                     f"(shape {tuple(np.shape(x))})")
+    raise ValueError(
+      f"{fn}: `{name}` contains {int(finite.size - finite.sum())} NaN or inf value(s){rows} "
+      f"(shape {tuple(np.shape(x))})"
+    )
 
 
 def as_weight_chain(fn: str, name: str, weights: Sequence) -> list[jax.Array]:
   """Validates a chain ``[W_{j+1}, ..., W_k]`` of backward weights, W_i of shape [d_{i-1}, d_i]."""
   if isinstance(weights, (jax.Array, np.ndarray)):
-    raise TypeError(f"{fn}: `{name}` must be a list of 2-D weight matrices, got a single array of shape "
-                    f"{tuple(weights.shape)}")
+    raise TypeError(
+      f"{fn}: `{name}` must be a list of 2-D weight matrices, got a single array of shape {tuple(weights.shape)}"
+    )
   try:
     chain = list(weights)
   except TypeError as e:
@@ -72,9 +90,10 @@ def as_weight_chain(fn: str, name: str, weights: Sequence) -> list[jax.Array]:
   for i in range(len(chain) - 1):
     if chain[i].shape[1] != chain[i + 1].shape[0]:
       raise ValueError(
-          f"{fn}: `{name}[{i}]` has shape {tuple(chain[i].shape)} but `{name}[{i + 1}]` has shape "
-          f"{tuple(chain[i + 1].shape)}; W_i must be [d_(i-1), d_i] so that {chain[i].shape[1]} == "
-          f"{chain[i + 1].shape[0]} (inner dimensions must match)")
+        f"{fn}: `{name}[{i}]` has shape {tuple(chain[i].shape)} but `{name}[{i + 1}]` has shape "
+        f"{tuple(chain[i + 1].shape)}; W_i must be [d_(i-1), d_i] so that {chain[i].shape[1]} == "
+        f"{chain[i + 1].shape[0]} (inner dimensions must match)"
+      )
   return chain
 
 
@@ -82,11 +101,13 @@ def as_int(fn: str, name: str, value, *, low: int | None = None, high: int | Non
   """``value`` as a Python int: a Python or NumPy integer, or a concrete 0-d integer array (bools and floats are
   refused, since ``int(2.7)`` would silently truncate); optionally checked to lie in [low, high]."""
   dtype = getattr(value, "dtype", None)
-  integral = isinstance(value, (int, np.integer)) or (dtype is not None and np.ndim(value) == 0
-                                                       and jnp.issubdtype(dtype, jnp.integer))
+  integral = isinstance(value, (int, np.integer)) or (
+    dtype is not None and np.ndim(value) == 0 and jnp.issubdtype(dtype, jnp.integer)
+  )
   if isinstance(value, (bool, np.bool_)) or not integral or not is_concrete(value):
-    raise TypeError(f"{fn}: `{name}` must be an integer (Python, NumPy or a 0-d integer array), got "
-                    f"{type(value).__name__} {value!r}")
+    raise TypeError(
+      f"{fn}: `{name}` must be an integer (Python, NumPy or a 0-d integer array), got {type(value).__name__} {value!r}"
+    )
   out = int(value)
   if (low is not None and out < low) or (high is not None and out > high):
     bounds = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
@@ -98,19 +119,23 @@ def as_float(fn: str, name: str, value) -> float:
   """``value`` as a finite Python float: a Python or NumPy number, or a concrete 0-d real array (bools are refused)."""
   dtype = getattr(value, "dtype", None)
   numeric = isinstance(value, (int, float, np.integer, np.floating)) or (
-      dtype is not None and np.ndim(value) == 0 and (jnp.issubdtype(dtype, jnp.integer)
-                                                     or jnp.issubdtype(dtype, jnp.floating)))
+    dtype is not None
+    and np.ndim(value) == 0
+    and (jnp.issubdtype(dtype, jnp.integer) or jnp.issubdtype(dtype, jnp.floating))
+  )
   if isinstance(value, (bool, np.bool_)) or not numeric or not is_concrete(value):
-    raise TypeError(f"{fn}: `{name}` must be a real number (Python, NumPy or a 0-d array), got "
-                    f"{type(value).__name__} {value!r}")
+    raise TypeError(
+      f"{fn}: `{name}` must be a real number (Python, NumPy or a 0-d array), got {type(value).__name__} {value!r}"
+    )
   out = float(value)
   if not np.isfinite(out):
     raise ValueError(f"{fn}: `{name}` must be finite, got {out}")
   return out
 
 
-def as_float_in(fn: str, name: str, value, low: float, high: float, *, low_open: bool = False,
-                high_open: bool = False) -> float:
+def as_float_in(
+  fn: str, name: str, value, low: float, high: float, *, low_open: bool = False, high_open: bool = False
+) -> float:
   """``value`` as a float in the interval from ``low`` to ``high`` (open ends as asked); any number type, as
   :func:`as_float`. Raises ValueError, naming the interval, for a value outside it (NaN included)."""
   interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
@@ -131,7 +156,7 @@ def check_positive_int(fn: str, name: str, value) -> int:
     raise ValueError(f"{fn}: `{name}` must be a positive integer, got {value!r}") from None
 
 
-def check_row_mask(fn: str, where, n: int):
+def check_row_mask(fn: str, where, n: int) -> jax.Array | None:
   """Validates an optional boolean row mask of shape [n]; returns it as a jax array (or None)."""
   if where is None:
     return None

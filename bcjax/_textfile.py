@@ -12,11 +12,19 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, cast
 
 # What a damaged compressed stream raises: gzip.BadGzipFile is an OSError, zlib.error and EOFError are not, and a
 # zip whose flag bits were damaged claims encryption (RuntimeError) or an unknown method (NotImplementedError).
-_STREAM_ERRORS = (OSError, EOFError, zlib.error, zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError,
-                  NotImplementedError)
+_STREAM_ERRORS = (
+  OSError,
+  EOFError,
+  zlib.error,
+  zipfile.BadZipFile,
+  zipfile.LargeZipFile,
+  RuntimeError,
+  NotImplementedError,
+)
 
 
 # Numbers as the public formats write them: plain ASCII decimals. Python's int() and float() would also take '1_0',
@@ -42,28 +50,38 @@ def open_zip(path: Path) -> zipfile.ZipFile:
   try:
     return zipfile.ZipFile(path)
   except _STREAM_ERRORS as e:
-    raise DataFormatError(f"{path}: not a readable zip archive ({type(e).__name__}: {e}); if it was downloaded, "
-                          f"delete it and download it again") from e
+    raise DataFormatError(
+      f"{path}: not a readable zip archive ({type(e).__name__}: {e}); if it was downloaded, "
+      f"delete it and download it again"
+    ) from e
 
 
-def open_binary(path: str | os.PathLike, member: str | None = None, archive: zipfile.ZipFile | None = None):
+def open_binary(
+  path: str | os.PathLike, member: str | None = None, archive: zipfile.ZipFile | None = None
+) -> IO[bytes]:
   """A binary stream of ``path`` (plain, or gzip when it ends in ``.gz``), or of ``member`` of a zip archive."""
   path = Path(path)
   if archive is not None or member is not None:
     archive = archive or open_zip(path)
     try:
-      return archive.open(member)
+      return archive.open(str(member))
     except KeyError:
       raise DataFormatError(f"{path}: the archive has no member {member!r}") from None
     except _STREAM_ERRORS as e:
       raise DataFormatError(f"{path}:{member}: cannot read the archive member ({e})") from e
   if not path.is_file():
     raise FileNotFoundError(f"{path} does not exist")
-  return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+  return cast(IO[bytes], gzip.open(path, "rb")) if path.suffix == ".gz" else open(path, "rb")
 
 
-def iter_lines(path: str | os.PathLike, *, encoding: str = "utf-8", member: str | None = None,
-               archive: zipfile.ZipFile | None = None, name: str | None = None) -> Iterator[tuple[int, str]]:
+def iter_lines(
+  path: str | os.PathLike,
+  *,
+  encoding: str = "utf-8",
+  member: str | None = None,
+  archive: zipfile.ZipFile | None = None,
+  name: str | None = None,
+) -> Iterator[tuple[int, str]]:
   """(1-based line number, line without its ``\\n`` or ``\\r\\n``) for every line, empty ones included.
 
   Lines are decoded one at a time, so bytes that are not valid ``encoding`` are reported with their line. A damaged
@@ -84,8 +102,9 @@ def iter_lines(path: str | os.PathLike, *, encoding: str = "utf-8", member: str 
   except _STREAM_ERRORS as e:
     if isinstance(e, FileNotFoundError):
       raise
-    raise DataFormatError(f"{name}: the file is truncated or corrupt after line {lineno} "
-                          f"({type(e).__name__}: {e})") from e
+    raise DataFormatError(
+      f"{name}: the file is truncated or corrupt after line {lineno} ({type(e).__name__}: {e})"
+    ) from e
 
 
 def read_bytes(path: str | os.PathLike, member: str | None = None, archive: zipfile.ZipFile | None = None) -> bytes:
@@ -93,11 +112,12 @@ def read_bytes(path: str | os.PathLike, member: str | None = None, archive: zipf
   name = f"{path}:{member}" if member is not None else str(path)
   try:
     with open_binary(path, member, archive) as f:
-      return f.read()
+      data = f.read()
   except FileNotFoundError:
     raise
   except _STREAM_ERRORS as e:
     raise DataFormatError(f"{name}: the file is truncated or corrupt ({type(e).__name__}: {e})") from e
+  return data
 
 
 def decode_text(data: bytes, name: str, encodings: tuple[str, ...] = ("utf-8",)) -> str:
@@ -107,6 +127,6 @@ def decode_text(data: bytes, name: str, encodings: tuple[str, ...] = ("utf-8",))
       return data.decode(encoding)
     except UnicodeDecodeError as e:
       error = e
-  line = data[:error.start].count(b"\n") + 1
+  line = data[: error.start].count(b"\n") + 1
   fail(name, line, f"not valid {' or '.join(encodings)}")
-
+  raise AssertionError("unreachable: `fail` raises")

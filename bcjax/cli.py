@@ -17,7 +17,6 @@ appended to a registry unless ``--force``). Messages go to stderr.
 
 import argparse
 import datetime
-import io
 import json
 import sys
 from collections.abc import Sequence
@@ -55,15 +54,20 @@ def _cmd_append(args) -> None:
   if _map.is_map_file(args.weight):
     upgrade_map, stored = _map.load_map(args.weight)
     notes = args.notes or json.dumps(stored, sort_keys=True)
-    info = registry.append(upgrade_map.params, transform=upgrade_map.transform, normalize=upgrade_map.normalize,
-                           notes=notes)
+    info = registry.append(
+      upgrade_map.params, transform=upgrade_map.transform, normalize=upgrade_map.normalize, notes=notes
+    )
   else:
     if Path(args.weight).suffix == ".npz":
-      raise UsageError(f"`weight` {args.weight} is an .npz archive; append takes a W_k .npy or a map file written "
-                       f"by `bcjax fit --out` (or bcjax.upgrade.save_map)")
+      raise UsageError(
+        f"`weight` {args.weight} is an .npz archive; append takes a W_k .npy or a map file written "
+        f"by `bcjax fit --out` (or bcjax.upgrade.save_map)"
+      )
     info = registry.append(_load_npy(args.weight, "weight"), notes=args.notes)
-  print(f"appended version {info.version} ({info.kind}): D_{info.version}={info.dim} -> "
-        f"D_{info.version - 1}={info.prev_dim}")
+  print(
+    f"appended version {info.version} ({info.kind}): D_{info.version}={info.dim} -> "
+    f"D_{info.version - 1}={info.prev_dim}"
+  )
 
 
 def _cmd_versions(args) -> None:
@@ -74,18 +78,22 @@ def _cmd_versions(args) -> None:
   print(f"{'version':>7}  {'dim':>5}  {'prev_dim':>8}  {'map':<18}  {'created':<32}  notes")
   for info in infos:
     prev = "-" if info.prev_dim is None else str(info.prev_dim)
-    kind = "-" if info.version == 0 else info.kind + (
-        f"({', '.join(f'{k}={v}' for k, v in info.hparams)})" if info.hparams else "")
+    kind = (
+      "-"
+      if info.version == 0
+      else info.kind + (f"({', '.join(f'{k}={v}' for k, v in info.hparams)})" if info.hparams else "")
+    )
     print(f"{info.version:>7}  {info.dim:>5}  {prev:>8}  {kind:<18}  {info.created:<32}  {info.notes}")
 
 
 def _progress(label: str):
   """A progress callback printing to stderr (tqdm when installed)."""
   try:
-    from tqdm import tqdm  # pylint: disable=import-outside-toplevel
+    from tqdm import tqdm
   except ImportError:  # the core install has no tqdm
-    return lambda done, total: print(f"\r{label}: {done}/{total} rows", end="\n" if done == total else "",
-                                     file=sys.stderr)
+    return lambda done, total: print(
+      f"\r{label}: {done}/{total} rows", end="\n" if done == total else "", file=sys.stderr
+    )
   bar = {}
 
   def update(done, total):
@@ -94,6 +102,7 @@ def _progress(label: str):
     bar["bar"].update(done - bar["bar"].n)
     if done == total:
       bar["bar"].close()
+
   return update
 
 
@@ -115,11 +124,19 @@ def _cmd_transform(args) -> None:
     k = reg.latest if args.source is None else args.source
     maps = _serve.registry_maps(reg, to=args.to, source=args.source)
     if z.shape[1] != reg.info(k).dim:
-      raise UsageError(f"`input` {args.input} has shape {z.shape} but version {k} embeddings have dimension "
-                       f"D_{k}={reg.info(k).dim}")
+      raise UsageError(
+        f"`input` {args.input} has shape {z.shape} but version {k} embeddings have dimension D_{k}={reg.info(k).dim}"
+      )
     what = f"version {k} (D={z.shape[1]}) -> version {args.to}"
-  n, d, dtype = _serve.transform_file(maps, args.input, out, dtype=args.dtype, chunk_rows=args.chunk_rows,
-                                      overwrite=args.overwrite, progress=_progress("transform"))
+  n, d, dtype = _serve.transform_file(
+    maps,
+    args.input,
+    out,
+    dtype=args.dtype,
+    chunk_rows=args.chunk_rows,
+    overwrite=args.overwrite,
+    progress=_progress("transform"),
+  )
   print(f"wrote {out}: {n} embeddings, {what} (D={d}), {dtype}")
 
 
@@ -133,8 +150,10 @@ def _read_qrels(path: str) -> tuple[np.ndarray, np.ndarray]:
   except (OSError, ValueError) as e:
     raise UsageError(f"`--qrels` {path} cannot be read as (pair row, index row) integer pairs ({e})") from None
   if arr.ndim != 2 or arr.shape[1] != 2 or not np.issubdtype(arr.dtype, np.integer) or arr.shape[0] == 0:
-    raise UsageError(f"`--qrels` {path} must hold integer pairs [m >= 1, 2] (pair row, index row); got dtype "
-                     f"{arr.dtype} and shape {arr.shape}")
+    raise UsageError(
+      f"`--qrels` {path} must hold integer pairs [m >= 1, 2] (pair row, index row); got dtype "
+      f"{arr.dtype} and shape {arr.shape}"
+    )
   return arr[:, 0], arr[:, 1]
 
 
@@ -151,8 +170,10 @@ def _check_fit_args(args):
   old = _files.open_embeddings(args.old, name="--old")
   new = _files.open_embeddings(args.new, name="--new")
   if old.shape[0] != new.shape[0]:
-    raise UsageError(f"`--old` {args.old} has {old.shape[0]} rows but `--new` {args.new} has {new.shape[0]}; row i "
-                     f"of each must embed the same item")
+    raise UsageError(
+      f"`--old` {args.old} has {old.shape[0]} rows but `--new` {args.new} has {new.shape[0]}; row i "
+      f"of each must embed the same item"
+    )
   outputs = []
   if args.out is not None:
     outputs.append(Path(args.out))
@@ -160,17 +181,22 @@ def _check_fit_args(args):
     reg = Registry(args.registry)
     latest = reg.info(reg.latest)
     if latest.dim != old.shape[1]:
-      raise UsageError(f"`--old` {args.old} has width {old.shape[1]} but the registry's latest version "
-                       f"{latest.version} has D_{latest.version}={latest.dim}; the old embeddings must be that "
-                       f"version's")
-  report_dir = Path(args.report_dir) if args.report_dir else (Path(args.out).parent if args.out else
-                                                              Path(args.registry))
+      raise UsageError(
+        f"`--old` {args.old} has width {old.shape[1]} but the registry's latest version "
+        f"{latest.version} has D_{latest.version}={latest.dim}; the old embeddings must be that "
+        f"version's"
+      )
+  report_dir = (
+    Path(args.report_dir) if args.report_dir else (Path(args.out).parent if args.out else Path(args.registry))
+  )
   stem = Path(args.out).name if args.out else "upgrade"
   args.report_json, args.report_md = report_dir / f"{stem}.report.json", report_dir / f"{stem}.report.md"
   if args.out is None:  # one report per append: never over an earlier one
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%f")
-    args.report_json, args.report_md = (report_dir / f"upgrade-{stamp}.report.json",
-                                        report_dir / f"upgrade-{stamp}.report.md")
+    args.report_json, args.report_md = (
+      report_dir / f"upgrade-{stamp}.report.json",
+      report_dir / f"upgrade-{stamp}.report.md",
+    )
   outputs += [args.report_json, args.report_md]
   for path in outputs:
     if path.exists():
@@ -189,57 +215,105 @@ def _check_fit_args(args):
       raise UsageError("`--new-index` needs `--index` (the same items embedded by the old model)")
     new_index = _files.open_embeddings(args.new_index, name="--new-index")
     if new_index.shape != (index.shape[0], new.shape[1]):
-      raise UsageError(f"`--new-index` {args.new_index} has shape {new_index.shape}; expected "
-                       f"({index.shape[0]}, {new.shape[1]}) (the index's items, the new model's width)")
+      raise UsageError(
+        f"`--new-index` {args.new_index} has shape {new_index.shape}; expected "
+        f"({index.shape[0]}, {new.shape[1]}) (the index's items, the new model's width)"
+      )
   if args.qrels:
     if index is None:
       raise UsageError("`--qrels` relevance pairs name rows of `--index`; pass it too")
     qrels = _read_qrels(args.qrels)
     if qrels[0].min() < 0 or qrels[0].max() >= old.shape[0] or qrels[1].min() < 0 or qrels[1].max() >= index.shape[0]:
-      raise UsageError(f"`--qrels` pairs must lie in [0, {old.shape[0]}) x [0, {index.shape[0]}) (pair rows x index "
-                       f"rows); got [{qrels[0].min()}, {qrels[0].max()}] x [{qrels[1].min()}, {qrels[1].max()}]")
+      raise UsageError(
+        f"`--qrels` pairs must lie in [0, {old.shape[0]}) x [0, {index.shape[0]}) (pair rows x index "
+        f"rows); got [{qrels[0].min()}, {qrels[0].max()}] x [{qrels[1].min()}, {qrels[1].max()}]"
+      )
   if args.labels:
     try:
       labels = np.load(args.labels, allow_pickle=False)
     except (OSError, ValueError) as e:
       raise UsageError(f"`--labels` {args.labels} is not a readable .npy array ({e})") from None
     if labels.shape != (old.shape[0],) or not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
-      raise UsageError(f"`--labels` {args.labels} must hold one class >= 0 per pair row: integers of shape "
-                       f"({old.shape[0]},); got dtype {labels.dtype} and shape {labels.shape}")
+      raise UsageError(
+        f"`--labels` {args.labels} must hold one class >= 0 per pair row: integers of shape "
+        f"({old.shape[0]},); got dtype {labels.dtype} and shape {labels.shape}"
+      )
   for name, arr in (("--old", old), ("--new", new), ("--index", index), ("--new-index", new_index)):
     if arr is not None:
       _files.check_finite_rows(arr, name=name, chunk_rows=args.chunk_rows)
   try:
-    split = _fit.split_pairs(old.shape[0], test_fraction=args.test_fraction, val_fraction=args.val_fraction,
-                             seed=args.seed)
+    split = _fit.split_pairs(
+      old.shape[0], test_fraction=args.test_fraction, val_fraction=args.val_fraction, seed=args.seed
+    )
   except ValueError as e:
     message = str(e).replace("split_pairs: ", "")
-    raise UsageError(message.replace("`test_fraction`", "`--test-fraction`")
-                     .replace("`val_fraction`", "`--val-fraction`")) from None
+    raise UsageError(
+      message.replace("`test_fraction`", "`--test-fraction`").replace("`val_fraction`", "`--val-fraction`")
+    ) from None
   return old, new, index, new_index, qrels, labels, split
 
 
 def _cmd_fit(args) -> int:
   old, new, index, new_index, qrels, labels, split = _check_fit_args(args)
-  say = lambda line: print(line, file=sys.stderr)  # noqa: E731
-  say(f"pairs: {old.shape[0]} ({len(split.train)} train, {len(split.val)} validation, {len(split.test)} held out); "
-      f"new D={new.shape[1]} ({new.dtype}) -> old D={old.shape[1]} ({old.dtype})")
-  fitted = _fit.fit_upgrade(new, old, kind=args.kind, split=split, normalize=args.normalize, k=args.k,
-                            metric=args.metric, seed=args.seed, chunk_rows=args.chunk_rows, progress=say)
-  report = _report.evaluate_upgrade(fitted.map, new, old, split.test, index=index, new_index=new_index, qrels=qrels,
-                                    labels=labels, consumer_rows=split.train, k=args.k, metric=args.metric,
-                                    min_recovery=args.min_recovery, seed=args.seed)
-  report.update(reason=fitted.reason, candidates=fitted.candidates, old=str(args.old), new=str(args.new),
-                old_model=args.old_model, new_model=args.new_model)
-  summary = {"verdict": report["verdict"], "primary": report["primary"],
-             report["primary"]: report["metrics"][report["primary"]]["value"], "kind": fitted.map.kind,
-             "old_model": args.old_model, "new_model": args.new_model}
-  written, appended = [], False
+  say = lambda line: print(line, file=sys.stderr)
+  say(
+    f"pairs: {old.shape[0]} ({len(split.train)} train, {len(split.val)} validation, {len(split.test)} held out); "
+    f"new D={new.shape[1]} ({new.dtype}) -> old D={old.shape[1]} ({old.dtype})"
+  )
+  fitted = _fit.fit_upgrade(
+    new,
+    old,
+    kind=args.kind,
+    split=split,
+    normalize=args.normalize,
+    k=args.k,
+    metric=args.metric,
+    seed=args.seed,
+    chunk_rows=args.chunk_rows,
+    progress=say,
+  )
+  report = _report.evaluate_upgrade(
+    fitted.map,
+    new,
+    old,
+    split.test,
+    index=index,
+    new_index=new_index,
+    qrels=qrels,
+    labels=labels,
+    consumer_rows=split.train,
+    k=args.k,
+    metric=args.metric,
+    min_recovery=args.min_recovery,
+    seed=args.seed,
+  )
+  report.update(
+    reason=fitted.reason,
+    candidates=fitted.candidates,
+    old=str(args.old),
+    new=str(args.new),
+    old_model=args.old_model,
+    new_model=args.new_model,
+  )
+  summary = {
+    "verdict": report["verdict"],
+    "primary": report["primary"],
+    report["primary"]: report["metrics"][report["primary"]]["value"],
+    "kind": fitted.map.kind,
+    "old_model": args.old_model,
+    "new_model": args.new_model,
+  }
+  written: list[str | Path] = []
+  appended = False
   if args.out is not None:
     written.append(_map.save_map(fitted.map, args.out, notes=summary))
   elif report["verdict"] == "bridge" or args.force:
-    info = Registry(args.registry).append(fitted.map.params, transform=fitted.map.transform,
-                                          normalize=fitted.map.normalize, notes=json.dumps(summary, sort_keys=True))
+    info = Registry(args.registry).append(
+      fitted.map.params,
+      transform=fitted.map.transform,
+      normalize=fitted.map.normalize,
+      notes=json.dumps(summary, sort_keys=True),
+    )
     written.append(f"{args.registry} version {info.version}")
     appended = True
   _atomic.write_atomic(args.report_json, json.dumps(report, indent=2, default=float).encode())
@@ -254,31 +328,49 @@ def _cmd_fit(args) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog="bcjax", description="Keep-latest registry of backward-compatible embedding "
-                                   "versions (BC-Aligner): store B_k per version, map the latest embeddings to any "
-                                   "older version.")
+  parser = argparse.ArgumentParser(
+    prog="bcjax",
+    description="Keep-latest registry of backward-compatible embedding "
+    "versions (BC-Aligner): store B_k per version, map the latest embeddings to any "
+    "older version.",
+  )
   sub = parser.add_subparsers(dest="command", required=True)
 
-  p = sub.add_parser("fit", help="fit a backward map from a new model's embeddings to an old one's on paired rows, "
-                     "judge it on held-out pairs (bridge or re-index) and save it or append it to a registry")
+  p = sub.add_parser(
+    "fit",
+    help="fit a backward map from a new model's embeddings to an old one's on paired rows, "
+    "judge it on held-out pairs (bridge or re-index) and save it or append it to a registry",
+  )
   p.add_argument("--old", required=True, help=".npy [n, D_old]: the old model's embeddings of n items")
   p.add_argument("--new", required=True, help=".npy [n, D_new]: the new model's embeddings of the same n items")
-  p.add_argument("--kind", default="auto", choices=_fit.UPGRADE_KINDS, help="the map's kind (default: auto, chosen "
-                 "on the validation pairs)")
+  p.add_argument(
+    "--kind",
+    default="auto",
+    choices=_fit.UPGRADE_KINDS,
+    help="the map's kind (default: auto, chosen on the validation pairs)",
+  )
   p.add_argument("--out", help="map file to write (never over an existing one)")
   p.add_argument("--registry", help="registry to append the map to as the next version (on a bridge verdict)")
   p.add_argument("--force", action="store_true", help="append to --registry whatever the verdict")
   p.add_argument("--normalize", action="store_true", help="L2-normalise both models' embeddings (cosine models)")
   p.add_argument("--index", help=".npy [N, D_old]: the old index, for retrieval measures")
-  p.add_argument("--new-index", help=".npy [N, D_new]: the index's items embedded by the new model (makes "
-                 "re-embedding the reference of recall recovery)")
-  p.add_argument("--qrels", help="relevance pairs (pair row, index row): an integer .npy [m, 2] or text with two "
-                 "integers per line")
+  p.add_argument(
+    "--new-index",
+    help=".npy [N, D_new]: the index's items embedded by the new model (makes "
+    "re-embedding the reference of recall recovery)",
+  )
+  p.add_argument(
+    "--qrels", help="relevance pairs (pair row, index row): an integer .npy [m, 2] or text with two integers per line"
+  )
   p.add_argument("--labels", help=".npy [n] of integer classes: a consumer task for accuracy and negative flips")
   p.add_argument("--k", type=int, default=10, help="cut-off of the top-k measures (default 10)")
   p.add_argument("--metric", default="cosine", choices=("cosine", "dot", "l2"), help="retrieval score")
-  p.add_argument("--min-recovery", type=float, default=0.95, help="bridge threshold in (0, 1] on the primary "
-                 "measure's 95 %% interval (default 0.95)")
+  p.add_argument(
+    "--min-recovery",
+    type=float,
+    default=0.95,
+    help="bridge threshold in (0, 1] on the primary measure's 95 %% interval (default 0.95)",
+  )
   p.add_argument("--test-fraction", type=float, default=0.2, help="pairs held out for the report (default 0.2)")
   p.add_argument("--val-fraction", type=float, default=0.1, help="pairs for the kind's choices (default 0.1)")
   p.add_argument("--seed", type=int, default=0, help="seeds the split, the folds and the MLP")
@@ -296,8 +388,10 @@ def _parser() -> argparse.ArgumentParser:
 
   p = sub.add_parser("append", help="append the next version with its backward map")
   p.add_argument("--registry", required=True, help="registry directory")
-  p.add_argument("weight", help=".npy file holding W_k of shape [D_(k-1), D_k], or a map file of any kind "
-                 "written by `bcjax fit --out`")
+  p.add_argument(
+    "weight",
+    help=".npy file holding W_k of shape [D_(k-1), D_k], or a map file of any kind written by `bcjax fit --out`",
+  )
   p.add_argument("--notes", default="", help="free-form notes stored with the version")
   p.set_defaults(run=_cmd_append)
 
@@ -311,8 +405,9 @@ def _parser() -> argparse.ArgumentParser:
   p.add_argument("--map", help="a map file (instead of --registry)")
   p.add_argument("--to", type=int, help="target (older) version j (with --registry)")
   p.add_argument("--from", dest="source", type=int, default=None, help="version k of the input (default: latest)")
-  p.add_argument("--dtype", choices=tuple(_serve.OUTPUT_DTYPES), default=None, help="output dtype (default: the "
-                 "input's)")
+  p.add_argument(
+    "--dtype", choices=tuple(_serve.OUTPUT_DTYPES), default=None, help="output dtype (default: the input's)"
+  )
   p.add_argument("--chunk-rows", type=int, default=_files.DEFAULT_CHUNK_ROWS, help="rows per chunk (memory bound)")
   p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
   p.add_argument("input", help=".npy of version-k embeddings [n, D_k]")

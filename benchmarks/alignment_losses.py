@@ -37,23 +37,41 @@ def run(batch_sizes, chain_lengths, dim: int, repeats: int) -> list[dict]:
       z_new = jax.random.normal(keys[0], (n, dim))
       z_prev = jax.random.normal(keys[1], (n, dim))
       w = jax.random.normal(keys[2], (dim, dim)) / jnp.sqrt(dim)
-      history = [jax.random.normal(kk, (dim, dim)) / jnp.sqrt(dim) for kk in keys[3:3 + k - 1]]
+      history = [jax.random.normal(kk, (dim, dim)) / jnp.sqrt(dim) for kk in keys[3 : 3 + k - 1]]
       single = jax.value_and_grad(lambda z, w, z_prev=z_prev: single_step_loss(z, z_prev, w), argnums=(0, 1))
-      multi = jax.value_and_grad(lambda z, w, z_prev=z_prev, history=history: multi_step_loss(z, z_prev, w, history),
-                                 argnums=(0, 1))
+      multi = jax.value_and_grad(
+        lambda z, w, z_prev=z_prev, history=history: multi_step_loss(z, z_prev, w, history), argnums=(0, 1)
+      )
       t_single = time_jitted(single, z_new, w, repeats=repeats)
       t_multi = time_jitted(multi, z_new, w, repeats=repeats)
-      rows.append({"batch": n, "k": k, "dim": dim, "single": t_single, "multi": t_multi,
-                   "multi_over_single": t_multi["median_s"] / t_single["median_s"],
-                   "flop_ratio": float(k)})  # eq. (10) maps the residual through k-1 extra [dim, dim] weights
-      print(f"n={n:6d} k={k:2d}: single {t_single['median_s'] * 1e6:9.1f} us, multi {t_multi['median_s'] * 1e6:9.1f}"
-            f" us, ratio {rows[-1]['multi_over_single']:.2f}", file=sys.stderr)
+      rows.append(
+        {
+          "batch": n,
+          "k": k,
+          "dim": dim,
+          "single": t_single,
+          "multi": t_multi,
+          "multi_over_single": t_multi["median_s"] / t_single["median_s"],
+          "flop_ratio": float(k),
+        }
+      )  # eq. (10) maps the residual through k-1 extra [dim, dim] weights
+      print(
+        f"n={n:6d} k={k:2d}: single {t_single['median_s'] * 1e6:9.1f} us, multi {t_multi['median_s'] * 1e6:9.1f}"
+        f" us, ratio {rows[-1]['multi_over_single']:.2f}",
+        file=sys.stderr,
+      )
   return rows
 
 
 def main(argv=None) -> int:
-  return benchmark_main("alignment_losses", __doc__, Config, PRESETS, lambda cfg: {
-      "results": run(cfg.batch_sizes, cfg.chain_lengths, dim=cfg.dim, repeats=cfg.repeats)}, argv)
+  return benchmark_main(
+    "alignment_losses",
+    __doc__,
+    Config,
+    PRESETS,
+    lambda cfg: {"results": run(cfg.batch_sizes, cfg.chain_lengths, dim=cfg.dim, repeats=cfg.repeats)},
+    argv,
+  )
 
 
 if __name__ == "__main__":

@@ -42,17 +42,22 @@ QUICK = {"users": 2_000, "items": 800, "edges": 16_000, "categories": 60, "brand
 def stand_in(sizes: dict, seed: int = 0):
   """A power-law interaction graph and item bags of the given sizes."""
   rng = np.random.default_rng(seed)
+
   def power(n):
     w = np.arange(1, n + 1, dtype=np.float64) ** -0.8
     return w / w.sum()
+
   user = rng.choice(sizes["users"], sizes["edges"], p=power(sizes["users"]))
   item = rng.choice(sizes["items"], sizes["edges"], p=power(sizes["items"]))
   n_cat = rng.integers(0, 5, sizes["items"])
   cat_owner = np.repeat(np.arange(sizes["items"]), n_cat)
   cats = (cat_owner, rng.choice(sizes["categories"], len(cat_owner), p=power(sizes["categories"])))
   brands = (np.arange(sizes["items"]), rng.choice(sizes["brands"], sizes["items"], p=power(sizes["brands"])))
-  batch = (rng.integers(0, sizes["users"], 2048), rng.integers(0, sizes["items"], 2048),
-           rng.integers(0, sizes["items"], 2048))
+  batch = (
+    rng.integers(0, sizes["users"], 2048),
+    rng.integers(0, sizes["items"], 2048),
+    rng.integers(0, sizes["items"], 2048),
+  )
   return user, item, cats, brands, batch
 
 
@@ -61,8 +66,9 @@ def time_bcjax(sizes: dict, layers: int, dim: int, steps: int, graph) -> dict:
   inputs = bipartite_inputs(user, item, sizes["users"], sizes["items"], [cats, brands])
   model = new_model((sizes["categories"], sizes["brands"]), layers, dim, jax.random.key(0))
   u = sizes["users"]
-  batch = Batch(jnp.asarray(bu, jnp.int32), jnp.asarray(u + bp, jnp.int32), jnp.asarray(u + bn, jnp.int32),
-                jnp.ones(2048, bool))
+  batch = Batch(
+    jnp.asarray(bu, jnp.int32), jnp.asarray(u + bp, jnp.int32), jnp.asarray(u + bn, jnp.int32), jnp.ones(2048, bool)
+  )
   params = {"model": model.params}
   state = TrainState(params, model.batch_stats, adam(1e-3).init(params), jnp.zeros((), jnp.int32))
   step = make_train_step(model.train_def, None, 1e-3, 0.01, 16.0)
@@ -80,9 +86,15 @@ def time_bcjax(sizes: dict, layers: int, dim: int, steps: int, graph) -> dict:
     state, metrics = compiled(state, step_inputs, rng)
     jax.block_until_ready((state, metrics))
     runs.append(time.perf_counter() - start)
-  return {"compile_s": compile_s, "median_s": statistics.median(runs), "min_s": min(runs), "steps": steps,
-          "loss": float(metrics["loss"]), "xla_flops": float(cost.get("flops", 0.0)),
-          "xla_bytes_accessed": float(cost.get("bytes accessed", 0.0))}
+  return {
+    "compile_s": compile_s,
+    "median_s": statistics.median(runs),
+    "min_s": min(runs),
+    "steps": steps,
+    "loss": float(metrics["loss"]),
+    "xla_flops": float(cost.get("flops", 0.0)),
+    "xla_bytes_accessed": float(cost.get("bytes accessed", 0.0)),
+  }
 
 
 def gemm_shape(sizes: dict, dim: int) -> tuple[int, int, int]:
@@ -115,8 +127,8 @@ def torch_gemm_rate(torch, shape: tuple[int, int, int], repeats: int) -> float:
 def time_pyg(sizes: dict, layers: int, dim: int, steps: int, graph, threads: int) -> dict | None:
   """The same model and step in PyTorch Geometric, or None when torch_geometric is not installed."""
   try:
-    import torch  # pylint: disable=import-outside-toplevel
-    from torch_geometric.nn import SAGEConv  # pylint: disable=import-outside-toplevel
+    import torch
+    from torch_geometric.nn import SAGEConv
   except ImportError:
     return None
   torch.set_num_threads(threads)
@@ -153,8 +165,12 @@ def time_pyg(sizes: dict, layers: int, dim: int, steps: int, graph, threads: int
     counts = np.bincount(owner, minlength=n)
     return torch.as_tensor(np.concatenate([[0], np.cumsum(counts)[:-1]]), dtype=torch.long)
 
-  bags = (torch.as_tensor(cats[1], dtype=torch.long), offsets(cats[0], i),
-          torch.as_tensor(brands[1], dtype=torch.long), offsets(brands[0], i))
+  bags = (
+    torch.as_tensor(cats[1], dtype=torch.long),
+    offsets(cats[0], i),
+    torch.as_tensor(brands[1], dtype=torch.long),
+    offsets(brands[0], i),
+  )
   src = np.concatenate([user, u + item])
   dst = np.concatenate([u + item, user])
   edge_index = torch.as_tensor(np.stack([src, dst]), dtype=torch.long)
@@ -179,12 +195,20 @@ def time_pyg(sizes: dict, layers: int, dim: int, steps: int, graph, threads: int
     start = time.perf_counter()
     loss = step()
     runs.append(time.perf_counter() - start)
-  import torch_geometric  # pylint: disable=import-outside-toplevel
-  return {"median_s": statistics.median(runs), "min_s": min(runs), "steps": steps, "loss": loss,
-          "torch": torch.__version__, "torch_geometric": torch_geometric.__version__, "threads": threads,
-          "interop_threads": torch.get_num_interop_threads(),
-          "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-          "gemm_flops_per_s": torch_gemm_rate(torch, gemm_shape(sizes, dim), max(steps, 5))}
+  import torch_geometric
+
+  return {
+    "median_s": statistics.median(runs),
+    "min_s": min(runs),
+    "steps": steps,
+    "loss": loss,
+    "torch": torch.__version__,
+    "torch_geometric": torch_geometric.__version__,
+    "threads": threads,
+    "interop_threads": torch.get_num_interop_threads(),
+    "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    "gemm_flops_per_s": torch_gemm_rate(torch, gemm_shape(sizes, dim), max(steps, 5)),
+  }
 
 
 GRAPHS = {"musical-instruments": MUSICAL_INSTRUMENTS, "quick": QUICK}
@@ -217,15 +241,24 @@ def measure(cfg: Config) -> dict:
       row["pyg_over_bcjax"] = pyg["median_s"] / bc["median_s"]
       row["pyg_over_floor"] = pyg["median_s"] / bc["floor_s"]
     rows.append(row)
-    ratio = f", PyG {pyg['median_s']:.3f} s, PyG/bcjax = {row['pyg_over_bcjax']:.2f} (at most " \
-            f"{row['pyg_over_floor']:.2f} at this GEMM rate)" if pyg else \
-        " (torch_geometric not installed: no comparison)"
-    print(f"{layers} x {dim}: bcjax {bc['median_s']:.3f} s/step (compile {bc['compile_s']:.1f} s; "
-          f"{bc['xla_flops'] / 1e9:.1f} GFLOP, {bc['achieved_flops_per_s'] / 1e9:.1f} GFLOP/s of a "
-          f"{bc['gemm_flops_per_s'] / 1e9:.1f} GFLOP/s GEMM){ratio}", file=sys.stderr)
+    ratio = (
+      f", PyG {pyg['median_s']:.3f} s, PyG/bcjax = {row['pyg_over_bcjax']:.2f} (at most "
+      f"{row['pyg_over_floor']:.2f} at this GEMM rate)"
+      if pyg
+      else " (torch_geometric not installed: no comparison)"
+    )
+    print(
+      f"{layers} x {dim}: bcjax {bc['median_s']:.3f} s/step (compile {bc['compile_s']:.1f} s; "
+      f"{bc['xla_flops'] / 1e9:.1f} GFLOP, {bc['achieved_flops_per_s'] / 1e9:.1f} GFLOP/s of a "
+      f"{bc['gemm_flops_per_s'] / 1e9:.1f} GFLOP/s GEMM){ratio}",
+      file=sys.stderr,
+    )
   # XLA:CPU runs each op on an intra-op pool of every core this process may use; XLA_FLAGS may change that.
-  threads = {"cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-             "xla_flags": os.environ.get("XLA_FLAGS", ""), "torch_threads": cfg.threads}
+  threads = {
+    "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+    "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    "torch_threads": cfg.threads,
+  }
   return {"sizes": sizes, "batch_size": 2048, "threads": threads, "results": rows}
 
 

@@ -46,13 +46,28 @@ def cost_table(batches, dims, repeats: int) -> list[dict]:
       est = sogram(0.1)
       state = est.init(u)
       update = time_jitted(est.update, state, u, repeats=repeats)
-      rows.append({"batch": b, "k": k, "double_sum_s": double["median_s"], "gramian_s": gram["median_s"],
-                   "sogram_update_s": update["median_s"], "ratio": double["median_s"] / gram["median_s"],
-                   "flop_ratio": b / k, "exact_flop_ratio": 0.75 * b / k, "compile_s": {"double_sum": double["compile_s"], "gramian":
-                                                      gram["compile_s"], "sogram_update": update["compile_s"]}})
-      print(f"|B|={b:5d} k={k:4d}: double-sum {double['median_s'] * 1e3:8.3f} ms, gramian "
-            f"{gram['median_s'] * 1e3:7.3f} ms, ratio {rows[-1]['ratio']:6.1f} (|B|/k = {b / k:5.1f})",
-            file=sys.stderr)
+      rows.append(
+        {
+          "batch": b,
+          "k": k,
+          "double_sum_s": double["median_s"],
+          "gramian_s": gram["median_s"],
+          "sogram_update_s": update["median_s"],
+          "ratio": double["median_s"] / gram["median_s"],
+          "flop_ratio": b / k,
+          "exact_flop_ratio": 0.75 * b / k,
+          "compile_s": {
+            "double_sum": double["compile_s"],
+            "gramian": gram["compile_s"],
+            "sogram_update": update["compile_s"],
+          },
+        }
+      )
+      print(
+        f"|B|={b:5d} k={k:4d}: double-sum {double['median_s'] * 1e3:8.3f} ms, gramian "
+        f"{gram['median_s'] * 1e3:7.3f} ms, ratio {rows[-1]['ratio']:6.1f} (|B|/k = {b / k:5.1f})",
+        file=sys.stderr,
+      )
   return rows
 
 
@@ -73,12 +88,18 @@ def equal_cost(n: int, k: int, steps: int, alphas, seed: int = 0) -> dict:
       estimate, state = estimator.update(state, at(t, idx))
       truth = gramian(at(t, jnp.arange(n)))
       return state, jnp.linalg.norm(estimate.gramian - truth) / jnp.linalg.norm(truth)
+
     _, errors = jax.lax.scan(step, estimator.init(a), jnp.arange(steps))
     return errors
 
   burn_in = steps // 4  # SOGram starts from 0; report the steady state
-  out = {"n": n, "k": k, "steps": steps, "burn_in": burn_in, "trajectory": "u_i(t) = a_i cos(2 pi t / steps) + "
-         "b_i sin(2 pi t / steps), |a_i|, |b_i| ~ i^-0.3"}
+  out = {
+    "n": n,
+    "k": k,
+    "steps": steps,
+    "burn_in": burn_in,
+    "trajectory": "u_i(t) = a_i cos(2 pi t / steps) + b_i sin(2 pi t / steps), |a_i|, |b_i| ~ i^-0.3",
+  }
   sampling = jax.jit(lambda: run(batch_gramian(sampling="uniform"), 1024))()
   out["sampling_b1024_error"] = float(jnp.mean(sampling[burn_in:]))
   out["sogram_b128_error_by_alpha"] = {}
@@ -90,8 +111,11 @@ def equal_cost(n: int, k: int, steps: int, alphas, seed: int = 0) -> dict:
   out["sogram_b128_error"] = out["sogram_b128_error_by_alpha"][best]
   uniform128 = jax.jit(lambda: run(batch_gramian(sampling="uniform"), 128))()
   out["sampling_b128_error"] = float(jnp.mean(uniform128[burn_in:]))
-  print(f"equal cost: SOGram |B|=128 (alpha={best}) {out['sogram_b128_error']:.4f} vs sampling |B|=1024 "
-        f"{out['sampling_b1024_error']:.4f} (sampling |B|=128: {out['sampling_b128_error']:.4f})", file=sys.stderr)
+  print(
+    f"equal cost: SOGram |B|=128 (alpha={best}) {out['sogram_b128_error']:.4f} vs sampling |B|=1024 "
+    f"{out['sampling_b1024_error']:.4f} (sampling |B|=128: {out['sampling_b128_error']:.4f})",
+    file=sys.stderr,
+  )
   return out
 
 
@@ -101,7 +125,6 @@ def _tree_bytes(tree) -> int:
 
 def train_step_costs(num_pages: int, methods, repeats: int, optimizer_name: str) -> dict:
   """Step time and memory of each method's train step on the synthetic corpus of ``num_pages`` pages."""
-  # pylint: disable=import-outside-toplevel
   import time
   from flax import nnx
   from bcjax.data import synthetic_link_corpus
@@ -111,22 +134,37 @@ def train_step_costs(num_pages: int, methods, repeats: int, optimizer_name: str)
   from experiments.gramian_training.run import method_step
   from experiments.two_tower.data import train_data
   from experiments.two_tower.train import init_state, make_optimizer
+
   scaling = SCALING["quick"]
   cfg = training_config(dataclasses.replace(scaling, optimizer=optimizer_name), num_pages, 0, scaling.temperatures[0])
   start = time.perf_counter()
   corpus = synthetic_link_corpus(num_pages, num_pages * scaling.links_per_page, seed=0)
-  out = {"pages": num_pages, "train_pairs": int(len(corpus.train.left)), "corpus_seconds": time.perf_counter() - start,
-         "batch_size": cfg.batch_size, "penalty_batch_size": cfg.penalty_batch_size, "k": cfg.sizes[-1],
-         "optimizer": cfg.optimizer, "learning_rate": cfg.learning_rate,
-         "methods": {}}
-  model = TwoTower(corpus.vocab_size, cfg.input_dim, len(corpus.left.groups), len(corpus.right.groups), cfg.sizes,
-                   rngs=nnx.Rngs(params=jax.random.key(0)))
+  out = {
+    "pages": num_pages,
+    "train_pairs": int(len(corpus.train.left)),
+    "corpus_seconds": time.perf_counter() - start,
+    "batch_size": cfg.batch_size,
+    "penalty_batch_size": cfg.penalty_batch_size,
+    "k": cfg.sizes[-1],
+    "optimizer": cfg.optimizer,
+    "learning_rate": cfg.learning_rate,
+    "methods": {},
+  }
+  model = TwoTower(
+    corpus.vocab_size,
+    cfg.input_dim,
+    len(corpus.left.groups),
+    len(corpus.right.groups),
+    cfg.sizes,
+    rngs=nnx.Rngs(params=jax.random.key(0)),
+  )
   graphdef, params = nnx.split(model)
   out["param_bytes"] = _tree_bytes(params)
   for method in methods:
     optimizer = make_optimizer(cfg.optimizer, cfg.learning_rate)
-    step, estimator, sampling = method_step(method, graphdef, optimizer, cfg, None,
-                                            (corpus.left.num_entities, corpus.right.num_entities))
+    step, estimator, sampling = method_step(
+      method, graphdef, optimizer, cfg, None, (corpus.left.num_entities, corpus.right.num_entities)
+    )
     data = train_data(corpus, sampling, cfg.smoothing)
     caches = None
     if method.startswith("sagram-"):  # placeholder embeddings: the cost does not depend on the cache's values
@@ -137,8 +175,7 @@ def train_step_costs(num_pages: int, methods, repeats: int, optimizer_name: str)
     compiled = step.lower(state, data, key).compile()
     compile_s = time.perf_counter() - tic
     memory = compiled.memory_analysis()
-    sizes = {name: int(getattr(memory, f"{name}_size_in_bytes", 0)) for name in ("argument", "output", "temp",
-                                                                                  "alias")}
+    sizes = {name: int(getattr(memory, f"{name}_size_in_bytes", 0)) for name in ("argument", "output", "temp", "alias")}
     state, _ = compiled(state, data, key)  # warm-up
     jax.block_until_ready(state)
     runs = []
@@ -148,13 +185,22 @@ def train_step_costs(num_pages: int, methods, repeats: int, optimizer_name: str)
       jax.block_until_ready(state)
       runs.append(time.perf_counter() - tic)
     out["methods"][method] = {
-        "compile_s": compile_s, "median_s": statistics.median(runs), "min_s": min(runs), "repeats": repeats,
-        "state_bytes": _tree_bytes(state), "data_bytes": _tree_bytes(data),
-        "xla_bytes": sizes, "xla_peak_bytes": sizes["argument"] + sizes["output"] + sizes["temp"] - sizes["alias"],
-        "finite": bool(all(jnp.isfinite(v) for v in metrics.values()))}
-    print(f"n={num_pages} {method:18s}: {out['methods'][method]['median_s'] * 1e3:9.1f} ms/step, state "
-          f"{out['methods'][method]['state_bytes'] / 2**20:8.1f} MiB, XLA peak "
-          f"{out['methods'][method]['xla_peak_bytes'] / 2**20:8.1f} MiB (compile {compile_s:.1f} s)", file=sys.stderr)
+      "compile_s": compile_s,
+      "median_s": statistics.median(runs),
+      "min_s": min(runs),
+      "repeats": repeats,
+      "state_bytes": _tree_bytes(state),
+      "data_bytes": _tree_bytes(data),
+      "xla_bytes": sizes,
+      "xla_peak_bytes": sizes["argument"] + sizes["output"] + sizes["temp"] - sizes["alias"],
+      "finite": bool(all(jnp.isfinite(v) for v in metrics.values())),
+    }
+    print(
+      f"n={num_pages} {method:18s}: {out['methods'][method]['median_s'] * 1e3:9.1f} ms/step, state "
+      f"{out['methods'][method]['state_bytes'] / 2**20:8.1f} MiB, XLA peak "
+      f"{out['methods'][method]['xla_peak_bytes'] / 2**20:8.1f} MiB (compile {compile_s:.1f} s)",
+      file=sys.stderr,
+    )
     del state, data, compiled
   return out
 
@@ -167,30 +213,52 @@ class Config:
   n: int = option(50_000, help="entities of the equal-cost comparison", low=2)
   k: int = option(32, help="width of the equal-cost comparison", low=1)
   steps: int = option(2000, help="steps of the equal-cost comparison", low=2)
-  alphas: tuple[float, ...] = option((0.01, 0.03, 0.1, 0.3), help="SOGram α values tried", low=0.0, high=1.0,
-                                     low_open=True)
+  alphas: tuple[float, ...] = option(
+    (0.01, 0.03, 0.1, 0.3), help="SOGram α values tried", low=0.0, high=1.0, low_open=True
+  )
   step_pages: int = option(1_000_000, help="corpus size n of the train-step table (0 skips it)", low=0)
-  step_methods: tuple[str, ...] = option(("sampling-uniform", "sogram-uniform", "sagram-uniform", "exact-uniform",
-                                          "softmax-logq"),
-                                         help="methods of the train-step table", choices=METHODS)
+  step_methods: tuple[str, ...] = option(
+    ("sampling-uniform", "sogram-uniform", "sagram-uniform", "exact-uniform", "softmax-logq"),
+    help="methods of the train-step table",
+    choices=METHODS,
+  )
   step_repeats: int = option(5, help="timed train steps per method (median reported)", low=1)
-  step_optimizer: str = option("lazy-adam", choices=("lazy-adam", "adam", "adagrad", "sgd"),
-                               help="optimiser of the train-step table (the scaling curve's lazy-adam updates only the "
-                                    "input-table rows a step uses; adam updates every row)")
+  step_optimizer: str = option(
+    "lazy-adam",
+    choices=("lazy-adam", "adam", "adagrad", "sgd"),
+    help="optimiser of the train-step table (the scaling curve's lazy-adam updates only the "
+    "input-table rows a step uses; adam updates every row)",
+  )
 
 
-PRESETS = {"full": Config(),
-           "quick": Config(batch_sizes=(256, 1024), dims=(32,), repeats=5, n=4000, k=16, steps=400,
-                           alphas=(0.05, 0.2), step_pages=20_000, step_repeats=3)}
+PRESETS = {
+  "full": Config(),
+  "quick": Config(
+    batch_sizes=(256, 1024),
+    dims=(32,),
+    repeats=5,
+    n=4000,
+    k=16,
+    steps=400,
+    alphas=(0.05, 0.2),
+    step_pages=20_000,
+    step_repeats=3,
+  ),
+}
 
 
 def measure(cfg: Config) -> dict:
   cost = cost_table(list(cfg.batch_sizes), list(cfg.dims), repeats=cfg.repeats)
   eq = equal_cost(n=cfg.n, k=cfg.k, steps=cfg.steps, alphas=cfg.alphas)
-  steps = train_step_costs(cfg.step_pages, cfg.step_methods, cfg.step_repeats, cfg.step_optimizer) \
-      if cfg.step_pages else None
-  return {"cost": cost, "equal_cost": eq, "train_steps": steps,
-          "target_met": all(r["ratio"] >= 0.8 * r["flop_ratio"] for r in cost if r["batch"] >= 4096) or None}
+  steps = (
+    train_step_costs(cfg.step_pages, cfg.step_methods, cfg.step_repeats, cfg.step_optimizer) if cfg.step_pages else None
+  )
+  return {
+    "cost": cost,
+    "equal_cost": eq,
+    "train_steps": steps,
+    "target_met": all(r["ratio"] >= 0.8 * r["flop_ratio"] for r in cost if r["batch"] >= 4096) or None,
+  }
 
 
 def main(argv=None) -> int:

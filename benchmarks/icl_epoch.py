@@ -25,16 +25,19 @@ from experiments.icl.train import split_encoder
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  datasets: tuple[str, ...] = option(("synthetic-graphs", "digits-2"),
-                                     help=f"datasets (of {DATASETS}); proteins needs --data-dir")
+  datasets: tuple[str, ...] = option(
+    ("synthetic-graphs", "digits-2"), help=f"datasets (of {DATASETS}); proteins needs --data-dir"
+  )
   data_dir: str | None = option(None, help="folder holding the TU datasets (PROTEINS)")
   alpha: float = option(0.3, help="growth ratio", low=0.0, high=1.0, low_open=True, high_open=True)
   epochs: int = option(5, help="timed epochs per method (after one untimed)", low=1)
   methods: tuple[str, ...] = option(METHODS, choices=METHODS, help="methods (retrain always runs)")
 
 
-PRESETS = {"full": Config(), "quick": Config(datasets=("synthetic-graphs",), epochs=1,
-                                             methods=("retrain", "nce2-only", "icl"))}
+PRESETS = {
+  "full": Config(),
+  "quick": Config(datasets=("synthetic-graphs",), epochs=1, methods=("retrain", "nce2-only", "icl")),
+}
 
 
 def check(cfg: Config) -> None:
@@ -44,21 +47,33 @@ def check(cfg: Config) -> None:
 
 
 def epoch_seconds(data, cfg: Config, name: str) -> dict:
-  settings = dataclasses.replace(ICL_PRESETS["quick"], alpha=cfg.alpha, max_epochs=cfg.epochs + 1,
-                                 patience=cfg.epochs + 2)
+  settings = dataclasses.replace(
+    ICL_PRESETS["quick"], alpha=cfg.alpha, max_epochs=cfg.epochs + 1, patience=cfg.epochs + 2
+  )
   old, new = growth_split(data.num, cfg.alpha, np.random.default_rng(0))
   ctx = Context(data, old, new, cfg.alpha, settings)
   fresh = split_encoder(data.new_model(settings, jax.random.key(0)))
-  pre, loss0 = pretrain(ctx._replace(cfg=dataclasses.replace(settings, max_epochs=2)), fresh,
-                        jax.random.key(1), 1)
+  pre, loss0 = pretrain(ctx._replace(cfg=dataclasses.replace(settings, max_epochs=2)), fresh, jax.random.key(1), 1)
   rows = {}
   for i, method in enumerate(m for m in METHODS if m in set(cfg.methods) | {"retrain"}):
     clock = []
-    run = train_method(method, ctx, pre.encoder, fresh, loss0, jax.random.key(2 + i), 2 + i,
-                       log=lambda **r: clock.append(r["train_seconds"]))
+    run = train_method(
+      method,
+      ctx,
+      pre.encoder,
+      fresh,
+      loss0,
+      jax.random.key(2 + i),
+      2 + i,
+      log=lambda **r: clock.append(r["train_seconds"]),
+    )
     per_epoch = np.diff([0.0] + clock)[1:]  # the first epoch is dropped
-    rows[method] = {"median_s": float(statistics.median(per_epoch)), "min_s": float(np.min(per_epoch)),
-                    "epochs": len(per_epoch), "compile_s": run.compile_seconds}
+    rows[method] = {
+      "median_s": float(statistics.median(per_epoch)),
+      "min_s": float(np.min(per_epoch)),
+      "epochs": len(per_epoch),
+      "compile_s": run.compile_seconds,
+    }
     print(f"{name} {method}: {rows[method]['median_s']:.3f} s per epoch (compile {run.compile_seconds:.1f} s)")
   base = rows["retrain"]["median_s"]
   for row in rows.values():

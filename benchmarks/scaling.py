@@ -44,40 +44,61 @@ class Config:
   table_rows: int = option(1 << 20, help="rows of the sharded table (divisible by every N)", low=1)
   table_dim: int = option(64, help="width of the sharded table", low=1)
   repeats: int = option(20, help="timed steps (median reported)", low=1)
-  bc_aligner_preset: str = option("quick", choices=("quick", "paper", "test"),
-                                  help="bc_aligner preset whose synthetic graph, batch and last model are timed")
+  bc_aligner_preset: str = option(
+    "quick",
+    choices=("quick", "paper", "test"),
+    help="bc_aligner preset whose synthetic graph, batch and last model are timed",
+  )
 
 
-PRESETS = {"full": Config(),
-           "quick": Config(devices=(1, 2, 4), batch_size=256, penalty_batch_size=256, num_pages=500, num_links=5000,
-                           table_rows=4096, table_dim=16, repeats=3, bc_aligner_preset="test")}
+PRESETS = {
+  "full": Config(),
+  "quick": Config(
+    devices=(1, 2, 4),
+    batch_size=256,
+    penalty_batch_size=256,
+    num_pages=500,
+    num_links=5000,
+    table_rows=4096,
+    table_dim=16,
+    repeats=3,
+    bc_aligner_preset="test",
+  ),
+}
 
 
 def measure_on_devices(num_devices: int, cfg: Config) -> dict:
   """One device count, in this process (which must have at least ``num_devices`` devices)."""
-  import jax  # pylint: disable=import-outside-toplevel
-  import numpy as np  # pylint: disable=import-outside-toplevel
-  from flax import nnx  # pylint: disable=import-outside-toplevel
+  import jax
+  import numpy as np
+  from flax import nnx
 
-  from bcjax.data import synthetic_link_corpus  # pylint: disable=import-outside-toplevel
-  from bcjax.gramian import sogram  # pylint: disable=import-outside-toplevel
-  from bcjax.models import TwoTower  # pylint: disable=import-outside-toplevel
-  from bcjax.parallel import DATA_AXIS, data_mesh, replicate, shard_table  # pylint: disable=import-outside-toplevel
-  from experiments.two_tower.data import train_data  # pylint: disable=import-outside-toplevel
-  from experiments.two_tower.train import (init_state, make_optimizer,  # pylint: disable=import-outside-toplevel
-                                           make_train_step)
+  from bcjax.data import synthetic_link_corpus
+  from bcjax.gramian import sogram
+  from bcjax.models import TwoTower
+  from bcjax.parallel import DATA_AXIS, data_mesh, replicate, shard_table
+  from experiments.two_tower.data import train_data
+  from experiments.two_tower.train import init_state, make_optimizer, make_train_step
 
   mesh = data_mesh(num_devices)
   corpus = synthetic_link_corpus(cfg.num_pages, cfg.num_links, seed=0)
   estimator = sogram(0.1, axis_name=DATA_AXIS)
-  model = TwoTower(corpus.vocab_size, 32, len(corpus.left.groups), len(corpus.right.groups), (64, 32),
-                   rngs=nnx.Rngs(params=0))
+  model = TwoTower(
+    corpus.vocab_size, 32, len(corpus.left.groups), len(corpus.right.groups), (64, 32), rngs=nnx.Rngs(params=0)
+  )
   graphdef, params = nnx.split(model)
   optimizer = make_optimizer("adagrad", 0.05)
   state = replicate(mesh, init_state(graphdef, params, optimizer, estimator, 32))
   data = replicate(mesh, train_data(corpus, "uniform"))
-  step = make_train_step(graphdef, optimizer, estimator, lam=1.0, batch_size=cfg.batch_size,
-                         penalty_batch_size=cfg.penalty_batch_size, mesh=mesh)
+  step = make_train_step(
+    graphdef,
+    optimizer,
+    estimator,
+    lam=1.0,
+    batch_size=cfg.batch_size,
+    penalty_batch_size=cfg.penalty_batch_size,
+    mesh=mesh,
+  )
   key = jax.random.key(1)
   start = time.perf_counter()
   compiled = step.lower(state, data, key).compile()
@@ -94,29 +115,40 @@ def measure_on_devices(num_devices: int, cfg: Config) -> dict:
   bc_aligner = _time_bc_aligner_step(mesh, cfg)
   table = shard_table(mesh, np.zeros((cfg.table_rows, cfg.table_dim), np.float32))
   per_device = sorted({int(s.data.nbytes) for s in table.addressable_shards})
-  return {"devices": num_devices, "device_kind": mesh.devices.flat[0].device_kind,
-          "two_tower_step": {"compile_s": compile_s, "median_s": statistics.median(runs), "min_s": min(runs),
-                             "steps_per_s": 1.0 / statistics.median(runs), "repeats": cfg.repeats,
-                             "final_loss": float(metrics["loss"])},
-          "bc_aligner_step": bc_aligner,
-          "table": {"rows": cfg.table_rows, "dim": cfg.table_dim, "total_bytes": cfg.table_rows * cfg.table_dim * 4,
-                    "bytes_per_device": per_device[-1], "distinct_shard_sizes": per_device}}
+  return {
+    "devices": num_devices,
+    "device_kind": mesh.devices.flat[0].device_kind,
+    "two_tower_step": {
+      "compile_s": compile_s,
+      "median_s": statistics.median(runs),
+      "min_s": min(runs),
+      "steps_per_s": 1.0 / statistics.median(runs),
+      "repeats": cfg.repeats,
+      "final_loss": float(metrics["loss"]),
+    },
+    "bc_aligner_step": bc_aligner,
+    "table": {
+      "rows": cfg.table_rows,
+      "dim": cfg.table_dim,
+      "total_bytes": cfg.table_rows * cfg.table_dim * 4,
+      "bytes_per_device": per_device[-1],
+      "distinct_shard_sizes": per_device,
+    },
+  }
 
 
 def _time_bc_aligner_step(mesh, cfg: Config) -> dict:
   """The joint BC-Aligner step (multi-step alignment) of the preset's last version on its synthetic graph."""
-  import jax  # pylint: disable=import-outside-toplevel
-  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  import numpy as np  # pylint: disable=import-outside-toplevel
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
 
-  from bcjax.alignment import init_backward  # pylint: disable=import-outside-toplevel
-  from bcjax.data import load_graph_dataset  # pylint: disable=import-outside-toplevel
-  from experiments.bc_aligner.configs import PRESETS as BC_PRESETS  # pylint: disable=import-outside-toplevel
-  from experiments.bc_aligner.data import (BPRSampler, attribute_sizes,  # pylint: disable=import-outside-toplevel
-                                           version_data, with_item_ids)
-  from experiments.bc_aligner.train import (AlignTarget, StepInputs,  # pylint: disable=import-outside-toplevel
-                                            TrainState, make_train_step, new_model)
-  from experiments.common import adam  # pylint: disable=import-outside-toplevel
+  from bcjax.alignment import init_backward
+  from bcjax.data import load_graph_dataset
+  from experiments.bc_aligner.configs import PRESETS as BC_PRESETS
+  from experiments.bc_aligner.data import BPRSampler, attribute_sizes, version_data, with_item_ids
+  from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, make_train_step, new_model
+  from experiments.common import adam
 
   bc = BC_PRESETS[cfg.bc_aligner_preset]
   graph = with_item_ids(load_graph_dataset("synthetic", None, seed=0, **dict(bc.synthetic)))
@@ -142,34 +174,59 @@ def _time_bc_aligner_step(mesh, cfg: Config) -> dict:
     state, _ = compiled(state, inputs, key)
     jax.block_until_ready(state)
     runs.append(time.perf_counter() - start)
-  return {"preset": cfg.bc_aligner_preset, "nodes": int(target.z_prev.shape[0]), "batch": bc.batch_size,
-          "layers": layers, "dim": dim, "compile_s": compile_s, "median_s": statistics.median(runs),
-          "min_s": min(runs), "steps_per_s": 1.0 / statistics.median(runs), "repeats": cfg.repeats}
+  return {
+    "preset": cfg.bc_aligner_preset,
+    "nodes": int(target.z_prev.shape[0]),
+    "batch": bc.batch_size,
+    "layers": layers,
+    "dim": dim,
+    "compile_s": compile_s,
+    "median_s": statistics.median(runs),
+    "min_s": min(runs),
+    "steps_per_s": 1.0 / statistics.median(runs),
+    "repeats": cfg.repeats,
+  }
 
 
 def _child(num_devices: int, cfg: Config) -> dict:
   # The forced count only shapes the CPU platform; an accelerator's devices stay what they are. This process has not
   # started a JAX backend, so a GPU's memory is the child's alone.
-  env = dict(os.environ, PYTHONPATH=str(ROOT), XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} "
-             f"--xla_force_host_platform_device_count={num_devices} "
-             # forced devices share the cores: on a loaded machine a collective may wait long for one of them
-             f"--xla_cpu_collective_call_terminate_timeout_seconds=600".strip())
+  env = dict(
+    os.environ,
+    PYTHONPATH=str(ROOT),
+    XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} "
+    f"--xla_force_host_platform_device_count={num_devices} "
+    # forced devices share the cores: on a loaded machine a collective may wait long for one of them
+    f"--xla_cpu_collective_call_terminate_timeout_seconds=600".strip(),
+  )
   parallel.reserve_collective_threads(env)  # a pool the forced devices' collectives cannot exhaust
-  code = ("import json, sys; from benchmarks.scaling import Config, measure_on_devices; "
-          f"print('RESULT ' + json.dumps(measure_on_devices({num_devices}, Config(**json.loads(sys.argv[1])))))")
-  proc = subprocess.run([sys.executable, "-c", code, json.dumps(dataclasses.asdict(cfg))], env=env, cwd=ROOT,
-                        capture_output=True, text=True, check=False)
+  code = (
+    "import json, sys; from benchmarks.scaling import Config, measure_on_devices; "
+    f"print('RESULT ' + json.dumps(measure_on_devices({num_devices}, Config(**json.loads(sys.argv[1])))))"
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", code, json.dumps(dataclasses.asdict(cfg))],
+    env=env,
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    check=False,
+  )
   if proc.returncode:
-    raise RuntimeError(f"scaling: the {num_devices}-device process failed (exit status {proc.returncode}):\n"
-                       f"{proc.stderr[-3000:]}")
+    raise RuntimeError(
+      f"scaling: the {num_devices}-device process failed (exit status {proc.returncode}):\n{proc.stderr[-3000:]}"
+    )
   line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
   return json.loads(line.removeprefix("RESULT "))
 
 
 def check(cfg: Config) -> None:
   for n in cfg.devices:
-    for flag, size in (("--batch-size", cfg.batch_size), ("--penalty-batch-size", cfg.penalty_batch_size),
-                       ("--table-rows", cfg.table_rows)):
+    for flag, size in (
+      ("--batch-size", cfg.batch_size),
+      ("--penalty-batch-size", cfg.penalty_batch_size),
+      ("--table-rows", cfg.table_rows),
+    ):
       if size % n:
         raise harness.UsageError(flag, f"{size} is not divisible by {n} devices (--devices {n})")
 
@@ -180,21 +237,28 @@ def measure(cfg: Config) -> dict:
     rows.append(_child(n, cfg))
     step, table = rows[-1]["two_tower_step"], rows[-1]["table"]
     bc = rows[-1]["bc_aligner_step"]
-    print(f"N={n}: two-tower step {step['median_s'] * 1e3:8.2f} ms ({step['steps_per_s']:7.1f} steps/s, compile "
-          f"{step['compile_s']:.1f} s); BC-Aligner step {bc['median_s'] * 1e3:8.2f} ms; table "
-          f"{table['bytes_per_device']} of {table['total_bytes']} bytes per device", file=sys.stderr)
+    print(
+      f"N={n}: two-tower step {step['median_s'] * 1e3:8.2f} ms ({step['steps_per_s']:7.1f} steps/s, compile "
+      f"{step['compile_s']:.1f} s); BC-Aligner step {bc['median_s'] * 1e3:8.2f} ms; table "
+      f"{table['bytes_per_device']} of {table['total_bytes']} bytes per device",
+      file=sys.stderr,
+    )
   base = rows[0]
   for r in rows:
-    r["speedup_vs_first"] = {name: base[name]["median_s"] / r[name]["median_s"]
-                             for name in ("two_tower_step", "bc_aligner_step")}
+    r["speedup_vs_first"] = {
+      name: base[name]["median_s"] / r[name]["median_s"] for name in ("two_tower_step", "bc_aligner_step")
+    }
     r["table"]["fraction_per_device"] = r["table"]["bytes_per_device"] / r["table"]["total_bytes"]
-  return {"by_devices": rows,
-          "note": "forced CPU devices share the machine's cores: on CPU only memory and results are meaningful; the "
-                  "BC-Aligner step splits the batch rows while each device runs the whole-graph forward"}
+  return {
+    "by_devices": rows,
+    "note": "forced CPU devices share the machine's cores: on CPU only memory and results are meaningful; the "
+    "BC-Aligner step splits the batch rows while each device runs the whole-graph forward",
+  }
 
 
 def main(argv=None) -> int:
-  from benchmarks.timing import benchmark_main  # pylint: disable=import-outside-toplevel
+  from benchmarks.timing import benchmark_main
+
   return benchmark_main("scaling", __doc__, Config, PRESETS, measure, argv, check)
 
 

@@ -16,8 +16,21 @@ import jax
 from bcjax.files import write_atomic
 from experiments import harness
 
-VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
-                "amx_tile", "neon", "asimd", "sve")
+VECTOR_FLAGS = (
+  "sse4_2",
+  "avx",
+  "avx2",
+  "fma",
+  "avx512f",
+  "avx512bw",
+  "avx512vl",
+  "avx512_vnni",
+  "avx512_bf16",
+  "amx_tile",
+  "neon",
+  "asimd",
+  "sve",
+)
 
 
 def time_jitted(fn: Callable, *args, repeats: int = 20, warmup: int = 2) -> dict:
@@ -54,27 +67,45 @@ def cpu_description() -> dict:
   except OSError:  # not Linux: the platform module's model name stands, with no extensions listed
     flags = set()
   cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-  return {"model": model, "vector_extensions": [f for f in VECTOR_FLAGS if f in flags], "cores": cores,
-          "machine": platform.machine()}
+  return {
+    "model": model,
+    "vector_extensions": [f for f in VECTOR_FLAGS if f in flags],
+    "cores": cores,
+    "machine": platform.machine(),
+  }
 
 
 def write_report(out: str, benchmark: str, **content) -> None:
   """Writes a benchmark's JSON report (with the machine it ran on), atomically and never over an existing file."""
-  report = {"benchmark": benchmark, "cpu": cpu_description(), "backend": jax.default_backend(),
-            "devices": [str(d) for d in jax.devices()], "jax": jax.__version__,
-            "python": platform.python_version(), **content}
+  report = {
+    "benchmark": benchmark,
+    "cpu": cpu_description(),
+    "backend": jax.default_backend(),
+    "devices": [str(d) for d in jax.devices()],
+    "jax": jax.__version__,
+    "python": platform.python_version(),
+    **content,
+  }
   write_atomic(out, (json.dumps(report, indent=2) + "\n").encode())
   print(f"wrote {out}")
 
 
-def benchmark_main(name: str, description: str, config_cls, presets: dict, run: Callable[..., dict],
-                   argv: Sequence[str] | None = None, check_config: Callable | None = None) -> int:
+def benchmark_main(
+  name: str,
+  description: str,
+  config_cls,
+  presets: dict,
+  run: Callable[..., dict],
+  argv: Sequence[str] | None = None,
+  check_config: Callable | None = None,
+) -> int:
   """The command line of a benchmark: ``--out FILE`` (must not exist: checked before any work), ``--preset``
   (``full``, or ``quick``: seconds; ``--quick`` is its shorthand) and one flag per config option; then
   ``run(cfg) -> report fields`` and the JSON report, which records the config. ``check_config(cfg)`` may raise
   :class:`~experiments.harness.UsageError` for cross-flag checks."""
-  parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{name}", description=description,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = argparse.ArgumentParser(
+    prog=f"python -m benchmarks.{name}", description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+  )
   parser.add_argument("--out", required=True, help="JSON report to write (must not exist)")
   parser.add_argument("--preset", choices=sorted(presets), default="full", help="full, or quick (seconds)")
   parser.add_argument("--quick", action="store_true", help="shorthand for --preset quick")
@@ -86,8 +117,8 @@ def benchmark_main(name: str, description: str, config_cls, presets: dict, run: 
       raise harness.UsageError("--out", f"{args.out}: its folder does not exist")
     if check_config is not None:
       check_config(cfg)
-  args, cfg = harness.parse_config(parser, argv, config_cls,
-                                   lambda a: presets["quick" if a.quick else a.preset], check)
+
+  args, cfg = harness.parse_config(parser, argv, config_cls, lambda a: presets["quick" if a.quick else a.preset], check)
   content = run(cfg)
   write_report(args.out, name, config=dataclasses.asdict(cfg), **content)
   return 0

@@ -48,8 +48,20 @@ class Config:
   query_repeats: int = option(2000, help="timed single-row queries (median reported)", low=1)
 
 
-PRESETS = {"full": Config(), "quick": Config(pairs=3000, dim=32, old_dim=24, rows=20_000, widths=(32, 64),
-                                             chunk_rows=4096, mlp_epochs=2, repeats=2, query_repeats=200)}
+PRESETS = {
+  "full": Config(),
+  "quick": Config(
+    pairs=3000,
+    dim=32,
+    old_dim=24,
+    rows=20_000,
+    widths=(32, 64),
+    chunk_rows=4096,
+    mlp_epochs=2,
+    repeats=2,
+    query_repeats=200,
+  ),
+}
 
 _WORKER = r"""
 import json, sys, time
@@ -98,8 +110,12 @@ def time_fits(cfg: Config) -> dict:
 
 def _run_worker(mode: str, source: Path, target: Path, chunk_rows: int, map_file: Path) -> dict:
   target.unlink(missing_ok=True)
-  proc = subprocess.run([sys.executable, "-c", _WORKER, mode, str(source), str(target), str(chunk_rows),
-                         str(map_file)], capture_output=True, text=True, check=True)
+  proc = subprocess.run(
+    [sys.executable, "-c", _WORKER, mode, str(source), str(target), str(chunk_rows), str(map_file)],
+    capture_output=True,
+    text=True,
+    check=True,
+  )
   return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -116,7 +132,7 @@ def time_transforms(cfg: Config, scratch: Path) -> list[dict]:
     out = np.lib.format.open_memmap(source, mode="w+", dtype=np.float32, shape=(cfg.rows, width))
     rng = np.random.default_rng(2)
     for s in range(0, cfg.rows, cfg.chunk_rows):
-      out[s:s + cfg.chunk_rows] = rng.standard_normal((min(cfg.chunk_rows, cfg.rows - s), width), np.float32)
+      out[s : s + cfg.chunk_rows] = rng.standard_normal((min(cfg.chunk_rows, cfg.rows - s), width), np.float32)
     out.flush()
     del out
     runs = {"bcjax": [], "numpy": []}
@@ -125,14 +141,19 @@ def time_transforms(cfg: Config, scratch: Path) -> list[dict]:
       runs["numpy"].append(_run_worker("numpy", source, scratch / "out.npy", cfg.chunk_rows, npz))
     row = {"rows": cfg.rows, "width": width, "old_width": cfg.old_dim, "input_bytes": source.stat().st_size}
     for name, rs in runs.items():
-      row[name] = {"median_s": statistics.median(r["seconds"] for r in rs),
-                   "peak_rss_bytes": max(r["peak_rss_bytes"] for r in rs),
-                   "after_import_rss_bytes": max(r["after_import_rss_bytes"] for r in rs),
-                   "rows_per_s": cfg.rows / statistics.median(r["seconds"] for r in rs)}
+      row[name] = {
+        "median_s": statistics.median(r["seconds"] for r in rs),
+        "peak_rss_bytes": max(r["peak_rss_bytes"] for r in rs),
+        "after_import_rss_bytes": max(r["after_import_rss_bytes"] for r in rs),
+        "rows_per_s": cfg.rows / statistics.median(r["seconds"] for r in rs),
+      }
     row["time_ratio"] = row["bcjax"]["median_s"] / row["numpy"]["median_s"]
-    print(f"transform {cfg.rows} x {width}: bcjax {row['bcjax']['median_s']:.2f} s "
-          f"({row['bcjax']['peak_rss_bytes'] / 2**20:.0f} MiB), numpy {row['numpy']['median_s']:.2f} s "
-          f"({row['numpy']['peak_rss_bytes'] / 2**20:.0f} MiB)", file=sys.stderr)
+    print(
+      f"transform {cfg.rows} x {width}: bcjax {row['bcjax']['median_s']:.2f} s "
+      f"({row['bcjax']['peak_rss_bytes'] / 2**20:.0f} MiB), numpy {row['numpy']['median_s']:.2f} s "
+      f"({row['numpy']['peak_rss_bytes'] / 2**20:.0f} MiB)",
+      file=sys.stderr,
+    )
     rows.append(row)
     source.unlink()
   return rows

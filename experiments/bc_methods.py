@@ -21,12 +21,27 @@ bc-aligner         jointly with B_k, eq. 10          B_1∘…∘B_k(z_k)
 import jax
 import jax.numpy as jnp
 
-from bcjax.alignment import TRANSFORM_KINDS, BackwardTransform, backward_transform, multi_step_loss, notrans, \
-    single_step_loss
+from bcjax.alignment import (
+  TRANSFORM_KINDS,
+  BackwardTransform,
+  backward_transform,
+  multi_step_loss,
+  notrans,
+  single_step_loss,
+)
 from experiments.harness import UsageError, option
 
-METHODS = ("keep-all", "fix-m0", "finetune-m0", "non-bc", "post-lin-sloss", "post-lin-mloss", "joint-notrans",
-           "joint-lin-sloss", "bc-aligner")
+METHODS = (
+  "keep-all",
+  "fix-m0",
+  "finetune-m0",
+  "non-bc",
+  "post-lin-sloss",
+  "post-lin-mloss",
+  "joint-notrans",
+  "joint-lin-sloss",
+  "bc-aligner",
+)
 # method -> alignment kind of the joint objective, and of the post-hoc fit
 JOINT = {"joint-notrans": "notrans", "joint-lin-sloss": "linear-sloss", "bc-aligner": "linear-mloss"}
 POSTHOC = {"post-lin-sloss": "linear-sloss", "post-lin-mloss": "linear-mloss"}
@@ -39,9 +54,18 @@ ALIGN_KINDS = ("notrans", "linear-sloss", "linear-mloss")
 POSTHOC_LOSS = {"linear-sloss": "single", "linear-mloss": "multi"}
 
 
-def alignment_loss(kind: str, z: jax.Array, z_prev: jax.Array, w: jax.Array | None, history=(), *,
-                   per_dim: bool = False, where: jax.Array | None = None, axis_name: str | None = None,
-                   transform=None) -> jax.Array:
+def alignment_loss(
+  kind: str,
+  z: jax.Array,
+  z_prev: jax.Array,
+  w: jax.Array | None,
+  history=(),
+  *,
+  per_dim: bool = False,
+  where: jax.Array | None = None,
+  axis_name: str | None = None,
+  transform=None,
+) -> jax.Array:
   r"""The alignment term of a joint objective (eq. 3) or of a post-hoc fit.
 
   ``notrans``: :math:`\lVert \mathrm{NoTrans}(z_k) - z_{k-1}\rVert^2` (:func:`bcjax.notrans`, the identity on
@@ -52,21 +76,34 @@ def alignment_loss(kind: str, z: jax.Array, z_prev: jax.Array, w: jax.Array | No
   """
   if kind == "notrans":
     d_prev = z_prev.shape[-1]
-    return single_step_loss(notrans(z, d_prev), z_prev, jnp.eye(d_prev, dtype=z.dtype), per_dim=per_dim,
-                            where=where, axis_name=axis_name)
+    return single_step_loss(
+      notrans(z, d_prev), z_prev, jnp.eye(d_prev, dtype=z.dtype), per_dim=per_dim, where=where, axis_name=axis_name
+    )
   if kind == "linear-sloss":
     return single_step_loss(z, z_prev, w, transform=transform, per_dim=per_dim, where=where, axis_name=axis_name)
   if kind == "linear-mloss":
-    return multi_step_loss(z, z_prev, w, history, transform=transform, history_transforms=transform, per_dim=per_dim,
-                           where=where, axis_name=axis_name)
+    return multi_step_loss(
+      z,
+      z_prev,
+      w,
+      history,
+      transform=transform,
+      history_transforms=transform,
+      per_dim=per_dim,
+      where=where,
+      axis_name=axis_name,
+    )
   raise ValueError(f"alignment kind must be one of {ALIGN_KINDS}, got {kind!r}")
 
 
 # The B_k kind flags both experiments share (each Config declares its own fields: dataclass fields are per class).
 def transform_option():
-  return option("linear", choices=TRANSFORM_KINDS,
-                help="kind of B_k of the methods with a transformation (post-lin-*, joint-lin-sloss, bc-aligner): "
-                     "linear (the paper), orthogonal, affine or mlp")
+  return option(
+    "linear",
+    choices=TRANSFORM_KINDS,
+    help="kind of B_k of the methods with a transformation (post-lin-*, joint-lin-sloss, bc-aligner): "
+    "linear (the paper), orthogonal, affine or mlp",
+  )
 
 
 def transform_rank_option():
@@ -78,9 +115,13 @@ def transform_hidden_option():
 
 
 def transform_sweep_option():
-  return option((), choices=TRANSFORM_KINDS, nonempty=False,
-                help="B_k kinds to compare, e.g. linear,orthogonal,affine,mlp: the methods with a transformation "
-                     "run once per kind (the other methods once), and table.md gains the kind x method table")
+  return option(
+    (),
+    choices=TRANSFORM_KINDS,
+    nonempty=False,
+    help="B_k kinds to compare, e.g. linear,orthogonal,affine,mlp: the methods with a transformation "
+    "run once per kind (the other methods once), and table.md gains the kind x method table",
+  )
 
 
 def transform_of(kind: str, *, rank: int = 0, hidden: int = 64) -> BackwardTransform | None:
@@ -103,5 +144,6 @@ def check_transform_rank(kinds, rank: int, dims) -> None:
   min(D_(k-1), D_k): the run would fail at that version, after hours of the earlier ones."""
   smallest = min(min(a, b) for a, b in zip(dims, dims[1:]))
   if "affine" in kinds and rank > smallest:
-    raise UsageError("--transform-rank", f"{rank} exceeds the smallest min(D_(k-1), D_k) = {smallest} of the "
-                                         f"versions {list(dims)}")
+    raise UsageError(
+      "--transform-rank", f"{rank} exceeds the smallest min(D_(k-1), D_k) = {smallest} of the versions {list(dims)}"
+    )

@@ -39,12 +39,15 @@ def write_text(path: Path, text: str) -> None:
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence], floatfmt: str = ".4f") -> str:
   """A GitHub-flavoured markdown table; floats are formatted with ``floatfmt``."""
+
   def cell(v):
     return format(v, floatfmt) if isinstance(v, float) else str(v)
+
   for i, row in enumerate(rows):
     if len(row) != len(header):
-      raise ValueError(f"markdown_table: `rows[{i}]` has {len(row)} cells but the header has {len(header)}: "
-                       f"{list(header)}")
+      raise ValueError(
+        f"markdown_table: `rows[{i}]` has {len(row)} cells but the header has {len(header)}: {list(header)}"
+      )
   lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
   lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
   return "\n".join(lines) + "\n"
@@ -63,7 +66,8 @@ def jsonable(tree):
 
 def save_figure(fig, path: Path, dpi: int = 110) -> None:
   """Writes a matplotlib figure as PNG, atomically and never over an existing file, and closes it."""
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  import matplotlib.pyplot as plt
+
   buf = io.BytesIO()
   fig.savefig(buf, format="png", dpi=dpi)
   plt.close(fig)
@@ -102,7 +106,7 @@ def adam(learning_rate: float, weight_decay: float = 0.0) -> optax.GradientTrans
 def shuffled_batches(n: int, batch_size: int, rng: np.random.Generator):
   """Index arrays of one epoch: a fresh permutation of ``range(n)`` cut into batches, the last one partial."""
   perm = rng.permutation(n)
-  return [perm[start:start + batch_size] for start in range(0, n, batch_size)]
+  return [perm[start : start + batch_size] for start in range(0, n, batch_size)]
 
 
 def endless_batches(key: jax.Array, n: int, batch_size: int):
@@ -112,5 +116,5 @@ def endless_batches(key: jax.Array, n: int, batch_size: int):
   while True:
     perm = jax.random.permutation(jax.random.fold_in(key, epoch), n)
     for start in range(0, n, batch_size):
-      yield perm[start:start + batch_size]
+      yield perm[start : start + batch_size]
     epoch += 1

@@ -71,13 +71,30 @@ class UsageError(ValueError):
 # Configs and flags ---------------------------------------------------------------------------------------------
 
 
-def option(default=dataclasses.MISSING, *, help: str, flag: str | None = None,  # pylint: disable=redefined-builtin
-           low: float | None = None, high: float | None = None, low_open: bool = False, high_open: bool = False,
-           choices: Sequence | None = None, nonempty: bool = True):
+def option(
+  default=dataclasses.MISSING,
+  *,
+  help: str,
+  flag: str | None = None,
+  low: float | None = None,
+  high: float | None = None,
+  low_open: bool = False,
+  high_open: bool = False,
+  choices: Sequence | None = None,
+  nonempty: bool = True,
+):
   """A config field exposed as a flag. ``low``/``high`` bound numbers (closed unless ``*_open``), ``choices`` the
   allowed values; for tuple fields both apply to every element and ``nonempty`` refuses an empty list."""
-  meta = {"help": help, "flag": flag, "low": low, "high": high, "low_open": low_open, "high_open": high_open,
-          "choices": None if choices is None else tuple(choices), "nonempty": nonempty}
+  meta = {
+    "help": help,
+    "flag": flag,
+    "low": low,
+    "high": high,
+    "low_open": low_open,
+    "high_open": high_open,
+    "choices": None if choices is None else tuple(choices),
+    "nonempty": nonempty,
+  }
   if isinstance(default, (list, dict, set)):
     raise TypeError("option: use a tuple default (configs are frozen)")
   return dataclasses.field(default=default, metadata={"option": meta})
@@ -121,11 +138,17 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls) -> None:
   for field, meta in _options(config_cls):
     kind, is_tuple, _ = _element_type(field.type)
     allowed = _range_text(meta)
-    text = meta["help"] + (f" ({'comma-separated, each ' if is_tuple else ''}{allowed})" if allowed else
-                           " (comma-separated)" if is_tuple else "")
+    text = meta["help"] + (
+      f" ({'comma-separated, each ' if is_tuple else ''}{allowed})"
+      if allowed
+      else " (comma-separated)"
+      if is_tuple
+      else ""
+    )
     if kind is bool and not is_tuple:
-      group.add_argument(flag_name(field), dest=field.name, action=argparse.BooleanOptionalAction, default=None,
-                         help=text)
+      group.add_argument(
+        flag_name(field), dest=field.name, action=argparse.BooleanOptionalAction, default=None, help=text
+      )
     else:
       group.add_argument(flag_name(field), dest=field.name, default=None, metavar=field.name.upper(), help=text)
 
@@ -146,8 +169,11 @@ def _parse_value(field: dataclasses.Field, text: str):
         return item.lower() in ("true", "1")
       return kind(item)
     except ValueError:
-      raise UsageError(name, f"must be {'comma-separated ' if is_tuple else 'a '}{kind.__name__}"
-                             f"{' values' if is_tuple else ''}, got {text!r}") from None
+      raise UsageError(
+        name,
+        f"must be {'comma-separated ' if is_tuple else 'a '}{kind.__name__}"
+        f"{' values' if is_tuple else ''}, got {text!r}",
+      ) from None
 
   if not is_tuple:
     return one(text)
@@ -174,8 +200,9 @@ def check_field(field: dataclasses.Field, value) -> None:
       if v != v:  # NaN
         raise UsageError(name, f"must be a number ({_range_text(meta) or 'finite'}), got {v}")
       low, high = meta["low"], meta["high"]
-      if (low is not None and (v < low or (meta["low_open"] and v == low))) or \
-         (high is not None and (v > high or (meta["high_open"] and v == high))):
+      if (low is not None and (v < low or (meta["low_open"] and v == low))) or (
+        high is not None and (v > high or (meta["high_open"] and v == high))
+      ):
         raise UsageError(name, f"must be {_range_text(meta)}, got {v:g}")
 
 
@@ -199,8 +226,13 @@ def given_positive_int(args: argparse.Namespace, name: str) -> int | None:
   return int(text) if text is not None and text.strip().isdigit() and int(text) >= 1 else None
 
 
-def parse_config(parser: argparse.ArgumentParser, argv, config_cls, preset: Callable[[argparse.Namespace], object],
-                 check: Callable | None = None):
+def parse_config(
+  parser: argparse.ArgumentParser,
+  argv,
+  config_cls,
+  preset: Callable[[argparse.Namespace], object],
+  check: Callable | None = None,
+):
   """Parses ``argv`` into ``(args, cfg)``: the preset, the flags over it, the ranges and ``check(args, cfg)``; any
   :class:`UsageError` exits with status 2 before anything is written. For commands without a run directory
   (the benchmarks)."""
@@ -246,10 +278,10 @@ class Run:
     if writer:
       self.out = out
       self.stages.mkdir(exist_ok=True)
-      self._metrics = open(out / "metrics.jsonl", "a", buffering=1)  # pylint: disable=consider-using-with
+      self._metrics = open(out / "metrics.jsonl", "a", buffering=1)
     else:
       self.out = Path(tempfile.mkdtemp(prefix="bcjax-process-"))
-      self._metrics = open(os.devnull, "w")  # pylint: disable=consider-using-with
+      self._metrics = open(os.devnull, "w")
     self._values: dict = {}  # stages of this process, so a shared stage (M_0) is read once
     self.loaded: list[str] = []
     self.computed: list[str] = []
@@ -282,7 +314,7 @@ class Run:
       value = compute()
     except StageFailed:
       raise
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:
       raise StageFailed(name, e) from e
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     if self.writer:
@@ -339,6 +371,7 @@ class Experiment(abc.ABC):
   Subclasses set ``name``, ``description``, ``config`` (the dataclass) and ``presets`` ({name: config}), and
   implement ``execute`` and ``report``; ``datasets`` (a description) adds ``--dataset``/``--data-dir``/``--download``.
   """
+
   name: str
   description: str
   config: type
@@ -385,26 +418,54 @@ class Experiment(abc.ABC):
       parser.add_argument("--dataset", default=self.default_dataset, help=self.datasets)
       parser.add_argument("--data-dir", help="folder with the dataset's files")
       parser.add_argument("--download", action="store_true", help="download missing public files into the cache")
-    parser.add_argument("--preset", choices=sorted(self.presets), default=self.default_preset,
-                        help="quick: minutes on CPU; paper: the paper's protocol; test: seconds (the test suite)")
+    parser.add_argument(
+      "--preset",
+      choices=sorted(self.presets),
+      default=self.default_preset,
+      help="quick: minutes on CPU; paper: the paper's protocol; test: seconds (the test suite)",
+    )
     parser.add_argument("--out", help=f"new or empty output directory (default: runs/{self.name}-<time>)")
-    parser.add_argument("--resume", metavar="DIR", help="finish the run in DIR (its own flags; finished stages are "
-                                                        "read back, not recomputed)")
+    parser.add_argument(
+      "--resume",
+      metavar="DIR",
+      help="finish the run in DIR (its own flags; finished stages are read back, not recomputed)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     launch = parser.add_argument_group(
-        "scaling out (launch settings: not stored with the run, and allowed with --resume)")
-    launch.add_argument("--devices", type=int, metavar="N",
-                        help="data-parallel over the first N local devices of each process (default: all of them); "
-                             "batches are split over the devices and every batch reduction is global, so results "
-                             "match one device" if self.data_parallel
-                        else "not supported by this experiment yet (it runs on one device)")
-    launch.add_argument("--num-processes", type=int, default=1, metavar="P",
-                        help="processes of a multi-process run (jax.distributed); each runs this same command")
-    launch.add_argument("--process-id", type=int, default=0, metavar="I",
-                        help="this process, 0..P-1; process 0 hosts the coordinator and alone writes the outputs")
+      "scaling out (launch settings: not stored with the run, and allowed with --resume)"
+    )
+    launch.add_argument(
+      "--devices",
+      type=int,
+      metavar="N",
+      help="data-parallel over the first N local devices of each process (default: all of them); "
+      "batches are split over the devices and every batch reduction is global, so results "
+      "match one device"
+      if self.data_parallel
+      else "not supported by this experiment yet (it runs on one device)",
+    )
+    launch.add_argument(
+      "--num-processes",
+      type=int,
+      default=1,
+      metavar="P",
+      help="processes of a multi-process run (jax.distributed); each runs this same command",
+    )
+    launch.add_argument(
+      "--process-id",
+      type=int,
+      default=0,
+      metavar="I",
+      help="this process, 0..P-1; process 0 hosts the coordinator and alone writes the outputs",
+    )
     launch.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address (with --num-processes > 1)")
-    launch.add_argument("--peer-timeout", type=int, default=120, metavar="SECONDS",
-                        help="how long to wait for the peers to join, and for a silent peer before failing")
+    launch.add_argument(
+      "--peer-timeout",
+      type=int,
+      default=120,
+      metavar="SECONDS",
+      help="how long to wait for the peers to join, and for a silent peer before failing",
+    )
     self.add_arguments(parser)
     add_config_flags(parser, self.config)
     return parser
@@ -428,23 +489,28 @@ class Experiment(abc.ABC):
     if args.num_processes < 1:
       raise UsageError("--num-processes", f"must be >= 1, got {args.num_processes}")
     if not 0 <= args.process_id < args.num_processes:
-      raise UsageError("--process-id", f"must be in [0, {args.num_processes - 1}] (--num-processes "
-                                       f"{args.num_processes}), got {args.process_id}")
+      raise UsageError(
+        "--process-id",
+        f"must be in [0, {args.num_processes - 1}] (--num-processes {args.num_processes}), got {args.process_id}",
+      )
     if args.peer_timeout < 1:
       raise UsageError("--peer-timeout", f"must be >= 1 second, got {args.peer_timeout}")
     if args.num_processes != 1 and not self.data_parallel:
-      raise UsageError("--num-processes", f"{args.num_processes}: the {self.name} experiment does not run "
-                                          f"data-parallel yet")
+      raise UsageError(
+        "--num-processes", f"{args.num_processes}: the {self.name} experiment does not run data-parallel yet"
+      )
     if not self.data_parallel:
       if args.devices is not None and args.devices != 1:
-        raise UsageError("--devices", f"{args.devices}: the {self.name} experiment does not run data-parallel yet; "
-                                      f"leave --devices out")
+        raise UsageError(
+          "--devices", f"{args.devices}: the {self.name} experiment does not run data-parallel yet; leave --devices out"
+        )
       args.mesh = None
       return
     if args.num_processes != 1:
       if args.coordinator is None:
-        raise UsageError("--coordinator", f"is needed with --num-processes {args.num_processes} (process 0's "
-                                          f"HOST:PORT)")
+        raise UsageError(
+          "--coordinator", f"is needed with --num-processes {args.num_processes} (process 0's HOST:PORT)"
+        )
       try:
         parallel.initialize(args.num_processes, args.process_id, args.coordinator, timeout_s=args.peer_timeout)
       except ValueError as e:
@@ -467,7 +533,7 @@ def _split_launch(argv: list[str]) -> tuple[list[str], list[str]]:
     name = argv[i].partition("=")[0]
     if name in LAUNCH_FLAGS:
       takes_value = "=" not in argv[i] and i + 1 < len(argv)
-      launch += argv[i:i + 1 + takes_value]
+      launch += argv[i : i + 1 + takes_value]
       i += 1 + takes_value
     else:
       run.append(argv[i])
@@ -481,8 +547,10 @@ def _resume_argv(parser: argparse.ArgumentParser, argv: list[str], out: Path) ->
   argv, launch = _split_launch(argv)
   others = [a for a in argv if a not in ("--no-progress",)]
   if len(others) != 2:
-    parser.error("--resume DIR takes no other flag (the run keeps its own settings) except --no-progress and the "
-                 f"launch flags ({', '.join(LAUNCH_FLAGS)})")
+    parser.error(
+      "--resume DIR takes no other flag (the run keeps its own settings) except --no-progress and the "
+      f"launch flags ({', '.join(LAUNCH_FLAGS)})"
+    )
   config = out / "config.json"
   if not config.is_file():
     parser.error(f"--resume {out}: no run there (missing config.json)")
@@ -550,9 +618,18 @@ def main(experiment: Experiment, argv: Sequence[str] | None = None) -> int:
   if writer and not resumed:
     out.mkdir(parents=True, exist_ok=True)
     stored = _absolute_paths(_split_launch(argv)[0], ("--data-dir", "--out", *experiment.path_flags))
-    common.write_json(out / "config.json", common.jsonable({
-        "experiment": experiment.name, "argv": stored, "preset": args.preset, **experiment.describe(args, cfg),
-        "config": dataclasses.asdict(cfg)}))
+    common.write_json(
+      out / "config.json",
+      common.jsonable(
+        {
+          "experiment": experiment.name,
+          "argv": stored,
+          "preset": args.preset,
+          **experiment.describe(args, cfg),
+          "config": dataclasses.asdict(cfg),
+        }
+      ),
+    )
   run = Run(out, resumed=resumed, progress=not args.no_progress and writer, writer=writer)
   try:
     if resumed:
@@ -562,17 +639,23 @@ def main(experiment: Experiment, argv: Sequence[str] | None = None) -> int:
         results = experiment.execute(run, args, cfg, data)
       except StageFailed:
         raise
-      except Exception as e:  # pylint: disable=broad-except
+      except Exception as e:
         raise StageFailed("(between stages)", e) from e
     except StageFailed as e:
-      partial = {"failed_stage": e.stage, "error": f"{type(e.error).__name__}: {e.error}",
-                 "finished_stages": run.finished_stages(),
-                 "resume": f"python -m experiments.{experiment.name} --resume {out}"}
+      partial = {
+        "failed_stage": e.stage,
+        "error": f"{type(e.error).__name__}: {e.error}",
+        "finished_stages": run.finished_stages(),
+        "resume": f"python -m experiments.{experiment.name} --resume {out}",
+      }
       # the run's own status file: a second failure after --resume replaces the first one's
       if writer:
         write_atomic(out / "results.partial.json", (json.dumps(partial, indent=2) + "\n").encode(), overwrite=True)
-      print(f"error{'' if writer else f' (process {args.process_id})'}: {e}\nfinished stages are kept in "
-            f"{out / 'stages'}; after fixing the cause, continue with --resume {out}", file=sys.stderr)
+      print(
+        f"error{'' if writer else f' (process {args.process_id})'}: {e}\nfinished stages are kept in "
+        f"{out / 'stages'}; after fixing the cause, continue with --resume {out}",
+        file=sys.stderr,
+      )
       return 1
     run.log(event="finished", stages_read_back=run.loaded, stages_computed=run.computed)
     run.write_json("results.json", results)

@@ -23,27 +23,36 @@ def category_graph(num_users=300, num_items=150, num_edges=4000, seed=2, five_st
   g = synthetic_evolving_graph(num_users, num_items, num_edges, seed=seed)
   rating = g.rating.copy()
   if five_star_after is not None:
-    rating[int(five_star_after * len(rating)):] = 5.0
+    rating[int(five_star_after * len(rating)) :] = 5.0
   cats = {i: [] for i in range(g.num_items)}
   for owner, value in zip(g.item_attributes["category"].owner, g.item_attributes["category"].value):
     cats[int(owner)].append(g.item_attributes["category"].vocab[value])
-  brand = {int(o): g.item_attributes["brand"].vocab[v] for o, v in zip(g.item_attributes["brand"].owner,
-                                                                        g.item_attributes["brand"].value)}
+  brand = {
+    int(o): g.item_attributes["brand"].vocab[v]
+    for o, v in zip(g.item_attributes["brand"].owner, g.item_attributes["brand"].value)
+  }
   return g, rating, cats, brand
 
 
-def write_category(folder: Path, category: str, release: str, *, meta: bool = True, reviews_name: str | None = None,
-                   **graph_kwargs) -> tuple[Path, Path | None]:
+def write_category(
+  folder: Path, category: str, release: str, *, meta: bool = True, reviews_name: str | None = None, **graph_kwargs
+) -> tuple[Path, Path | None]:
   """Writes the category's reviews (and metadata) in ``release``'s format; returns their paths."""
   g, rating, cats, brand = category_graph(**graph_kwargs)
   folder.mkdir(parents=True, exist_ok=True)
   lines = []
   for u, i, r, t in zip(g.user, g.item, rating, g.time):
     day = BASE + datetime.timedelta(days=int(t))
-    review = {"reviewerID": f"A{u:05d}", "asin": f"B{i:05d}", "overall": float(r),
-              "reviewTime": f"{day.month:02d} {day.day}, {day.year}",
-              "unixReviewTime": int(datetime.datetime(day.year, day.month, day.day).timestamp()),
-              "reviewText": "fine", "summary": "ok", "reviewerName": "x"}
+    review = {
+      "reviewerID": f"A{u:05d}",
+      "asin": f"B{i:05d}",
+      "overall": float(r),
+      "reviewTime": f"{day.month:02d} {day.day}, {day.year}",
+      "unixReviewTime": int(datetime.datetime(day.year, day.month, day.day).timestamp()),
+      "reviewText": "fine",
+      "summary": "ok",
+      "reviewerName": "x",
+    }
     review.update({"helpful": [0, 0]} if release == "2014" else {"verified": True, "style": {"Size:": " M"}})
     lines.append(json.dumps(review))
   name = reviews_name or (f"reviews_{category}_5.json.gz" if release == "2014" else f"{category}_5.json.gz")
@@ -55,15 +64,30 @@ def write_category(folder: Path, category: str, release: str, *, meta: bool = Tr
   for i in range(g.num_items):
     if release == "2014":
       paths = [["Musical Instruments", c] for c in cats[i]] or [["Musical Instruments"]]
-      product = {"asin": f"B{i:05d}", "title": f"item {i}", "price": 9.99, "salesRank": {"Musical Instruments": i},
-                 "categories": paths}
+      product = {
+        "asin": f"B{i:05d}",
+        "title": f"item {i}",
+        "price": 9.99,
+        "salesRank": {"Musical Instruments": i},
+        "categories": paths,
+      }
       if i in brand:
         product["brand"] = brand[i]
       products.append(repr(product))  # Python literal, single quotes: the 2014 dump
     else:
       entries = ["Musical Instruments", *cats[i], '<span class="a-size-base">x</span>']
-      products.append(json.dumps({"asin": f"B{i:05d}", "title": f"item {i}", "category": entries,
-                                  "brand": brand.get(i, ""), "main_cat": "Musical Instruments", "also_buy": []}))
+      products.append(
+        json.dumps(
+          {
+            "asin": f"B{i:05d}",
+            "title": f"item {i}",
+            "category": entries,
+            "brand": brand.get(i, ""),
+            "main_cat": "Musical Instruments",
+            "also_buy": [],
+          }
+        )
+      )
   meta_path = folder / f"meta_{category}.json.gz"
   meta_path.write_bytes(gzip.compress(("\n".join(products) + "\n").encode()))
   return reviews, meta_path

@@ -7,7 +7,6 @@ def bad_input_test_case(cases):
   """Returns a TestCase class with one test per (name, call, exception type, message fragments) case."""
 
   class BadInputTest(parameterized.TestCase):
-
     @parameterized.named_parameters(cases)
     def test_error_names_the_argument(self, call, exc_type, fragments):
       with self.assertRaises(exc_type) as ctx:

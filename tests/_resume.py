@@ -15,10 +15,18 @@ ROOT = Path(__file__).resolve().parents[1]
 def kill_then_resume(module: str, main, argv: list[str], stage: str, out: Path) -> dict:
   """Runs ``python -m module argv`` in a subprocess that SIGKILLs itself right after ``stage`` is saved, checks what
   the kill left, resumes the run in this process with ``--resume`` and returns its results.json."""
-  env = dict(os.environ, BCJAX_FAULT=f"kill:{stage}",
-             JAX_ENABLE_X64=str(jax.config.jax_enable_x64))  # the same precision as the in-process run
-  proc = subprocess.run([sys.executable, "-m", module, *argv, "--out", str(out), "--no-progress"], cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=600, check=False)
+  env = dict(
+    os.environ, BCJAX_FAULT=f"kill:{stage}", JAX_ENABLE_X64=str(jax.config.jax_enable_x64)
+  )  # the same precision as the in-process run
+  proc = subprocess.run(
+    [sys.executable, "-m", module, *argv, "--out", str(out), "--no-progress"],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
   assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-3000:])
   assert not (out / "results.json").exists(), "a killed run must not have results"
   assert list((out / "stages").glob(f"{stage}.pkl")), f"stage {stage} was not saved before the kill"
@@ -30,8 +38,9 @@ def kill_then_resume(module: str, main, argv: list[str], stage: str, out: Path) 
 def without_timings(tree):
   """``tree`` without wall-clock fields (seconds, times), which differ between any two runs."""
   if isinstance(tree, dict):
-    return {k: without_timings(v) for k, v in tree.items()
-            if "seconds" not in k and k != "time" and not k.startswith("time_")}
+    return {
+      k: without_timings(v) for k, v in tree.items() if "seconds" not in k and k != "time" and not k.startswith("time_")
+    }
   if isinstance(tree, list):
     return [without_timings(v) for v in tree]
   return tree
@@ -39,7 +48,7 @@ def without_timings(tree):
 
 def assert_same_results(testcase, resumed: dict, uninterrupted: dict) -> None:
   """The same keys and values, floats to the network-level float tolerance (timings left out)."""
-  from tests._tolerance import assert_close  # pylint: disable=import-outside-toplevel
+  from tests._tolerance import assert_close
 
   def walk(a, b, where):
     if isinstance(b, dict):
@@ -54,4 +63,5 @@ def assert_same_results(testcase, resumed: dict, uninterrupted: dict) -> None:
       assert_close(a, b, "network", scale=max(abs(b), 1e-12), err_msg=where)
     else:
       testcase.assertEqual(a, b, where)
+
   walk(without_timings(resumed), without_timings(uninterrupted), "results")

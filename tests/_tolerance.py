@@ -10,10 +10,13 @@ turns CI red. So:
   matrix products whose rounding grows with the number of terms and with the summation order ("reduction", at
   least 1e-5 in float32), linear algebra such as eigendecompositions and solves ("linalg"), and deep compositions
   such as conv nets, GNN stacks and BatchNorm ("network").
-* The absolute floor is that relative tolerance times the magnitude of the expected values (their largest absolute
-  value), because rounding errors scale with the magnitude of the terms, not with each result entry. When the
-  expected value is exactly zero (a cancellation), the caller passes ``scale=``, the magnitude of the terms that
-  cancel.
+* Each entry is held to its own expected magnitude: ``|actual_i - desired_i| <= rtol·|desired_i|``. There is no
+  floor taken from the largest entry, which would let a small entry beside a large one be wrong by any amount
+  (``close([1.5e-3, 1e3], [1e-3, 1e3])`` is false in float32). Where an entry is the result of a cancellation (a
+  sum of large terms that comes out near zero), its rounding error scales with the terms, not with the result: the
+  caller passes ``scale=``, the magnitude of the terms (a number, or an array that broadcasts against the entries),
+  and the bound becomes ``rtol·(|desired_i| + scale_i)``. An expectation that is exactly zero everywhere needs
+  ``scale=``.
 * Tolerances that come from sampling or from an optimiser, not from rounding (Monte-Carlo means, fitted weights),
   use ``op="statistical"`` and state ``rtol`` and ``atol`` explicitly; no other op accepts them.
 * NaN is never close to anything.
@@ -23,10 +26,10 @@ import numpy as np
 
 # op -> (float64 rtol, float32 rtol)
 RTOL = {
-    "elementwise": (1e-12, 2e-6),
-    "reduction": (1e-10, 1e-5),
-    "linalg": (1e-8, 1e-4),
-    "network": (1e-8, 2e-4),
+  "elementwise": (1e-12, 2e-6),
+  "reduction": (1e-10, 1e-5),
+  "linalg": (1e-8, 1e-4),
+  "network": (1e-8, 2e-4),
 }
 _NARROW = {np.dtype(np.float16), np.dtype(np.float32)}
 
@@ -40,34 +43,58 @@ def _precision(*values) -> int:
   return 0
 
 
-def tolerances(actual, desired, op: str = "reduction", *, scale=None, rtol=None, atol=None) -> tuple[float, float]:
-  """(rtol, atol) that :func:`assert_close` uses for these operands."""
+def tolerances(actual, desired, op: str = "reduction", *, scale=None, rtol=None, atol=None):
+  """(rtol, atol) that :func:`assert_close` uses for these operands; ``atol`` is ``rtol·scale`` (a number or an
+  array), zero when no ``scale`` is given."""
   if op == "statistical":
     if rtol is None or atol is None:
-      raise TypeError("assert_close: op='statistical' needs explicit `rtol` and `atol` (the sampling or "
-                      "optimisation error the test allows)")
+      raise TypeError(
+        "assert_close: op='statistical' needs explicit `rtol` and `atol` (the sampling or "
+        "optimisation error the test allows)"
+      )
     return float(rtol), float(atol)
   if op not in RTOL:
     raise ValueError(f"assert_close: unknown op {op!r}; choose from {sorted(RTOL)} or 'statistical'")
   if rtol is not None or atol is not None:
-    raise TypeError(f"assert_close: op={op!r} takes its tolerance from the policy; use op='statistical' for a "
-                    f"tolerance that is not about rounding")
+    raise TypeError(
+      f"assert_close: op={op!r} takes its tolerance from the policy; use op='statistical' for a "
+      f"tolerance that is not about rounding"
+    )
   rtol = RTOL[op][_precision(actual, desired)]
   if scale is None:
     expected = np.abs(np.asarray(desired, np.float64))
     expected = expected[np.isfinite(expected)]  # a NaN or inf expectation fails the comparison itself
-    scale = float(np.max(expected)) if expected.size else 1.0
-    if scale == 0.0:
-      raise TypeError("assert_close: the expected value is exactly zero; pass `scale=`, the magnitude of the terms "
-                      "whose result should cancel")
-  return rtol, rtol * float(scale)
+    if expected.size and not np.any(expected):
+      raise TypeError(
+        "assert_close: the expected value is exactly zero; pass `scale=`, the magnitude of the terms "
+        "whose result should cancel"
+      )
+    return rtol, 0.0
+  scale = np.abs(np.asarray(scale, np.float64))
+  if not np.all(np.isfinite(scale)):
+    raise ValueError(f"assert_close: `scale` must be finite, got {scale}")
+  return rtol, rtol * (float(scale) if scale.ndim == 0 else scale)
 
 
 def assert_close(actual, desired, op: str = "reduction", *, scale=None, rtol=None, atol=None, err_msg: str = ""):
   """Asserts ``|actual - desired| <= rtol·|desired| + atol`` entrywise under the policy above."""
   rtol, atol = tolerances(actual, desired, op, scale=scale, rtol=rtol, atol=atol)
-  np.testing.assert_allclose(np.asarray(actual, np.float64), np.asarray(desired, np.float64), rtol=rtol, atol=atol,
-                             equal_nan=False, err_msg=f"{err_msg} (op={op}, rtol={rtol:.1e}, atol={atol:.1e})")
+  a, d = np.asarray(actual, np.float64), np.asarray(desired, np.float64)
+  if np.ndim(atol) == 0:
+    np.testing.assert_allclose(
+      a, d, rtol=rtol, atol=atol, equal_nan=False, err_msg=f"{err_msg} (op={op}, rtol={rtol:.1e}, atol={atol:.1e})"
+    )
+    return
+  # A per-entry floor (rtol times a per-entry scale), which np.testing.assert_allclose cannot report.
+  a, d, floor = np.broadcast_arrays(a, d, atol)
+  bad = ~(np.abs(a - d) <= floor + rtol * np.abs(d))
+  if bad.any():
+    i = np.unravel_index(np.argmax(np.where(bad, np.abs(a - d) - floor - rtol * np.abs(d), -np.inf)), a.shape)
+    raise AssertionError(
+      f"{err_msg} (op={op}, rtol={rtol:.1e}, atol=rtol·scale): {int(bad.sum())} of {a.size} "
+      f"entries differ; worst at {tuple(int(j) for j in i)}: actual {a[i]!r}, desired {d[i]!r}, "
+      f"allowed {floor[i] + rtol * abs(d[i]):.3g}"
+    )
 
 
 def close(actual, desired, op: str = "reduction", *, scale=None, rtol=None, atol=None) -> bool:

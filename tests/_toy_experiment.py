@@ -39,8 +39,10 @@ class Toy(harness.Experiment):
     sums = {}
     for kind in cfg.kinds:
       for step in range(cfg.steps):
-        sums[f"{kind}/{step}"] = run.stage(f"{kind}/{step}", lambda kind=kind, step=step: {
-            "value": float(np.sum(data ** (step + 1)) * cfg.rate) + len(kind)})
+        sums[f"{kind}/{step}"] = run.stage(
+          f"{kind}/{step}",
+          lambda kind=kind, step=step: {"value": float(np.sum(data ** (step + 1)) * cfg.rate) + len(kind)},
+        )
         run.log(kind=kind, step=step, value=sums[f"{kind}/{step}"]["value"])
     total = run.stage("total", lambda: sum(v["value"] for v in sums.values()))
     return {"sums": sums, "total": total, "seconds": 0.0}

@@ -13,7 +13,7 @@ import numpy as np
 from absl.testing import absltest, parameterized
 import pytest
 
-from bcjax.data import (TASKS, DataFormatError, amazon_files, load_amazon, read_amazon_metadata, read_amazon_reviews)
+from bcjax.data import TASKS, DataFormatError, amazon_files, load_amazon, read_amazon_metadata, read_amazon_reviews
 from experiments.bc_aligner import __main__ as cli
 from experiments.bc_aligner.experiment import EXPERIMENT
 from tests._amazon_fixture import category_graph, expected_days, write_category
@@ -25,7 +25,6 @@ def gz(path: Path, lines) -> Path:
 
 
 class ReleaseTest(parameterized.TestCase):
-
   @parameterized.parameters("2014", "2018")
   def test_release_is_read_from_the_content(self, release):
     reviews, meta = write_category(Path(self.create_tempdir()), "Toys", release)
@@ -75,24 +74,45 @@ class ReleaseTest(parameterized.TestCase):
   def test_metadata_without_known_fields_lists_the_keys_it_found(self):
     folder = Path(self.create_tempdir())
     meta = gz(folder / "meta_Toys.json.gz", [json.dumps({"asin": "B1", "title": "t", "price": "$1"})])
-    with self.assertRaisesRegex(DataFormatError, r"meta_Toys.json.gz: no product has any of the fields .*category"
-                                                 r".*the keys found are: asin, title, price"):
+    with self.assertRaisesRegex(
+      DataFormatError,
+      r"meta_Toys.json.gz: no product has any of the fields .*category"
+      r".*the keys found are: asin, title, price",
+    ):
       read_amazon_metadata(meta)
 
   def test_malformed_and_mixed_files_name_the_file_and_line(self):
     folder = Path(self.create_tempdir())
     good = json.dumps({"reviewerID": "A", "asin": "B", "overall": 5.0, "reviewTime": "01 2, 2014"})
     cases = [
-        ([good, "{not json"], r"bad.json.gz, line 2: neither a JSON object"),
-        ([good, json.dumps({"asin": "B", "overall": 5.0})], r"line 2: review lacks the field\(s\) \['reviewerID'\]"),
-        ([json.dumps({"reviewerID": "A", "asin": "B", "overall": 9, "reviewTime": "01 2, 2014"})],
-         r"line 1: 'overall' must be a rating in \[0, 5\]"),
-        ([json.dumps({"reviewerID": "A", "asin": "B", "overall": 1, "reviewTime": "13 45, 2014"})],
-         r"line 1: .*month must be in 1..12"),
-        ([good, json.dumps({"reviewerID": "A", "asin": "B", "overall": 5, "helpful": [0, 0], "verified": True,
-                            "reviewTime": "01 2, 2014"})], "lines of both releases"),
-        (["[1, 2]"], "line 1: expected an object"),
-        ([good, "{'reviewerID': 'A', 'asin': 'B', b'overall': 5}"], "line 2: every field name must be a string"),
+      ([good, "{not json"], r"bad.json.gz, line 2: neither a JSON object"),
+      ([good, json.dumps({"asin": "B", "overall": 5.0})], r"line 2: review lacks the field\(s\) \['reviewerID'\]"),
+      (
+        [json.dumps({"reviewerID": "A", "asin": "B", "overall": 9, "reviewTime": "01 2, 2014"})],
+        r"line 1: 'overall' must be a rating in \[0, 5\]",
+      ),
+      (
+        [json.dumps({"reviewerID": "A", "asin": "B", "overall": 1, "reviewTime": "13 45, 2014"})],
+        r"line 1: .*month must be in 1..12",
+      ),
+      (
+        [
+          good,
+          json.dumps(
+            {
+              "reviewerID": "A",
+              "asin": "B",
+              "overall": 5,
+              "helpful": [0, 0],
+              "verified": True,
+              "reviewTime": "01 2, 2014",
+            }
+          ),
+        ],
+        "lines of both releases",
+      ),
+      (["[1, 2]"], "line 1: expected an object"),
+      ([good, "{'reviewerID': 'A', 'asin': 'B', b'overall': 5}"], "line 2: every field name must be a string"),
     ]
     for lines, message in cases:
       with self.assertRaisesRegex(DataFormatError, message):
@@ -112,7 +132,6 @@ class ReleaseTest(parameterized.TestCase):
 
 @pytest.mark.heavy
 class CommandLineTest(parameterized.TestCase):
-
   def test_test_preset_finishes_and_leaves_out_the_single_class_task(self):
     # One full run (2018 reviews given by path, no metadata: item ids); the 2014 release with metadata from a
     # folder goes through the same load step below, without the training.
@@ -120,8 +139,21 @@ class CommandLineTest(parameterized.TestCase):
     reviews, _ = write_category(folder, "Toys", "2018", meta=False)
     out = Path(self.create_tempdir()) / "run"
     # the baselines only (Fix-M0, Non-BC): the data path is what this test is about; the methods run in test_bc_aligner
-    args = ["--dataset", "amazon-Toys", "--preset", "test", "--methods", "non-bc", "--epochs", "2",
-            "--out", str(out), "--no-progress", "--reviews", str(reviews)]
+    args = [
+      "--dataset",
+      "amazon-Toys",
+      "--preset",
+      "test",
+      "--methods",
+      "non-bc",
+      "--epochs",
+      "2",
+      "--out",
+      str(out),
+      "--no-progress",
+      "--reviews",
+      str(reviews),
+    ]
     self.assertEqual(cli.main(args), 0)
     results = json.loads((out / "results.json").read_text())
     left = results["consumers_left_out"]
@@ -152,10 +184,12 @@ class CommandLineTest(parameterized.TestCase):
 
   def test_flags_are_checked_before_anything_is_written(self):
     out = Path(self.create_tempdir()) / "run"
-    for args in (["--dataset", "amazon-Toys", "--reviews", "/nonexistent/r.json.gz"],
-                 ["--dataset", "synthetic", "--meta", "m.json.gz"],
-                 ["--dataset", "movielens-5k"],
-                 ["--dataset", "amazon-"]):
+    for args in (
+      ["--dataset", "amazon-Toys", "--reviews", "/nonexistent/r.json.gz"],
+      ["--dataset", "synthetic", "--meta", "m.json.gz"],
+      ["--dataset", "movielens-5k"],
+      ["--dataset", "amazon-"],
+    ):
       with self.assertRaises(SystemExit, msg=args):
         cli.main(args + ["--out", str(out)])
       self.assertFalse(out.exists(), args)

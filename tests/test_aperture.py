@@ -2,6 +2,7 @@
 its maximiser against a dense NumPy search, closed forms, scale equivariance (hypothesis), batching, jit and bad
 inputs."""
 
+import pytest
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -46,20 +47,21 @@ def dense_argmax_np(r: np.ndarray, points: int = 4001) -> tuple[float, float]:
 
 
 class NormGradientTest(parameterized.TestCase):
-
   @parameterized.product(seed=[0, 1], rank=[None, 3], alpha=[0.05, 0.7, 4.0])
   def test_equals_finite_difference_of_the_squared_norm(self, seed, rank, alpha):
     r = random_correlation(seed, 6, rank)
-    assert_close(aperture_norm_gradient(r, alpha), norm_gradient_np(r, np.log(alpha)), "statistical", rtol=1e-7,
-                 atol=1e-10)
+    assert_close(
+      aperture_norm_gradient(r, alpha), norm_gradient_np(r, np.log(alpha)), "statistical", rtol=1e-7, atol=1e-10
+    )
 
   def test_batched_over_matrices_and_apertures(self):
     rs = np.stack([random_correlation(s, 5) for s in range(3)])
     alphas = np.array([0.3, 1.0, 2.5])
     got = aperture_norm_gradient(rs, alphas)
     self.assertEqual(got.shape, (3,))
-    assert_close(got, [norm_gradient_np(r, np.log(a)) for r, a in zip(rs, alphas)], "statistical", rtol=1e-7,
-                 atol=1e-10)
+    assert_close(
+      got, [norm_gradient_np(r, np.log(a)) for r, a in zip(rs, alphas)], "statistical", rtol=1e-7, atol=1e-10
+    )
 
   def test_scale_law(self):
     r = random_correlation(2, 5)
@@ -70,18 +72,24 @@ _jit_optimal_aperture, _jit_conceptor = jax.jit(optimal_aperture), jax.jit(conce
 
 
 class OptimalApertureTest(parameterized.TestCase):
-
   @parameterized.product(seed=[0, 1, 2], rank=[None, 2])
+  @pytest.mark.heavy
   def test_maximises_the_norm_gradient(self, seed, rank):
     r = random_correlation(seed, 6, rank)
     log_alpha = float(np.log(optimal_aperture(r)))
     best_t, best_value = dense_argmax_np(r)
     # No point of the dense grid beats it, it sits at a stationary point, and it is the grid's peak.
     self.assertGreaterEqual(norm_gradient_np(r, log_alpha), best_value - 1e-9)
-    assert_close(norm_gradient_np(r, log_alpha + 1e-3) - norm_gradient_np(r, log_alpha - 1e-3), 0.0,
-                 "statistical", rtol=0, atol=1e-7)
+    assert_close(
+      norm_gradient_np(r, log_alpha + 1e-3) - norm_gradient_np(r, log_alpha - 1e-3),
+      0.0,
+      "statistical",
+      rtol=0,
+      atol=1e-7,
+    )
     self.assertLess(abs(log_alpha - best_t), 0.01)
 
+  @pytest.mark.heavy
   def test_picks_the_higher_of_two_peaks(self):
     # Two clusters of eigenvalues 4 decades apart: 2 small ones, 4 large ones. The large cluster's peak is higher.
     u = np.linalg.qr(np.random.default_rng(3).normal(size=(6, 6)))[0]
@@ -97,13 +105,15 @@ class OptimalApertureTest(parameterized.TestCase):
 
   @settings(max_examples=25, deadline=None)
   @given(st.integers(0, 2**31 - 1), st.integers(2, 7), st.sampled_from([1e-3, 0.1, 10.0, 1e3]))
+  @pytest.mark.heavy
   def test_scale_equivariant_and_conceptor_invariant(self, seed, n, c):
     r = random_correlation(seed, n)
     # jitted, one compile per n (eagerly, the 25 examples ran op by op); the eager path has its own test below
-    alpha, alpha_scaled = _jit_optimal_aperture(r), _jit_optimal_aperture(c ** 2 * r)
+    alpha, alpha_scaled = _jit_optimal_aperture(r), _jit_optimal_aperture(c**2 * r)
     assert_close(alpha_scaled * c, alpha, "linalg")
-    assert_close(_jit_conceptor(c ** 2 * r, alpha_scaled), _jit_conceptor(r, alpha), "linalg", scale=1.0)
+    assert_close(_jit_conceptor(c**2 * r, alpha_scaled), _jit_conceptor(r, alpha), "linalg", scale=1.0)
 
+  @pytest.mark.heavy
   def test_batched_jit_and_eager_agree(self):
     rs = np.stack([random_correlation(s, 5, rank) for s, rank in ((0, None), (1, 2), (2, None))])
     eager = optimal_aperture(rs)
@@ -111,6 +121,7 @@ class OptimalApertureTest(parameterized.TestCase):
     assert_close(eager, [optimal_aperture(r) for r in rs], "linalg")
     assert_close(jax.jit(optimal_aperture)(rs), eager, "linalg")
 
+  @pytest.mark.heavy
   def test_float32(self):
     r = random_correlation(4, 6)
     got = optimal_aperture(jnp.asarray(r, jnp.float32))
@@ -129,11 +140,11 @@ class OptimalApertureTest(parameterized.TestCase):
 
 
 class RelativeApertureTest(parameterized.TestCase):
-
   def test_closed_form(self):
     r = random_correlation(7, 5)
     assert_close(relative_aperture(r, ratio=3.0), np.sqrt(3.0 * 5 / np.trace(r)), "reduction")
 
+  @pytest.mark.heavy
   def test_default_agrees_with_jaeger_on_isotropic_r(self):
     assert_close(relative_aperture(0.3 * np.eye(3)), optimal_aperture(0.3 * np.eye(3)), "linalg")
 
@@ -148,19 +159,22 @@ def _not_psd():
 
 
 BAD = [
-    ("not_psd", lambda: optimal_aperture(_not_psd()), ValueError, ["optimal_aperture", "`r`", "semidefinite",
-                                                                    "-0.5"]),
-    ("empty", lambda: optimal_aperture(np.zeros((0, 0))), ValueError, ["`r`", "empty", "(0, 0)"]),
-    ("nan", lambda: optimal_aperture(np.array([[1.0, np.nan], [np.nan, 1.0]])), ValueError, ["`r`", "NaN"]),
-    ("zero", lambda: optimal_aperture(np.zeros((3, 3))), ValueError, ["`r`", "zero"]),
-    ("asymmetric", lambda: optimal_aperture(np.array([[1.0, 1.0], [0.0, 1.0]])), ValueError, ["`r`", "symmetric"]),
-    ("not_square", lambda: optimal_aperture(np.ones((2, 3))), ValueError, ["`r`", "square"]),
-    ("grid", lambda: optimal_aperture(np.eye(2), grid_size=2), ValueError, ["grid_size", "2"]),
-    ("relative_nan", lambda: relative_aperture(np.diag([np.inf, 1.0])), ValueError, ["relative_aperture", "`r`"]),
-    ("ratio", lambda: relative_aperture(np.eye(2), ratio=-1.0), ValueError, ["`ratio`", "positive"]),
-    ("gradient_alpha", lambda: aperture_norm_gradient(np.eye(2), 0.0), ValueError, ["`alpha`", "positive"]),
-    ("gradient_not_psd", lambda: aperture_norm_gradient(_not_psd(), 1.0), ValueError, ["aperture_norm_gradient",
-                                                                                        "semidefinite"]),
+  ("not_psd", lambda: optimal_aperture(_not_psd()), ValueError, ["optimal_aperture", "`r`", "semidefinite", "-0.5"]),
+  ("empty", lambda: optimal_aperture(np.zeros((0, 0))), ValueError, ["`r`", "empty", "(0, 0)"]),
+  ("nan", lambda: optimal_aperture(np.array([[1.0, np.nan], [np.nan, 1.0]])), ValueError, ["`r`", "NaN"]),
+  ("zero", lambda: optimal_aperture(np.zeros((3, 3))), ValueError, ["`r`", "zero"]),
+  ("asymmetric", lambda: optimal_aperture(np.array([[1.0, 1.0], [0.0, 1.0]])), ValueError, ["`r`", "symmetric"]),
+  ("not_square", lambda: optimal_aperture(np.ones((2, 3))), ValueError, ["`r`", "square"]),
+  ("grid", lambda: optimal_aperture(np.eye(2), grid_size=2), ValueError, ["grid_size", "2"]),
+  ("relative_nan", lambda: relative_aperture(np.diag([np.inf, 1.0])), ValueError, ["relative_aperture", "`r`"]),
+  ("ratio", lambda: relative_aperture(np.eye(2), ratio=-1.0), ValueError, ["`ratio`", "positive"]),
+  ("gradient_alpha", lambda: aperture_norm_gradient(np.eye(2), 0.0), ValueError, ["`alpha`", "positive"]),
+  (
+    "gradient_not_psd",
+    lambda: aperture_norm_gradient(_not_psd(), 1.0),
+    ValueError,
+    ["aperture_norm_gradient", "semidefinite"],
+  ),
 ]
 
 BadInputTest = bad_input_test_case(BAD)

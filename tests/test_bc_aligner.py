@@ -20,8 +20,14 @@ from flax import nnx
 from sklearn.metrics import recall_score
 import pytest
 
-from bcjax.alignment import PosthocFit, affine_transform, fit_posthoc, linear_transform, semi_orthogonal, \
-    single_step_loss
+from bcjax.alignment import (
+  PosthocFit,
+  affine_transform,
+  fit_posthoc,
+  linear_transform,
+  semi_orthogonal,
+  single_step_loss,
+)
 from bcjax.data import synthetic_evolving_graph
 from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteSAGE, bipartite_inputs
@@ -32,10 +38,27 @@ from experiments.bc_aligner.consumers import ConsumerMLP, flip_rate, predict, sc
 from experiments.bc_aligner.data import Batch, BPRSampler, attribute_sizes, version_data
 from experiments.bc_aligner import noise, seeds
 from experiments.bc_aligner.experiment import EXPERIMENT
-from experiments.bc_aligner.report import figure_5, headline, summarise, transform_figure, transform_headline, \
-    transform_table
-from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, fold_batch, lr_scale, \
-    make_train_step, new_model, recall, single_step_error, train_posthoc, user_recall50
+from experiments.bc_aligner.report import (
+  figure_5,
+  headline,
+  summarise,
+  transform_figure,
+  transform_headline,
+  transform_table,
+)
+from experiments.bc_aligner.train import (
+  AlignTarget,
+  StepInputs,
+  TrainState,
+  fold_batch,
+  lr_scale,
+  make_train_step,
+  new_model,
+  recall,
+  single_step_error,
+  train_posthoc,
+  user_recall50,
+)
 from experiments.bc_methods import POSTHOC_LOSS
 from experiments.common import adam
 from tests._resume import assert_same_results, kill_then_resume
@@ -50,7 +73,7 @@ def small_versions():
 
 
 class BipartiteModelTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_inputs_against_numpy(self):
     # 3 users, 4 items; item 0: categories {0, 2} + brand 1; item 1: category 1; item 2: brand 0; item 3: nothing
     cats = (np.array([0, 0, 1]), np.array([0, 2, 1]))
@@ -78,22 +101,22 @@ def np_loss(h, batch, target, w, history, kind, weight_decay, lam):
   u, p, n = (np.asarray(a)[m] for a in (batch.user, batch.pos, batch.neg))
   zu, zp, zn = h[u], h[p], h[n]
   bpr = np.mean(np.logaddexp(0.0, (zu * zn).sum(1) - (zu * zp).sum(1)))
-  reg = 0.5 * np.mean((zu ** 2 + zp ** 2 + zn ** 2).sum(1))
+  reg = 0.5 * np.mean((zu**2 + zp**2 + zn**2).sum(1))
   z_prev = np.asarray(target.z_prev, np.float64)
   align = 0.0
   for rows in (u, p, n):
     delta = h[rows] @ np.asarray(w, np.float64).T - z_prev[rows]
-    terms = [np.mean(delta ** 2)]
+    terms = [np.mean(delta**2)]
     if kind == "linear-mloss":
       for w_j in reversed(history):
         delta = delta @ np.asarray(w_j, np.float64).T
-        terms.append(np.mean(delta ** 2))
+        terms.append(np.mean(delta**2))
     align += np.mean(terms) if kind == "linear-mloss" else terms[0]
   return bpr + weight_decay * reg + lam * align
 
 
 class TrainStepTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_joint_loss_matches_numpy(self):
     g, versions = small_versions()
     vd = versions[2]
@@ -107,8 +130,12 @@ class TrainStepTest(absltest.TestCase):
     h = nnx.merge(model.train_def, model.params, model.batch_stats)(vd.inputs)
     for kind in ("linear-sloss", "linear-mloss"):
       params = {"model": model.params, "w": w}
-      state = TrainState(jax.tree.map(jnp.array, params), jax.tree.map(jnp.array, model.batch_stats),
-                         adam(1e-3).init(params), jnp.zeros((), jnp.int32))
+      state = TrainState(
+        jax.tree.map(jnp.array, params),
+        jax.tree.map(jnp.array, model.batch_stats),
+        adam(1e-3).init(params),
+        jnp.zeros((), jnp.int32),
+      )
       step = make_train_step(model.train_def, kind, 1e-3, 0.01, 16.0)
       target = AlignTarget(z_prev, history)
       state, metrics = step(state, StepInputs(vd.inputs, batch, target), jax.random.key(0))
@@ -118,17 +145,27 @@ class TrainStepTest(absltest.TestCase):
       self.assertTrue(np.isfinite(np.asarray(state.params["w"])).all())
       # --transform: the same step through the transform kinds' path. An affine map with zero biases is this W's map
       # (the general chain path, which carries both sides down the chain); the linear kind is the array path itself.
-      zero = lambda d: jnp.zeros(d)  # noqa: E731
-      for transform, p, hist in ((affine_transform(), {"w": w, "b": zero(6)},
-                                  ({"w": history[0], "b": zero(8)}, {"w": history[1], "b": zero(10)})),
-                                 (linear_transform(), {"w": w}, tuple({"w": h} for h in history))):
+      zero = lambda d: jnp.zeros(d)
+      for transform, p, hist in (
+        (
+          affine_transform(),
+          {"w": w, "b": zero(6)},
+          ({"w": history[0], "b": zero(8)}, {"w": history[1], "b": zero(10)}),
+        ),
+        (linear_transform(), {"w": w}, tuple({"w": h} for h in history)),
+      ):
         params = {"model": model.params, "w": p}
-        state = TrainState(jax.tree.map(jnp.array, params), jax.tree.map(jnp.array, model.batch_stats),
-                           adam(1e-3).init(params), jnp.zeros((), jnp.int32))
+        state = TrainState(
+          jax.tree.map(jnp.array, params),
+          jax.tree.map(jnp.array, model.batch_stats),
+          adam(1e-3).init(params),
+          jnp.zeros((), jnp.int32),
+        )
         step = make_train_step(model.train_def, kind, 1e-3, 0.01, 16.0, transform=transform)
         _, got = step(state, StepInputs(vd.inputs, batch, AlignTarget(z_prev, hist)), jax.random.key(0))
         assert_close(got["loss"], expected, "network", err_msg=transform.kind)
 
+  @pytest.mark.heavy
   def test_posthoc_fit_of_another_kind_lowers_the_selection_error(self):
     g, versions = small_versions()
     vd, cfg = versions[1], dataclasses.replace(PRESETS["test"], posthoc_epochs=3, eval_every=1)
@@ -140,10 +177,13 @@ class TrainStepTest(absltest.TestCase):
     start = transform.init(jax.random.split(jax.random.key(1))[0], 6, 8)
     before = float(single_step_error(jnp.asarray(z_new), target.z_prev, start, vd.split.num_users, transform))
     self.assertLess(err, before)
-    assert_close(err, float(single_step_error(jnp.asarray(z_new), target.z_prev, fitted, vd.split.num_users,
-                                              transform)), "reduction")
+    assert_close(
+      err,
+      float(single_step_error(jnp.asarray(z_new), target.z_prev, fitted, vd.split.num_users, transform)),
+      "reduction",
+    )
 
-
+  @pytest.mark.heavy
   def test_lr_scale_is_adam_at_the_scaled_rate(self):
     # One step with lr_scale s must equal one step of an Adam whose rate is s * lr (Adam is linear in its rate);
     # the reference, optax.adam at the product rate, applied to the same gradients.
@@ -162,12 +202,18 @@ class TrainStepTest(absltest.TestCase):
     grads = jax.grad(loss)(params)
     moved = {}
     for scale in (1.0, 0.25):
-      state = TrainState(jax.tree.map(jnp.array, params), jax.tree.map(jnp.array, model.batch_stats),
-                         adam(1e-2).init(params), jnp.zeros((), jnp.int32))
+      state = TrainState(
+        jax.tree.map(jnp.array, params),
+        jax.tree.map(jnp.array, model.batch_stats),
+        adam(1e-2).init(params),
+        jnp.zeros((), jnp.int32),
+      )
       step = make_train_step(model.train_def, None, 1e-2, 0.01, 16.0)
       state, _ = step(state, StepInputs(vd.inputs, batch, None, jnp.float32(scale)), jax.random.key(0))
-      moved[scale] = [np.asarray(a) - np.asarray(b)  # float32, as trained
-                      for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(params))]
+      moved[scale] = [
+        np.asarray(a) - np.asarray(b)  # float32, as trained
+        for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(params))
+      ]
       opt = optax.adam(1e-2 * scale)
       updates, _ = opt.update(grads, opt.init(params), params)
       for got, want, g_leaf in zip(moved[scale], jax.tree.leaves(updates), jax.tree.leaves(grads)):
@@ -186,14 +232,14 @@ class TrainStepTest(absltest.TestCase):
 
   def test_lr_schedules(self):
     self.assertEqual([lr_scale("constant", e, 4) for e in (1, 4)], [1.0, 1.0])
-    assert_close(np.array([lr_scale("cosine", e, 4) for e in range(1, 5)]),
-                 0.5 * (1 + np.cos(np.pi * np.arange(4) / 4)))
+    assert_close(
+      np.array([lr_scale("cosine", e, 4) for e in range(1, 5)]), 0.5 * (1 + np.cos(np.pi * np.arange(4) / 4))
+    )
     with self.assertRaisesRegex(ValueError, "`schedule` must be 'constant' or 'cosine', got 'linear'"):
       lr_scale("linear", 1, 4)
 
 
 class SamplerTest(absltest.TestCase):
-
   def test_reference_sampling_rules(self):
     _, versions = small_versions()
     s = versions[1].split
@@ -209,9 +255,13 @@ class SamplerTest(absltest.TestCase):
     self.assertFalse(any((a, b) in train for a, b in zip(u.tolist(), n.tolist())))  # negatives never are
     self.assertTrue(np.all((n >= 0) & (n < s.num_items)))
     # users are drawn uniformly (not by degree): heavy and light users appear equally often on average
-    draws = np.concatenate([u] + [np.concatenate([np.asarray(b.user)[np.asarray(b.mask)]
-                                                  for b in sampler.epoch(np.random.default_rng(i))])
-                                  for i in range(1, 20)])
+    draws = np.concatenate(
+      [u]
+      + [
+        np.concatenate([np.asarray(b.user)[np.asarray(b.mask)] for b in sampler.epoch(np.random.default_rng(i))])
+        for i in range(1, 20)
+      ]
+    )
     deg = np.bincount(s.train_user, minlength=s.num_users)
     counts = np.bincount(draws, minlength=s.num_users)[deg > 0]
     heavy = deg[deg > 0] >= np.median(deg[deg > 0])
@@ -219,7 +269,7 @@ class SamplerTest(absltest.TestCase):
 
 
 class RecallTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_reference_exclusion_rule_against_sklearn(self):
     rng = np.random.default_rng(0)
     n_users, n_items = 30, 40
@@ -246,15 +296,15 @@ def numpy_alignment_rows(z_new, z_prev, w, history):
   """Per-row float64 reference of the reference code's alignment terms: single-step MSE and the multi-step mean
   of the residual carried back through W_(k-1), ..., W_1 (each divided by its dimension)."""
   delta = z_new @ w.T - z_prev
-  terms = [np.mean(delta ** 2, axis=1)]
+  terms = [np.mean(delta**2, axis=1)]
   for wj in reversed(history):
     delta = delta @ wj.T
-    terms.append(np.mean(delta ** 2, axis=1))
+    terms.append(np.mean(delta**2, axis=1))
   return terms[0], np.mean(terms, axis=0)
 
 
 class PosthocTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_folded_loss_equals_the_row_gather_mean(self):
     """The reference sums the mean alignment term of the batch's users, positives and negatives; folded into
     distinct nodes with counts, :func:`bcjax.fit_posthoc`'s count-weighted loss is that sum over 3 (the mean over all
@@ -274,11 +324,18 @@ class PosthocTest(absltest.TestCase):
         single, multi = numpy_alignment_rows(z_new, z_prev, w, history)
         per_row = single if kind == "linear-sloss" else multi
         expected = sum(per_row[r[mask]].mean() for r in rows) / 3
-        fit = fit_posthoc(f32(z_new), f32(z_prev), tuple(map(f32, history)), loss=POSTHOC_LOSS[kind], per_dim=True,
-                          batches=(fold.node[None], fold.count[None]), init=PosthocFit(f32(w), None, None))
+        fit = fit_posthoc(
+          f32(z_new),
+          f32(z_prev),
+          tuple(map(f32, history)),
+          loss=POSTHOC_LOSS[kind],
+          per_dim=True,
+          batches=(fold.node[None], fold.count[None]),
+          init=PosthocFit(f32(w), None, None),
+        )
         assert_close(fit.losses[0], expected, err_msg=f"{kind}, B={b}")
 
-
+  @pytest.mark.heavy
   def test_recovers_a_known_map(self):
     _, versions = small_versions()
     vd = versions[1]
@@ -293,13 +350,12 @@ class PosthocTest(absltest.TestCase):
 
 
 class ConsumerTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_learns_a_separable_task(self):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(600, 5)).astype(np.float32)
     y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int32)
-    cfg = PRESETS["test"].__class__(**{**PRESETS["test"].__dict__, "consumer_epochs": 15,
-                                       "consumer_batch_size": 128})
+    cfg = PRESETS["test"].__class__(**{**PRESETS["test"].__dict__, "consumer_epochs": 15, "consumer_batch_size": 128})
     c = train_consumer(x[:400], y[:400], x[400:500], y[400:500], 16, 0.25, 0, cfg)
     self.assertGreater(c.stop_auc, 0.95)
     self.assertGreater(score(c, x[500:], y[500:]), 0.95)
@@ -310,6 +366,7 @@ class ConsumerTest(absltest.TestCase):
     self.assertGreater(flip_rate(c, x[500:], -x[500:], y[500:]), 0.5)  # a mirrored input flips most examples
     self.assertEqual(flip_rate(c, x[500:], x[500:], y[500:]), 0.0)
 
+  @pytest.mark.heavy
   def test_second_block_has_no_relu(self):
     model = ConsumerMLP(3, 4, 0.0, rngs=nnx.Rngs(0))
     model.eval()
@@ -319,13 +376,22 @@ class ConsumerTest(absltest.TestCase):
 
 
 class ReportTest(absltest.TestCase):
-
   def test_headline_names_the_best_backward_compatible_method(self):
     def row(i, u):
-      return {"intended_degradation_pct": i, "unintended_degradation_pct": u,
-              "combined_degradation_pct": None if u is None else i + u}
-    methods = {"keep-all": row(0.0, 0.0), "non-bc": row(0.0, -30.0), "fix-m0": row(-6.0, 0.0),
-               "joint-notrans": row(-3.0, -3.5), "bc-aligner": row(-3.0, -1.0), "post-lin-sloss": row(0.0, -14.0)}
+      return {
+        "intended_degradation_pct": i,
+        "unintended_degradation_pct": u,
+        "combined_degradation_pct": None if u is None else i + u,
+      }
+
+    methods = {
+      "keep-all": row(0.0, 0.0),
+      "non-bc": row(0.0, -30.0),
+      "fix-m0": row(-6.0, 0.0),
+      "joint-notrans": row(-3.0, -3.5),
+      "bc-aligner": row(-3.0, -1.0),
+      "post-lin-sloss": row(0.0, -14.0),
+    }
     line = headline({"methods": methods})
     self.assertTrue(line.startswith("Best backward-compatible trade-off: bc-aligner, combined -4.00 %"), line)
     self.assertIn("intended -3.00 % vs Keep-All", line)
@@ -337,18 +403,36 @@ class ReportTest(absltest.TestCase):
   def test_headline_says_whether_the_lead_survives_redrawn_val_users(self):
     def row(i, u):
       return {"intended_degradation_pct": i, "unintended_degradation_pct": u, "combined_degradation_pct": i + u}
-    results = {"methods": {"joint-lin-sloss": row(-3.0, -1.5), "bc-aligner": row(-2.0, -1.0)},
-               "gap": {"best": "bc-aligner", "next": "joint-lin-sloss", "gap_pct": 1.5, "ci95": [0.25, 2.75],
-                       "intended_ci95": [-0.25, 2.25]}}
-    self.assertIn("The lead of 1.50 points has a 95 % interval of [+0.25, +2.75] over redrawn val users (consumer "
-                  "AUCs held fixed): it holds when the val users are redrawn.", headline(results))
+
+    results = {
+      "methods": {"joint-lin-sloss": row(-3.0, -1.5), "bc-aligner": row(-2.0, -1.0)},
+      "gap": {
+        "best": "bc-aligner",
+        "next": "joint-lin-sloss",
+        "gap_pct": 1.5,
+        "ci95": [0.25, 2.75],
+        "intended_ci95": [-0.25, 2.25],
+      },
+    }
+    self.assertIn(
+      "The lead of 1.50 points has a 95 % interval of [+0.25, +2.75] over redrawn val users (consumer "
+      "AUCs held fixed): it holds when the val users are redrawn.",
+      headline(results),
+    )
     results["gap"]["ci95"] = [-0.5, 3.5]
-    self.assertIn("[-0.50, +3.50] over redrawn val users (consumer AUCs held fixed): within the noise of the val "
-                  "users' draw: one run does not order the two", headline(results))
+    self.assertIn(
+      "[-0.50, +3.50] over redrawn val users (consumer AUCs held fixed): within the noise of the val "
+      "users' draw: one run does not order the two",
+      headline(results),
+    )
     same_models = {**results, "gap": {**results["gap"], "ci95": [0.5, 0.5], "intended_ci95": [0.0, 0.0]}}
-    self.assertTrue(headline(same_models).endswith(
+    self.assertTrue(
+      headline(same_models).endswith(
         "Both serve the same models, so the lead of 1.50 points is all on the consumer tasks, whose noise one run "
-        "does not measure."), headline(same_models))
+        "does not measure."
+      ),
+      headline(same_models),
+    )
     results["gap"]["best"] = "joint-lin-sloss"  # intervals of another ranking are never quoted
     self.assertTrue(headline(results).endswith("next: joint-lin-sloss -4.50 %."), headline(results))
 
@@ -361,6 +445,7 @@ class ValUserNoiseTest(absltest.TestCase):
   def per_user(self, rng, sizes, level):
     return [(np.arange(n) * 3, np.clip(rng.normal(level, 0.3, n), 0, 1)) for n in sizes]
 
+  @pytest.mark.heavy
   def test_intervals_are_centred_on_the_degradation_with_the_closed_form_width(self):
     rng = np.random.default_rng(0)
     sizes = (300, 250, 400)
@@ -376,12 +461,21 @@ class ValUserNoiseTest(absltest.TestCase):
     assert_close(high - low, 2 * 1.959964 * se, op="statistical", rtol=0.1, atol=0.0)
     self.assertLess(high, 0.0)  # a 5-point drop on 950 users is beyond their draw
 
-    results = {"methods": {
+    results = {
+      "methods": {
         "non-bc": {"intended_recall50_mean": x0},
-        "bc-aligner": {"intended_degradation_pct": degradation, "unintended_degradation_pct": -1.0,
-                       "combined_degradation_pct": degradation - 1.0},
-        "fix-m0": {"intended_degradation_pct": -40.0, "unintended_degradation_pct": 0.0,
-                   "combined_degradation_pct": -40.0}}}
+        "bc-aligner": {
+          "intended_degradation_pct": degradation,
+          "unintended_degradation_pct": -1.0,
+          "combined_degradation_pct": degradation - 1.0,
+        },
+        "fix-m0": {
+          "intended_degradation_pct": -40.0,
+          "unintended_degradation_pct": 0.0,
+          "combined_degradation_pct": -40.0,
+        },
+      }
+    }
     per_user["fix-m0"] = self.per_user(rng, sizes, 0.1)
     gap = noise.gap_interval(results, per_user, jax.random.key(1))
     self.assertEqual((gap["best"], gap["next"]), ("bc-aligner", "fix-m0"))
@@ -398,6 +492,7 @@ class ValUserNoiseTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "version 1: the two methods were scored on different val users"):
       noise.intended_intervals(per_user, 0.4, jax.random.key(0))
 
+  @pytest.mark.heavy
   def test_per_user_recalls_average_to_the_val_recall_and_shared_models_are_scored_once(self):
     _, versions = small_versions()
     rng = np.random.default_rng(2)
@@ -412,14 +507,25 @@ class ValUserNoiseTest(absltest.TestCase):
     self.assertIs(out["non-bc"][1], out["post-lin-sloss"][1])
 
   def test_notebook_arithmetic(self):
-    recalls = {"non-bc": [{"recall@50": 0.4}] * 2, "fix-m0": [{"recall@50": 0.2}] * 2,
-               "bc-aligner": [{"recall@50": 0.3}, {"recall@50": 0.5}]}
+    recalls = {
+      "non-bc": [{"recall@50": 0.4}] * 2,
+      "fix-m0": [{"recall@50": 0.2}] * 2,
+      "bc-aligner": [{"recall@50": 0.3}, {"recall@50": 0.5}],
+    }
     z = [np.zeros((3, 2)), np.zeros((3, 2))]
     published = {"non-bc": [z[0], np.full((3, 2), 1.0)], "fix-m0": z, "bc-aligner": [z[0], np.full((3, 2), 0.5)]}
-    consumers = {"t1": {"steps": [1], "auc": {"non-bc": [[0.5]], "fix-m0": [[0.8], [0.6]], "bc-aligner": [[0.7]]},
-                        "negative_flips": {"non-bc": [[0.3]], "fix-m0": [[0.0], [0.0]], "bc-aligner": [[0.1], [0.2]]}},
-                 "t2": {"steps": [1], "auc": {"non-bc": [[0.6]], "fix-m0": [[0.9]], "bc-aligner": [[0.8]]},
-                        "negative_flips": {"non-bc": [[0.1]], "fix-m0": [[0.0]], "bc-aligner": [[0.05]]}}}
+    consumers = {
+      "t1": {
+        "steps": [1],
+        "auc": {"non-bc": [[0.5]], "fix-m0": [[0.8], [0.6]], "bc-aligner": [[0.7]]},
+        "negative_flips": {"non-bc": [[0.3]], "fix-m0": [[0.0], [0.0]], "bc-aligner": [[0.1], [0.2]]},
+      },
+      "t2": {
+        "steps": [1],
+        "auc": {"non-bc": [[0.6]], "fix-m0": [[0.9]], "bc-aligner": [[0.8]]},
+        "negative_flips": {"non-bc": [[0.1]], "fix-m0": [[0.0]], "bc-aligner": [[0.05]]},
+      },
+    }
     published_recalls = {"non-bc": [0.1, 0.3], "fix-m0": [0.2, 0.2], "bc-aligner": [0.3, 0.3]}
     out = summarise(recalls, published, consumers, published_recalls)
     assert_close(out["bc-aligner"]["negative_flip_pct"], 100 * (0.15 + 0.05) / 2, scale=100.0)  # seeds, then tasks
@@ -436,37 +542,62 @@ class ValUserNoiseTest(absltest.TestCase):
     assert_close(out["non-bc"]["alignment_error_by_version"], [0.0, np.sqrt(2)])
     assert_close(out["bc-aligner"]["alignment_error"], np.sqrt(0.5) / 2)
 
+  @pytest.mark.heavy
   def test_transform_table_and_headline(self):
     def row(i, u, flips):
-      return {"intended_degradation_pct": i, "unintended_degradation_pct": u, "combined_degradation_pct": i + u,
-              "alignment_error": 1.0, "negative_flip_pct": flips, "recall_recovery_pct": 90.0}
-    results = {"dataset": "synthetic", "preset": "quick", "seed": 0, "transform_sweep": {
-        "linear": {"transform": "linear", "methods": {"post-lin-mloss": row(0.0, -8.0, 20.0),
-                                                      "bc-aligner": row(-3.0, -2.0, 6.0)}},
-        "mlp": {"transform": "mlp(hidden=64)", "methods": {"post-lin-mloss": row(0.0, -5.0, 15.0),
-                                                           "bc-aligner": row(-4.5, -1.0, 5.0)}}}}
+      return {
+        "intended_degradation_pct": i,
+        "unintended_degradation_pct": u,
+        "combined_degradation_pct": i + u,
+        "alignment_error": 1.0,
+        "negative_flip_pct": flips,
+        "recall_recovery_pct": 90.0,
+      }
+
+    results = {
+      "dataset": "synthetic",
+      "preset": "quick",
+      "seed": 0,
+      "transform_sweep": {
+        "linear": {
+          "transform": "linear",
+          "methods": {"post-lin-mloss": row(0.0, -8.0, 20.0), "bc-aligner": row(-3.0, -2.0, 6.0)},
+        },
+        "mlp": {
+          "transform": "mlp(hidden=64)",
+          "methods": {"post-lin-mloss": row(0.0, -5.0, 15.0), "bc-aligner": row(-4.5, -1.0, 5.0)},
+        },
+      },
+    }
     table = transform_table(results)
     self.assertIn("| mlp(hidden=64) | post-lin-mloss | post-hoc | -5.00 | +0.00 | -5.00 |", table)
     self.assertEqual(table.count("\n| "), 5)  # header and four rows
     lines = transform_headline(results).splitlines()
-    self.assertEqual(lines[0], "Best B_k, joint: linear (bc-aligner), combined -5.00 % (intended -3.00 %, negative "
-                               "flips 6.00 %).")  # -5.0 beats mlp's -5.5
+    self.assertEqual(
+      lines[0], "Best B_k, joint: linear (bc-aligner), combined -5.00 % (intended -3.00 %, negative flips 6.00 %)."
+    )  # -5.0 beats mlp's -5.5
     self.assertTrue(lines[1].startswith("Best B_k, post-hoc: mlp(hidden=64) (post-lin-mloss), combined -5.00 %"))
     path = Path(self.create_tempdir()) / "transforms.png"
     transform_figure(path, results)
     self.assertEqual(path.read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
 
+  @pytest.mark.heavy
   def test_figure_5(self):
     path = Path(self.create_tempdir()) / "figure5.png"
-    sweep = {str(lam): {"intended_degradation_pct": -lam / 4, "unintended_degradation_pct": -8 / lam,
-                        "combined_degradation_pct": -lam / 4 - 8 / lam} for lam in (1, 4, 16)}
+    sweep = {
+      str(lam): {
+        "intended_degradation_pct": -lam / 4,
+        "unintended_degradation_pct": -8 / lam,
+        "combined_degradation_pct": -lam / 4 - 8 / lam,
+      }
+      for lam in (1, 4, 16)
+    }
     figure_5(path, sweep)
     self.assertEqual(path.read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
 
 
 @pytest.mark.heavy
 class PresetTest(absltest.TestCase):
-
   def test_quick_widths_are_the_papers_over_eight_at_every_version(self):
     quick, paper = PRESETS["quick"].versions, PRESETS["paper"].versions
     self.assertEqual([layers for layers, _ in quick], [layers for layers, _ in paper])
@@ -483,8 +614,9 @@ class PresetTest(absltest.TestCase):
       for (_, d_prev), (_, d_new) in zip(cfg.versions[:-1], cfg.versions[1:]):
         delta = rng.normal(size=(16, d_prev))
         delta *= 3.0 / np.linalg.norm(delta, axis=1, keepdims=True)  # every row's squared error is 9
-        loss = single_step_loss(jnp.zeros((16, d_new)), jnp.asarray(delta, jnp.float32),
-                                jnp.zeros((d_prev, d_new)), per_dim=True)
+        loss = single_step_loss(
+          jnp.zeros((16, d_new)), jnp.asarray(delta, jnp.float32), jnp.zeros((d_prev, d_new)), per_dim=True
+        )
         pulls[name].append(cfg.lam * float(loss))
     self.assertEqual(PRESETS["paper"].lam, 16.0)  # the reference's lam16
     assert_close(np.float32(pulls["quick"]), np.float32(pulls["paper"]), "reduction")
@@ -507,12 +639,23 @@ class SeedsTest(absltest.TestCase):
     for i in range(len(next(iter(degradations.values())))):
       path = root / f"s{i}"
       path.mkdir()
-      config = {"experiment": "bc_aligner", "argv": ["--seed", str(10 + i)], "preset": "quick",
-                "dataset": "synthetic", "config": {"lam": 2.0, "epochs": 80, "seed": 10 + i}}
+      config = {
+        "experiment": "bc_aligner",
+        "argv": ["--seed", str(10 + i)],
+        "preset": "quick",
+        "dataset": "synthetic",
+        "config": {"lam": 2.0, "epochs": 80, "seed": 10 + i},
+      }
       for key, value in (config_changes or {}).get(i, {}).items():
         config["config"][key] = value
-      methods = {m: {"intended_degradation_pct": float(d[i, 0]), "unintended_degradation_pct": float(d[i, 1]),
-                     "combined_degradation_pct": float(d[i].sum())} for m, d in degradations.items()}
+      methods = {
+        m: {
+          "intended_degradation_pct": float(d[i, 0]),
+          "unintended_degradation_pct": float(d[i, 1]),
+          "combined_degradation_pct": float(d[i].sum()),
+        }
+        for m, d in degradations.items()
+      }
       (path / "config.json").write_text(json.dumps(config))
       (path / "results.json").write_text(json.dumps({"methods": methods}))
       paths.append(path)
@@ -547,11 +690,17 @@ class SeedsTest(absltest.TestCase):
       lead = combined["bc-aligner"] - combined[m]
       self.assertEqual(cells[5], "—" if m == "bc-aligner" else f"{np.mean(lead):+.2f} ± {np.std(lead, ddof=1):.2f}")
     holds = int(np.sum(d["finetune-m0"][:, 0] <= 0.0))
-    self.assertIn(f"Keep-All ≥ Finetune-M0 on {holds} of 3 seeds; BC-Aligner has the best combined degradation on "
-                  f"{best.count('bc-aligner')} of 3.", text)
+    self.assertIn(
+      f"Keep-All ≥ Finetune-M0 on {holds} of 3 seeds; BC-Aligner has the best combined degradation on "
+      f"{best.count('bc-aligner')} of 3.",
+      text,
+    )
     for i in range(3):
-      self.assertIn(f"| {10 + i} | {'yes' if d['finetune-m0'][i, 0] <= 0 else 'no'} | {best[i]} | n/a | "
-                    f"{d['bc-aligner'][i, 0]:+.2f} |", text)
+      self.assertIn(
+        f"| {10 + i} | {'yes' if d['finetune-m0'][i, 0] <= 0 else 'no'} | {best[i]} | n/a | "
+        f"{d['bc-aligner'][i, 0]:+.2f} |",
+        text,
+      )
 
   def test_leads_by_component_match_numpy_with_t_intervals(self):
     d = self.random_degradations()
@@ -568,12 +717,17 @@ class SeedsTest(absltest.TestCase):
     def cell(lead):
       half = t * np.std(lead, ddof=1) / np.sqrt(3)
       return f"{np.mean(lead):+.2f} [{np.mean(lead) - half:+.2f}, {np.mean(lead) + half:+.2f}] ({np.sum(lead > 0)} / 3)"
+
     section = text.split("by component")[1]
     for m in ("fix-m0", "finetune-m0", "joint-lin-sloss"):
       row = next(line for line in section.splitlines() if line.startswith(f"| {m} |"))
       bc, other = d["bc-aligner"], d[m]
-      expected = [cell(bc.sum(1) - other.sum(1)), cell(bc[:, 0] - other[:, 0]), cell(bc[:, 1] - other[:, 1]),
-                  cell(flips[m] - flips["bc-aligner"])]  # fewer flips is better: the method's minus BC-Aligner's
+      expected = [
+        cell(bc.sum(1) - other.sum(1)),
+        cell(bc[:, 0] - other[:, 0]),
+        cell(bc[:, 1] - other[:, 1]),
+        cell(flips[m] - flips["bc-aligner"]),
+      ]  # fewer flips is better: the method's minus BC-Aligner's
       self.assertEqual([c.strip() for c in row.strip("|").split("|")][1:], expected, m)
     for m in ("keep-all", "non-bc", "bc-aligner"):  # not a rival BC-Aligner is compared with
       self.assertNotIn(f"| {m} |", section.split("| seed |")[0])
@@ -591,19 +745,26 @@ class SeedsTest(absltest.TestCase):
     for i, (run, low) in enumerate(zip(runs, (0.5, -1.25, 0.75))):
       best, runner_up = sorted(candidates, key=lambda m, i=i: -combined[m][i])[:2]
       results = json.loads((run / "results.json").read_text())
-      results["gap"] = {"best": best, "next": runner_up, "gap_pct": combined[best][i] - combined[runner_up][i],
-                        "ci95": [low, 3.0], "intended_ci95": [low - 0.5, 2.5]}
+      results["gap"] = {
+        "best": best,
+        "next": runner_up,
+        "gap_pct": combined[best][i] - combined[runner_up][i],
+        "ci95": [low, 3.0],
+        "intended_ci95": [low - 0.5, 2.5],
+      }
       if i == 2:
         results["gap"]["best"] = runner_up  # an interval of another ranking is not quoted
       (run / "results.json").write_text(json.dumps(results))
     text = self.run_main(runs)
     for i, low in enumerate((0.5, -1.25)):
       best, runner_up = sorted(candidates, key=lambda m, i=i: -combined[m][i])[:2]
-      self.assertIn(f"| {best} | {combined[best][i] - combined[runner_up][i]:.2f} over {runner_up} "
-                    f"[{low:+.2f}, +3.00] |", text)
+      self.assertIn(
+        f"| {best} | {combined[best][i] - combined[runner_up][i]:.2f} over {runner_up} [{low:+.2f}, +3.00] |", text
+      )
     self.assertIn(f"| {best_of(combined, candidates, 2)} | n/a |", text)
-    self.assertIn("the best method's lead is beyond the val users' sampling noise on 1 of the 2 runs that "
-                  "measured it.", text)
+    self.assertIn(
+      "the best method's lead is beyond the val users' sampling noise on 1 of the 2 runs that measured it.", text
+    )
     results = json.loads((runs[0] / "results.json").read_text())
     results["gap"]["intended_ci95"] = [0.0, 0.0]  # two methods that serve the same models: not a val-user test
     (runs[0] / "results.json").write_text(json.dumps(results))
@@ -616,8 +777,9 @@ class SeedsTest(absltest.TestCase):
     d["bc-aligner"][:] = [0.5, -0.1]  # combined +0.4: above every other backward-compatible method
     d["finetune-m0"][:, 0] = [-1.0, 0.0, 2.0]  # Keep-All >= Finetune-M0 on the first two only (ties count)
     text = self.run_main(self.make_runs(d))
-    self.assertIn("Keep-All ≥ Finetune-M0 on 2 of 3 seeds; BC-Aligner has the best combined degradation on 3 of 3.",
-                  text)
+    self.assertIn(
+      "Keep-All ≥ Finetune-M0 on 2 of 3 seeds; BC-Aligner has the best combined degradation on 3 of 3.", text
+    )
 
   def test_report_file_is_written_once_and_never_over_another(self):
     paths = self.make_runs(self.random_degradations(2))
@@ -630,8 +792,10 @@ class SeedsTest(absltest.TestCase):
 
   def test_runs_of_different_protocols_unfinished_runs_and_repeated_seeds_are_refused(self):
     d = self.random_degradations()
-    cases = {"config.lam: 2.0 vs 16.0": self.make_runs(d, {2: {"lam": 16.0}}),
-             "seed 10 appears in more than one run": self.make_runs(d, {1: {"seed": 10}})}
+    cases = {
+      "config.lam: 2.0 vs 16.0": self.make_runs(d, {2: {"lam": 16.0}}),
+      "seed 10 appears in more than one run": self.make_runs(d, {1: {"seed": 10}}),
+    }
     unfinished = self.make_runs(d)
     (unfinished[1] / "results.json").unlink()
     cases["no results.json (not finished"] = unfinished
@@ -644,9 +808,18 @@ class SeedsTest(absltest.TestCase):
       seeds.main([str(self.make_runs(d)[0])])  # one run: nothing to compare
 
 
+@pytest.mark.heavy
 class CommandLineTest(absltest.TestCase):
-  ARGV = ["--preset", "test", "--methods", "bc-aligner,post-lin-mloss,keep-all", "--epochs", "2",
-          "--transform-sweep", "linear,orthogonal"]
+  ARGV = [
+    "--preset",
+    "test",
+    "--methods",
+    "bc-aligner,post-lin-mloss,keep-all",
+    "--epochs",
+    "2",
+    "--transform-sweep",
+    "linear,orthogonal",
+  ]
 
   @classmethod
   def setUpClass(cls):
@@ -672,14 +845,23 @@ class CommandLineTest(absltest.TestCase):
       self.assertEqual(len(r["intended_recall50_by_version"]), 5)
       self.assertEqual(len(r["alignment_error_by_version"]), 5)
       self.assertEqual(len(r["unintended_auc_by_task"]), 5)
-      for key in ("intended_degradation_pct", "unintended_degradation_pct", "combined_degradation_pct",
-                  "alignment_error", "negative_flip_pct", "recall_recovery_pct"):
+      for key in (
+        "intended_degradation_pct",
+        "unintended_degradation_pct",
+        "combined_degradation_pct",
+        "alignment_error",
+        "negative_flip_pct",
+        "recall_recovery_pct",
+      ):
         self.assertTrue(np.isfinite(r[key]), (m, key))
       self.assertEqual(len(r["published_recall50_by_version"]), 5)
     self.assertEqual(results["methods"]["fix-m0"]["negative_flip_pct"], 0.0)  # its published embeddings are M_0's
     fix = results["methods"]["fix-m0"]  # its published embeddings are M_0's own: its index recovers its own recall
-    assert_close(fix["recall_recovery_pct"], 100 * np.mean(fix["intended_recall50_by_version"]) /
-                 results["methods"]["non-bc"]["intended_recall50_mean"], scale=100.0)
+    assert_close(
+      fix["recall_recovery_pct"],
+      100 * np.mean(fix["intended_recall50_by_version"]) / results["methods"]["non-bc"]["intended_recall50_mean"],
+      scale=100.0,
+    )
     self.assertEqual(results["methods"]["fix-m0"]["alignment_error"], 0.0)
     self.assertEqual(results["methods"]["keep-all"]["unintended_degradation_pct"], 0.0)
     self.assertEqual(results["methods"]["non-bc"]["intended_degradation_pct"], 0.0)
@@ -706,9 +888,9 @@ class CommandLineTest(absltest.TestCase):
       for k in range(1, 5):
         d = ws[k - 1].shape[0]
         terms, carried, r = [1.0], np.eye(d), np.eye(d)
-        for w in reversed(ws[:k - 1]):
+        for w in reversed(ws[: k - 1]):
           carried = w @ carried
-          terms.append(np.sum(carried ** 2) / carried.shape[0])
+          terms.append(np.sum(carried**2) / carried.shape[0])
           r = r + d / carried.shape[0] * carried.T @ carried
         kappa.append(np.mean(terms))
         ranges.append(np.linalg.eigvalsh(r / k)[[0, -1]])
@@ -720,8 +902,10 @@ class CommandLineTest(absltest.TestCase):
       self.assertIsNone(results["methods"][m]["chain_norm_by_version"])
       self.assertIsNone(results["methods"][m]["multistep_weight_by_version"])
       self.assertIsNone(results["methods"][m]["multistep_pull_range_by_version"])
-    self.assertEqual({results["gap"]["best"], results["gap"]["next"]}, {"fix-m0", "post-lin-mloss", "bc-aligner"}
-                     & {results["gap"]["best"], results["gap"]["next"]})
+    self.assertEqual(
+      {results["gap"]["best"], results["gap"]["next"]},
+      {"fix-m0", "post-lin-mloss", "bc-aligner"} & {results["gap"]["best"], results["gap"]["next"]},
+    )
     self.assertEqual(cli.main(["--preset", "test", "--out", str(out), "--no-progress"]), 2)  # never overwrites
 
   def test_the_seeds_report_reads_finished_runs(self):
@@ -734,8 +918,10 @@ class CommandLineTest(absltest.TestCase):
       self.assertEqual(seeds.main([str(self.tmp / "run"), str(other)]), 0)
     results = json.loads((self.tmp / "run" / "results.json").read_text())
     bc = results["methods"]["bc-aligner"]
-    self.assertIn(f"| bc-aligner | {bc['combined_degradation_pct']:+.2f} ± 0.00 | "
-                  f"{bc['intended_degradation_pct']:+.2f} ± 0.00 |", stdout.getvalue())
+    self.assertIn(
+      f"| bc-aligner | {bc['combined_degradation_pct']:+.2f} ± 0.00 | {bc['intended_degradation_pct']:+.2f} ± 0.00 |",
+      stdout.getvalue(),
+    )
     self.assertIn("Finetune-M0 not run; BC-Aligner has the best combined degradation on", stdout.getvalue())
 
   def test_the_transform_sweep_reruns_the_transformed_methods_with_each_kind(self):
@@ -743,21 +929,25 @@ class CommandLineTest(absltest.TestCase):
     results = json.loads((out / "results.json").read_text())
     sweep = results["transform_sweep"]
     self.assertEqual(list(sweep), ["linear", "orthogonal"])
-    self.assertEqual({k: set(s["methods"]) for k, s in sweep.items()},
-                     {k: {"post-lin-mloss", "bc-aligner"} for k in sweep})
+    self.assertEqual(
+      {k: set(s["methods"]) for k, s in sweep.items()}, {k: {"post-lin-mloss", "bc-aligner"} for k in sweep}
+    )
     for m in ("post-lin-mloss", "bc-aligner"):  # the run's own kind is the main table's row, not a rerun
       self.assertEqual(sweep["linear"]["methods"][m], results["methods"][m])
-      self.assertNotEqual(sweep["orthogonal"]["methods"][m]["alignment_error"],
-                          results["methods"][m]["alignment_error"])
+      self.assertNotEqual(
+        sweep["orthogonal"]["methods"][m]["alignment_error"], results["methods"][m]["alignment_error"]
+      )
     # the post-hoc kinds fit B_k on the shared Non-BC models: same intended recall, different published embeddings
-    self.assertEqual(sweep["orthogonal"]["methods"]["post-lin-mloss"]["intended_recall50_by_version"],
-                     results["methods"]["non-bc"]["intended_recall50_by_version"])
+    self.assertEqual(
+      sweep["orthogonal"]["methods"]["post-lin-mloss"]["intended_recall50_by_version"],
+      results["methods"]["non-bc"]["intended_recall50_by_version"],
+    )
     registry = Registry(out / "registries" / "transform=orthogonal" / "bc-aligner")
     for k in range(1, 5):
       transform, params = registry.backward_map(k)
       self.assertEqual(transform.kind, "orthogonal")
       q = np.asarray(semi_orthogonal(np.float64(params["a"])))  # the registry applies its maps in float64
-      assert_close(q @ q.T, np.eye(q.shape[0]), "linalg")  # D_(k-1) <= D_k: orthonormal rows
+      assert_close(q @ q.T, np.eye(q.shape[0]), "linalg", scale=1.0)  # D_(k-1) <= D_k: orthonormal rows
     for m in ("post-lin-mloss", "bc-aligner"):  # products of matrices with orthonormal rows keep them: norm 1
       assert_close(sweep["orthogonal"]["methods"][m]["chain_norm_by_version"], [1.0] * 4, "linalg")
       # and with the per-coordinate scaling each carried term keeps the residual's mean pull: κ = 1
@@ -773,28 +963,49 @@ class CommandLineTest(absltest.TestCase):
       cli.main(["--methods", "magic"])
     with self.assertRaises(SystemExit):
       cli.main(["--lambda-sweep", "1,x"])
-    for flag, value in (("--consumer-hidden", "0"), ("--consumer-dropout", "1.0"), ("--consumer-seeds", "0"),
-                        ("--consumer-epochs", "-1"), ("--lambda-sweep", "0")):
+    for flag, value in (
+      ("--consumer-hidden", "0"),
+      ("--consumer-dropout", "1.0"),
+      ("--consumer-seeds", "0"),
+      ("--consumer-epochs", "-1"),
+      ("--lambda-sweep", "0"),
+    ):
       with self.assertRaises(SystemExit, msg=flag):
         EXPERIMENT.parse([flag, value])
 
   def test_bad_transform_flags_exit_2_before_writing(self):
     out = Path(self.create_tempdir().full_path) / "run"
-    for flags in (["--transform", "affine", "--transform-rank", "100"],
-                  ["--transform-sweep", "linear,affine", "--transform-rank", "100"],
-                  ["--transform-sweep", "linear,mlp", "--lambda-sweep", "1,4"],
-                  ["--transform-sweep", "linear,mlp", "--methods", "finetune-m0,joint-notrans"],
-                  ["--transform-sweep", "linear,rotation"]):
+    for flags in (
+      ["--transform", "affine", "--transform-rank", "100"],
+      ["--transform-sweep", "linear,affine", "--transform-rank", "100"],
+      ["--transform-sweep", "linear,mlp", "--lambda-sweep", "1,4"],
+      ["--transform-sweep", "linear,mlp", "--methods", "finetune-m0,joint-notrans"],
+      ["--transform-sweep", "linear,rotation"],
+    ):
       with self.assertRaises(SystemExit, msg=flags) as exit_:
         cli.main(["--preset", "test", *flags, "--out", str(out), "--no-progress"])
       self.assertEqual(exit_.exception.code, 2, flags)
       self.assertFalse(out.exists(), flags)
 
   def test_consumer_overrides(self):
-    _, _, cfg = EXPERIMENT.parse(["--preset", "paper", "--consumer-hidden", "128,256", "--consumer-dropout", "0,0.5",
-                                   "--consumer-seeds", "3", "--consumer-epochs", "50"])
-    self.assertEqual((cfg.consumer_hidden, cfg.consumer_dropout, cfg.consumer_seeds, cfg.consumer_epochs),
-                     ((128, 256), (0.0, 0.5), 3, 50))
+    _, _, cfg = EXPERIMENT.parse(
+      [
+        "--preset",
+        "paper",
+        "--consumer-hidden",
+        "128,256",
+        "--consumer-dropout",
+        "0,0.5",
+        "--consumer-seeds",
+        "3",
+        "--consumer-epochs",
+        "50",
+      ]
+    )
+    self.assertEqual(
+      (cfg.consumer_hidden, cfg.consumer_dropout, cfg.consumer_seeds, cfg.consumer_epochs),
+      ((128, 256), (0.0, 0.5), 3, 50),
+    )
     self.assertEqual(cfg.epochs, PRESETS["paper"].epochs)
 
   def test_epochs_scale_the_schedule(self):

@@ -14,11 +14,28 @@ from tests._tolerance import assert_close
 
 @pytest.mark.heavy
 class BenchmarkSmokeTest(absltest.TestCase):
-
   def test_upgrade_quick_writes_the_documented_fields(self):
     out = Path(self.create_tempdir().full_path) / "upgrade.json"
-    self.assertEqual(upgrade_benchmark.main(["--out", str(out), "--quick", "--rows", "5000", "--widths", "16",
-                                             "--repeats", "1", "--query-repeats", "20", "--pairs", "600"]), 0)
+    self.assertEqual(
+      upgrade_benchmark.main(
+        [
+          "--out",
+          str(out),
+          "--quick",
+          "--rows",
+          "5000",
+          "--widths",
+          "16",
+          "--repeats",
+          "1",
+          "--query-repeats",
+          "20",
+          "--pairs",
+          "600",
+        ]
+      ),
+      0,
+    )
     report = json.loads(out.read_text())
     self.assertEqual(sorted(report["fit"]), ["affine", "linear", "mlp", "orthogonal"])
     (row,) = report["transform"]
@@ -47,15 +64,34 @@ class BenchmarkSmokeTest(absltest.TestCase):
   def test_gramian_vs_sampling_quick_writes_the_documented_fields(self):
     out = Path(self.create_tempdir().full_path) / "gram.json"
     # the equal-cost comparison on a smaller trajectory: its fields, not its numbers, are under test here
-    self.assertEqual(gramian_vs_sampling.main(["--out", str(out), "--quick", "--step-pages", "3000",
-                                               "--step-repeats", "1", "--n", "1000", "--steps", "100",
-                                               "--alphas", "0.2"]), 0)
+    self.assertEqual(
+      gramian_vs_sampling.main(
+        [
+          "--out",
+          str(out),
+          "--quick",
+          "--step-pages",
+          "3000",
+          "--step-repeats",
+          "1",
+          "--n",
+          "1000",
+          "--steps",
+          "100",
+          "--alphas",
+          "0.2",
+        ]
+      ),
+      0,
+    )
     report = json.loads(out.read_text())
     steps = report["train_steps"]
     self.assertEqual(steps["pages"], 3000)
     self.assertEqual(steps["optimizer"], "lazy-adam")
-    self.assertEqual(sorted(steps["methods"]), ["exact-uniform", "sagram-uniform", "sampling-uniform", "softmax-logq",
-                                                "sogram-uniform"])
+    self.assertEqual(
+      sorted(steps["methods"]),
+      ["exact-uniform", "sagram-uniform", "sampling-uniform", "softmax-logq", "sogram-uniform"],
+    )
     for method, row in steps["methods"].items():
       self.assertGreater(row["median_s"], 0.0, method)
       self.assertGreater(row["compile_s"], 0.0, method)
@@ -63,13 +99,16 @@ class BenchmarkSmokeTest(absltest.TestCase):
       self.assertGreaterEqual(row["state_bytes"], 3 * steps["param_bytes"], method)  # parameters and Adam's moments
       self.assertGreater(row["xla_peak_bytes"], row["state_bytes"] // 2, method)
     k = steps["k"]
-    self.assertEqual(steps["methods"]["sogram-uniform"]["state_bytes"] - steps["methods"]["exact-uniform"]["state_bytes"],
-                     2 * (4 * k * k + 4))  # per side a float32 k x k Gramian and an int32 count
+    self.assertEqual(
+      steps["methods"]["sogram-uniform"]["state_bytes"] - steps["methods"]["exact-uniform"]["state_bytes"],
+      2 * (4 * k * k + 4),
+    )  # per side a float32 k x k Gramian and an int32 count
     sagram_extra = steps["methods"]["sagram-uniform"]["state_bytes"] - steps["methods"]["exact-uniform"]["state_bytes"]
     self.assertEqual(sagram_extra, 2 * (4 * 3000 * k + 4 * k * k + 4))  # per side the n x k cache, S and a count
     for row in report["cost"]:
-      self.assertEqual(set(row) >= {"batch", "k", "double_sum_s", "gramian_s", "sogram_update_s", "ratio",
-                                    "flop_ratio"}, True)
+      self.assertEqual(
+        set(row) >= {"batch", "k", "double_sum_s", "gramian_s", "sogram_update_s", "ratio", "flop_ratio"}, True
+      )
       assert_close(row["ratio"], row["double_sum_s"] / row["gramian_s"])
     equal = report["equal_cost"]
     for key in ("sogram_b128_error", "sampling_b1024_error"):
@@ -108,8 +147,9 @@ class BenchmarkSmokeTest(absltest.TestCase):
       self.assertGreater(r["two_tower_step"]["median_s"], 0)
       self.assertGreater(r["two_tower_step"]["compile_s"], 0)
       # the same global batches on every device count: the same loss up to float32 summation order
-      assert_close(np.float32(r["two_tower_step"]["final_loss"]), np.float32(rows[0]["two_tower_step"]["final_loss"]),
-                   "reduction")
+      assert_close(
+        np.float32(r["two_tower_step"]["final_loss"]), np.float32(rows[0]["two_tower_step"]["final_loss"]), "reduction"
+      )
     with self.assertRaises(SystemExit) as ctx:  # a batch not divisible by a device count is refused before work
       scaling.main(["--out", str(out.with_name("x.json")), "--quick", "--devices", "3"])
     self.assertEqual(ctx.exception.code, 2)

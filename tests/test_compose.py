@@ -1,5 +1,6 @@
 """Tests of compose, compositions, apply_backward, apply_chain and notrans against float64 NumPy."""
 
+import pytest
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,7 +14,6 @@ from tests._tolerance import assert_close
 
 
 class ComposeTest(parameterized.TestCase):
-
   @parameterized.parameters([(3,), (5, 2), (4, 6, 3, 8)])
   def test_compose_equals_left_to_right_product(self, *dims):
     rng = np.random.default_rng(len(dims))
@@ -85,6 +85,7 @@ class ComposeTest(parameterized.TestCase):
     self.assertEqual(apply_chain(np.ones((1, 4), np.float32), ws).dtype, jnp.float32)
 
   @given(st.lists(st.integers(1, 5), min_size=2, max_size=5), st.integers(0, 2**31 - 1))
+  @pytest.mark.heavy
   def test_composition_is_associative_under_splitting(self, dims, seed):
     rng = np.random.default_rng(seed)
     ws = [rng.normal(size=(dims[i], dims[i + 1])) for i in range(len(dims) - 1)]

@@ -1,6 +1,7 @@
 """Tests of the conceptor algebra: NumPy float64 references, Jaeger's laws as hypothesis properties, singular inputs,
 limits, gradients, batching and bad inputs."""
 
+import pytest
 import math
 
 import jax
@@ -13,10 +14,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jax.test_util import check_grads
 
-from bcjax.conceptors import (aperture_adaptation, conceptor, conceptor_from_correlation, conjunction, correlation,
-                              disjunction, negation, quota)
+from bcjax.conceptors import (
+  aperture_adaptation,
+  conceptor,
+  conceptor_from_correlation,
+  conjunction,
+  correlation,
+  disjunction,
+  negation,
+  quota,
+)
 from tests._tolerance import assert_close
-
 
 
 def assert_conceptors_close(a, b):
@@ -43,22 +51,24 @@ def psd_le(a: np.ndarray, b: np.ndarray, tol: float = 1e-8) -> bool:
 
 conceptors = st.builds(random_conceptor, st.integers(0, 2**31 - 1), st.integers(2, 6))
 regular_pairs = st.integers(0, 2**31 - 1).flatmap(
-    lambda seed: st.integers(2, 6).map(lambda n: (random_conceptor(seed, n, "regular"),
-                                                  random_conceptor(seed + 1, n, "regular"))))
+  lambda seed: st.integers(2, 6).map(
+    lambda n: (random_conceptor(seed, n, "regular"), random_conceptor(seed + 1, n, "regular"))
+  )
+)
 mixed_pairs = st.tuples(st.integers(0, 2**31 - 1), st.integers(2, 6)).map(
-    lambda t: (random_conceptor(t[0], t[1]), random_conceptor(t[0] + 7, t[1])))
+  lambda t: (random_conceptor(t[0], t[1]), random_conceptor(t[0] + 7, t[1]))
+)
 
 
 class FromDataTest(parameterized.TestCase):
-
   @parameterized.product(n_samples=[3, 10, 40], alpha=[0.5, 1.0, 3.0])
   def test_eigenvalues_are_sigma_over_sigma_plus_alpha_minus_two(self, n_samples, alpha):
     x = np.random.default_rng(n_samples).normal(size=(n_samples, 6))
     r = x.T @ x / n_samples
     sigma = np.clip(np.linalg.eigvalsh(r), 0, None)
     c = np.asarray(conceptor(x, alpha))
-    assert_conceptors_close(np.linalg.eigvalsh(c), np.sort(sigma / (sigma + alpha ** -2)))
-    assert_conceptors_close(c, r @ np.linalg.pinv(r + alpha ** -2 * np.eye(6)))
+    assert_conceptors_close(np.linalg.eigvalsh(c), np.sort(sigma / (sigma + alpha**-2)))
+    assert_conceptors_close(c, r @ np.linalg.pinv(r + alpha**-2 * np.eye(6)))
     np.testing.assert_array_equal(c, c.T)  # exactly symmetric
     self.assertTrue(np.all(np.linalg.eigvalsh(c) < 1) and np.all(np.linalg.eigvalsh(c) > -1e-12))
 
@@ -68,20 +78,23 @@ class FromDataTest(parameterized.TestCase):
     where = np.array([1, 1, 1, 0, 0, 1, 1], bool)
     assert_close(correlation(x, where=where), x[where].T @ x[where] / 5)
 
+  @pytest.mark.heavy
   def test_axis_name_sums_correlations_across_shards(self):
     x = np.random.default_rng(1).normal(size=(8, 4))
     sharded = jax.vmap(lambda xs: conceptor(xs, 1.5, axis_name="data"), axis_name="data")(x.reshape(2, 4, 4))
     assert_conceptors_close(sharded[0], conceptor(x, 1.5))
     assert_conceptors_close(sharded[1], conceptor(x, 1.5))
 
+  @pytest.mark.heavy
   def test_minimises_the_regularised_reconstruction_objective(self):
     x = np.random.default_rng(2).normal(size=(30, 4))
     c = np.asarray(conceptor(x, 1.2))
-    objective = lambda m: np.mean(np.sum((x - x @ m.T) ** 2, 1)) + 1.2 ** -2 * np.sum(m ** 2)
-    grad = jax.grad(lambda m: jnp.mean(jnp.sum((x - x @ m.T) ** 2, 1)) + 1.2 ** -2 * jnp.sum(m ** 2))(c)
+    objective = lambda m: np.mean(np.sum((x - x @ m.T) ** 2, 1)) + 1.2**-2 * np.sum(m**2)
+    grad = jax.grad(lambda m: jnp.mean(jnp.sum((x - x @ m.T) ** 2, 1)) + 1.2**-2 * jnp.sum(m**2))(c)
     assert_close(grad, 0.0, scale=np.abs(x).max() ** 2)  # the terms are O(|x|²)
     self.assertLess(objective(c), objective(c + 1e-3 * np.eye(4)))
 
+  @pytest.mark.heavy
   def test_rank_deficient_data_gives_finite_results_and_gradients(self):
     x = np.random.default_rng(3).normal(size=(2, 6))  # rank 2 in 6 dimensions: four zero eigenvalues
     c = np.asarray(conceptor(x))
@@ -94,20 +107,22 @@ class FromDataTest(parameterized.TestCase):
 
 
 class LawsTest(parameterized.TestCase):
-
   @given(mixed_pairs)
+  @pytest.mark.heavy
   def test_de_morgan_both_ways(self, pair):
     c, b = pair
     assert_conceptors_close(negation(disjunction(c, b)), conjunction(negation(c), negation(b)))
     assert_conceptors_close(negation(conjunction(c, b)), disjunction(negation(c), negation(b)))
 
   @given(mixed_pairs)
+  @pytest.mark.heavy
   def test_commutativity(self, pair):
     c, b = pair
     assert_conceptors_close(conjunction(c, b), conjunction(b, c))
     assert_conceptors_close(disjunction(c, b), disjunction(b, c))
 
   @given(st.integers(0, 2**31 - 1), st.integers(2, 5))
+  @pytest.mark.heavy
   def test_associativity(self, seed, n):
     c, b, d = (random_conceptor(seed + i, n) for i in range(3))
     assert_conceptors_close(conjunction(conjunction(c, b), d), conjunction(c, conjunction(b, d)))
@@ -118,6 +133,7 @@ class LawsTest(parameterized.TestCase):
     assert_conceptors_close(negation(negation(c)), c)
 
   @given(conceptors)
+  @pytest.mark.heavy
   def test_self_combination_changes_aperture(self, c):
     assert_conceptors_close(disjunction(c, c), aperture_adaptation(c, math.sqrt(2)))
     assert_conceptors_close(conjunction(c, c), aperture_adaptation(c, 1 / math.sqrt(2)))
@@ -134,6 +150,7 @@ class LawsTest(parameterized.TestCase):
     assert_conceptors_close(aperture_adaptation(negation(c), gamma), negation(aperture_adaptation(c, 1 / gamma)))
 
   @given(regular_pairs, st.floats(0.2, 5.0))
+  @pytest.mark.heavy
   def test_aperture_distributes_over_and_and_or(self, pair, gamma):
     c, b = pair
     phi = lambda m: aperture_adaptation(m, gamma)
@@ -141,6 +158,7 @@ class LawsTest(parameterized.TestCase):
     assert_conceptors_close(phi(conjunction(c, b)), conjunction(phi(c), phi(b)))
 
   @given(mixed_pairs)
+  @pytest.mark.heavy
   def test_results_are_conceptors(self, pair):
     for m in (conjunction(*pair), disjunction(*pair), aperture_adaptation(pair[0], 0.7)):
       m = np.asarray(m)
@@ -151,8 +169,8 @@ class LawsTest(parameterized.TestCase):
 
 
 class DataIdentitiesTest(parameterized.TestCase):
-
   @given(st.integers(0, 2**31 - 1), st.integers(2, 6), st.floats(0.3, 3.0))
+  @pytest.mark.heavy
   def test_or_adds_and_and_harmonically_averages_correlations(self, seed, n, alpha):
     rng = np.random.default_rng(seed)
     x, y = rng.normal(size=(n + 3, n)), rng.normal(size=(n + 5, n))
@@ -184,12 +202,19 @@ class DataIdentitiesTest(parameterized.TestCase):
 
   @parameterized.parameters(0.5, 2.0, 7.0)
   def test_aperture_adaptation_rescales_alpha(self, gamma):
-    assert_conceptors_close(aperture_adaptation(conceptor_from_correlation(self.r, 1.3), gamma), conceptor_from_correlation(self.r, 1.3 * gamma))
+    assert_conceptors_close(
+      aperture_adaptation(conceptor_from_correlation(self.r, 1.3), gamma),
+      conceptor_from_correlation(self.r, 1.3 * gamma),
+    )
     c = conceptor_from_correlation(self.r, 1.0)
-    assert_conceptors_close(aperture_adaptation(aperture_adaptation(c, 2.0), gamma), aperture_adaptation(c, 2.0 * gamma))
+    assert_conceptors_close(
+      aperture_adaptation(aperture_adaptation(c, 2.0), gamma), aperture_adaptation(c, 2.0 * gamma)
+    )
 
   def test_negation_is_conceptor_of_inverse_correlation(self):
-    assert_conceptors_close(negation(conceptor_from_correlation(self.r, 2.0)), conceptor_from_correlation(np.linalg.inv(self.r), 0.5))
+    assert_conceptors_close(
+      negation(conceptor_from_correlation(self.r, 2.0)), conceptor_from_correlation(np.linalg.inv(self.r), 0.5)
+    )
 
   def test_quota_is_mean_eigenvalue(self):
     c = np.asarray(conceptor_from_correlation(self.r))
@@ -197,7 +222,6 @@ class DataIdentitiesTest(parameterized.TestCase):
 
 
 class SingularTest(parameterized.TestCase):
-
   def test_special_cases(self):
     c = random_conceptor(0, 5)
     zero, eye = np.zeros((5, 5)), np.eye(5)
@@ -240,16 +264,15 @@ class SingularTest(parameterized.TestCase):
 
 
 class TransformTest(parameterized.TestCase):
-
   def setUp(self):
     super().setUp()
     self.c, self.b = random_conceptor(1, 4, "regular"), random_conceptor(2, 4, "regular")
 
+  @pytest.mark.heavy
   def test_gradients_match_finite_differences(self):
     sym = lambda m: (m + m.T) / 2
     x = np.random.default_rng(7).normal(size=(10, 4))
-    check_grads(lambda r, a: conceptor_from_correlation(sym(r), a), (x.T @ x / 10, 1.3), order=1,
-                modes=["fwd", "rev"])
+    check_grads(lambda r, a: conceptor_from_correlation(sym(r), a), (x.T @ x / 10, 1.3), order=1, modes=["fwd", "rev"])
     check_grads(lambda c, b: conjunction(sym(c), sym(b)), (self.c, self.b), order=1, modes=["fwd", "rev"])
     check_grads(lambda c, b: disjunction(sym(c), sym(b)), (self.c, self.b), order=1, modes=["fwd", "rev"])
     check_grads(lambda c, g: aperture_adaptation(sym(c), g), (self.c, 1.7), order=1, modes=["fwd", "rev"])
@@ -261,6 +284,7 @@ class TransformTest(parameterized.TestCase):
     assert_conceptors_close(jax.jit(aperture_adaptation)(self.c, 2.0), aperture_adaptation(self.c, 2.0))
     assert_conceptors_close(jax.jit(aperture_adaptation)(self.c, jnp.inf), aperture_adaptation(self.c, np.inf))
 
+  @pytest.mark.heavy
   def test_batched_inputs_and_vmap_equal_loop(self):
     cs = np.stack([random_conceptor(i, 4) for i in range(3)])
     bs = np.stack([random_conceptor(10 + i, 4) for i in range(3)])
@@ -276,19 +300,23 @@ class TransformTest(parameterized.TestCase):
 
 
 BAD = [
-    ("alpha_zero", lambda: conceptor(np.ones((3, 2)), 0.0), ValueError, ["`alpha`", "0.0"]),
-    ("alpha_negative", lambda: conceptor_from_correlation(np.eye(2), -1.0), ValueError, ["`alpha`"]),
-    ("alpha_nan", lambda: conceptor(np.ones((3, 2)), float("nan")), ValueError, ["`alpha`", "nan"]),
-    ("alpha_inf", lambda: conceptor(np.ones((3, 2)), float("inf")), ValueError, ["`alpha`"]),
-    ("non_square", lambda: negation(np.ones((2, 3))), ValueError, ["`c`", "square", "(2, 3)"]),
-    ("non_symmetric", lambda: conjunction(np.eye(2), np.array([[0.5, 0.4], [0.0, 0.5]])), ValueError,
-     ["`b`", "symmetric"]),
-    ("size_mismatch", lambda: disjunction(np.eye(2), np.eye(3)), ValueError, ["`c`", "`b`", "(2, 2)", "(3, 3)"]),
-    ("gamma_negative", lambda: aperture_adaptation(np.eye(2) / 2, -0.5), ValueError, ["`gamma`", "[0, inf]"]),
-    ("gamma_nan", lambda: aperture_adaptation(np.eye(2) / 2, float("nan")), ValueError, ["`gamma`"]),
-    ("nan_matrix", lambda: quota(np.full((2, 2), np.nan)), ValueError, ["`c`", "NaN"]),
-    ("no_samples", lambda: conceptor(np.ones((0, 3))), ValueError, ["`x`", "no (unmasked) rows"]),
-    ("vector_samples", lambda: correlation(np.ones(3)), ValueError, ["`x`", "[..., n, N]"]),
+  ("alpha_zero", lambda: conceptor(np.ones((3, 2)), 0.0), ValueError, ["`alpha`", "0.0"]),
+  ("alpha_negative", lambda: conceptor_from_correlation(np.eye(2), -1.0), ValueError, ["`alpha`"]),
+  ("alpha_nan", lambda: conceptor(np.ones((3, 2)), float("nan")), ValueError, ["`alpha`", "nan"]),
+  ("alpha_inf", lambda: conceptor(np.ones((3, 2)), float("inf")), ValueError, ["`alpha`"]),
+  ("non_square", lambda: negation(np.ones((2, 3))), ValueError, ["`c`", "square", "(2, 3)"]),
+  (
+    "non_symmetric",
+    lambda: conjunction(np.eye(2), np.array([[0.5, 0.4], [0.0, 0.5]])),
+    ValueError,
+    ["`b`", "symmetric"],
+  ),
+  ("size_mismatch", lambda: disjunction(np.eye(2), np.eye(3)), ValueError, ["`c`", "`b`", "(2, 2)", "(3, 3)"]),
+  ("gamma_negative", lambda: aperture_adaptation(np.eye(2) / 2, -0.5), ValueError, ["`gamma`", "[0, inf]"]),
+  ("gamma_nan", lambda: aperture_adaptation(np.eye(2) / 2, float("nan")), ValueError, ["`gamma`"]),
+  ("nan_matrix", lambda: quota(np.full((2, 2), np.nan)), ValueError, ["`c`", "NaN"]),
+  ("no_samples", lambda: conceptor(np.ones((0, 3))), ValueError, ["`x`", "no (unmasked) rows"]),
+  ("vector_samples", lambda: correlation(np.ones(3)), ValueError, ["`x`", "[..., n, N]"]),
 ]
 
 

@@ -26,7 +26,6 @@ DATA = Path(os.environ.get("BCJAX_DATA_DIR", ROOT.parent / "shared" / "data"))
 
 @pytest.mark.heavy
 class ConceptorsStsTest(absltest.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -101,8 +100,9 @@ class ConceptorsStsTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, f"genre '{g}' has .* scores spanning 0.0; Pearson's r"):
       check_inputs(vectors, flat)
     empty = dict(genres)
-    empty[g] = genres[g]._replace(sentence1=("zzzz qqqq",) * len(genres[g].scores),
-                                  sentence2=("xxxx",) * len(genres[g].scores))
+    empty[g] = genres[g]._replace(
+      sentence1=("zzzz qqqq",) * len(genres[g].scores), sentence2=("xxxx",) * len(genres[g].scores)
+    )
     with self.assertRaisesRegex(ValueError, "no sentence has a word in the word-vector vocabulary"):
       check_inputs(vectors, empty)
     with self.assertRaisesRegex(ValueError, "none of the stop words"):
@@ -127,8 +127,10 @@ class ConceptorsStsTest(absltest.TestCase):
   @absltest.skipUnless((DATA / "sts" / "STSBenchmark").is_dir(), "development STS data not present")
   def test_real_sts_genres_have_the_reference_counts(self):
     genres = load_sts_genres(DATA / "sts")
-    self.assertEqual({g: len(p.scores) for g, p in genres.items()},
-                     {"news": 4299, "captions": 3250, "WordNet": 2061, "forums": 1079, "tweets": 750})
+    self.assertEqual(
+      {g: len(p.scores) for g, p in genres.items()},
+      {"news": 4299, "captions": 3250, "WordNet": 2061, "forums": 1079, "tweets": 750},
+    )
 
 
 def _ca_pccs(vectors, counts, genres, alpha) -> tuple[np.ndarray, dict]:
@@ -137,6 +139,7 @@ def _ca_pccs(vectors, counts, genres, alpha) -> tuple[np.ndarray, dict]:
   return pccs, results
 
 
+@pytest.mark.heavy
 class AutomaticApertureTest(absltest.TestCase):
   """--alpha auto makes CA independent of the word vectors' scale: C(c²R, α*(c²R)) = C(R, α*(R)); a fixed α does
   not (C(c²R, α) = C(R, cα))."""
@@ -159,8 +162,12 @@ class AutomaticApertureTest(absltest.TestCase):
         pccs, scaled = _ca_pccs(self.scaled(c), self.counts, self.genres, rule)
         # PCCs are x 100 with entries up to 100: compare at that scale.
         assert_close(pccs, base, "linalg", scale=100.0, err_msg=f"{rule}, c = {c}")
-        assert_close(list(scaled["alpha_by_step"].values()),
-                     [a / c for a in results["alpha_by_step"].values()], "linalg", err_msg=f"{rule}, c = {c}")
+        assert_close(
+          list(scaled["alpha_by_step"].values()),
+          [a / c for a in results["alpha_by_step"].values()],
+          "linalg",
+          err_msg=f"{rule}, c = {c}",
+        )
 
   def test_a_fixed_aperture_is_not(self):
     base, _ = _ca_pccs(self.vectors, self.counts, self.genres, 1.0)

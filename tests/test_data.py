@@ -2,6 +2,7 @@
 malformed lines: the error names file and line), the download cache (file:// URLs, offline error), the synthetic
 corpus, and the real ML-100K when the development data is present."""
 
+import pytest
 import hashlib
 import io
 import os
@@ -11,9 +12,21 @@ from pathlib import Path
 import numpy as np
 from absl.testing import absltest, parameterized
 
-from bcjax.data import (GRAPH_DATASETS, PAD, DataFormatError, fetch, identify_movielens, load_graph_dataset,
-                        load_movielens, load_wikipedia_links, movielens_corpus, movielens_dir, read_tu,
-                        synthetic_link_corpus, title_ngrams)
+from bcjax.data import (
+  GRAPH_DATASETS,
+  PAD,
+  DataFormatError,
+  fetch,
+  identify_movielens,
+  load_graph_dataset,
+  load_movielens,
+  load_wikipedia_links,
+  movielens_corpus,
+  movielens_dir,
+  read_tu,
+  synthetic_link_corpus,
+  title_ngrams,
+)
 from bcjax.data._download import extract_zip
 from bcjax.data._movielens import SHA256 as MOVIELENS_SHA256
 from tests._tolerance import assert_close
@@ -31,14 +44,18 @@ def write(folder: Path, name: str, text: str, encoding: str = "utf-8") -> Path:
 
 def ml100k(folder: Path, ratings: str | None = None) -> Path:
   write(folder, "u.data", ratings or "196\t242\t3 \t881250949\n186\t302\t3\t891717742\n196\t302\t5\t881250950\n")
-  write(folder, "u.item", f"242|Kolya (1996)|24-Jan-1997||http://x|0|{GENRE_FLAGS}\n"
-                          f"302|Les Misérables (1995)|01-Jan-1995||http://y|1|{GENRE_FLAGS}\n", "latin-1")
+  write(
+    folder,
+    "u.item",
+    f"242|Kolya (1996)|24-Jan-1997||http://x|0|{GENRE_FLAGS}\n"
+    f"302|Les Misérables (1995)|01-Jan-1995||http://y|1|{GENRE_FLAGS}\n",
+    "latin-1",
+  )
   write(folder, "u.user", "196|49|M|writer|55105\n186|39|F|executive|00000\n")
   return folder
 
 
 class MovieLensTest(parameterized.TestCase):
-
   def test_100k_fixture(self):
     r = load_movielens(ml100k(Path(self.create_tempdir()) / "ml-100k"))
     np.testing.assert_array_equal(r.user, [1, 0, 1])  # users sorted by id: 186 -> 0, 196 -> 1
@@ -69,8 +86,9 @@ class MovieLensTest(parameterized.TestCase):
   def test_csv_fixture_with_quoted_titles_and_unrated_movies(self):
     d = Path(self.create_tempdir()) / "ml-latest-small"
     write(d, "ratings.csv", "userId,movieId,rating,timestamp\n1,31,2.5,1260759144\n")
-    write(d, "movies.csv", 'movieId,title,genres\n31,"Dangerous Minds, The (1995)",Drama\n'
-                           "40,Untitled,(no genres listed)\n")
+    write(
+      d, "movies.csv", 'movieId,title,genres\n31,"Dangerous Minds, The (1995)",Drama\n40,Untitled,(no genres listed)\n'
+    )
     r = load_movielens(d)
     self.assertEqual(r.num_items, 2)
     self.assertEqual(r.item_titles[0], "Dangerous Minds, The (1995)")
@@ -78,9 +96,9 @@ class MovieLensTest(parameterized.TestCase):
     np.testing.assert_array_equal(r.item_year, [1995, -1])
 
   @parameterized.named_parameters(
-      ("too_few_fields", "1\t2\t3\n", "u.data, line 1: expected 4 fields"),
-      ("non_numeric", "1\t2\t3\t5\n1\tx\t3\t5\n", "u.data, line 2: non-numeric"),
-      ("nan_rating", "1\t2\tnan\t5\n", "u.data, line 1: non-numeric"),
+    ("too_few_fields", "1\t2\t3\n", "u.data, line 1: expected 4 fields"),
+    ("non_numeric", "1\t2\t3\t5\n1\tx\t3\t5\n", "u.data, line 2: non-numeric"),
+    ("nan_rating", "1\t2\tnan\t5\n", "u.data, line 1: non-numeric"),
   )
   def test_malformed_ratings_name_file_and_line(self, ratings, message):
     d = ml100k(Path(self.create_tempdir()) / "ml", ratings)
@@ -113,8 +131,11 @@ class MovieLensTest(parameterized.TestCase):
     write(small, "ratings.csv", "userId,movieId,rating,timestamp\n1,31,2.5,1260759144\n")
     write(small, "movies.csv", "movieId,title,genres\n31,Heat (1995),Action\n")
     self.assertEqual(identify_movielens(small)[0], "latest-small")
-    with self.assertRaisesRegex(DataFormatError, r"ml-20m holds MovieLens latest-small \(ratings.csv has 1 ratings"
-                                                 r".*not the requested 20m"):
+    with self.assertRaisesRegex(
+      DataFormatError,
+      r"ml-20m holds MovieLens latest-small \(ratings.csv has 1 ratings"
+      r".*not the requested 20m",
+    ):
       load_movielens(small, "20m")
     with self.assertRaisesRegex(DataFormatError, r"MovieLens 20m was requested, but .*ml-20m holds latest-small"):
       movielens_dir("20m", small)
@@ -138,8 +159,11 @@ class MovieLensTest(parameterized.TestCase):
     d = Path(self.create_tempdir()) / "ml-latest-small"
     rows = "".join(f"{u},{m},{(u + m) % 5 + 1},{1000 + 7 * u + m}\n" for u in range(1, 30) for m in (31, 40, 50))
     write(d, "ratings.csv", "userId,movieId,rating,timestamp\n" + rows)
-    write(d, "movies.csv", "movieId,title,genres\n31,Heat (1995),Action\n40,Up (2009),Animation\n"
-                           "50,Alien (1979),Horror|Sci-Fi\n")
+    write(
+      d,
+      "movies.csv",
+      "movieId,title,genres\n31,Heat (1995),Action\n40,Up (2009),Animation\n50,Alien (1979),Horror|Sci-Fi\n",
+    )
     g = load_graph_dataset("movielens-latest-small", d)
     self.assertEqual((g.num_edges, g.num_users, g.num_items), (87, 29, 3))
     self.assertTrue(any("no user attributes" in n for n in g.notes), g.notes)
@@ -156,6 +180,7 @@ class MovieLensTest(parameterized.TestCase):
     self.assertEqual(c.right.groups[2][0].tolist(), [PAD])  # Kolya has no genre flag set
 
   @absltest.skipUnless((DATA / "movielens" / "ml-100k" / "u.data").exists(), "development ML-100K not present")
+  @pytest.mark.heavy
   def test_real_ml100k_counts(self):
     r = load_movielens(DATA / "movielens" / "ml-100k")
     self.assertEqual((len(r.user), r.num_users, r.num_items), (100_000, 943, 1682))
@@ -164,7 +189,6 @@ class MovieLensTest(parameterized.TestCase):
 
 
 class WikipediaLinksTest(absltest.TestCase):
-
   def folder(self, pages: str, links: str) -> Path:
     d = Path(self.create_tempdir())
     write(d, "pages.tsv", pages)
@@ -172,8 +196,10 @@ class WikipediaLinksTest(absltest.TestCase):
     return d
 
   def test_fixture(self):
-    d = self.folder("10\tAlan_Turing\tMathematicians|Computer scientists\n20\tEnigma machine\t\n30\tBletchley\n",
-                    "10\t20\n10\t20\n20\t30\n30\t30\n10\t30\n30\t10\n20\t10\n10\t30\n")
+    d = self.folder(
+      "10\tAlan_Turing\tMathematicians|Computer scientists\n20\tEnigma machine\t\n30\tBletchley\n",
+      "10\t20\n10\t20\n20\t30\n30\t30\n10\t30\n30\t10\n20\t10\n10\t30\n",
+    )
     c = load_wikipedia_links(d, val_fraction=0.25)
     self.assertIs(c.left, c.right)
     self.assertEqual(len(c.train.left) + len(c.val.left), 5)  # duplicates and the self-link dropped
@@ -191,12 +217,13 @@ class WikipediaLinksTest(absltest.TestCase):
       load_wikipedia_links(self.folder("x\tA\n", "10\t20\n"))
 
   def test_title_ngrams(self):
-    self.assertEqual(title_ngrams("Alan_Turing (mathematician)"),
-                     ("alan", "turing", "mathematician", "alan turing", "turing mathematician"))
+    self.assertEqual(
+      title_ngrams("Alan_Turing (mathematician)"),
+      ("alan", "turing", "mathematician", "alan turing", "turing mathematician"),
+    )
 
 
 class SyntheticCorpusTest(absltest.TestCase):
-
   def test_deterministic_and_power_law(self):
     a = synthetic_link_corpus(2000, 20_000, num_clusters=20, seed=3)
     b = synthetic_link_corpus(2000, 20_000, num_clusters=20, seed=3)
@@ -223,7 +250,6 @@ class SyntheticCorpusTest(absltest.TestCase):
 
 
 class DownloadTest(absltest.TestCase):
-
   def test_fetch_file_url_caches_and_extracts(self):
     src = Path(self.create_tempdir())
     buf = io.BytesIO()

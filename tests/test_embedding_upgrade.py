@@ -48,7 +48,6 @@ def write_sts_fixture(root: Path, pairs_per_file: int = 40, seed: int = 0) -> No
 
 
 class CorpusTest(absltest.TestCase):
-
   def test_queries_partners_and_training_pairs_are_disjoint(self):
     root = Path(self.create_tempdir().full_path)
     write_sts_fixture(root)
@@ -67,7 +66,7 @@ class CorpusTest(absltest.TestCase):
 
 
 class JointTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_the_multi_step_term_is_minimised_with_lambda(self):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((400, 12)).astype(np.float32)
@@ -76,24 +75,37 @@ class JointTest(absltest.TestCase):
     z_prev = x[:, :8].copy()
     history = {"w": rng.standard_normal((5, 8)), "b": np.zeros(5)}
     logs = []
-    c, w = joint.train_head(x, pairs, np.arange(200), z_prev, history, head_dim=16, lam=1.0, steps=150, seed=0,
-                            batch_size=64, log=lambda **r: logs.append(r))
+    c, w = joint.train_head(
+      x,
+      pairs,
+      np.arange(200),
+      z_prev,
+      history,
+      head_dim=16,
+      lam=1.0,
+      steps=150,
+      seed=0,
+      batch_size=64,
+      log=lambda **r: logs.append(r),
+    )
     self.assertEqual(c.shape, (400, 16))
     assert_close(np.linalg.norm(c, axis=1), np.ones(400, np.float32), "reduction")  # C normalises in float32
     self.assertEqual(w["w"].shape, (8, 16))
     self.assertLess(logs[-1]["multi_step"], 0.5 * logs[0]["multi_step"])
+
     # eq. (10) on all the paired rows, in float64: far lower with the term than without it (λ = 0 leaves the map
     # where it started and does not pull C towards it)
     def multi_step(c, w):
       residual = c[:200].astype(np.float64) @ w["w"].T + w["b"] - z_prev[:200]
-      return np.mean(np.sum((residual @ history["w"].T) ** 2, 1) + np.sum(residual ** 2, 1)) / 2
-    c0, w0 = joint.train_head(x, pairs, np.arange(200), z_prev, history, head_dim=16, lam=0.0, steps=150, seed=0,
-                              batch_size=64)
+      return np.mean(np.sum((residual @ history["w"].T) ** 2, 1) + np.sum(residual**2, 1)) / 2
+
+    c0, w0 = joint.train_head(
+      x, pairs, np.arange(200), z_prev, history, head_dim=16, lam=0.0, steps=150, seed=0, batch_size=64
+    )
     self.assertLess(multi_step(c, w), 0.5 * multi_step(c0, w0))
 
 
 class BagOfWordsTest(absltest.TestCase):
-
   def test_hashed_bag_of_words_is_deterministic_and_sees_overlap(self):
     z = encoders.embed("bow-64", ["a b c d", "a b c e", "x y z w", "a b c d"])
     np.testing.assert_array_equal(z[0], z[3])
@@ -103,11 +115,11 @@ class BagOfWordsTest(absltest.TestCase):
 
 @pytest.mark.heavy
 class ExperimentTest(absltest.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    import tempfile  # pylint: disable=import-outside-toplevel
+    import tempfile
+
     cls.root = Path(tempfile.mkdtemp())
     write_sts_fixture(cls.root / "sts")
     cls.out = cls.root / "run"
@@ -147,9 +159,12 @@ class ExperimentTest(absltest.TestCase):
     self.assertNotIn("chain_and_joint", results)
 
   def test_flags_are_refused_before_anything_is_written(self):
-    for argv in (["--preset", "test"], ["--sts-dir", str(self.root / "sts"), "--corpus", "x", "--preset", "test"],
-                 ["--sts-dir", str(self.root / "nowhere"), "--preset", "test"],
-                 ["--sts-dir", str(self.root / "sts"), "--pairs", "bow-64>bow-64", "--preset", "test"]):
+    for argv in (
+      ["--preset", "test"],
+      ["--sts-dir", str(self.root / "sts"), "--corpus", "x", "--preset", "test"],
+      ["--sts-dir", str(self.root / "nowhere"), "--preset", "test"],
+      ["--sts-dir", str(self.root / "sts"), "--pairs", "bow-64>bow-64", "--preset", "test"],
+    ):
       out = self.root / "never"
       with self.assertRaises(SystemExit) as ctx:
         main(argv + ["--out", str(out)])

@@ -32,7 +32,6 @@ def run(out: Path, *flags: str) -> dict:
 
 @pytest.mark.heavy
 class ErrorAmplificationTest(absltest.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -53,8 +52,13 @@ class ErrorAmplificationTest(absltest.TestCase):
     results = json.loads((self.out / "results.json").read_text())
     self.assertEqual(set(results["methods"]), set(self.cfg.methods))
     for method, res in results["methods"].items():
-      for key in ("alignment_error_to_v0", "single_step_error", "intended_mse", "composed_gain",
-                  "intended_degradation_pct"):
+      for key in (
+        "alignment_error_to_v0",
+        "single_step_error",
+        "intended_mse",
+        "composed_gain",
+        "intended_degradation_pct",
+      ):
         self.assertLen(res[key], len(self.cfg.dims) - 1, f"{method}/{key}")
         self.assertTrue(np.all(np.isfinite(res[key])), f"{method}/{key}")
     self.assertEqual(results["methods"]["non-bc"]["intended_degradation_pct"], [0.0, 0.0])
@@ -90,8 +94,9 @@ class ErrorAmplificationTest(absltest.TestCase):
     """--transform mlp with a sweep over linear and mlp: the sweep's linear runs are the default run's numbers (the
     same models, bit for bit), its mlp runs the run's own; the registries store each kind."""
     methods = ("non-bc", "post-lin-sloss", "bc-aligner")
-    res = run(self.tmp / "sweep", "--transform", "mlp", "--transform-sweep", "linear,mlp", "--methods",
-              ",".join(methods))
+    res = run(
+      self.tmp / "sweep", "--transform", "mlp", "--transform-sweep", "linear,mlp", "--methods", ",".join(methods)
+    )
     sweep = res["transform_sweep"]
     self.assertEqual(list(sweep), ["linear", "mlp"])
     self.assertEqual(sweep["mlp"]["transform"], "mlp(hidden=64)")
@@ -99,12 +104,14 @@ class ErrorAmplificationTest(absltest.TestCase):
       self.assertEqual(sweep["linear"]["methods"][m], self.results["methods"][m])
       self.assertEqual(sweep["mlp"]["methods"][m], res["methods"][m])
       self.assertEqual(res["methods"][m]["composed_gain"], [None, None])  # no matrix represents an MLP chain
-      self.assertNotEqual(res["methods"][m]["alignment_error_to_v0"],
-                          self.results["methods"][m]["alignment_error_to_v0"])
+      self.assertNotEqual(
+        res["methods"][m]["alignment_error_to_v0"], self.results["methods"][m]["alignment_error_to_v0"]
+      )
       reg = Registry(self.tmp / "sweep" / "registries" / m)
       self.assertEqual([reg.backward_map(k)[0].kind for k in (1, 2)], ["mlp", "mlp"])
-      self.assertEqual(Registry(self.tmp / "sweep" / "registries" / "transform=linear" / m).backward_map(2)[0].kind,
-                       "linear")
+      self.assertEqual(
+        Registry(self.tmp / "sweep" / "registries" / "transform=linear" / m).backward_map(2)[0].kind, "linear"
+      )
     self.assertEqual(res["methods"]["post-lin-sloss"]["intended_mse"], res["methods"]["non-bc"]["intended_mse"])
     table = (self.tmp / "sweep" / "table.md").read_text()
     self.assertIn("| bc-aligner | mlp(hidden=64) |", table)
@@ -113,9 +120,11 @@ class ErrorAmplificationTest(absltest.TestCase):
 
   def test_bad_transform_flags_exit_2_before_writing(self):
     out = self.tmp / "bad-transform"
-    for flags in (["--transform-sweep", "linear,affine", "--transform-rank", "7"],  # the test preset's dims: 6, 8, 8
-                  ["--transform-sweep", "mlp", "--methods", "non-bc,joint-notrans"],
-                  ["--transform", "rotation"]):
+    for flags in (
+      ["--transform-sweep", "linear,affine", "--transform-rank", "7"],  # the test preset's dims: 6, 8, 8
+      ["--transform-sweep", "mlp", "--methods", "non-bc,joint-notrans"],
+      ["--transform", "rotation"],
+    ):
       with self.assertRaises(SystemExit, msg=flags) as ctx, contextlib.redirect_stderr(io.StringIO()):
         main(["--preset", "test", "--out", str(out), "--no-progress", *flags])
       self.assertEqual(ctx.exception.code, 2, flags)
@@ -133,15 +142,18 @@ class ErrorAmplificationTest(absltest.TestCase):
     self.assertFalse((self.tmp / "run4").exists())
 
   def test_killed_in_a_late_stage_resumes_to_the_same_results(self):
-    resumed = kill_then_resume("experiments.error_amplification", main, ["--preset", "test"], "post-lin-sloss/B2",
-                               self.tmp / "killed")
+    resumed = kill_then_resume(
+      "experiments.error_amplification", main, ["--preset", "test"], "post-lin-sloss/B2", self.tmp / "killed"
+    )
     assert_same_results(self, resumed, self.results)
     self.assertEqual(len(list((self.tmp / "killed" / "registries" / "post-lin-mloss").iterdir())), 3)
 
   def test_a_failing_stage_leaves_partial_results_then_resumes(self):
     out = self.tmp / "failing"
-    with mock.patch.dict(os.environ, {"BCJAX_FAULT": "fail:bc-aligner/v2"}), \
-        contextlib.redirect_stderr(io.StringIO()) as err:
+    with (
+      mock.patch.dict(os.environ, {"BCJAX_FAULT": "fail:bc-aligner/v2"}),
+      contextlib.redirect_stderr(io.StringIO()) as err,
+    ):
       self.assertEqual(main(["--preset", "test", "--out", str(out), "--no-progress"]), 1)
     self.assertIn("stage 'bc-aligner/v2' failed", err.getvalue())
     partial = json.loads((out / "results.partial.json").read_text())
@@ -152,14 +164,34 @@ class ErrorAmplificationTest(absltest.TestCase):
     assert_same_results(self, json.loads((out / "results.json").read_text()), self.results)
 
   def test_command_line_help_and_run(self):
-    proc = subprocess.run([sys.executable, "-m", "experiments.error_amplification", "--help"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+      [sys.executable, "-m", "experiments.error_amplification", "--help"],
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      timeout=120,
+    )
     self.assertEqual(proc.returncode, 0, proc.stderr)
     self.assertIn("--preset", proc.stdout)
     out = self.tmp / "cli"
-    proc = subprocess.run([sys.executable, "-m", "experiments.error_amplification", "--preset", "test", "--out",
-                           str(out), "--no-progress", "--methods", "joint-lin-sloss,bc-aligner"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+      [
+        sys.executable,
+        "-m",
+        "experiments.error_amplification",
+        "--preset",
+        "test",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--methods",
+        "joint-lin-sloss,bc-aligner",
+      ],
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      timeout=300,
+    )
     self.assertEqual(proc.returncode, 0, proc.stderr)
     self.assertIn("| bc-aligner |", proc.stdout)
     self.assertTrue((out / "results.json").is_file())

@@ -2,6 +2,7 @@
 sizes, BC-Aligner's split rules on a hand-built graph with known answers, consumer-task labels against NumPy, the
 Amazon 2018 and MovieLens loaders on fixture files (malformed lines name file and line), and the synthetic default."""
 
+import pytest
 import gzip
 import json
 import os
@@ -12,9 +13,23 @@ from absl.testing import absltest, parameterized
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bcjax.data import (TASKS, VersionSplit, amazon_files, evolving_graph, item_rating_stats, item_rating_threshold,
-                        load_amazon, load_graph_dataset, movielens_graph, load_movielens, num_edges_at,
-                        split_version, split_versions, synthetic_evolving_graph, task_examples)
+from bcjax.data import (
+  TASKS,
+  VersionSplit,
+  amazon_files,
+  evolving_graph,
+  item_rating_stats,
+  item_rating_threshold,
+  load_amazon,
+  load_graph_dataset,
+  movielens_graph,
+  load_movielens,
+  num_edges_at,
+  split_version,
+  split_versions,
+  synthetic_evolving_graph,
+  task_examples,
+)
 from tests.test_data import ml100k
 from tests._tolerance import assert_close
 
@@ -24,8 +39,19 @@ DATA = Path(os.environ.get("BCJAX_DATA_DIR", ROOT.parent / "shared" / "data"))
 # The hand-built graph: 11 edges, so r_i = i / 10 and the snapshot at 0.5 holds edges 0..5.
 #   0: a-x  1: b-y  2: a-y  3: c-x  4: b-z  5: c-z     old users a, b, c (ids 0, 1, 2)
 #   6: d-w  7: a-w  8: d-x  9: e-v  10: d-y             window: d is new with 3 edges, e new with 1 edge
-EDGES = [("a", "x"), ("b", "y"), ("a", "y"), ("c", "x"), ("b", "z"), ("c", "z"), ("d", "w"), ("a", "w"),
-         ("d", "x"), ("e", "v"), ("d", "y")]
+EDGES = [
+  ("a", "x"),
+  ("b", "y"),
+  ("a", "y"),
+  ("c", "x"),
+  ("b", "z"),
+  ("c", "z"),
+  ("d", "w"),
+  ("a", "w"),
+  ("d", "x"),
+  ("e", "v"),
+  ("d", "y"),
+]
 RATINGS = [5, 4, 3, 2, 1, 5, 4, 2, 5, 3, 4]
 
 
@@ -35,12 +61,17 @@ def tiny_graph(shuffle_seed: int | None = None):
     order = np.random.default_rng(shuffle_seed).permutation(len(EDGES))
   users = [EDGES[i][0] for i in order]
   items = [EDGES[i][1] for i in order]
-  return evolving_graph(users, items, [RATINGS[i] for i in order], [10 * int(i) for i in order],
-                        item_attributes={"genre": {"x": ["g1", "g2"], "y": ["g1"], "z": ["g3"]}}, min_count=2)
+  return evolving_graph(
+    users,
+    items,
+    [RATINGS[i] for i in order],
+    [10 * int(i) for i in order],
+    item_attributes={"genre": {"x": ["g1", "g2"], "y": ["g1"], "z": ["g3"]}},
+    min_count=2,
+  )
 
 
 class SchemaTest(absltest.TestCase):
-
   def test_first_appearance_ids_and_time_order(self):
     g = tiny_graph(shuffle_seed=3)
     np.testing.assert_array_equal(g.user, [0, 1, 0, 2, 1, 2, 3, 0, 3, 4, 3])
@@ -58,8 +89,7 @@ class SchemaTest(absltest.TestCase):
 
   def test_vocabulary_by_frequency(self):
     attrs = {"cat": {i: (["common"] * 2 + ["rare"]) if i == 0 else ["common", "mid"] for i in range(6)}}
-    g = evolving_graph(list(range(6)), list(range(6)), [1.0] * 6, list(range(6)), item_attributes=attrs,
-                       min_count=5)
+    g = evolving_graph(list(range(6)), list(range(6)), [1.0] * 6, list(range(6)), item_attributes=attrs, min_count=5)
     self.assertEqual(g.item_attributes["cat"].vocab, ("common", "mid"))  # 7 and 5 occurrences; rare: 1
 
   def test_bad_inputs(self):
@@ -81,7 +111,6 @@ class SchemaTest(absltest.TestCase):
 
 
 class SplitTest(absltest.TestCase):
-
   def test_hand_built_split(self):
     s = split_version(tiny_graph(), 0.5, 1.0)
     # train: edges 0-5, plus d's first two window edges (6, 8) and e's only edge (9)
@@ -109,7 +138,6 @@ class SplitTest(absltest.TestCase):
 
 
 class TaskLabelTest(absltest.TestCase):
-
   def test_labels_against_numpy(self):
     s = split_version(tiny_graph(), 0.5, 1.0)
     edge = task_examples("binary-edge-rating", s, fit=True)
@@ -136,6 +164,7 @@ class TaskLabelTest(absltest.TestCase):
     # torch_scatter.scatter_std(unbiased=True), transcribed: sqrt(sum((x - mean)^2) / (max(c - 1, 1) + 1e-6))
     def scatter_std(x):
       return np.sqrt(np.sum((x - x.mean()) ** 2) / (max(len(x) - 1, 1) + 1e-6))
+
     exact_one = np.array([1.0] * 15 + [5.0])  # S / (N - 1) = 15 / 15: std exactly 1
     rng = np.random.default_rng(1)
     other = rng.integers(1, 6, 12).astype(np.float64)
@@ -157,9 +186,11 @@ class TaskLabelTest(absltest.TestCase):
     fit = task_examples("binary-item-rating-avg", splits[0], fit=True, tau=tau)
     assert_close(fit.label.mean(), 0.5, "statistical", rtol=0, atol=0.1)  # tau is the median of these means
     std = task_examples("binary-item-rating-std", splits[1])
-    keep, _, s = item_rating_stats(np.concatenate([splits[1].train_item, splits[1].val_item]),
-                                   np.concatenate([splits[1].train_rating, splits[1].val_rating]),
-                                   splits[1].num_items)
+    keep, _, s = item_rating_stats(
+      np.concatenate([splits[1].train_item, splits[1].val_item]),
+      np.concatenate([splits[1].train_rating, splits[1].val_rating]),
+      splits[1].num_items,
+    )
     np.testing.assert_array_equal(std.item, keep)
     np.testing.assert_array_equal(std.label, s >= 1.0)
     with self.assertRaisesRegex(ValueError, "`tau`"):
@@ -176,22 +207,31 @@ def write_gz(path: Path, lines: list[str]) -> Path:
 
 
 def review(user, asin, rating, when):
-  return json.dumps({"overall": rating, "verified": True, "reviewTime": when, "reviewerID": user, "asin": asin,
-                     "unixReviewTime": 0})
+  return json.dumps(
+    {"overall": rating, "verified": True, "reviewTime": when, "reviewerID": user, "asin": asin, "unixReviewTime": 0}
+  )
 
 
 class AmazonTest(parameterized.TestCase):
-
   def fixture(self, reviews: list[str] | None = None, meta: list[str] | None = None) -> Path:
     d = Path(self.create_tempdir())
-    write_gz(d / "Toys_5.json.gz", reviews or [
-        review("U1", "A", 5.0, "01 2, 2015"), review("U2", "B", 3.0, "12 30, 2014"),
-        review("U1", "B", 4.0, "01 2, 2015"), review("U3", "Z", 1.0, "03 1, 2013"),  # Z has no metadata
-        review("U2", "A", 2.0, "1 10, 2015"), review("U2", "A", 2.0, "1 10, 2015")])  # a duplicate review
+    write_gz(
+      d / "Toys_5.json.gz",
+      reviews
+      or [
+        review("U1", "A", 5.0, "01 2, 2015"),
+        review("U2", "B", 3.0, "12 30, 2014"),
+        review("U1", "B", 4.0, "01 2, 2015"),
+        review("U3", "Z", 1.0, "03 1, 2013"),  # Z has no metadata
+        review("U2", "A", 2.0, "1 10, 2015"),
+        review("U2", "A", 2.0, "1 10, 2015"),
+      ],
+    )  # a duplicate review
     brands = ["Acme"] * 5 + ["Solo"]
-    meta = meta or [json.dumps({"asin": a, "brand": b, "category": ["Toys", "Dolls</span>", "Toys"], "title": ""})
-                    for a, b in zip("ABCDEF", brands)] + [json.dumps({"asin": "B", "brand": "Acme",
-                                                                      "category": ["Toys", "Cars"]})]
+    meta = meta or [
+      json.dumps({"asin": a, "brand": b, "category": ["Toys", "Dolls</span>", "Toys"], "title": ""})
+      for a, b in zip("ABCDEF", brands)
+    ] + [json.dumps({"asin": "B", "brand": "Acme", "category": ["Toys", "Cars"]})]
     write_gz(d / "meta_Toys.json.gz", meta)
     return d
 
@@ -206,8 +246,9 @@ class AmazonTest(parameterized.TestCase):
     self.assertEqual(g.item_attributes["brand"].vocab, ("Acme",))  # A and B (its later line wins): Acme twice
     self.assertEqual(g.name, "amazon-Toys")
     self.assertIn("1 reviews of 1 products without metadata dropped (the reference's rule)", g.notes)
-    self.assertIn("meta_Toys.json.gz: 6 category entries containing '</span>' dropped (the reference's filter)",
-                  g.notes)
+    self.assertIn(
+      "meta_Toys.json.gz: 6 category entries containing '</span>' dropped (the reference's filter)", g.notes
+    )
 
   def test_brand_min_count_over_graph_items(self):
     reviews = [review(f"U{i}", a, 5.0, f"01 {i + 1}, 2015") for i, a in enumerate("ABCDEF")]
@@ -217,12 +258,15 @@ class AmazonTest(parameterized.TestCase):
     np.testing.assert_array_equal(brand.owner, [0, 1, 2, 3, 4])
 
   @parameterized.parameters(
-      ("{not json", "line 2: neither a JSON object"),
-      (json.dumps({"asin": "A", "overall": 5.0, "reviewTime": "01 2, 2015"}), r"line 2: review lacks the field\(s\) "
-                                                                              r"\['reviewerID'\]"),
-      (review("U1", "A", "five", "01 2, 2015"), "line 2: 'overall' must be a rating"),
-      (review("U1", "A", 5.0, "yesterday"), "line 2: 'reviewTime' 'yesterday' is not 'MM DD, YYYY'"),
-      (review("U1", "A", 5.0, "13 40, 2015"), "line 2: month must be in 1..12"),
+    ("{not json", "line 2: neither a JSON object"),
+    (
+      json.dumps({"asin": "A", "overall": 5.0, "reviewTime": "01 2, 2015"}),
+      r"line 2: review lacks the field\(s\) "
+      r"\['reviewerID'\]",
+    ),
+    (review("U1", "A", "five", "01 2, 2015"), "line 2: 'overall' must be a rating"),
+    (review("U1", "A", 5.0, "yesterday"), "line 2: 'reviewTime' 'yesterday' is not 'MM DD, YYYY'"),
+    (review("U1", "A", 5.0, "13 40, 2015"), "line 2: month must be in 1..12"),
   )
   def test_malformed_reviews_name_file_and_line(self, bad, message):
     d = self.fixture(reviews=[review("U1", "A", 5.0, "01 2, 2015"), bad])
@@ -243,8 +287,11 @@ class AmazonTest(parameterized.TestCase):
     d = Path(self.create_tempdir())
     os.environ["BCJAX_DATA"] = str(d / "cache")
     try:
-      with self.assertRaisesRegex(FileNotFoundError, r"no reviews file \(Toys_5.json.gz or reviews_Toys_5.json.gz\) "
-                                                     r"in .*download=True"):
+      with self.assertRaisesRegex(
+        FileNotFoundError,
+        r"no reviews file \(Toys_5.json.gz or reviews_Toys_5.json.gz\) "
+        r"in .*download=True",
+      ):
         amazon_files("Toys", d)
       write_gz(d / "reviews_Toys_5.json.gz", [review("U1", "A", 5.0, "01 2, 2015")])
       self.assertEqual(amazon_files("reviews_Toys_5", d), (d / "reviews_Toys_5.json.gz", None))  # 2014 names too
@@ -255,7 +302,6 @@ class AmazonTest(parameterized.TestCase):
 
 
 class MovieLensGraphTest(absltest.TestCase):
-
   def test_fixture(self):
     g = movielens_graph(load_movielens(ml100k(Path(self.create_tempdir()) / "ml-100k")), min_count=1)
     # by time: 196-242 (881250949), 196-302 (881250950), 186-302 (891717742)
@@ -278,7 +324,6 @@ class MovieLensGraphTest(absltest.TestCase):
 
 
 class SyntheticGraphTest(absltest.TestCase):
-
   def test_deterministic_and_evolving(self):
     a = synthetic_evolving_graph(400, 200, 6000, seed=5)
     b = synthetic_evolving_graph(400, 200, 6000, seed=5)
@@ -293,6 +338,7 @@ class SyntheticGraphTest(absltest.TestCase):
       labels = task_examples(task, splits[0], tau=item_rating_threshold(splits[0])).label
       self.assertTrue(0 < labels.mean() < 1, task)
 
+  @pytest.mark.heavy
   def test_evolution_knobs_shift_what_later_windows_buy(self):
     # How far a version's val window is from its train edges: the total-variation distance of the item
     # distributions. Interest drift and the popularity life cycle must each raise it (averaged over the versions
@@ -310,6 +356,7 @@ class SyntheticGraphTest(absltest.TestCase):
     self.assertGreater(shift(drift=3.0, popularity_decay=0.0), still + 0.03)
     self.assertGreater(shift(drift=0.0, popularity_decay=1.0), still + 0.08)
 
+  @pytest.mark.heavy
   def test_young_brands_reach_the_last_window(self):
     # With the life cycle on, new items favour newly launched brands: a share of the last version's val edges
     # goes to items whose brand no version-0 training item has (attribute rows M_0 never trained). Whether a young

@@ -16,53 +16,105 @@ from absl.testing import absltest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bcjax.data import (DataFormatError, load_movielens, load_wikipedia_links, read_amazon_metadata,
-                        read_amazon_reviews, read_gin, read_idx, read_tu)
+from bcjax.data import (
+  DataFormatError,
+  load_movielens,
+  load_wikipedia_links,
+  read_amazon_metadata,
+  read_amazon_reviews,
+  read_gin,
+  read_idx,
+  read_tu,
+)
 from bcjax.sentence import load_sts_pairs, load_stsb, load_word_frequencies, load_word_vectors
 
 FLAGS19 = "|".join(["0"] * 18 + ["1"])
 ML100K = {
-    "u.data": "196\t242\t3 \t881250949\n186\t302\t3\t891717742\n196\t302\t5\t881250950\n22\t242\t1\t878887116\n",
-    "u.item": f"242|Kolya (1996)|24-Jan-1997||http://x|{FLAGS19}\n302|Les Misérables (1995)|01-Jan-1995||http://y|"
-              f"{FLAGS19}\n",
-    "u.user": "196|49|M|writer|55105\n186|39|F|executive|00000\n22|25|M|writer|40206\n",
+  "u.data": "196\t242\t3 \t881250949\n186\t302\t3\t891717742\n196\t302\t5\t881250950\n22\t242\t1\t878887116\n",
+  "u.item": f"242|Kolya (1996)|24-Jan-1997||http://x|{FLAGS19}\n302|Les Misérables (1995)|01-Jan-1995||http://y|"
+  f"{FLAGS19}\n",
+  "u.user": "196|49|M|writer|55105\n186|39|F|executive|00000\n22|25|M|writer|40206\n",
 }
 ML1M = {
-    "ratings.dat": "1::10::4::978300760\n2::20::5::978300761\n1::20::3::978300762\n",
-    "movies.dat": "10::Café (1999)::Comedy|Drama\n20::Heat (1995)::Action\n",
-    "users.dat": "1::F::1::10::48067\n2::M::56::16::70072\n",
+  "ratings.dat": "1::10::4::978300760\n2::20::5::978300761\n1::20::3::978300762\n",
+  "movies.dat": "10::Café (1999)::Comedy|Drama\n20::Heat (1995)::Action\n",
+  "users.dat": "1::F::1::10::48067\n2::M::56::16::70072\n",
 }
 MLCSV = {
-    "ratings.csv": "userId,movieId,rating,timestamp\n1,31,2.5,1260759144\n2,40,4.0,1260759145\n1,40,5.0,1260759146\n",
-    "movies.csv": 'movieId,title,genres\n31,"Dangerous Minds, The (1995)",Drama\n40,Up (2009),Animation|Comedy\n',
+  "ratings.csv": "userId,movieId,rating,timestamp\n1,31,2.5,1260759144\n2,40,4.0,1260759145\n1,40,5.0,1260759146\n",
+  "movies.csv": 'movieId,title,genres\n31,"Dangerous Minds, The (1995)",Drama\n40,Up (2009),Animation|Comedy\n',
 }
 TU = {
-    "_A.txt": "1, 2\n2, 1\n2, 3\n3, 2\n4, 5\n5, 4\n6, 7\n7, 6\n",
-    "_graph_indicator.txt": "1\n1\n1\n2\n2\n3\n3\n",
-    "_graph_labels.txt": "2\n1\n2\n",
-    "_node_labels.txt": "0\n1\n0\n2\n2\n0\n1\n",
-    "_node_attributes.txt": "".join(f"{i}.5, {-i}.0\n" for i in range(7)),
+  "_A.txt": "1, 2\n2, 1\n2, 3\n3, 2\n4, 5\n5, 4\n6, 7\n7, 6\n",
+  "_graph_indicator.txt": "1\n1\n1\n2\n2\n3\n3\n",
+  "_graph_labels.txt": "2\n1\n2\n",
+  "_node_labels.txt": "0\n1\n0\n2\n2\n0\n1\n",
+  "_node_attributes.txt": "".join(f"{i}.5, {-i}.0\n" for i in range(7)),
 }
 GIN = "2\n3 0\n0 2 1 2\n1 1 0\n0 1 0\n2 1\n0 1 1\n0 1 0\n"
-REVIEWS_2018 = [json.dumps({"overall": 5.0, "verified": True, "reviewTime": f"0{m} 2, 2016", "reviewerID": f"U{m}",
-                            "asin": f"B{m % 2}", "style": {"Size:": " M"}, "reviewText": "ok"}) for m in range(1, 5)]
-REVIEWS_2014 = [json.dumps({"reviewerID": f"U{m}", "asin": f"B{m % 2}", "helpful": [0, 0], "overall": 4.0,
-                            "unixReviewTime": 1393545600 + m, "reviewTime": "02 28, 2014"}) for m in range(4)]
-META_2018 = [json.dumps({"asin": f"B{i}", "category": ["Toys", "Dolls"], "brand": "Acme", "title": "t"})
-             for i in range(3)]
-META_2014 = [repr({"asin": f"B{i}", "categories": [["Toys", "Dolls"]], "brand": "Acme", "price": 1.5})
-             for i in range(3)]
+REVIEWS_2018 = [
+  json.dumps(
+    {
+      "overall": 5.0,
+      "verified": True,
+      "reviewTime": f"0{m} 2, 2016",
+      "reviewerID": f"U{m}",
+      "asin": f"B{m % 2}",
+      "style": {"Size:": " M"},
+      "reviewText": "ok",
+    }
+  )
+  for m in range(1, 5)
+]
+REVIEWS_2014 = [
+  json.dumps(
+    {
+      "reviewerID": f"U{m}",
+      "asin": f"B{m % 2}",
+      "helpful": [0, 0],
+      "overall": 4.0,
+      "unixReviewTime": 1393545600 + m,
+      "reviewTime": "02 28, 2014",
+    }
+  )
+  for m in range(4)
+]
+META_2018 = [
+  json.dumps({"asin": f"B{i}", "category": ["Toys", "Dolls"], "brand": "Acme", "title": "t"}) for i in range(3)
+]
+META_2014 = [
+  repr({"asin": f"B{i}", "categories": [["Toys", "Dolls"]], "brand": "Acme", "price": 1.5}) for i in range(3)
+]
 STS_INPUT = "A man plays.\tA man is playing.\nA dog runs.\tThe cat sleeps.\nx\ty\n"
 STS_GOLD = "4.400\n0.5\n\n"
-STSB = ("main-news\tMSRvid\t2012test\t0001\t5.000\tA plane is taking off.\tAn air plane is taking off.\n"
-        "main-captions\tMSRvid\t2012test\t0004\t2.500\tA man plays.\tA man talks.\tsrc1\tsrc2\n")
+STSB = (
+  "main-news\tMSRvid\t2012test\t0001\t5.000\tA plane is taking off.\tAn air plane is taking off.\n"
+  "main-captions\tMSRvid\t2012test\t0004\t2.500\tA man plays.\tA man talks.\tsrc1\tsrc2\n"
+)
 GLOVE = "the 0.1 0.2 0.3\ncat 1 2 3\n. . . 4 5 6\nnew york -1e-3 2.5 7\n"
 FREQ = "the 167485604\nof 76905046\nzebra 200\n"
 PAGES = "10\tAlan Turing\tPeople|Mathematicians\n20\tEnigma\tMachines\n30\tBletchley\t\n"
 LINKS = "10\t20\n20\t30\n30\t10\n10\t30\n"
 
-_TEXT_INSERTS = [b"\xff", b"\xc3\x28", b"\x00", b"\n", b"\t", b",", b"::", b"|", b"nan", b"-", b" ", b"'", b"\"",
-                 b"{", b"]", b"1e999", b"\r\n"]
+_TEXT_INSERTS = [
+  b"\xff",
+  b"\xc3\x28",
+  b"\x00",
+  b"\n",
+  b"\t",
+  b",",
+  b"::",
+  b"|",
+  b"nan",
+  b"-",
+  b" ",
+  b"'",
+  b'"',
+  b"{",
+  b"]",
+  b"1e999",
+  b"\r\n",
+]
 
 
 @st.composite
@@ -70,10 +122,10 @@ def mutated(draw, data: bytes, header: bytes | None = None):
   """``data`` with one mutation (or a fixed degenerate file)."""
   kind = draw(st.sampled_from(["truncate", "flip", "insert", "utf16", "empty", "header"]))
   if kind == "truncate":
-    return data[:draw(st.integers(0, len(data)))]
+    return data[: draw(st.integers(0, len(data)))]
   if kind == "flip":
     i = draw(st.integers(0, len(data) - 1))
-    return data[:i] + bytes([draw(st.integers(0, 255))]) + data[i + 1:]
+    return data[:i] + bytes([draw(st.integers(0, 255))]) + data[i + 1 :]
   if kind == "insert":
     i = draw(st.integers(0, len(data)))
     return data[:i] + draw(st.sampled_from(_TEXT_INSERTS)) + data[i:]
@@ -90,7 +142,6 @@ def lines_of(data: bytes, encoding: str = "utf-8") -> list[str]:
 
 
 class FuzzCase(absltest.TestCase):
-
   def setUp(self):
     super().setUp()
     self._tmp = tempfile.TemporaryDirectory()
@@ -123,8 +174,9 @@ def _movielens_test(files: dict[str, str], target: str, encoding: str, count_hea
     original = files[target].encode(encoding)
     header = original.split(b"\n", 1)[0] + b"\n"
     raw = data.draw(mutated(original, header))
-    d = self.folder({**{k: v.encode("latin-1" if k in ("u.item", "movies.dat") else "utf-8") for k, v in files.items()},
-                     target: raw})
+    d = self.folder(
+      {**{k: v.encode("latin-1" if k in ("u.item", "movies.dat") else "utf-8") for k, v in files.items()}, target: raw}
+    )
 
     def invariants(r):
       enc = "latin-1" if target in ("u.item", "u.user", "users.dat") else "utf-8"
@@ -141,8 +193,10 @@ def _movielens_test(files: dict[str, str], target: str, encoding: str, count_hea
         self.assertEqual(len(r.user_features["age"]), r.num_users)
       self.assertTrue(np.all(np.isfinite(r.rating)))
       self.assertTrue(np.all((r.item >= 0) & (r.item < r.num_items)))
+
     # a mutated id can make the error point at the file it no longer matches (e.g. "users.dat: no row for user 3")
     self.outcome(lambda: load_movielens(d), list(files), invariants)
+
   return test
 
 
@@ -161,8 +215,11 @@ def _amazon_test(lines: list[str], reader, compressed_level: bool):
   @given(st.data())
   def test(self, data):
     plain = ("\n".join(lines) + "\n").encode()
-    raw = data.draw(mutated(gzip.compress(plain, mtime=0))) if compressed_level else \
-        gzip.compress(data.draw(mutated(plain)), mtime=0)
+    raw = (
+      data.draw(mutated(gzip.compress(plain, mtime=0)))
+      if compressed_level
+      else gzip.compress(data.draw(mutated(plain)), mtime=0)
+    )
     path = self.folder({"f.json.gz": raw}) / "f.json.gz"
 
     def invariants(result):
@@ -173,7 +230,9 @@ def _amazon_test(lines: list[str], reader, compressed_level: bool):
       else:
         self.assertLessEqual(len(result.attributes["brand"]), len(lines_of(content)))
         self.assertGreater(len(result.attributes["brand"]), 0)
+
     self.outcome(lambda: reader(path), ["f.json.gz"], invariants)
+
   return test
 
 
@@ -187,7 +246,6 @@ class AmazonFuzzTest(FuzzCase):
 
 
 class GraphFuzzTest(FuzzCase):
-
   @given(st.sampled_from(sorted(TU)), st.data())
   def test_tu_folder(self, suffix, data):
     raw = data.draw(mutated(TU[suffix].encode()))
@@ -202,6 +260,7 @@ class GraphFuzzTest(FuzzCase):
       for g in range(c.num_graphs):
         _, s, r = c.graph(g)
         self.assertTrue(np.all((s >= 0) & (s < c.n_node[g]) & (r >= 0) & (r < c.n_node[g])))
+
     self.outcome(lambda: read_tu(d, "FZ"), [f"FZ{suffix}", "FZ_"], invariants)
 
   @given(st.data())
@@ -213,8 +272,7 @@ class GraphFuzzTest(FuzzCase):
         z.write(f, f"FZ//{f.name}")
     raw = data.draw(mutated(archive.read_bytes()))
     path = self.folder({"FZ.zip": raw}) / "FZ.zip"
-    self.outcome(lambda: read_tu(path, "FZ"), ["FZ.zip"],
-                 lambda c: self.assertEqual(int(c.n_node.sum()), 7))
+    self.outcome(lambda: read_tu(path, "FZ"), ["FZ.zip"], lambda c: self.assertEqual(int(c.n_node.sum()), 7))
 
   @given(st.data())
   def test_gin(self, data):
@@ -225,11 +283,11 @@ class GraphFuzzTest(FuzzCase):
       self.assertEqual(c.num_graphs, int(lines_of(raw)[0]))
       self.assertEqual(len(c.labels), c.num_graphs)
       self.assertEqual(c.node_features.shape[0], int(c.n_node.sum()))
+
     self.outcome(lambda: read_gin(path), ["g.txt"], invariants)
 
 
 class SentenceFuzzTest(FuzzCase):
-
   @given(st.booleans(), st.data())
   def test_sts_pairs(self, mutate_gold, data):
     raw = data.draw(mutated((STS_GOLD if mutate_gold else STS_INPUT).encode()))
@@ -241,14 +299,16 @@ class SentenceFuzzTest(FuzzCase):
         golds.pop()
       self.assertEqual(len(p.scores), sum(1 for g in golds if g.strip()))
       self.assertTrue(np.all((p.scores >= 0) & (p.scores <= 5)))
+
     self.outcome(lambda: load_sts_pairs(d / "in.txt", d / "gs.txt"), ["in.txt", "gs.txt"], invariants)
 
   @given(st.data())
   def test_stsb(self, data):
     raw = data.draw(mutated(STSB.encode()))
     path = self.folder({"sts.csv": raw}) / "sts.csv"
-    self.outcome(lambda: load_stsb(path), ["sts.csv"],
-                 lambda out: self.assertEqual(len(out[0].scores), len(lines_of(raw))))
+    self.outcome(
+      lambda: load_stsb(path), ["sts.csv"], lambda out: self.assertEqual(len(out[0].scores), len(lines_of(raw)))
+    )
 
   @given(st.booleans(), st.data())
   def test_glove_text(self, compressed, data):
@@ -260,6 +320,7 @@ class SentenceFuzzTest(FuzzCase):
       self.assertLessEqual(len(v.words), len(lines_of(raw)))
       self.assertEqual(v.vectors.shape[0], len(v.words))
       self.assertTrue(np.all(np.isfinite(v.vectors)))
+
     self.outcome(lambda: load_word_vectors(path), [name], invariants)
 
   @given(st.data())
@@ -270,11 +331,11 @@ class SentenceFuzzTest(FuzzCase):
     def invariants(counts):
       self.assertLessEqual(len(counts), len(lines_of(raw)))
       self.assertTrue(all(isinstance(c, int) and c >= 0 for c in counts.values()))
+
     self.outcome(lambda: load_word_frequencies(path), ["freq.txt"], invariants)
 
 
 class BinaryFuzzTest(FuzzCase):
-
   @given(st.booleans(), st.data())
   def test_idx(self, compressed, data):
     header = bytes([0, 0, 8, 3]) + np.array([2, 3, 4], ">u4").tobytes()
@@ -285,13 +346,13 @@ class BinaryFuzzTest(FuzzCase):
 
     def invariants(a):
       content = gzip.decompress(raw) if compressed else raw
-      dims = np.frombuffer(content[4:4 + 4 * content[3]], ">u4")
+      dims = np.frombuffer(content[4 : 4 + 4 * content[3]], ">u4")
       self.assertEqual(a.shape, tuple(int(v) for v in dims))
+
     self.outcome(lambda: read_idx(path), [name], invariants)
 
 
 class WikipediaFuzzTest(FuzzCase):
-
   @given(st.booleans(), st.data())
   def test_pages_and_links(self, mutate_links, data):
     raw = data.draw(mutated((LINKS if mutate_links else PAGES).encode()))
@@ -299,6 +360,7 @@ class WikipediaFuzzTest(FuzzCase):
 
     def invariants(c):
       self.assertEqual(len(c.left.groups[0]), len(lines_of((d / "pages.tsv").read_bytes())))
+
     self.outcome(lambda: load_wikipedia_links(d), ["pages.tsv", "links.tsv"], invariants)
 
 

@@ -2,6 +2,7 @@
 PSD preservation (Prop. 2, SOGram), SOGram's closed form and variance bound (Prop. 5), the low-rank prior, the logQ
 sign, estimator-state stability and bad inputs."""
 
+import pytest
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,9 +12,22 @@ from tests._bad_inputs import bad_input_test_case
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bcjax.gramian import (batch_gramian, full_gramian, cross_gramian, double_sum_penalty, global_orthogonal_penalty, gramian,
-                           gramian_form_penalty, gramian_penalty, low_rank_prior_penalty, penalty_surrogate,
-                           sagram, sampled_softmax_loss, sampling_probabilities, sogram)
+from bcjax.gramian import (
+  batch_gramian,
+  full_gramian,
+  cross_gramian,
+  double_sum_penalty,
+  global_orthogonal_penalty,
+  gramian,
+  gramian_form_penalty,
+  gramian_penalty,
+  low_rank_prior_penalty,
+  penalty_surrogate,
+  sagram,
+  sampled_softmax_loss,
+  sampling_probabilities,
+  sogram,
+)
 from tests._tolerance import assert_close
 
 
@@ -28,7 +42,6 @@ def np_double_sum(u, v, mu=None, nu=None):
 
 
 class PenaltyTest(parameterized.TestCase):
-
   def setUp(self):
     super().setUp()
     rng = np.random.default_rng(0)
@@ -56,6 +69,7 @@ class PenaltyTest(parameterized.TestCase):
     assert_close(double_sum_penalty(self.u, self.v, mu, nu), expected)
     assert_close(gramian_form_penalty(self.u, self.v, mu, nu), expected)
 
+  @pytest.mark.heavy
   def test_low_rank_prior_penalty_equals_double_sum(self):
     rng = np.random.default_rng(3)
     u, v, q, r = rng.normal(size=(7, 4)), rng.normal(size=(7, 4)), rng.normal(size=(7, 2)), rng.normal(size=(7, 2))
@@ -67,6 +81,7 @@ class PenaltyTest(parameterized.TestCase):
     expected = max(np.sum(np.asarray(gu) ** 2), 0.25) + 0.25
     assert_close(global_orthogonal_penalty(gu, np.zeros((4, 4))), expected)
 
+  @pytest.mark.heavy
   def test_surrogate_gradient_equals_penalty_gradient_with_exact_gramians(self):
     u, v = self.u[:9], self.v
     g = lambda u, v: gramian_penalty(gramian(u), gramian(v))
@@ -75,6 +90,7 @@ class PenaltyTest(parameterized.TestCase):
       assert_close(b, a)  # both carry (2/n) G_v u_i
     assert_close(s(u, v), 2 * g(u, v))  # its value estimates 2g
 
+  @pytest.mark.heavy
   def test_surrogate_gradient_is_unbiased_monte_carlo(self):
     # Prop. 1: batches drawn uniformly, exact Gramians held fixed -> E[grad of surrogate] = grad g.
     u, v = jnp.asarray(self.u[:9]), jnp.asarray(self.v)
@@ -89,12 +105,14 @@ class PenaltyTest(parameterized.TestCase):
     grads = jax.vmap(batch_grad)(jax.random.split(jax.random.key(0), 40000))
     assert_close(np.mean(grads, axis=0), full, "statistical", rtol=0.03, atol=2e-3)
 
+  @pytest.mark.heavy
   def test_prior_surrogate_gradient_matches_prior_penalty(self):
     # Prop. 6 for both towers: the left tower's prior term is -2<u_i, H_v q_i>, the right one's -2<v_i, H_u r_i>.
     rng = np.random.default_rng(4)
     u, v, q, r = rng.normal(size=(6, 3)), rng.normal(size=(6, 3)), rng.normal(size=(6, 2)), rng.normal(size=(6, 2))
-    surrogate = lambda uu, vv: penalty_surrogate(uu, vv, gramian(u), gramian(v), q=q, r=r,  # noqa: E731
-                                                 hu_hat=cross_gramian(u, q), hv_hat=cross_gramian(v, r))
+    surrogate = lambda uu, vv: penalty_surrogate(
+      uu, vv, gramian(u), gramian(v), q=q, r=r, hu_hat=cross_gramian(u, q), hv_hat=cross_gramian(v, r)
+    )
     exact = jax.grad(lambda uu, vv: low_rank_prior_penalty(uu, vv, q, r), argnums=(0, 1))(u, v)
     sur = jax.grad(surrogate, argnums=(0, 1))(u, v)
     assert_close(sur[0], exact[0], err_msg="left tower")
@@ -103,6 +121,7 @@ class PenaltyTest(parameterized.TestCase):
     c = gramian_penalty(gramian(q), gramian(r))
     assert_close(surrogate(u, v), 2 * (low_rank_prior_penalty(u, v, q, r) - c))
 
+  @pytest.mark.heavy
   def test_logq_correction_recovers_the_full_partition_function(self):
     rng = np.random.default_rng(5)
     n, k, m = 40, 4, 200000
@@ -128,7 +147,7 @@ _jit_sag_update = jax.jit(_SAG.update)
 
 
 class EstimatorTest(parameterized.TestCase):
-
+  @pytest.mark.heavy
   def test_saga_estimate_is_unbiased_monte_carlo(self):
     cache, current = map(jnp.asarray, random_trajectory(0))
     a = jnp.asarray(np.random.default_rng(1).uniform(0.5, 2, size=12))
@@ -143,6 +162,7 @@ class EstimatorTest(parameterized.TestCase):
     assert_close(mean, gramian(current, a), "statistical", rtol=0.03, atol=0.02)
 
   @given(st.integers(0, 2**31 - 1), st.lists(st.integers(0, 11), min_size=1, max_size=8))
+  @pytest.mark.heavy
   def test_sag_estimate_is_psd_gramian_of_refreshed_cache(self, seed, idx):
     cache, current = random_trajectory(seed)
     idx = np.asarray(idx)
@@ -163,6 +183,7 @@ class EstimatorTest(parameterized.TestCase):
       g, state = est.update(state, rng.normal(size=(2, 3)), weights=rng.uniform(0, 3, size=2))
     self.assertGreaterEqual(np.linalg.eigvalsh(np.asarray(g.gramian)).min(), -1e-12)
 
+  @pytest.mark.heavy
   def test_saga_projection_gives_psd(self):
     cache, current = random_trajectory(3)
     est = sagram(12, beta="saga", project=True)
@@ -182,6 +203,7 @@ class EstimatorTest(parameterized.TestCase):
     assert_close(g.gramian, closed)
     self.assertEqual(int(state.count), 6)
 
+  @pytest.mark.heavy
   def test_sogram_variance_bound_of_prop5(self):
     # Fixed embeddings: G-bar^(t) = (1 - (1-alpha)^t) G, and E||G-hat - G-bar||^2 <= sigma^2 alpha / (2 - alpha),
     # with sigma^2 the variance of a one-batch estimate.
@@ -195,6 +217,7 @@ class EstimatorTest(parameterized.TestCase):
       def step(state, k):
         idx = jax.random.randint(k, (size,), 0, 30)
         return est.update(state, u[idx])[1], None
+
       state, _ = jax.lax.scan(step, est.init(u), jax.random.split(key, t))
       return state.gramian
 
@@ -208,6 +231,7 @@ class EstimatorTest(parameterized.TestCase):
     self.assertGreater(variance, 0.5 * sigma2 * alpha / (2 - alpha))  # the bound is tight at fixed parameters
 
   @parameterized.parameters("linear", "sqrt")
+  @pytest.mark.heavy
   def test_batch_gramian_with_inverse_probability_weights_is_unbiased(self, kind):
     rng = np.random.default_rng(6)
     counts = rng.integers(1, 100, 20)
@@ -223,6 +247,7 @@ class EstimatorTest(parameterized.TestCase):
     mean = np.mean(jax.vmap(one)(jax.random.split(jax.random.key(2), 40000)), axis=0)
     assert_close(mean, gramian(u), "statistical", rtol=0.05, atol=0.03)
 
+  @pytest.mark.heavy
   def test_prior_variants_track_cross_gramians(self):
     rng = np.random.default_rng(7)
     cache, current = random_trajectory(8)
@@ -235,9 +260,9 @@ class EstimatorTest(parameterized.TestCase):
     assert_close(g.cross, cross_gramian(current, q))
 
   @parameterized.named_parameters(
-      ("sogram", lambda: sogram(0.1), {}),
-      ("sagram", lambda: sagram(12, beta="saga"), {"indices": np.array([1, 2])}),
-      ("batch", lambda: batch_gramian(sampling="uniform"), {}),
+    ("sogram", lambda: sogram(0.1), {}),
+    ("sagram", lambda: sagram(12, beta="saga"), {"indices": np.array([1, 2])}),
+    ("batch", lambda: batch_gramian(sampling="uniform"), {}),
   )
   def test_state_is_stable_under_lax_cond_and_keeps_float32(self, make, kwargs):
     est = make()
@@ -261,29 +286,48 @@ class EstimatorTest(parameterized.TestCase):
 
 
 BAD = [
-    ("alpha_zero", lambda: sogram(0.0), ValueError, ["`alpha`"]),
-    ("alpha_above_one", lambda: sogram(1.5), ValueError, ["`alpha`", "1.5"]),
-    ("beta_unknown", lambda: sagram(10, beta="sgd"), ValueError, ["`beta`", "sgd"]),
-    ("n_zero", lambda: sagram(0), ValueError, ["`n`"]),
-    ("init_rows_mismatch", lambda: sagram(5).init(np.ones((4, 3))), ValueError, ["`embeddings`", "n=5"]),
-    ("k_mismatch", lambda: sogram(0.1).update(sogram(0.1).init(np.ones((2, 3))), np.ones((2, 4))), ValueError,
-     ["`embeddings`", "k=3"]),
-    ("negative_weights", lambda: gramian(np.ones((2, 2)), np.array([1.0, -1.0])), ValueError,
-     ["`weights`", "non-negative"]),
-    ("index_out_of_range", lambda: sagram(3).update(sagram(3).init(np.ones((3, 2))), np.ones((1, 2)),
-                                                    indices=np.array([3])), ValueError, ["`indices`", "[0, 3)"]),
-    ("penalty_shape_mismatch", lambda: gramian_penalty(np.eye(2), np.eye(3)), ValueError, ["`gu`", "`gv`"]),
-    ("sampling_needs_counts", lambda: batch_gramian(sampling="sqrt"), ValueError, ["`counts`"]),
-    ("unknown_sampling", lambda: sampling_probabilities([1, 2], "zipf"), ValueError, ["`kind`", "zipf"]),
-    ("surrogate_k_mismatch", lambda: penalty_surrogate(np.ones((2, 3)), np.ones((2, 3)), np.eye(2), np.eye(2)),
-     ValueError, ["`gu_hat`", "k=3"]),
-    ("prior_missing", lambda: sogram(0.5, prior_dim=2).update(sogram(0.5, prior_dim=2).init(np.ones((1, 3))),
-                                                              np.ones((1, 3))), ValueError, ["`prior`"]),
+  ("alpha_zero", lambda: sogram(0.0), ValueError, ["`alpha`"]),
+  ("alpha_above_one", lambda: sogram(1.5), ValueError, ["`alpha`", "1.5"]),
+  ("beta_unknown", lambda: sagram(10, beta="sgd"), ValueError, ["`beta`", "sgd"]),
+  ("n_zero", lambda: sagram(0), ValueError, ["`n`"]),
+  ("init_rows_mismatch", lambda: sagram(5).init(np.ones((4, 3))), ValueError, ["`embeddings`", "n=5"]),
+  (
+    "k_mismatch",
+    lambda: sogram(0.1).update(sogram(0.1).init(np.ones((2, 3))), np.ones((2, 4))),
+    ValueError,
+    ["`embeddings`", "k=3"],
+  ),
+  (
+    "negative_weights",
+    lambda: gramian(np.ones((2, 2)), np.array([1.0, -1.0])),
+    ValueError,
+    ["`weights`", "non-negative"],
+  ),
+  (
+    "index_out_of_range",
+    lambda: sagram(3).update(sagram(3).init(np.ones((3, 2))), np.ones((1, 2)), indices=np.array([3])),
+    ValueError,
+    ["`indices`", "[0, 3)"],
+  ),
+  ("penalty_shape_mismatch", lambda: gramian_penalty(np.eye(2), np.eye(3)), ValueError, ["`gu`", "`gv`"]),
+  ("sampling_needs_counts", lambda: batch_gramian(sampling="sqrt"), ValueError, ["`counts`"]),
+  ("unknown_sampling", lambda: sampling_probabilities([1, 2], "zipf"), ValueError, ["`kind`", "zipf"]),
+  (
+    "surrogate_k_mismatch",
+    lambda: penalty_surrogate(np.ones((2, 3)), np.ones((2, 3)), np.eye(2), np.eye(2)),
+    ValueError,
+    ["`gu_hat`", "k=3"],
+  ),
+  (
+    "prior_missing",
+    lambda: sogram(0.5, prior_dim=2).update(sogram(0.5, prior_dim=2).init(np.ones((1, 3))), np.ones((1, 3))),
+    ValueError,
+    ["`prior`"],
+  ),
 ]
 
 
 BadInputTest = bad_input_test_case(BAD)
-
 
 
 class FullGramianTest(parameterized.TestCase):
@@ -302,8 +346,7 @@ class FullGramianTest(parameterized.TestCase):
     want = self.x.T @ self.x / 37
     assert_close(jax.jit(lambda: full_gramian(self.embed, 37, chunk_size=6))(), want)
     # 3 devices share 7 chunks (one device gets a chunk past the end, which must add nothing).
-    split = jax.vmap(lambda _: full_gramian(self.embed, 37, chunk_size=6, axis_name="d"), axis_name="d")(
-        jnp.arange(3))
+    split = jax.vmap(lambda _: full_gramian(self.embed, 37, chunk_size=6, axis_name="d"), axis_name="d")(jnp.arange(3))
     for g in split:
       assert_close(g, want)
 
@@ -314,6 +357,7 @@ class FullGramianTest(parameterized.TestCase):
       full_gramian(self.embed, 37, chunk_size=0)
     with self.assertRaisesRegex(ValueError, r"`embed` must map 5 indices to \[5, k\]"):
       full_gramian(lambda i: jnp.ones((3,)), 37, chunk_size=5)
+
 
 if __name__ == "__main__":
   absltest.main()

@@ -25,13 +25,15 @@ DATA = Path(os.environ.get("BCJAX_DATA_DIR", ROOT.parent / "shared" / "data"))
 
 @pytest.mark.heavy
 class GramianEstimationTest(absltest.TestCase):
-
   def test_shard_tables_refuses_a_device_count_that_does_not_divide_the_tables(self):
     # The check runs in load(), before the run directory exists; a mesh of 7 devices stands in for --devices 7.
     _, args, cfg = estimation.parse(["--preset", "test", "--shard-tables"])
     args.mesh = types.SimpleNamespace(devices=np.empty(7))
-    with self.assertRaisesRegex(ValueError, r"--shard-tables: the left side has 300 entities, not divisible by the "
-                                            r"7 devices"):
+    with self.assertRaisesRegex(
+      ValueError,
+      r"--shard-tables: the left side has 300 entities, not divisible by the "
+      r"7 devices",
+    ):
       estimation.load(args, cfg)
     args.mesh = types.SimpleNamespace(devices=np.empty(4))  # 300 = 4 x 75 rows per device
     self.assertEqual(estimation.load(args, cfg).left.num_entities, 300)
@@ -50,8 +52,13 @@ class GramianEstimationTest(absltest.TestCase):
     self.assertIn("| sagram-saga |", table)
     # The killed run computed the trajectory's errors in another process from the same seed: the same numbers, bit
     # for bit (the determinism check), and the resumed run finishes with the same results.
-    resumed = kill_then_resume("experiments.gramian_estimation", estimation_main, ["--preset", "test"],
-                               "trajectory", Path(self.create_tempdir()) / "killed")
+    resumed = kill_then_resume(
+      "experiments.gramian_estimation",
+      estimation_main,
+      ["--preset", "test"],
+      "trajectory",
+      Path(self.create_tempdir()) / "killed",
+    )
     self.assertEqual(resumed["errors"], run["errors"])
     assert_same_results(self, resumed, run)
 
@@ -69,17 +76,19 @@ class ValidationQueriesTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    from flax import nnx  # pylint: disable=import-outside-toplevel
-    import jax  # pylint: disable=import-outside-toplevel
-    from bcjax.models import TwoTower  # pylint: disable=import-outside-toplevel
-    from experiments.two_tower.train import make_embedder  # pylint: disable=import-outside-toplevel
+    from flax import nnx
+    import jax
+    from bcjax.models import TwoTower
+    from experiments.two_tower.train import make_embedder
+
     cls.corpus = check_corpus(synthetic_link_corpus(300, 2400, seed=4))
     model = TwoTower(cls.corpus.vocab_size, 8, 3, 3, (16, 8), rngs=nnx.Rngs(params=jax.random.key(0)))
     graphdef, cls.params = nnx.split(model)
     cls.embed = staticmethod(make_embedder(graphdef, chunk_size=64))
 
   def test_the_subset_is_fixed_sorted_and_limited(self):
-    from experiments.gramian_training.run import validation_queries  # pylint: disable=import-outside-toplevel
+    from experiments.gramian_training.run import validation_queries
+
     every = np.unique(self.corpus.val.left)
     np.testing.assert_array_equal(validation_queries(self.corpus, 0, 0), every)
     np.testing.assert_array_equal(validation_queries(self.corpus, len(every) + 5, 0), every)
@@ -89,9 +98,11 @@ class ValidationQueriesTest(absltest.TestCase):
     np.testing.assert_array_equal(validation_queries(self.corpus, 20, 3), some)
     self.assertFalse(np.array_equal(validation_queries(self.corpus, 20, 4), some))
 
+  @pytest.mark.heavy
   def test_a_subset_ranks_like_a_validation_split_of_only_its_pairs(self):
-    from experiments.gramian_training.run import evaluate, validation_queries  # pylint: disable=import-outside-toplevel
-    from bcjax.data import Pairs  # pylint: disable=import-outside-toplevel
+    from experiments.gramian_training.run import evaluate, validation_queries
+    from bcjax.data import Pairs
+
     some = validation_queries(self.corpus, 25, 1)
     keep = np.isin(self.corpus.val.left, some)
     only = self.corpus._replace(val=Pairs(*(x[keep] for x in self.corpus.val)))
@@ -102,13 +113,14 @@ class ValidationQueriesTest(absltest.TestCase):
       self.assertEqual(sorted(capped), sorted(split))
       for key, value in split.items():
         self.assertEqual(capped[key], value, key)
-      every = evaluate(self.embed, self.params, self.corpus, candidates, np.unique(self.corpus.val.left),
-                       exact=exact)
+      every = evaluate(self.embed, self.params, self.corpus, candidates, np.unique(self.corpus.val.left), exact=exact)
       self.assertNotEqual(every["map@10"], capped["map@10"])  # the subset is not the whole split
 
+  @pytest.mark.heavy
   def test_candidate_evaluation_embeds_only_the_ranked_items(self):
-    from experiments.gramian_training.run import evaluate  # pylint: disable=import-outside-toplevel
-    from bcjax.metrics import evaluate_retrieval  # pylint: disable=import-outside-toplevel
+    from experiments.gramian_training.run import evaluate
+    from bcjax.metrics import evaluate_retrieval
+
     queries, candidates = np.unique(self.corpus.val.left), np.arange(1, 300, 3)
     embedded = []
 
@@ -121,8 +133,13 @@ class ValidationQueriesTest(absltest.TestCase):
     self.assertEqual(embedded, [("left", len(queries)), ("right", len(ranked))])
     u = self.embed(self.params, self.corpus.left.groups, "left")
     v = self.embed(self.params, self.corpus.right.groups, "right")
-    want = evaluate_retrieval(u, v, (self.corpus.val.left, self.corpus.val.right),
-                              exclude=(self.corpus.train.left, self.corpus.train.right), candidates=candidates)
+    want = evaluate_retrieval(
+      u,
+      v,
+      (self.corpus.val.left, self.corpus.val.right),
+      exclude=(self.corpus.train.left, self.corpus.train.right),
+      candidates=candidates,
+    )
     self.assertEqual(got["queries"], want["queries"])
     assert_close(got["map@10"], want["map@10"])
     assert_close(got["recall@10"], want["recall@10"])
@@ -130,7 +147,6 @@ class ValidationQueriesTest(absltest.TestCase):
 
 @pytest.mark.heavy
 class GramianTrainingTest(absltest.TestCase):
-
   def test_outputs(self):
     out = Path(self.create_tempdir()) / "run"
     self.assertEqual(training_main(["--preset", "test", "--out", str(out), "--no-progress"]), 0)
@@ -149,15 +165,23 @@ class GramianTrainingTest(absltest.TestCase):
     for method in results["methods"]:
       self.assertIn(f"| {method} |", table)  # every method's row
     self.assertTrue((out / "figure3.png").stat().st_size > 0)
-    resumed = kill_then_resume("experiments.gramian_training", training_main, ["--preset", "test"],
-                               "sampling-uniform", Path(self.create_tempdir()) / "killed")
+    resumed = kill_then_resume(
+      "experiments.gramian_training",
+      training_main,
+      ["--preset", "test"],
+      "sampling-uniform",
+      Path(self.create_tempdir()) / "killed",
+    )
     assert_same_results(self, resumed, results)
 
   def test_a_corpus_without_validation_pairs_is_refused_before_training(self):
     corpus = synthetic_link_corpus(50, 200, num_clusters=5, seed=0)
     with self.assertRaisesRegex(ValueError, r"200 training and 0 validation pairs"):
-      check_corpus(corpus._replace(train=corpus.train._replace(left=np.zeros(200, np.int32)),
-                                   val=corpus.val._replace(left=np.zeros(0, np.int32))))
+      check_corpus(
+        corpus._replace(
+          train=corpus.train._replace(left=np.zeros(200, np.int32)), val=corpus.val._replace(left=np.zeros(0, np.int32))
+        )
+      )
     self.assertIs(check_corpus(corpus), corpus)
     with self.assertRaisesRegex(ValueError, "unknown MovieLens variant"):
       load_corpus("movielens-5k", None, num_pages=1, num_links=1, seed=0)
@@ -169,9 +193,24 @@ class GramianTrainingTest(absltest.TestCase):
   @absltest.skipUnless((DATA / "movielens" / "ml-100k" / "u.data").exists(), "development ML-100K not present")
   def test_movielens_100k(self):
     out = Path(self.create_tempdir()) / "run"
-    self.assertEqual(training_main(["--dataset", "movielens-100k", "--data-dir", str(DATA / "movielens" / "ml-100k"),
-                                    "--preset", "test", "--methods", "sampling-uniform", "--out", str(out),
-                                    "--no-progress"]), 0)
+    self.assertEqual(
+      training_main(
+        [
+          "--dataset",
+          "movielens-100k",
+          "--data-dir",
+          str(DATA / "movielens" / "ml-100k"),
+          "--preset",
+          "test",
+          "--methods",
+          "sampling-uniform",
+          "--out",
+          str(out),
+          "--no-progress",
+        ]
+      ),
+      0,
+    )
     results = json.loads((out / "results.json").read_text())
     self.assertEqual(results["corpus"]["train_pairs"], 80_000)
 

@@ -20,7 +20,6 @@ from tests._tolerance import assert_close
 
 @pytest.mark.heavy
 class GramianScalingTest(absltest.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -42,8 +41,9 @@ class GramianScalingTest(absltest.TestCase):
       self.assertGreater((self.out / name).stat().st_size, 0, name)
     self.assertEqual(sorted(self.results["summary"]), ["exact-uniform", "sampling-uniform", "sogram-uniform"])
     self.assertLen(list((self.out / "stages").rglob("*.pkl")), 2 * 2 * 3)  # sizes x seeds x methods
-    rows = [l for l in (self.out / "table.md").read_text().splitlines() if l.startswith("| 300 ") or
-            l.startswith("| 600 ")]
+    rows = [
+      l for l in (self.out / "table.md").read_text().splitlines() if l.startswith("| 300 ") or l.startswith("| 600 ")
+    ]
     self.assertLen(rows, 6)
     self.assertIn("Final validation MAP@10 and gains against corpus size", self.printed)
 
@@ -88,17 +88,17 @@ class GramianScalingTest(absltest.TestCase):
     assert_same_results(self, json.loads((copy / "results.json").read_text()), self.results)
 
 
-
 class MapAtTest(absltest.TestCase):
-
   def test_interpolates_between_evaluations_and_holds_at_the_ends(self):
-    curve = [{"train_seconds": 0.0, "map@10": 0.0}, {"train_seconds": 10.0, "map@10": 0.2},
-             {"train_seconds": 30.0, "map@10": 0.1}]
+    curve = [
+      {"train_seconds": 0.0, "map@10": 0.0},
+      {"train_seconds": 10.0, "map@10": 0.2},
+      {"train_seconds": 30.0, "map@10": 0.1},
+    ]
     assert_close([map_at(curve, t) for t in (0.0, 5.0, 10.0, 20.0, 30.0, 45.0)], [0.0, 0.1, 0.2, 0.15, 0.1, 0.1])
 
 
 class OracleGapTest(absltest.TestCase):
-
   def test_a_resolved_gap_against_its_definition(self):
     base, ours, oracle = np.array([0.20, 0.22, 0.21]), np.array([0.23, 0.24, 0.22]), np.array([0.25, 0.28, 0.26])
     d = oracle - base  # 0.05, 0.06, 0.05
@@ -122,7 +122,6 @@ class OracleGapTest(absltest.TestCase):
 
 
 class TemperatureSweepTest(absltest.TestCase):
-
   def test_a_best_tau_on_the_grid_edge_extends_the_grid_past_it(self):
     self.assertEqual(next_temperature({0.1: 0.13, 0.3: 0.15, 1.0: 0.18, 3.0: 0.20}), 9.0)
     self.assertEqual(next_temperature({0.1: 0.2, 0.3: 0.15, 1.0: 0.1}), 0.03333)
@@ -134,12 +133,29 @@ class TemperatureSweepTest(absltest.TestCase):
     self.assertEqual(best_temperature({0.1: 0.2, 0.3: 0.25, 1.0: 0.1}), 0.3)
     self.assertEqual(best_temperature({1.0: 0.25, 0.3: 0.25, 0.1: 0.2}), 0.3)
 
+  @pytest.mark.heavy
   def test_the_tuned_temperature_trains_every_softmax_run(self):
     with tempfile.TemporaryDirectory() as tmp:
       with contextlib.redirect_stdout(io.StringIO()):
-        code = main(["--preset", "test", "--out", f"{tmp}/run", "--no-progress", "--sizes", "300", "--seeds", "1",
-                     "--methods", "sampling-uniform,sagram-uniform,softmax-logq", "--temperatures", "0.1,1",
-                     "--temperature-extensions", "1"])
+        code = main(
+          [
+            "--preset",
+            "test",
+            "--out",
+            f"{tmp}/run",
+            "--no-progress",
+            "--sizes",
+            "300",
+            "--seeds",
+            "1",
+            "--methods",
+            "sampling-uniform,sagram-uniform,softmax-logq",
+            "--temperatures",
+            "0.1,1",
+            "--temperature-extensions",
+            "1",
+          ]
+        )
       self.assertEqual(code, 0)
       results = json.loads(Path(f"{tmp}/run/results.json").read_text())
       table = Path(f"{tmp}/run/table.md").read_text()
@@ -161,6 +177,7 @@ class TemperatureSweepTest(absltest.TestCase):
     ours = results["runs"]["300"]["0"]["sagram-uniform"]["final_map@10"]
     if base > 0:
       assert_close(sagram["improvement_mean"], 100 * (ours / base - 1))
+
 
 if __name__ == "__main__":
   absltest.main()

@@ -3,6 +3,7 @@ names, malformed lines naming file and line), selection, local degree profiles a
 loop-based references, the growth split, padded batching, GraphCL views, and the GCN encoder against a dense float64
 NumPy forward pass."""
 
+import pytest
 import os
 import zipfile
 from pathlib import Path
@@ -13,9 +14,26 @@ import numpy as np
 from absl.testing import absltest, parameterized
 from flax import nnx
 
-from bcjax.data import (AUGMENTATIONS, augment_graphs, batch_graphs, drop_nodes, from_graphs, graph_mask,
-                        growth_split, local_degree_profile, mask_attributes, node_mask, normalize_rows, pad_graphs,
-                        read_gin, read_tu, repad_graphs, select_graphs, subgraph, tu_dataset_path)
+from bcjax.data import (
+  AUGMENTATIONS,
+  augment_graphs,
+  batch_graphs,
+  drop_nodes,
+  from_graphs,
+  graph_mask,
+  growth_split,
+  local_degree_profile,
+  mask_attributes,
+  node_mask,
+  normalize_rows,
+  pad_graphs,
+  read_gin,
+  read_tu,
+  repad_graphs,
+  select_graphs,
+  subgraph,
+  tu_dataset_path,
+)
 from bcjax.models import GCNEncoder, gcn_propagate
 from tests._tolerance import assert_close, close
 
@@ -24,11 +42,11 @@ DATA = Path(os.environ.get("BCJAX_DATA_DIR", ROOT.parent / "shared" / "data"))
 
 # Three graphs: a triangle (nodes 1-3), a path 4-5, and a star 6-(7, 8, 9); node 10 belongs to graph 3, isolated.
 TU_FILES = {
-    "_A.txt": "1, 2\n2, 1\n2, 3\n3, 2\n1, 3\n3, 1\n4, 5\n5, 4\n6, 7\n7, 6\n6, 8\n8, 6\n6, 9\n9, 6\n",
-    "_graph_indicator.txt": "1\n1\n1\n2\n2\n3\n3\n3\n3\n3\n",
-    "_graph_labels.txt": "2\n1\n2\n",
-    "_node_labels.txt": "0\n1\n0\n2\n2\n0\n1\n1\n1\n0\n",
-    "_node_attributes.txt": "".join(f"{i}.5, {-i}.0\n" for i in range(10)),
+  "_A.txt": "1, 2\n2, 1\n2, 3\n3, 2\n1, 3\n3, 1\n4, 5\n5, 4\n6, 7\n7, 6\n6, 8\n8, 6\n6, 9\n9, 6\n",
+  "_graph_indicator.txt": "1\n1\n1\n2\n2\n3\n3\n3\n3\n3\n",
+  "_graph_labels.txt": "2\n1\n2\n",
+  "_node_labels.txt": "0\n1\n0\n2\n2\n0\n1\n1\n1\n0\n",
+  "_node_attributes.txt": "".join(f"{i}.5, {-i}.0\n" for i in range(10)),
 }
 
 
@@ -43,7 +61,6 @@ GIN_TEXT = "2\n3 0\n0 2 1 2\n1 1 0\n0 1 0\n2 2\n0 1 1\n0 1 0\n"
 
 
 class TUReaderTest(parameterized.TestCase):
-
   def test_folder_against_known_answers(self):
     c = read_tu(write_tu(Path(self.create_tempdir().full_path) / "TOY"))
     np.testing.assert_array_equal(c.n_node, [3, 2, 5])
@@ -58,8 +75,10 @@ class TUReaderTest(parameterized.TestCase):
     raw = read_tu(write_tu(Path(self.create_tempdir().full_path) / "TOY"), keep_duplicates=True, keep_self_loops=True)
     np.testing.assert_array_equal(raw.graph(2)[1], [0, 1, 0, 2, 0, 3])  # the file's order
     self.assertEqual(c.notes, ())
-    self.assertEqual(read_tu(write_tu(Path(self.create_tempdir().full_path) / "TOY"),
-                             use_node_attributes=False).node_features.shape, (10, 3))
+    self.assertEqual(
+      read_tu(write_tu(Path(self.create_tempdir().full_path) / "TOY"), use_node_attributes=False).node_features.shape,
+      (10, 3),
+    )
 
   def test_duplicate_edges_and_self_loops_are_coalesced_as_pyg_does(self):
     # IMDB-BINARY lists every undirected edge twice per direction; here the triangle's edges come twice and node 2
@@ -70,8 +89,13 @@ class TUReaderTest(parameterized.TestCase):
     c = read_tu(folder)
     np.testing.assert_array_equal(c.n_edge, [6, 2, 6])
     np.testing.assert_array_equal(np.bincount(c.graph(0)[1], minlength=3), [2, 2, 2])
-    self.assertEqual(c.notes, ("DUP: 1 self-loop(s) removed (as PyTorch Geometric does)",
-                               "DUP: 6 repeated directed edge(s) coalesced (as PyTorch Geometric does)"))
+    self.assertEqual(
+      c.notes,
+      (
+        "DUP: 1 self-loop(s) removed (as PyTorch Geometric does)",
+        "DUP: 6 repeated directed edge(s) coalesced (as PyTorch Geometric does)",
+      ),
+    )
     assert_close(local_degree_profile(c)[:3, 0], [2.0, 2.0, 2.0])  # not the doubled 4, 5, 4
     raw = read_tu(folder, keep_duplicates=True, keep_self_loops=True)
     np.testing.assert_array_equal(raw.n_edge, [13, 2, 6])
@@ -90,13 +114,13 @@ class TUReaderTest(parameterized.TestCase):
     self.assertEqual(tu_dataset_path("TOY", archive.parent), archive)
 
   @parameterized.named_parameters(
-      ("bad_number", "_A.txt", "1, 2\n2, x\n", "_A.txt, line 2"),
-      ("out_of_range", "_A.txt", "1, 2\n2, 11\n", "_A.txt, line 2"),
-      ("cross_graph", "_A.txt", "1, 2\n3, 4\n", "_A.txt, line 2"),
-      ("attribute_width", "_node_attributes.txt", "1, 2\n" * 4 + "1\n" + "1, 2\n" * 5, "_node_attributes.txt, line 5"),
-      ("non_finite", "_node_attributes.txt", "1, 2\n" * 2 + "nan, 1\n" + "1, 2\n" * 7, "line 3"),
-      ("unsorted_indicator", "_graph_indicator.txt", "1\n2\n1\n2\n2\n3\n3\n3\n3\n3\n", "sorted"),
-      ("row_count", "_node_labels.txt", "0\n1\n", "2 rows"),
+    ("bad_number", "_A.txt", "1, 2\n2, x\n", "_A.txt, line 2"),
+    ("out_of_range", "_A.txt", "1, 2\n2, 11\n", "_A.txt, line 2"),
+    ("cross_graph", "_A.txt", "1, 2\n3, 4\n", "_A.txt, line 2"),
+    ("attribute_width", "_node_attributes.txt", "1, 2\n" * 4 + "1\n" + "1, 2\n" * 5, "_node_attributes.txt, line 5"),
+    ("non_finite", "_node_attributes.txt", "1, 2\n" * 2 + "nan, 1\n" + "1, 2\n" * 7, "line 3"),
+    ("unsorted_indicator", "_graph_indicator.txt", "1\n2\n1\n2\n2\n3\n3\n3\n3\n3\n", "sorted"),
+    ("row_count", "_node_labels.txt", "0\n1\n", "2 rows"),
   )
   def test_malformed_files_name_file_and_line(self, suffix, text, expected):
     folder = write_tu(Path(self.create_tempdir().full_path) / "TOY", override={suffix: text})
@@ -107,6 +131,7 @@ class TUReaderTest(parameterized.TestCase):
     with self.assertRaisesRegex(FileNotFoundError, "download"):
       tu_dataset_path("NOPE", self.create_tempdir().full_path)
 
+  @pytest.mark.heavy
   def test_real_proteins_statistics(self):
     path = DATA / "tu" / "PROTEINS_full.zip"
     if not path.exists():
@@ -117,7 +142,6 @@ class TUReaderTest(parameterized.TestCase):
 
 
 class GINReaderTest(parameterized.TestCase):
-
   def test_known_answers_and_zip(self):
     path = Path(self.create_tempdir().full_path) / "toy.txt"
     path.write_text(GIN_TEXT)
@@ -134,12 +158,12 @@ class GINReaderTest(parameterized.TestCase):
     np.testing.assert_array_equal(read_gin(archive).senders, c.senders)
 
   @parameterized.named_parameters(
-      ("neighbour_out_of_range", "2\n3 0\n0 2 1 5\n1 1 0\n0 1 0\n2 2\n0 1 1\n0 1 0\n", "line 3"),
-      ("bad_header", "2\n3\n0 2 1 2\n", "line 2"),
-      ("short_neighbour_list", "2\n3 0\n0 3 1 2\n1 1 0\n0 1 0\n2 2\n0 1 1\n0 1 0\n", "line 3"),
-      ("truncated", "2\n3 0\n0 2 1 2\n1 1 0\n0 1 0\n", "ends early"),
-      ("non_numeric", "2\n3 0\n0 2 1 b\n", "line 3"),
-      ("trailing", GIN_TEXT + "7 7\n", "line 9"),
+    ("neighbour_out_of_range", "2\n3 0\n0 2 1 5\n1 1 0\n0 1 0\n2 2\n0 1 1\n0 1 0\n", "line 3"),
+    ("bad_header", "2\n3\n0 2 1 2\n", "line 2"),
+    ("short_neighbour_list", "2\n3 0\n0 3 1 2\n1 1 0\n0 1 0\n2 2\n0 1 1\n0 1 0\n", "line 3"),
+    ("truncated", "2\n3 0\n0 2 1 2\n1 1 0\n0 1 0\n", "ends early"),
+    ("non_numeric", "2\n3 0\n0 2 1 b\n", "line 3"),
+    ("trailing", GIN_TEXT + "7 7\n", "line 9"),
   )
   def test_malformed(self, text, expected):
     path = Path(self.create_tempdir().full_path) / "bad.txt"
@@ -161,7 +185,6 @@ def random_collection(seed: int, num_graphs: int = 6, width: int = 3):
 
 
 class FeatureAndSplitTest(absltest.TestCase):
-
   def test_local_degree_profile_against_loops(self):
     c = random_collection(0)
     ldp = local_degree_profile(c)
@@ -218,7 +241,6 @@ class FeatureAndSplitTest(absltest.TestCase):
 
 
 class BatchAndViewTest(absltest.TestCase):
-
   def test_padding_layout(self):
     c = random_collection(2)
     b = batch_graphs(c, [0, 3], num_graphs=4)
@@ -296,7 +318,7 @@ def dense_gcn_reference(x, s, r, weights, biases, mask):
 
 
 class GCNEncoderTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_forward_against_dense_numpy(self):
     c = random_collection(4, num_graphs=5, width=4)
     batch = batch_graphs(c, range(5), num_graphs=6)
@@ -306,13 +328,17 @@ class GCNEncoderTest(absltest.TestCase):
     weights = [np.asarray(conv.linear.kernel[...], np.float64) for conv in model.convs]
     biases = [np.asarray(conv.bias[...], np.float64) for conv in model.convs]
     mask = np.asarray(node_mask(batch))
-    layers = dense_gcn_reference(np.asarray(batch.nodes), np.asarray(batch.senders), np.asarray(batch.receivers),
-                                 weights, biases, mask)
+    layers = dense_gcn_reference(
+      np.asarray(batch.nodes), np.asarray(batch.senders), np.asarray(batch.receivers), weights, biases, mask
+    )
     seg = np.repeat(np.arange(7), batch.n_node)
     want = np.concatenate([np.stack([h[seg == g].sum(axis=0) for g in range(7)]) for h in layers], axis=1)
-    assert_close(np.asarray(z), want)
+    # A readout is a sum of node rows of either sign: its rounding scales with the summed magnitudes.
+    terms = np.concatenate([np.stack([np.abs(h[seg == g]).sum(axis=0) for g in range(7)]) for h in layers], axis=1)
+    assert_close(np.asarray(z), want, scale=terms)
     self.assertTrue(np.all(np.asarray(z)[5:] == 0.0))  # the empty graph and the padding graph
 
+  @pytest.mark.heavy
   def test_conv_biases_take_their_exact_zero_gradient_under_train_mode_batch_norm(self):
     c = random_collection(6, num_graphs=4, width=3)
     batch = batch_graphs(c, range(4), num_graphs=5)
@@ -321,8 +347,9 @@ class GCNEncoderTest(absltest.TestCase):
 
     def conv_grads():
       graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-      loss = lambda p: jnp.sum(weights * nnx.merge(graphdef, p, rest, copy=True)(batch))  # noqa: E731
+      loss = lambda p: jnp.sum(weights * nnx.merge(graphdef, p, rest, copy=True)(batch))
       return nnx.to_pure_dict(jax.grad(loss)(params))["convs"].values()
+
     model.train()
     for conv in conv_grads():  # BatchNorm subtracts the batch mean: the bias drops out exactly
       self.assertFalse(np.any(np.asarray(conv["bias"])))
@@ -330,6 +357,7 @@ class GCNEncoderTest(absltest.TestCase):
     model.eval()  # running statistics: the bias shifts the output and gets its gradient
     self.assertTrue(all(np.any(np.asarray(conv["bias"])) for conv in conv_grads()))
 
+  @pytest.mark.heavy
   def test_padding_does_not_change_real_graphs(self):
     c = random_collection(5, num_graphs=3)
     model = GCNEncoder(3, hidden=4, rngs=nnx.Rngs(1))
@@ -340,8 +368,7 @@ class GCNEncoderTest(absltest.TestCase):
 
   def test_propagation_is_symmetric_normalisation(self):
     s, r = jnp.array([0, 1]), jnp.array([1, 0])
-    graph = batch_graphs(from_graphs([(np.eye(2, dtype=np.float32), np.array([0, 1]), np.array([1, 0]))], [0]),
-                         [0])
+    graph = batch_graphs(from_graphs([(np.eye(2, dtype=np.float32), np.array([0, 1]), np.array([1, 0]))], [0]), [0])
     out = gcn_propagate(graph._replace(nodes=None), jnp.asarray(graph.nodes))
     assert_close(np.asarray(out)[:2], [[0.5, 0.5], [0.5, 0.5]])
     del s, r
@@ -369,11 +396,14 @@ class GCNEncoderTest(absltest.TestCase):
     assert_close(np.asarray(always)[:3], (a_always / np.sqrt(np.outer(d, d))) @ h)
     # without self-loops in the data the two agree
     loop_free = batch_graphs(from_graphs([(h, senders[keep], receivers[keep])], [0]), [0])
-    assert_close(gcn_propagate(loop_free._replace(nodes=None), jnp.asarray(loop_free.nodes), self_loops="remaining"),
-                 gcn_propagate(loop_free._replace(nodes=None), jnp.asarray(loop_free.nodes)))
+    assert_close(
+      gcn_propagate(loop_free._replace(nodes=None), jnp.asarray(loop_free.nodes), self_loops="remaining"),
+      gcn_propagate(loop_free._replace(nodes=None), jnp.asarray(loop_free.nodes)),
+    )
     with self.assertRaisesRegex(ValueError, "`self_loops` must be one of"):
       GCNEncoder(2, self_loops="none", rngs=nnx.Rngs(0))
 
+  @pytest.mark.heavy
   def test_dropout_needs_a_key_and_jit_matches(self):
     c = random_collection(6, num_graphs=4)
     batch = batch_graphs(c, range(4))
@@ -383,8 +413,10 @@ class GCNEncoderTest(absltest.TestCase):
 
     def run(state, key):
       return nnx.merge(graphdef, state, copy=True)(batch, key)
+
     eager, jitted = run(state, jax.random.key(0)), jax.jit(run)(state, jax.random.key(0))
-    assert_close(np.asarray(eager), np.asarray(jitted))
+    # BatchNorm mixes every node into every output, so each entry's rounding scales with the largest activations.
+    assert_close(np.asarray(eager), np.asarray(jitted), "network", scale=np.abs(np.asarray(eager)).max())
     self.assertFalse(close(np.asarray(run(state, jax.random.key(0))), np.asarray(run(state, None))))
 
 

@@ -2,6 +2,7 @@
 checked; stages make a run resumable after a SIGKILL; a failed stage leaves results.partial.json. Then every real
 experiment and benchmark command line refuses each out-of-range flag with status 2 and no run directory."""
 
+import pytest
 import contextlib
 import dataclasses
 import io
@@ -26,10 +27,20 @@ from experiments.icl.experiment import EXPERIMENT as ICL
 from tests import _toy_experiment as toy
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPERIMENTS = (BC_ALIGNER, CONCEPTORS_STS, ERROR_AMPLIFICATION, GRAMIAN_ESTIMATION, GRAMIAN_TRAINING, ICL,
-               toy.EXPERIMENT)
-BENCHMARKS = ((alignment_losses, alignment_losses.Config), (gnn_step, gnn_step.Config),
-              (gramian_vs_sampling, gramian_vs_sampling.Config))
+EXPERIMENTS = (
+  BC_ALIGNER,
+  CONCEPTORS_STS,
+  ERROR_AMPLIFICATION,
+  GRAMIAN_ESTIMATION,
+  GRAMIAN_TRAINING,
+  ICL,
+  toy.EXPERIMENT,
+)
+BENCHMARKS = (
+  (alignment_losses, alignment_losses.Config),
+  (gnn_step, gnn_step.Config),
+  (gramian_vs_sampling, gramian_vs_sampling.Config),
+)
 
 
 def quiet(fn, *args):
@@ -45,7 +56,7 @@ def quiet(fn, *args):
 def bad_values(field: dataclasses.Field) -> list[str]:
   """Flag values outside what the field declares: below/above its bounds, outside its choices, not a number."""
   meta = field.metadata["option"]
-  kind, is_tuple, _ = harness._element_type(field.type)  # pylint: disable=protected-access
+  kind, is_tuple, _ = harness._element_type(field.type)
   values = []
   if meta["choices"] is not None:
     values.append("bogus")
@@ -71,7 +82,7 @@ def _valid_element(field) -> str:
   if meta["choices"] is not None:
     return str(meta["choices"][0])
   low = meta["low"]
-  kind, _, _ = harness._element_type(field.type)  # pylint: disable=protected-access
+  kind, _, _ = harness._element_type(field.type)
   value = 1 if low is None else (low + 0.5 if meta["low_open"] else low)
   return str(kind(math.ceil(value) if kind is int else value))
 
@@ -85,10 +96,11 @@ def flag_cases():
 
 
 class MarkdownTableTest(absltest.TestCase):
-
   def test_formats_floats_and_keeps_other_cells(self):
-    self.assertEqual(common.markdown_table(["a", "b"], [[0.5, "x"], [2, None]], floatfmt=".2f"),
-                     "| a | b |\n|---|---|\n| 0.50 | x |\n| 2 | None |\n")
+    self.assertEqual(
+      common.markdown_table(["a", "b"], [[0.5, "x"], [2, None]], floatfmt=".2f"),
+      "| a | b |\n|---|---|\n| 0.50 | x |\n| 2 | None |\n",
+    )
 
   def test_a_row_that_does_not_fit_the_header_is_refused(self):
     # A cell without a header column would be dropped by markdown renderers: a silently wrong table.
@@ -97,19 +109,26 @@ class MarkdownTableTest(absltest.TestCase):
 
 
 class ConfigFlagTest(parameterized.TestCase):
-
   def test_every_option_becomes_a_flag_and_applies(self):
-    _, args, cfg = toy.EXPERIMENT.parse(["--steps", "5", "--rate", "1", "--kinds", "c, a", "--widths", "3,4",
-                                         "--size", "7", "--loud", "--seed", "2"])
+    _, args, cfg = toy.EXPERIMENT.parse(
+      ["--steps", "5", "--rate", "1", "--kinds", "c, a", "--widths", "3,4", "--size", "7", "--loud", "--seed", "2"]
+    )
     self.assertEqual(cfg, toy.Config(steps=5, rate=1.0, kinds=("c", "a"), widths=(3, 4), size=7, loud=True, seed=2))
     _, _, cfg = toy.EXPERIMENT.parse(["--preset", "test", "--no-loud", "--size", "none"])
     self.assertEqual(cfg, toy.Config(steps=2))  # the preset's value unless a flag is given
     self.assertIsNone(args.resume)
 
-  @parameterized.parameters(("--steps", "0", ">= 1"), ("--rate", "0", "> 0 and <= 1"), ("--rate", "1.5", "<= 1"),
-                            ("--rate", "nan", "must be a number"), ("--kinds", "a,z", "one of a, b, c"),
-                            ("--kinds", ",", "at least one"), ("--widths", "2,0", ">= 1"),
-                            ("--steps", "2.5", "must be a int"), ("--size", "0", ">= 1"))
+  @parameterized.parameters(
+    ("--steps", "0", ">= 1"),
+    ("--rate", "0", "> 0 and <= 1"),
+    ("--rate", "1.5", "<= 1"),
+    ("--rate", "nan", "must be a number"),
+    ("--kinds", "a,z", "one of a, b, c"),
+    ("--kinds", ",", "at least one"),
+    ("--widths", "2,0", ">= 1"),
+    ("--steps", "2.5", "must be a int"),
+    ("--size", "0", ">= 1"),
+  )
   def test_a_bad_value_exits_2_naming_the_flag_and_its_range(self, flag, value, allowed):
     code, err = quiet(toy.EXPERIMENT.parse, [flag, value])
     self.assertEqual(code, 2)
@@ -122,7 +141,6 @@ class ConfigFlagTest(parameterized.TestCase):
 
 
 class LifecycleTest(absltest.TestCase):
-
   def setUp(self):
     super().setUp()
     self.tmp = Path(self.create_tempdir().full_path)
@@ -132,8 +150,15 @@ class LifecycleTest(absltest.TestCase):
 
   def subprocess(self, out, fault, *argv):
     env = dict(os.environ, BCJAX_FAULT=fault)
-    return subprocess.run([sys.executable, "-m", "tests._toy_experiment", "--out", str(out), "--no-progress", *argv],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+      [sys.executable, "-m", "tests._toy_experiment", "--out", str(out), "--no-progress", *argv],
+      cwd=ROOT,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=300,
+      check=False,
+    )
 
   def test_nothing_is_written_before_flags_and_data_are_checked(self):
     for argv in (["--steps", "-5"], ["--bad-data"], ["--kinds", "q"]):
@@ -151,6 +176,7 @@ class LifecycleTest(absltest.TestCase):
     self.assertEqual(quiet(toy.main, ["--resume", str(out)])[0], 2)  # finished: nothing to resume
     self.assertEqual((out / "results.json").read_bytes(), before)
 
+  @pytest.mark.heavy
   def test_sigkill_in_a_late_stage_then_resume_equals_an_uninterrupted_run(self):
     whole = self.tmp / "whole"
     self.assertEqual(self.run_toy("--steps", "4", out=whole)[0], 0)
@@ -161,14 +187,16 @@ class LifecycleTest(absltest.TestCase):
     self.assertEqual(sorted(p.name for p in (killed / "stages" / "b").iterdir()), ["0.pkl", "1.pkl", "2.pkl"])
     code, err = quiet(toy.main, ["--resume", str(killed), "--no-progress"])
     self.assertEqual(code, 0, err)
-    self.assertEqual(json.loads((killed / "results.json").read_text()),
-                     json.loads((whole / "results.json").read_text()))
+    self.assertEqual(
+      json.loads((killed / "results.json").read_text()), json.loads((whole / "results.json").read_text())
+    )
     events = [json.loads(line) for line in (killed / "metrics.jsonl").read_text().splitlines()]
     finished = [e for e in events if e.get("event") == "finished"][-1]
     self.assertEqual(finished["stages_computed"], ["b/3", "total"])  # only what the kill lost
     self.assertIn("a/0", finished["stages_read_back"])
     self.assertTrue(any(e.get("event") == "resumed" for e in events))
 
+  @pytest.mark.heavy
   def test_a_failed_stage_leaves_partial_results_and_can_be_resumed(self):
     out = self.tmp / "failed"
     proc = self.subprocess(out, "fail:b/1")
@@ -184,6 +212,7 @@ class LifecycleTest(absltest.TestCase):
     self.assertTrue((out / "results.json").is_file())
     self.assertFalse((out / "results.partial.json").exists())  # a finished run no longer claims a failed stage
 
+  @pytest.mark.heavy
   def test_resume_takes_the_run_s_own_flags_only(self):
     out = self.tmp / "run"
     proc = self.subprocess(out, "kill:a/0", "--steps", "2")
@@ -197,10 +226,11 @@ class LifecycleTest(absltest.TestCase):
     self.assertEqual(sorted(results["sums"]), ["a/0", "a/1", "b/0", "b/1"])  # --steps 2 from the stored flags
 
   def test_stored_command_line_has_absolute_paths_so_resume_works_from_anywhere(self):
-    absolute = harness._absolute_paths  # pylint: disable=protected-access
+    absolute = harness._absolute_paths
     stored = absolute(["--data-dir", "d", "--out=o", "--steps", "2", "--data-dir"], ("--data-dir", "--out"))
-    self.assertEqual(stored, ["--data-dir", os.path.abspath("d"), f"--out={os.path.abspath('o')}", "--steps", "2",
-                              "--data-dir"])
+    self.assertEqual(
+      stored, ["--data-dir", os.path.abspath("d"), f"--out={os.path.abspath('o')}", "--steps", "2", "--data-dir"]
+    )
     out = self.tmp / "abs"
     self.assertEqual(self.run_toy(out=out)[0], 0)
     argv = json.loads((out / "config.json").read_text())["argv"]
@@ -217,6 +247,7 @@ class LifecycleTest(absltest.TestCase):
     def build(path):
       path.mkdir(parents=True)
       (path / "v0").write_text("complete")
+
     final = run.publish_dir("reg/a", build)
     self.assertEqual(sorted(p.name for p in final.iterdir()), ["v0"])
     self.assertFalse(scratch.exists())
@@ -225,14 +256,18 @@ class LifecycleTest(absltest.TestCase):
       run.stage("../escape", lambda: 1)
     run.close()
 
+  @pytest.mark.heavy
   def test_compiled_steps_go_to_the_download_cache_unless_a_folder_is_set(self):
-    code = ("import jax; from experiments import harness; harness.use_compilation_cache(); "
-            "print(jax.config.jax_compilation_cache_dir)")
+    code = (
+      "import jax; from experiments import harness; harness.use_compilation_cache(); "
+      "print(jax.config.jax_compilation_cache_dir)"
+    )
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
     for given, want in ((None, self.tmp / "data" / "xla"), (str(self.tmp / "mine"), self.tmp / "mine")):
       env.update(BCJAX_DATA=str(self.tmp / "data"), **({} if given is None else {"JAX_COMPILATION_CACHE_DIR": given}))
-      out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                           timeout=120, check=True)
+      out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=True
+      )
       self.assertEqual(Path(out.stdout.strip()), want)
 
 
@@ -249,10 +284,17 @@ class EveryCommandLineTest(parameterized.TestCase):
     self.assertFalse(out.exists())
 
   @parameterized.parameters(
-      (BC_ALIGNER, ["--lambda", "-5"]), (GRAMIAN_TRAINING, ["--steps", "-5"]), (GRAMIAN_TRAINING, ["--alpha", "0"]),
-      (GRAMIAN_TRAINING, ["--alpha", "2.0"]), (CONCEPTORS_STS, ["--alpha", "0"]),
-      (ERROR_AMPLIFICATION, ["--steps", "0"]), (ICL, ["--alpha", "1.5"]), (ICL, ["--methods", "icl,bogus"]),
-      (BC_ALIGNER, ["--dataset", "imagenet"]), (GRAMIAN_ESTIMATION, ["--dataset", "movielens-99k"]))
+    (BC_ALIGNER, ["--lambda", "-5"]),
+    (GRAMIAN_TRAINING, ["--steps", "-5"]),
+    (GRAMIAN_TRAINING, ["--alpha", "0"]),
+    (GRAMIAN_TRAINING, ["--alpha", "2.0"]),
+    (CONCEPTORS_STS, ["--alpha", "0"]),
+    (ERROR_AMPLIFICATION, ["--steps", "0"]),
+    (ICL, ["--alpha", "1.5"]),
+    (ICL, ["--methods", "icl,bogus"]),
+    (BC_ALIGNER, ["--dataset", "imagenet"]),
+    (GRAMIAN_ESTIMATION, ["--dataset", "movielens-99k"]),
+  )
   def test_the_reported_bugs(self, experiment, argv):
     out = Path(self.create_tempdir().full_path) / "run"
     self.assertEqual(quiet(harness.main, experiment, [*argv, "--out", str(out)])[0], 2)

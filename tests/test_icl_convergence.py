@@ -23,7 +23,6 @@ def feed(rule: Rule, losses) -> tuple[int, int]:
 
 
 class RuleTest(absltest.TestCase):
-
   def test_margin_is_the_noise_of_the_moving_average(self):
     losses = [3.0, 2.5, 2.7, 2.2, 2.4, 2.1]
     tracker = Tracker(Rule("smoothed", smoothing=0.6))
@@ -64,7 +63,6 @@ class RuleTest(absltest.TestCase):
 
 
 class RunsTest(absltest.TestCase):
-
   def test_runs_for_a_ten_percent_estimate(self):
     values = [2.0, 2.4, 1.6, 2.2]
     cv = np.std(values, ddof=1) / np.mean(values)

@@ -42,7 +42,7 @@ def setup(alpha=0.3):
 
 
 class ViewsTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_common_budget_and_masks(self):
     c, ctx, _ = setup()
     rng = np.random.default_rng(0)
@@ -60,8 +60,10 @@ class ViewsTest(absltest.TestCase):
     c = load_graphs("synthetic-graphs", seed=0)
     whole = typical_budget(c, 32)
     picks = np.random.default_rng(0).integers(0, c.num_graphs, (1000, 32))  # the budget's own draws
-    self.assertEqual(whole, (bucket(int(np.quantile(c.n_node[picks].sum(1), 0.99))),
-                             bucket(int(np.quantile(c.n_edge[picks].sum(1), 0.99)))))
+    self.assertEqual(
+      whole,
+      (bucket(int(np.quantile(c.n_node[picks].sum(1), 0.99))), bucket(int(np.quantile(c.n_edge[picks].sum(1), 0.99)))),
+    )
     per_block = typical_budget(c, 32, devices=4)
     self.assertLessEqual(per_block[0], whole[0])  # a block is a quarter of the batch
     self.assertLess(per_block[0], whole[0] // 2 + 1)
@@ -71,8 +73,10 @@ class ViewsTest(absltest.TestCase):
       self.assertGreaterEqual(np.mean(largest <= budget), 0.97)
     rng = np.random.default_rng(1)
     data = GraphData(c)
-    shapes = {data.views(rng.choice(c.num_graphs, 32, replace=False), 32, rng, devices=4)[0].anchor.nodes.shape
-              for _ in range(20)}
+    shapes = {
+      data.views(rng.choice(c.num_graphs, 32, replace=False), 32, rng, devices=4)[0].anchor.nodes.shape
+      for _ in range(20)
+    }
     self.assertEqual(shapes, {(4, per_block[0], c.node_features.shape[1])})
 
   def test_cycle_reshuffles_and_covers(self):
@@ -88,7 +92,7 @@ def train_each(testcase, methods):
   _, ctx, enc = setup()
   base, loss0 = pretrain(ctx, enc, jax.random.key(1), 1)
   testcase.assertTrue(np.isfinite(loss0))
-  flat = lambda tree: np.concatenate([np.ravel(x) for x in jax.tree.leaves(tree)])  # noqa: E731
+  flat = lambda tree: np.concatenate([np.ravel(x) for x in jax.tree.leaves(tree)])
   for method in methods:
     run = train_method(method, ctx, base.encoder, enc, loss0, jax.random.key(2), 2)
     testcase.assertTrue(np.all(np.isfinite(run.losses)), method)
@@ -100,14 +104,12 @@ def train_each(testcase, methods):
 
 @pytest.mark.heavy
 class LearnedRateMethodsTest(absltest.TestCase):  # a class of its own: the slowest to compile, on its own worker
-
   def test_learned_rate_methods_train_and_reach_the_encoder(self):
     train_each(self, ("lrl", "icl"))
 
 
 @pytest.mark.heavy
 class MethodsTest(absltest.TestCase):
-
   def test_every_other_method_trains(self):
     others = [m for m in METHODS if m not in ("lrl", "icl")]
     self.assertLen(others, 6)
@@ -121,7 +123,7 @@ class MethodsTest(absltest.TestCase):
     t = _Trainer(ctx, enc, jax.random.key(3), 3)
     inc = _Incremental(t, ctx)
     supports = [inc.support_views(t, inc.support_cycle.next()) for _ in range(inc.n_inner)]
-    *supports, query = common_budget(supports + [inc.query_views(t, ctx.new[:ctx.cfg.batch_size])])
+    *supports, query = common_budget(supports + [inc.query_views(t, ctx.new[: ctx.cfg.batch_size])])
     stacked, key, alpha = stack_batches(supports), jax.random.key(4), np.float32(ctx.alpha)
     c = ctx.cfg
     rule = MetaRule(None, c.inner_learning_rate, "sgd", c.outer_learning_rate, c.learning_rate, c.weight_decay)
@@ -129,11 +131,17 @@ class MethodsTest(absltest.TestCase):
     carry, losses = meta_step(enc.train_def, c.temperature, inc.new_num, rule)(carry, stacked, query, key, alpha)
     k_support, k_query, _, _ = jax.random.split(key, 4)
     support_keys = jax.random.split(k_support, inc.n_inner)
-    meta = jax.jit(lambda params, stats, batches: first_order_meta_gradient(
+    meta = jax.jit(
+      lambda params, stats, batches: first_order_meta_gradient(
         batch_loss(enc.train_def, "nce-ii", c.temperature),
-        batch_loss(enc.train_def, "mixed", c.temperature, inc.new_num), params, stats, batches,
-        (query, k_query, inc.new_num), c.inner_learning_rate))(
-            enc.params, enc.stats, [(b, k, alpha) for b, k in zip(supports, support_keys)])
+        batch_loss(enc.train_def, "mixed", c.temperature, inc.new_num),
+        params,
+        stats,
+        batches,
+        (query, k_query, inc.new_num),
+        c.inner_learning_rate,
+      )
+    )(enc.params, enc.stats, [(b, k, alpha) for b, k in zip(supports, support_keys)])
     expected = sgd_step(enc.params, meta.grads, c.outer_learning_rate)
     assert_close(np.float32(losses[0]), np.float32(meta.query_loss), "network")
     for a, b in zip(jax.tree.leaves(carry.params), jax.tree.leaves(expected)):
@@ -159,15 +167,16 @@ class MethodsTest(absltest.TestCase):
 
 
 class SvmTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_nested_cv_matches_sklearns_one_liner_and_rejects_bad_input(self):
     rng = np.random.default_rng(0)
     y = np.repeat(["a", "b"], 40)
     x = rng.normal(size=(80, 5)) + 1.2 * (y == "b")[:, None]
     ours = svm_accuracy(x, y, folds=5, seed=3)
     search = GridSearchCV(SVC(), {"C": list(C_GRID)}, cv=5, scoring="accuracy")
-    peer = cross_val_score(search, x, LabelEncoder().fit_transform(y),
-                           cv=StratifiedKFold(5, shuffle=True, random_state=3)).mean()
+    peer = cross_val_score(
+      search, x, LabelEncoder().fit_transform(y), cv=StratifiedKFold(5, shuffle=True, random_state=3)
+    ).mean()
     assert_close(ours, peer)
     self.assertGreater(ours, 0.8)
     with self.assertRaisesRegex(ValueError, "NaN"):
@@ -180,8 +189,12 @@ class SvmTest(absltest.TestCase):
     y = np.repeat([0, 1], 30)
     x = rng.normal(size=(60, 3)) + 0.8 * y[:, None]
     grid = (0.5, 4.0)
-    peer = cross_val_score(GridSearchCV(SVC(), {"C": list(grid)}, cv=3, scoring="accuracy"), x, y,
-                           cv=StratifiedKFold(3, shuffle=True, random_state=0)).mean()
+    peer = cross_val_score(
+      GridSearchCV(SVC(), {"C": list(grid)}, cv=3, scoring="accuracy"),
+      x,
+      y,
+      cv=StratifiedKFold(3, shuffle=True, random_state=0),
+    ).mean()
     assert_close(svm_accuracy(x, y, folds=3, seed=0, c_grid=grid), peer)
     # one C is no search at all: the plain SVC's cross-validated accuracy
     plain = cross_val_score(SVC(C=1e-3), x, y, cv=StratifiedKFold(3, shuffle=True, random_state=0)).mean()
@@ -193,12 +206,24 @@ class SvmTest(absltest.TestCase):
 
 @pytest.mark.heavy
 class CommandLineTest(absltest.TestCase):
-
   def test_alpha_sweep_writes_the_schema_tables_and_figures(self):
     out = Path(self.create_tempdir().full_path) / "run"
     # ICL itself (its agents compile slowly) runs in MethodsTest; its meta step runs here
-    code = icl_main.main(["--preset", "test", "--alpha-sweep", "0.3,0.5", "--methods", "finetune,meta",
-                          "--max-epochs", "1", "--out", str(out), "--no-progress"])
+    code = icl_main.main(
+      [
+        "--preset",
+        "test",
+        "--alpha-sweep",
+        "0.3,0.5",
+        "--methods",
+        "finetune,meta",
+        "--max-epochs",
+        "1",
+        "--out",
+        str(out),
+        "--no-progress",
+      ]
+    )
     self.assertEqual(code, 0)
     results = json.loads((out / "results.json").read_text())
     self.assertEqual((results["dataset"], results["alpha"]), ("synthetic-graphs", 0.3))
@@ -217,21 +242,41 @@ class CommandLineTest(absltest.TestCase):
       self.assertGreater((out / name).stat().st_size, 0, name)
     logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     self.assertEqual({r["method"] for r in logged if "event" not in r}, {"pretrain", "retrain", "finetune", "meta"})
-    resumed = kill_then_resume("experiments.icl", icl_main.main, ["--preset", "test", "--alpha-sweep", "0.3,0.5",
-                                                                  "--methods", "finetune,meta", "--max-epochs", "1"],
-                               "alpha=0.3/run0", out.parent / "killed")
+    resumed = kill_then_resume(
+      "experiments.icl",
+      icl_main.main,
+      ["--preset", "test", "--alpha-sweep", "0.3,0.5", "--methods", "finetune,meta", "--max-epochs", "1"],
+      "alpha=0.3/run0",
+      out.parent / "killed",
+    )
     assert_same_results(self, resumed, results)
 
   def test_images_run_and_bad_input_is_refused(self):
     tmp = Path(self.create_tempdir().full_path)
     # α = 0.5: one inner step, so the unrolled meta step of images compiles quickly
-    code = icl_main.main(["--preset", "test", "--dataset", "digits-2", "--methods", "meta", "--max-epochs", "1",
-                          "--alpha", "0.5", "--out", str(tmp / "digits"), "--no-progress"])
+    code = icl_main.main(
+      [
+        "--preset",
+        "test",
+        "--dataset",
+        "digits-2",
+        "--methods",
+        "meta",
+        "--max-epochs",
+        "1",
+        "--alpha",
+        "0.5",
+        "--out",
+        str(tmp / "digits"),
+        "--no-progress",
+      ]
+    )
     self.assertEqual(code, 0)
     results = json.loads((tmp / "digits" / "results.json").read_text())
     self.assertEqual(sorted(results["methods"]), ["meta", "retrain"])
-    self.assertEqual(icl_main.main(["--dataset", "proteins", "--data-dir", str(tmp / "none"), "--out",
-                                    str(tmp / "p")]), 2)
+    self.assertEqual(
+      icl_main.main(["--dataset", "proteins", "--data-dir", str(tmp / "none"), "--out", str(tmp / "p")]), 2
+    )
     self.assertEqual(icl_main.main(["--preset", "test", "--out", str(tmp / "digits")]), 2)  # never overwrites
     for argv in (["--alpha", "1.5"], ["--methods", "icl,bogus"], ["--patience", "0"], ["--alpha-sweep", "a,b"]):
       with self.assertRaises(SystemExit, msg=argv):
@@ -250,15 +295,15 @@ def write_featureless_tu(folder: Path, name: str, labels=None) -> Path:
     pairs += [f"{a + offsets[g] + 1}, {b + offsets[g] + 1}" for a, b in zip(s, r)] * 2
   folder.mkdir(parents=True, exist_ok=True)
   (folder / f"{name}_A.txt").write_text("\n".join(pairs) + "\n")
-  (folder / f"{name}_graph_indicator.txt").write_text("".join(f"{g + 1}\n" for g in range(c.num_graphs)
-                                                             for _ in range(c.n_node[g])))
+  (folder / f"{name}_graph_indicator.txt").write_text(
+    "".join(f"{g + 1}\n" for g in range(c.num_graphs) for _ in range(c.n_node[g]))
+  )
   (folder / f"{name}_graph_labels.txt").write_text("".join(f"{2 * int(y) - 1}\n" for y in labels))
   return folder
 
 
 @pytest.mark.heavy
 class TuDatasetTest(absltest.TestCase):
-
   def test_any_tu_dataset_runs_end_to_end_with_degree_profiles(self):
     tmp = Path(self.create_tempdir().full_path)
     folder = write_featureless_tu(tmp / "FAKE-BINARY", "FAKE-BINARY")
@@ -268,8 +313,23 @@ class TuDatasetTest(absltest.TestCase):
     np.testing.assert_array_equal(c.n_edge, expected.n_edge)  # the doubled edges are coalesced
     self.assertIn("local degree profiles", " ".join(c.notes))
     out = tmp / "run"
-    code = icl_main.main(["--preset", "test", "--dataset", "tu:FAKE-BINARY", "--data-dir", str(folder),
-                          "--methods", "nce2-only", "--max-epochs", "1", "--out", str(out), "--no-progress"])
+    code = icl_main.main(
+      [
+        "--preset",
+        "test",
+        "--dataset",
+        "tu:FAKE-BINARY",
+        "--data-dir",
+        str(folder),
+        "--methods",
+        "nce2-only",
+        "--max-epochs",
+        "1",
+        "--out",
+        str(out),
+        "--no-progress",
+      ]
+    )
     self.assertEqual(code, 0)
     results = json.loads((out / "results.json").read_text())
     self.assertEqual(results["dataset"], "tu:FAKE-BINARY")
@@ -283,8 +343,9 @@ class TuDatasetTest(absltest.TestCase):
     labels[:1] = 1  # one graph of class 1: not even the test preset's 2 folds can be stratified
     write_featureless_tu(tmp / "SKEW", "SKEW", labels)
     out = tmp / "run"
-    code = icl_main.main(["--preset", "test", "--dataset", "tu:SKEW", "--data-dir", str(tmp), "--out", str(out),
-                          "--no-progress"])
+    code = icl_main.main(
+      ["--preset", "test", "--dataset", "tu:SKEW", "--data-dir", str(tmp), "--out", str(out), "--no-progress"]
+    )
     self.assertEqual(code, 2)
     self.assertFalse((out / "metrics.jsonl").exists())
     with self.assertRaises(SystemExit):

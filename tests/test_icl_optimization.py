@@ -2,6 +2,7 @@
 a hand-unrolled float64 two-step reference, and the DDPG learning-rate agent (a 1-D bandit whose reward peaks at a
 chosen learning rate, the replay buffer, and the reward timing of the loss-driven agent)."""
 
+import pytest
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,13 +10,22 @@ from absl.testing import absltest, parameterized
 
 from flax import nnx
 
-from bcjax.contrastive import (AgentConfig, Transitions, ddpg, first_order_meta_gradient, inner_step_count,
-                               learning_rate_agent, replay_add, replay_buffer, replay_sample, sgd_step)
+from bcjax.contrastive import (
+  AgentConfig,
+  Transitions,
+  ddpg,
+  first_order_meta_gradient,
+  inner_step_count,
+  learning_rate_agent,
+  replay_add,
+  replay_buffer,
+  replay_sample,
+  sgd_step,
+)
 from tests._tolerance import assert_close
 
 
 class InnerStepTest(parameterized.TestCase):
-
   @parameterized.parameters((0.1, 9), (0.3, 3), (0.4, 2), (0.5, 1), (0.7, 1), (0.9, 1))
   def test_paper_rule(self, alpha, expected):
     self.assertEqual(inner_step_count(alpha), expected)
@@ -33,32 +43,44 @@ class InnerStepTest(parameterized.TestCase):
 
 def quadratic(a, b):
   """(θ, aux, batch) -> (½‖Aθ − b·batch‖², aux + 1): aux counts the calls, as BatchNorm statistics would change."""
+
   def loss(params, aux, batch):
     r = a @ params["w"] - b * batch
     return 0.5 * jnp.sum(r * r), aux + 1
+
   return loss
 
 
 class MetaStepTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_equals_a_hand_unrolled_two_step_reference(self):
     rng = np.random.default_rng(0)
     a_s, b_s = rng.normal(size=(4, 3)), rng.normal(size=4)
     a_q, b_q = rng.normal(size=(5, 3)), rng.normal(size=5)
     theta = rng.normal(size=3)
     lr_s = (0.05, 0.02)
-    out = first_order_meta_gradient(quadratic(jnp.asarray(a_s), jnp.asarray(b_s)),
-                                    quadratic(jnp.asarray(a_q), jnp.asarray(b_q)), {"w": jnp.asarray(theta)}, 0,
-                                    (1.0, 2.0), 1.0, lr_s)
+    out = first_order_meta_gradient(
+      quadratic(jnp.asarray(a_s), jnp.asarray(b_s)),
+      quadratic(jnp.asarray(a_q), jnp.asarray(b_q)),
+      {"w": jnp.asarray(theta)},
+      0,
+      (1.0, 2.0),
+      1.0,
+      lr_s,
+    )
     # by hand: θ1 = θ − lr1 Aᵀ(Aθ − b), θ2 = θ1 − lr2 Aᵀ(Aθ1 − 2b); gradient of the query loss at θ2
     t1 = theta - lr_s[0] * a_s.T @ (a_s @ theta - b_s)
     t2 = t1 - lr_s[1] * a_s.T @ (a_s @ t1 - 2 * b_s)
     assert_close(np.asarray(out.fast_params["w"]), t2)
     assert_close(np.asarray(out.grads["w"]), a_q.T @ (a_q @ t2 - b_q))
     assert_close(float(out.query_loss), 0.5 * np.sum((a_q @ t2 - b_q) ** 2))
-    assert_close([float(v) for v in out.support_losses], [0.5 * np.sum((a_s @ theta - b_s) ** 2), 0.5 * np.sum((a_s @ t1 - 2 * b_s) ** 2)])
+    assert_close(
+      [float(v) for v in out.support_losses],
+      [0.5 * np.sum((a_s @ theta - b_s) ** 2), 0.5 * np.sum((a_s @ t1 - 2 * b_s) ** 2)],
+    )
     self.assertEqual(int(out.aux), 3)  # two support calls and one query call threaded the state
 
+  @pytest.mark.heavy
   def test_jit_matches_eager_and_bad_rates(self):
     loss = quadratic(jnp.eye(3), jnp.ones(3))
     params = {"w": jnp.arange(3.0)}
@@ -87,8 +109,17 @@ class MetaStepTest(absltest.TestCase):
       return lambda *args: (calls.append(fn), compiled[fn](*args))[1]
 
     support, query = quadratic(jnp.asarray(a_s), jnp.asarray(b_s)), quadratic(jnp.asarray(a_q), jnp.asarray(b_q))
-    out = first_order_meta_gradient(support, query, {"w": jnp.asarray(theta)}, 0, (1.0, 2.0), 1.0, rate,
-                                    value_and_grad=value_and_grad, update=jax.jit(sgd_step))
+    out = first_order_meta_gradient(
+      support,
+      query,
+      {"w": jnp.asarray(theta)},
+      0,
+      (1.0, 2.0),
+      1.0,
+      rate,
+      value_and_grad=value_and_grad,
+      update=jax.jit(sgd_step),
+    )
     l1 = 0.5 * np.sum((a_s @ theta - b_s) ** 2)
     t1 = theta - 0.1 / (1 + l1) * a_s.T @ (a_s @ theta - b_s)
     l2 = 0.5 * np.sum((a_s @ t1 - 2 * b_s) ** 2)
@@ -110,8 +141,11 @@ class MetaStepTest(absltest.TestCase):
     def rate(state, step, loss):  # the rate depends on the state, the step and the loss; the state counts losses
       return 0.1 / (1.0 + loss + state + step), state + loss
 
-    out = jax.jit(lambda p: first_order_meta_gradient(support, query, p, 0, jnp.array([1.0, 2.0, -1.0]), 1.0, rate,
-                                                      stacked=True, rate_state=jnp.float64(0.5)))({"w": theta})
+    out = jax.jit(
+      lambda p: first_order_meta_gradient(
+        support, query, p, 0, jnp.array([1.0, 2.0, -1.0]), 1.0, rate, stacked=True, rate_state=jnp.float64(0.5)
+      )
+    )({"w": theta})
     t, state, losses = theta, 0.5, []
     for step, scale in enumerate((1.0, 2.0, -1.0)):
       loss = 0.5 * np.sum((a_s @ t - scale * b_s) ** 2)
@@ -123,8 +157,9 @@ class MetaStepTest(absltest.TestCase):
     assert_close(np.asarray(out.grads["w"]), a_q.T @ (a_q @ t - b_q))
     assert_close(float(out.rate_state), state)
     self.assertEqual(int(out.aux), 4)
-    fixed = first_order_meta_gradient(support, query, {"w": theta}, 0, jnp.array([1.0, 2.0]), 1.0, (0.05, 0.02),
-                                      stacked=True)
+    fixed = first_order_meta_gradient(
+      support, query, {"w": theta}, 0, jnp.array([1.0, 2.0]), 1.0, (0.05, 0.02), stacked=True
+    )
     unrolled = first_order_meta_gradient(support, query, {"w": theta}, 0, (1.0, 2.0), 1.0, (0.05, 0.02))
     assert_close(np.asarray(fixed.fast_params["w"]), np.asarray(unrolled.fast_params["w"]))
     with self.assertRaisesRegex(ValueError, "rate_state"):
@@ -137,7 +172,7 @@ class MetaStepTest(absltest.TestCase):
 def critic_mse_float64(critic_params, batch) -> float:
   """The critic's MSE against y = r for terminal transitions (d = 1), in float64 NumPy: (s ‖ u) → 10 → 10 → 1 with
   LeakyReLU(0.01)."""
-  leaky = lambda h: np.where(h > 0, h, 0.01 * h)  # noqa: E731
+  leaky = lambda h: np.where(h > 0, h, 0.01 * h)
   h = np.concatenate([batch.state, batch.action[:, None]], axis=1)
   for layer in ("l1", "l2", "l3"):
     h = h @ critic_params[layer]["kernel"] + critic_params[layer]["bias"]
@@ -151,14 +186,14 @@ def as_float64(state) -> dict:
 
 
 class AgentTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_learns_a_bandit_whose_reward_peaks_at_a_chosen_rate(self):
     """1500 act/remember/learn rounds as one jitted scan: the policy's rate ends within 0.01 of the best one."""
     config = AgentConfig(window=4, actor_learning_rate=1e-4, critic_learning_rate=1e-3, warmup=50, buffer_size=2000)
     agent = ddpg(config)
     observation = jnp.array([0.5, 0.4, 0.3, 0.2], jnp.float32)
     best = 0.03  # the learning rate with the highest reward
-    rate = lambda u: config.lr_min + u * (config.lr_max - config.lr_min)  # noqa: E731
+    rate = lambda u: config.lr_min + u * (config.lr_max - config.lr_min)
 
     def round_(state, key):
       k_act, k_learn = jax.random.split(key)
@@ -176,6 +211,7 @@ class AgentTest(absltest.TestCase):
     learnt = float(rate(agent.policy(state, observation)))
     self.assertLess(abs(learnt - best), 0.01, f"policy rate {learnt}, initially {start} from the optimum")
 
+  @pytest.mark.heavy
   def test_reference_layer_norm_makes_the_actor_ignore_its_input(self):
     agent = ddpg(AgentConfig(window=4, actor_layer_norm=True))
     state = agent.init(jax.random.key(1))
@@ -185,6 +221,7 @@ class AgentTest(absltest.TestCase):
     state = varied.init(jax.random.key(1))
     self.assertGreater(len({round(float(varied.policy(state, jnp.full(4, v))), 6) for v in (0.0, 1.0, 5.0)}), 1)
 
+  @pytest.mark.heavy
   def test_loss_agent_pairs_each_rate_with_the_next_decrement(self):
     config = AgentConfig(window=3, warmup=2, batch_size=2, buffer_size=10)
     agent = learning_rate_agent(config)
@@ -212,6 +249,7 @@ class AgentTest(absltest.TestCase):
     for a, b in zip(jax.tree.leaves(after), jax.tree.leaves(state)):
       np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
+  @pytest.mark.heavy
   def test_jit_matches_eager(self):
     config = AgentConfig(window=4, warmup=1, batch_size=2, buffer_size=8)
     agent = learning_rate_agent(config)
@@ -227,6 +265,7 @@ class AgentTest(absltest.TestCase):
     for a, b in zip(runs[1][1], runs[0][1]):
       assert_close(np.asarray(a), np.asarray(b), "network")
 
+  @pytest.mark.heavy
   def test_critic_update_is_one_adam_step_down_the_float64_mse_gradient(self):
     """Terminal transitions (y = r, no target network involved) filling the buffer exactly, so the replay batch is
     the whole buffer: Adam's first step moves each critic weight by lr against the sign of the float64
@@ -236,8 +275,9 @@ class AgentTest(absltest.TestCase):
     rng = np.random.default_rng(4)
     state = agent.init(jax.random.key(5))
     for _ in range(6):
-      state = agent.remember(state, Transitions(rng.normal(size=4), rng.uniform(), rng.normal(), rng.normal(size=4),
-                                                1.0))
+      state = agent.remember(
+        state, Transitions(rng.normal(size=4), rng.uniform(), rng.normal(), rng.normal(size=4), 1.0)
+      )
     state = state._replace(steps=jnp.ones((), jnp.int32))
     batch = Transitions(*(np.asarray(c, np.float64) for c in state.buffer.data))
     before = as_float64(state.critic)
@@ -256,16 +296,24 @@ class AgentTest(absltest.TestCase):
             grad += sign * critic_mse_float64({**before, layer: {**params, name: leaf}}, batch) / 2e-6
           if abs(grad) > 1e-4:  # where the difference quotient's error is negligible against the gradient
             step = -config.critic_learning_rate * grad / (abs(grad) + 1e-8)  # Adam's first step, ε = 1e-8
-            assert_close(np.float32(after[layer][name][i] - w[i]), np.float32(step), "elementwise",
-                         scale=abs(w[i]) + abs(step))
+            assert_close(
+              np.float32(after[layer][name][i] - w[i]), np.float32(step), "elementwise", scale=abs(w[i]) + abs(step)
+            )
             checked += 1
     self.assertGreater(checked, 100)
-    for online, target, old in ((new.critic, new.critic_target, state.critic_target),
-                                (new.actor, new.actor_target, state.actor_target)):
+    for online, target, old in (
+      (new.critic, new.critic_target, state.critic_target),
+      (new.actor, new.actor_target, state.actor_target),
+    ):
       for o, t, b in zip(*(jax.tree.leaves(as_float64(x)) for x in (online, target, old))):
-        assert_close(np.float32(t), np.float32(config.tau * o + (1 - config.tau) * b), "elementwise",
-                     scale=np.max(np.abs(b)) + np.max(np.abs(o)))
+        assert_close(
+          np.float32(t),
+          np.float32(config.tau * o + (1 - config.tau) * b),
+          "elementwise",
+          scale=np.max(np.abs(b)) + np.max(np.abs(o)),
+        )
 
+  @pytest.mark.heavy
   def test_replay_buffer_wraps_and_samples_uniformly_without_replacement(self):
     buf = replay_buffer(3, 2)
     for i in range(5):
@@ -276,15 +324,19 @@ class AgentTest(absltest.TestCase):
     big = replay_buffer(16, 1)
     for i in range(10):
       big = replay_add(big, Transitions(np.zeros(1), 0.0, float(i), np.zeros(1), 0.0))
-    draws = np.asarray(jax.jit(jax.vmap(lambda k: replay_sample(big, k, 4).reward))(
-        jax.random.split(jax.random.key(7), 4000)))
+    draws = np.asarray(
+      jax.jit(jax.vmap(lambda k: replay_sample(big, k, 4).reward))(jax.random.split(jax.random.key(7), 4000))
+    )
     self.assertTrue(all(len(set(row)) == 4 for row in draws.tolist()))
     self.assertTrue(np.all((draws >= 0) & (draws < 10)))
     freq = np.bincount(draws.astype(int).ravel(), minlength=10) / 4000
     assert_close(freq, np.full(10, 0.4), "statistical", rtol=0.0, atol=5 * np.sqrt(0.4 * 0.6 / 4000))
     # fewer rows held than the batch: with replacement, from the held rows only
-    few = np.asarray(replay_sample(replay_add(replay_buffer(16, 1), Transitions(np.zeros(1), 0.0, 7.0, np.zeros(1),
-                                                                                 0.0)), jax.random.key(8), 4).reward)
+    few = np.asarray(
+      replay_sample(
+        replay_add(replay_buffer(16, 1), Transitions(np.zeros(1), 0.0, 7.0, np.zeros(1), 0.0)), jax.random.key(8), 4
+      ).reward
+    )
     np.testing.assert_array_equal(few, [7.0] * 4)
 
   def test_bad_config(self):

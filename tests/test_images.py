@@ -3,6 +3,7 @@ naming the file), MoCo-v2 augmentations against float64 NumPy / colorsys / SciPy
 the ResNet-18 and small-CNN encoders (torchvision's parameter count, masked BatchNorm leaving padded rows inert), and
 the experiment's image data."""
 
+import pytest
 import colorsys
 import gzip
 import struct
@@ -15,8 +16,21 @@ from absl.testing import absltest
 from flax import nnx
 from scipy import ndimage
 
-from bcjax.data import (AugmentConfig, augment_images, color_jitter, gaussian_blur, grayscale, hsv_to_rgb,
-                        load_mnist, mnist_path, random_resized_crop, read_idx, resample, resize_images, rgb_to_hsv)
+from bcjax.data import (
+  AugmentConfig,
+  augment_images,
+  color_jitter,
+  gaussian_blur,
+  grayscale,
+  hsv_to_rgb,
+  load_mnist,
+  mnist_path,
+  random_resized_crop,
+  read_idx,
+  resample,
+  resize_images,
+  rgb_to_hsv,
+)
 from bcjax.data._image_augment import adjust_brightness, adjust_contrast, adjust_saturation
 from bcjax.models import BasicBlock, ResNet18, SmallCNN
 from experiments.icl.images import ImageData, load_images
@@ -43,7 +57,6 @@ def write_mnist(folder: Path, n: int = 12, gz: bool = True) -> tuple[np.ndarray,
 
 
 class MnistTest(absltest.TestCase):
-
   def test_reads_gzipped_and_raw_files_and_filters_digits(self):
     for gz in (True, False):
       folder = Path(self.create_tempdir().full_path) / "mnist"
@@ -58,8 +71,13 @@ class MnistTest(absltest.TestCase):
   def test_malformed_files_name_the_file(self):
     tmp = Path(self.create_tempdir().full_path)
     good = idx_bytes(np.zeros((2, 3, 3)))
-    cases = {"magic": b"\x01\x00" + good[2:], "type": good[:2] + b"\x0d" + good[3:], "truncated": good[:-1],
-             "header": good[:6], "gzip": b"\x1f\x8bnot gzip"}
+    cases = {
+      "magic": b"\x01\x00" + good[2:],
+      "type": good[:2] + b"\x0d" + good[3:],
+      "truncated": good[:-1],
+      "header": good[:6],
+      "gzip": b"\x1f\x8bnot gzip",
+    }
     for name, data in cases.items():
       path = tmp / (f"{name}.gz" if name == "gzip" else name)
       path.write_bytes(data)
@@ -79,12 +97,12 @@ class MnistTest(absltest.TestCase):
 
 
 class ColourTest(absltest.TestCase):
-
   def setUp(self):
     super().setUp()
     self.pixels = np.random.default_rng(0).uniform(size=(200, 3))
     self.pixels[:5] = [[0.3, 0.3, 0.3], [0, 0, 0], [1, 1, 1], [1, 0, 0], [0, 1, 1]]  # greys and pure hues
 
+  @pytest.mark.heavy
   def test_hsv_matches_colorsys_and_round_trips(self):
     expected = np.array([colorsys.rgb_to_hsv(*p) for p in self.pixels])
     hsv = np.asarray(rgb_to_hsv(jnp.asarray(self.pixels)))
@@ -108,7 +126,7 @@ class ColourTest(absltest.TestCase):
 
 
 class GeometryTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_full_crop_is_the_image_and_bilinear_halving_averages_blocks(self):
     img = jnp.asarray(np.random.default_rng(1).uniform(size=(6, 6, 3)))
     crop = random_resized_crop(jax.random.key(0), img, 6, scale=(1.0, 1.0), ratio=(1.0, 1.0))
@@ -117,12 +135,14 @@ class GeometryTest(absltest.TestCase):
     blocks = np.asarray(img).reshape(3, 2, 3, 2, 3).mean(axis=(1, 3))
     assert_close(half, blocks)
 
+  @pytest.mark.heavy
   def test_blur_matches_scipy(self):
     img = np.random.default_rng(2).uniform(size=(12, 12, 3))
     ours = np.asarray(gaussian_blur(jnp.asarray(img), 1.0, 3))
     ref = np.stack([ndimage.gaussian_filter(img[..., c], 1.0, mode="nearest", truncate=3.0) for c in range(3)], -1)
     assert_close(ours, ref)
 
+  @pytest.mark.heavy
   def test_views_are_keyed_normalised_and_jit_invariant(self):
     images = jnp.asarray(np.random.default_rng(3).uniform(size=(4, 10, 10, 3)))
     cfg = AugmentConfig(size=8)
@@ -143,7 +163,7 @@ class GeometryTest(absltest.TestCase):
 
 
 class EncoderTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_resnet18_has_torchvisions_parameter_count(self):
     # Traced, not run: shapes are all this needs, and eager ResNet-18 compiles every op of its forward pass.
     model = nnx.eval_shape(lambda: ResNet18(rngs=nnx.Rngs(0)))
@@ -152,6 +172,7 @@ class EncoderTest(absltest.TestCase):
     out = jax.eval_shape(lambda x: ResNet18(rngs=nnx.Rngs(0))(x), jax.ShapeDtypeStruct((2, 32, 32, 3), jnp.float32))
     self.assertEqual(out.shape, (2, 1000))
 
+  @pytest.mark.heavy
   def test_padded_rows_are_inert_under_masked_batch_norm(self):
     x = jax.random.normal(jax.random.key(0), (3, 12, 12, 3))
     junk = 100.0 * jax.random.normal(jax.random.key(1), (2, 12, 12, 3))
@@ -167,7 +188,7 @@ class EncoderTest(absltest.TestCase):
 
 
 class ImageDataTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_digits_views_and_raw_batches(self):
     images, labels = load_images("digits-2")
     self.assertEqual(images.shape, (360, 8, 8, 3))

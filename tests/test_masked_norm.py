@@ -3,6 +3,7 @@ devices (unequal counts per device, padded rows holding huge values or NaN) agai
 ``jax.vmap`` with a named axis (the collectives a mesh axis runs); and a GCN encoder split by graphs over that axis
 embedding as on one device."""
 
+import pytest
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,10 +15,7 @@ from bcjax.models import GCNEncoder, MaskedBatchNorm
 from tests._tolerance import assert_close
 
 
-
-
 class MaskedBatchNormTest(absltest.TestCase):
-
   def test_without_an_axis_it_is_flax_batchnorm(self):
     x = np.random.default_rng(0).normal(size=(10, 4)).astype(np.float32)
     mask = (np.arange(10) < 7)[:, None]
@@ -28,6 +26,7 @@ class MaskedBatchNormTest(absltest.TestCase):
     np.testing.assert_array_equal(np.asarray(ours(x, mask=mask)), np.asarray(flax(x, mask=mask)))
     np.testing.assert_array_equal(np.asarray(ours.mean[...]), np.asarray(flax.mean[...]))
 
+  @pytest.mark.heavy
   def test_split_rows_get_the_global_statistics(self):
     rng = np.random.default_rng(1)
     devices, rows, features = 3, 6, 4
@@ -43,6 +42,7 @@ class MaskedBatchNormTest(absltest.TestCase):
       m = nnx.merge(graphdef, state, copy=True)
       y = m(x, mask=mask[:, None])
       return jnp.where(mask[:, None], y, 0.0), m.mean[...], m.var[...]
+
     y, mean, var = jax.vmap(run, axis_name="d")(jnp.asarray(x), jnp.asarray(mask))
     real = x[mask]  # float64 NumPy on the gathered real rows
     mu, sigma2 = real.mean(axis=0), real.var(axis=0)
@@ -52,6 +52,7 @@ class MaskedBatchNormTest(absltest.TestCase):
       assert_close(np.asarray(mean[d]), 0.1 * mu, scale=np.max(np.abs(mu)))
       assert_close(np.asarray(var[d]), 0.9 + 0.1 * sigma2, scale=np.max(sigma2))
 
+  @pytest.mark.heavy
   def test_images_split_over_an_axis_get_the_whole_batch_statistics(self):
     # [N, H, W, C] images with a row mask, as the image encoders call it: statistics over every real pixel
     rng = np.random.default_rng(3)
@@ -69,8 +70,10 @@ class MaskedBatchNormTest(absltest.TestCase):
     def run(x, mask):
       m = nnx.merge(graphdef, state, copy=True)
       return m(x, mask=mask[:, None, None, None]), m.mean[...], m.var[...]
-    y, mean, var = jax.vmap(run, axis_name="d")(jnp.asarray(x).reshape(devices, rows, 3, 3, 5),
-                                                jnp.asarray(mask).reshape(devices, rows))
+
+    y, mean, var = jax.vmap(run, axis_name="d")(
+      jnp.asarray(x).reshape(devices, rows, 3, 3, 5), jnp.asarray(mask).reshape(devices, rows)
+    )
     got = np.asarray(y).reshape(x.shape)
     assert_close(got[mask], want[mask], "network")
     real = x[mask].reshape(-1, 5).astype(np.float64)  # float64 NumPy over the real pixels
@@ -80,7 +83,7 @@ class MaskedBatchNormTest(absltest.TestCase):
 
 
 class GCNSplitTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_graphs_split_over_an_axis_embed_as_on_one_device(self):
     rng = np.random.default_rng(2)
     graphs = []
@@ -95,8 +98,11 @@ class GCNSplitTest(absltest.TestCase):
     for model in (whole, split):
       model.train()
     whole_def, whole_state = nnx.split(whole)
-    expected = np.asarray(jax.jit(lambda g: nnx.merge(whole_def, whole_state, copy=True)(g))(
-        batch_graphs(c, range(6), node_budget=64, edge_budget=128)))[:6]
+    expected = np.asarray(
+      jax.jit(lambda g: nnx.merge(whole_def, whole_state, copy=True)(g))(
+        batch_graphs(c, range(6), node_budget=64, edge_budget=128)
+      )
+    )[:6]
     parts = [batch_graphs(c, idx, num_graphs=3, node_budget=32, edge_budget=64) for idx in ([0, 1, 2], [3, 4, 5])]
     stacked = jax.tree.map(lambda *a: jnp.stack([jnp.asarray(v) for v in a]), *parts)
     graphdef, state = nnx.split(split)

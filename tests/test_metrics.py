@@ -1,6 +1,7 @@
 """Ranking metrics against float64 NumPy references written here, and the chunked retrieval evaluation against a
 brute-force loop (full corpus and candidate sets)."""
 
+import pytest
 from unittest import mock
 
 import jax
@@ -12,8 +13,15 @@ from hypothesis import strategies as st
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from bcjax.metrics import (average_precision_at_k, evaluate_retrieval, mean_over_queries, negative_flip_rate,
-                           paired_bootstrap, recall_at_k, roc_auc)
+from bcjax.metrics import (
+  average_precision_at_k,
+  evaluate_retrieval,
+  mean_over_queries,
+  negative_flip_rate,
+  paired_bootstrap,
+  recall_at_k,
+  roc_auc,
+)
 from bcjax.metrics import _bootstrap, _retrieval
 from bcjax.metrics._ranking import ranking_metrics
 from tests._tolerance import assert_close, close
@@ -39,8 +47,8 @@ def np_metrics(scores, relevant, k, where=None):
 
 
 class RankingTest(parameterized.TestCase):
-
   @parameterized.parameters(1, 3, 10)
+  @pytest.mark.heavy
   def test_against_numpy(self, k):
     rng = np.random.default_rng(k)
     scores = rng.normal(size=(20, 15))
@@ -51,6 +59,7 @@ class RankingTest(parameterized.TestCase):
       assert_close(recall_at_k(scores, relevant, k, where=w), want_r)
       assert_close(average_precision_at_k(scores, relevant, k, where=w), want_ap)
 
+  @pytest.mark.heavy
   def test_one_ranking_serves_every_cutoff(self):
     # Ties (scores on a coarse grid) make the top K of one pass and the head of a longer one differ if the ranking
     # were not tie-stable.
@@ -66,6 +75,7 @@ class RankingTest(parameterized.TestCase):
         assert_close(got[f"recall@{k}"], want_r, err_msg=f"K={k}")
         assert_close(got[f"map@{k}"], want_ap, err_msg=f"K={k}")
 
+  @pytest.mark.heavy
   def test_closed_forms(self):
     scores = np.array([[4.0, 3.0, 2.0, 1.0]])
     relevant = np.array([[True, False, True, False]])
@@ -76,6 +86,7 @@ class RankingTest(parameterized.TestCase):
     where = np.array([[False, True, True, True]])
     assert_close(average_precision_at_k(scores, relevant, 3, where=where), [0.5])
 
+  @pytest.mark.heavy
   def test_jit_matches_eager_and_mean(self):
     rng = np.random.default_rng(0)
     scores, relevant = rng.normal(size=(6, 9)), rng.random((6, 9)) < 0.3
@@ -97,8 +108,8 @@ class RankingTest(parameterized.TestCase):
 
 
 class RocAucTest(absltest.TestCase):
-
   @given(st.lists(st.tuples(st.integers(0, 5), st.booleans()), min_size=2, max_size=40))
+  @pytest.mark.heavy
   def test_matches_sklearn_with_ties(self, rows):
     scores = np.array([float(s) for s, _ in rows])  # few distinct values: many ties
     labels = np.array([y for _, y in rows])
@@ -106,6 +117,7 @@ class RocAucTest(absltest.TestCase):
       return
     assert_close(float(roc_auc(scores, labels)), roc_auc_score(labels, scores), scale=1.0)  # AUC lies in [0, 1]
 
+  @pytest.mark.heavy
   def test_mask_jit_and_errors(self):
     rng = np.random.default_rng(0)
     scores, labels = rng.normal(size=50), rng.random(50) < 0.4
@@ -120,7 +132,6 @@ class RocAucTest(absltest.TestCase):
 
 
 class RetrievalTest(parameterized.TestCase):
-
   def brute_force(self, u, v, rel, exc, k, candidates=None):
     recalls, aps = [], []
     for q in sorted(set(rel[0])):
@@ -135,6 +146,7 @@ class RetrievalTest(parameterized.TestCase):
     return np.mean(recalls), np.mean(aps)
 
   @parameterized.parameters(None, "candidates")
+  @pytest.mark.heavy
   def test_matches_brute_force_across_chunks(self, use_candidates):
     rng = np.random.default_rng(1)
     u, v = rng.normal(size=(30, 4)), rng.normal(size=(50, 4))
@@ -148,6 +160,7 @@ class RetrievalTest(parameterized.TestCase):
       assert_close(got[f"map@{k}"], want_ap)
     self.assertEqual(got["queries"], len(set(rel[0])))
 
+  @pytest.mark.heavy
   def test_per_query_values_are_each_querys_brute_force_values(self):
     rng = np.random.default_rng(3)
     u, v = rng.normal(size=(30, 4)), rng.normal(size=(50, 4))
@@ -163,6 +176,7 @@ class RetrievalTest(parameterized.TestCase):
         self.assertEqual(got[f"recall@{k}"], float(np.mean(got["per_query"][f"recall@{k}"])))
     self.assertNotIn("per_query", evaluate_retrieval(u, v, rel, exclude=exc, ks=(5,)))
 
+  @pytest.mark.heavy
   def test_large_corpora_are_scored_in_smaller_query_chunks(self):
     # A chunk holds at most _CHUNK_ENTRIES scores; with a tiny budget every chunk is one or two queries, and the
     # padded last chunk (rows that copy a real query) must still add nothing.
@@ -179,13 +193,17 @@ class RetrievalTest(parameterized.TestCase):
       assert_close(got[f"map@{k}"], want_ap)
       assert_close(got[f"map@{k}"], want[f"map@{k}"])
 
+  @pytest.mark.heavy
   def test_excluded_relevant_items_count_in_the_recall_denominator(self):
     # BC-Aligner's reference rule: a re-interaction with a training item is not ranked, but it still counts among
     # the query's |R| relevant items, so Recall@K = |top K of the eligible items ∩ R| / |R|.
     rng = np.random.default_rng(7)
     u, v = rng.normal(size=(12, 3)), rng.normal(size=(30, 3))
     rel = (rng.integers(0, 12, 80), rng.integers(0, 30, 80))
-    exc = (np.concatenate([rel[0][:40], rng.integers(0, 12, 60)]), np.concatenate([rel[1][:40], rng.integers(0, 30, 60)]))
+    exc = (
+      np.concatenate([rel[0][:40], rng.integers(0, 12, 60)]),
+      np.concatenate([rel[1][:40], rng.integers(0, 30, 60)]),
+    )
     got = evaluate_retrieval(u, v, rel, exclude=exc, ks=(3, 8), chunk_size=5, rank_excluded_relevant=False)
     for k in (3, 8):
       recalls = []
@@ -199,6 +217,7 @@ class RetrievalTest(parameterized.TestCase):
     ranked_too = evaluate_retrieval(u, v, rel, exclude=exc, ks=(3, 8), chunk_size=5)
     self.assertGreater(abs(ranked_too["recall@8"] - got["recall@8"]), 1e-3)
 
+  @pytest.mark.heavy
   def test_numpy_scalars_are_accepted_where_python_numbers_are(self):
     scores, relevant = np.array([[0.3, 0.9, 0.1]]), np.array([[True, False, True]])
     assert_close(recall_at_k(scores, relevant, np.int64(2)), recall_at_k(scores, relevant, 2))
@@ -230,10 +249,10 @@ class RetrievalTest(parameterized.TestCase):
       evaluate_retrieval(u, np.zeros((4, 3)), ([0], [1]))
 
 
-
 class NegativeFlipTest(absltest.TestCase):
   """The negative-flip rate against a direct count, with padded entries and sharded over a named axis."""
 
+  @pytest.mark.heavy
   def test_rate_is_the_direct_count_eager_jit_and_sharded(self):
     rng = np.random.default_rng(0)
     y, old, new = (rng.integers(0, 3, 40) for _ in range(3))
@@ -248,7 +267,8 @@ class NegativeFlipTest(absltest.TestCase):
     eager = negative_flip_rate(y, garbage, new_garbage, where=where)
     jitted = jax.jit(negative_flip_rate)(y, garbage, new_garbage, where=where)
     sharded = jax.vmap(lambda *a: negative_flip_rate(*a[:3], where=a[3], axis_name="d"), axis_name="d")(
-        *(x.reshape(4, 10) for x in (y, garbage, new_garbage, where)))
+      *(x.reshape(4, 10) for x in (y, garbage, new_garbage, where))
+    )
     for value in (eager, jitted, *sharded):
       assert_close(float(value), expected)
     # swapping old and new counts the positive flips instead: a different number on these draws
@@ -276,9 +296,10 @@ class PairedBootstrapTest(absltest.TestCase):
 
   def closed_form(self, strata, weights):
     estimate = sum(w * d.mean() for w, d in zip(weights, strata))
-    std = np.sqrt(sum(w ** 2 * d.var() / d.size for w, d in zip(weights, strata)))
+    std = np.sqrt(sum(w**2 * d.var() / d.size for w, d in zip(weights, strata)))
     return estimate, std
 
+  @pytest.mark.heavy
   def test_estimate_and_standard_error_match_the_closed_forms(self):
     got = paired_bootstrap(self.strata, jax.random.key(0), weights=self.weights, num_samples=20_000)
     estimate, std = self.closed_form(self.strata, self.weights)
@@ -298,8 +319,14 @@ class PairedBootstrapTest(absltest.TestCase):
   def test_one_stratum_matches_scipys_percentile_bootstrap(self):
     d = self.strata[1]
     got = paired_bootstrap([d], jax.random.key(15), num_samples=20_000)
-    peer = stats.bootstrap((d,), np.mean, n_resamples=20_000, method="percentile", confidence_level=0.95,
-                           random_state=np.random.default_rng(5))
+    peer = stats.bootstrap(
+      (d,),
+      np.mean,
+      n_resamples=20_000,
+      method="percentile",
+      confidence_level=0.95,
+      random_state=np.random.default_rng(5),
+    )
     se = self.closed_form([d], [1.0])[1]
     # two Monte-Carlo estimates of the same 2.5 % and 97.5 % quantiles from 20,000 draws each: each estimate is off
     # by about 0.02 standard errors (sqrt(0.025 x 0.975 / 20,000) over the normal density there), their difference
@@ -308,11 +335,13 @@ class PairedBootstrapTest(absltest.TestCase):
       assert_close(mine, theirs, op="statistical", rtol=0.0, atol=0.12 * se)
     assert_close(got.std, peer.standard_error, op="statistical", rtol=0.03, atol=0.0)
 
+  @pytest.mark.heavy
   def test_replicates_drawn_in_blocks_have_the_same_spread(self):
     with mock.patch.object(_bootstrap, "_BLOCK_ENTRIES", 50):  # one or two replicates per block
       got = paired_bootstrap(self.strata, jax.random.key(1), weights=self.weights, num_samples=5000)
     assert_close(got.std, self.closed_form(self.strata, self.weights)[1], op="statistical", rtol=0.06, atol=0.0)
 
+  @pytest.mark.heavy
   def test_the_same_key_gives_the_same_interval_and_levels_nest(self):
     a = paired_bootstrap(self.strata, jax.random.key(7), num_samples=500)
     self.assertEqual(a, paired_bootstrap(self.strata, jax.random.key(7), num_samples=500))
@@ -323,6 +352,7 @@ class PairedBootstrapTest(absltest.TestCase):
     constant = paired_bootstrap([np.full(5, 0.25), np.full(3, -0.5)], jax.random.key(0), num_samples=50)
     self.assertEqual(constant, (-0.125, 0.0, -0.125, -0.125))
 
+  @pytest.mark.heavy
   def test_the_95_percent_interval_covers_the_true_difference_about_95_percent_of_the_time(self):
     rng = np.random.default_rng(5)
     covered, trials = 0, 200

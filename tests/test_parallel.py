@@ -35,15 +35,20 @@ def forced_device_env(n: int) -> dict:
   40 s) would turn that wait into a crash, so the probes allow 10 minutes (the subprocess timeouts still bound every
   test). The client's thread pool gets the 2n + 1 threads its collectives need (bcjax.parallel), without which
   about one run in ten of the 4-device amplification experiment deadlocked on a loaded 2-core machine."""
-  env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT),
-         "XLA_FLAGS": f"--xla_force_host_platform_device_count={n} "
-                      f"--xla_cpu_collective_call_terminate_timeout_seconds=600 "
-                      f"--xla_cpu_collective_call_warn_stuck_timeout_seconds=120 "
-                      f"--xla_cpu_collective_timeout_seconds=600 {TEST_XLA_FLAGS}"}
+  env = {
+    **os.environ,
+    "JAX_PLATFORMS": "cpu",
+    "PYTHONPATH": str(ROOT),
+    "XLA_FLAGS": f"--xla_force_host_platform_device_count={n} "
+    f"--xla_cpu_collective_call_terminate_timeout_seconds=600 "
+    f"--xla_cpu_collective_call_warn_stuck_timeout_seconds=120 "
+    f"--xla_cpu_collective_timeout_seconds=600 {TEST_XLA_FLAGS}",
+  }
   env.pop("PJRT_NPROC", None)
   env.pop("NPROC", None)
   parallel.reserve_collective_threads(env)
   return env
+
 
 PROBE = textwrap.dedent("""
     import json
@@ -222,8 +227,8 @@ TWO_TOWER_PROBE = textwrap.dedent("""
 
     def cli(*argv):
       try:
-        return harness.main(EXPERIMENT, ["--preset", "test", "--steps", "10", "--methods", "sogram-uniform,softmax-logq",
-                                          "--no-progress", *argv])
+        return harness.main(EXPERIMENT, ["--preset", "test", "--steps", "10",
+                                          "--methods", "sogram-uniform,softmax-logq", "--no-progress", *argv])
       except SystemExit as e:
         return e.code
 
@@ -306,8 +311,7 @@ BC_ALIGNER_PROBE = textwrap.dedent("""
 
 def run_probe(probe: str = PROBE, **env_vars: str):
   env = forced_device_env(4) | env_vars
-  proc = subprocess.run([sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True, text=True,
-                        timeout=540)
+  proc = subprocess.run([sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True, text=True, timeout=540)
   if proc.returncode:
     raise AssertionError(f"the 4-device probe failed:\n{proc.stderr[-3000:]}")
   line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
@@ -316,7 +320,6 @@ def run_probe(probe: str = PROBE, **env_vars: str):
 
 @pytest.mark.heavy
 class DataMeshTest(absltest.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -362,6 +365,7 @@ class DataMeshTest(absltest.TestCase):
       if isinstance(tree, list):
         return [x for item in tree for x in numbers(item)]
       return [tree] if isinstance(tree, float) else []
+
     a, b = numbers(one), numbers(four)
     self.assertEqual(len(a), len(b))
     self.assertGreater(len(a), 20)
@@ -398,15 +402,19 @@ class ReserveCollectiveThreadsTest(absltest.TestCase):
 
   def test_forced_devices_get_2n_plus_1_threads(self):
     for n in (2, 4, 7):
-      env = {"XLA_FLAGS": f"--xla_backend_optimization_level=0 --xla_force_host_platform_device_count={n}",
-             "PJRT_NPROC": "1"}
+      env = {
+        "XLA_FLAGS": f"--xla_backend_optimization_level=0 --xla_force_host_platform_device_count={n}",
+        "PJRT_NPROC": "1",
+      }
       self.assertEqual(parallel.reserve_collective_threads(env), 2 * n + 1)
       self.assertEqual(env["PJRT_NPROC"], str(2 * n + 1))
       self.assertEqual(parallel.collective_threads_needed(n), 2 * n + 1)
 
   def test_the_last_forced_count_wins(self):
-    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2 --xla_force_host_platform_device_count=6",
-           "PJRT_NPROC": "3"}
+    env = {
+      "XLA_FLAGS": "--xla_force_host_platform_device_count=2 --xla_force_host_platform_device_count=6",
+      "PJRT_NPROC": "3",
+    }
     self.assertEqual(parallel.forced_cpu_devices(env), 6)
     self.assertEqual(parallel.reserve_collective_threads(env), 13)
 
@@ -532,7 +540,6 @@ ICL_PROBE = textwrap.dedent("""
 """)
 
 
-
 def f32(x) -> np.ndarray:
   """Values that were float32 before the probe's JSON, compared at float32 precision."""
   return np.asarray(x, np.float32)
@@ -563,8 +570,13 @@ class TwoTowerDataParallelTest(absltest.TestCase):
         if kind == "softmax" and "['right']['layers'][1]['bias']" in path:
           continue
         # float32 reduction tolerance (1e-5) relative to the leaf's largest entry
-        assert_close(f32(four["state"][path]), f32(b), "reduction", scale=float(np.max(np.abs(b), initial=0.0))
-                     or 1.0, err_msg=f"{kind} {path}")
+        assert_close(
+          f32(four["state"][path]),
+          f32(b),
+          "reduction",
+          scale=float(np.max(np.abs(b), initial=0.0)) or 1.0,
+          err_msg=f"{kind} {path}",
+        )
       self.assertTrue(four["replicated"])
 
   def test_the_experiment_on_four_devices_logs_what_one_logs(self):
@@ -637,8 +649,7 @@ class BCAlignerDataParallelTest(absltest.TestCase):
     for path, b in one["leaves"].items():
       if not np.size(b):
         continue
-      assert_close(f32(four["leaves"][path]), f32(b), "reduction", scale=float(np.max(np.abs(b))) or 1.0,
-                   err_msg=path)
+      assert_close(f32(four["leaves"][path]), f32(b), "reduction", scale=float(np.max(np.abs(b))) or 1.0, err_msg=path)
       compared += 1
     self.assertGreater(compared, 20)
     for stat in ("['var']", "['mean']", "lin_l']['bias"):  # BatchNorm statistics and the held biases are compared
@@ -651,13 +662,13 @@ class BCAlignerDataParallelTest(absltest.TestCase):
       assert_close(np.float32(err_four), np.float32(err_one), "reduction", err_msg=kind)
 
   def test_fit_posthoc_splits_only_given_batches(self):
-    from bcjax.alignment import fit_posthoc  # pylint: disable=import-outside-toplevel
+    from bcjax.alignment import fit_posthoc
+
     with self.assertRaisesRegex(ValueError, "`axis_name` splits given `batches`"):
       fit_posthoc(np.ones((4, 2)), np.ones((4, 2)), key=jax.random.key(0), axis_name="data")
 
 
 class ShardBlocksTest(absltest.TestCase):
-
   def test_blocks_are_placed_and_a_missing_axis_is_named(self):
     mesh = parallel.data_mesh(1)
     x = np.arange(12.0).reshape(3, 1, 4)
@@ -669,7 +680,6 @@ class ShardBlocksTest(absltest.TestCase):
 
 
 class ReplicateTest(absltest.TestCase):
-
   def test_a_step_fed_its_own_replicated_outputs_compiles_once(self):
     """State placed by ``replicate`` carries the sharding a jitted step gives its outputs, so the second call reuses
     the first call's program (fresh host state would compile the step twice)."""
@@ -679,7 +689,7 @@ class ReplicateTest(absltest.TestCase):
     placed = parallel.replicate(mesh, state)
     for _ in range(3):
       placed = step(placed)
-    self.assertEqual(step._cache_size(), 1)  # pylint: disable=protected-access
+    self.assertEqual(step._cache_size(), 1)
     np.testing.assert_array_equal(np.asarray(placed["w"]), np.full((3, 2), 4.0, np.float32))
     self.assertTrue(placed["w"].sharding.is_fully_replicated)
 
@@ -716,8 +726,14 @@ class ICLDataParallelTest(absltest.TestCase):
         if ".mu" in path or ".nu" in path or ".agents" in path:
           # Adam's moments are the raw gradients, whose float32 rounding follows the summation order; NCE-II's are
           # differences of nearly equal softmax sums (r ~ 1), so they keep less precision than the steps they give.
-          assert_close(f32(a), f32(b), "statistical", rtol=0.0, atol=(1e-2 if "nce-ii" in name else 2e-4) * scale,
-                       err_msg=f"{name} {path}")
+          assert_close(
+            f32(a),
+            f32(b),
+            "statistical",
+            rtol=0.0,
+            atol=(1e-2 if "nce-ii" in name else 2e-4) * scale,
+            err_msg=f"{name} {path}",
+          )
         else:  # parameters and BatchNorm statistics
           assert_close(f32(a), f32(b), "reduction", scale=scale, err_msg=f"{name} {path}")
         compared += 1
@@ -735,15 +751,38 @@ def _free_port() -> int:
 
 def _launch(argv: list[str], devices: int, module: str = "experiments.gramian_training") -> subprocess.Popen:
   env = forced_device_env(devices)
-  return subprocess.Popen([sys.executable, "-m", module, "--preset", "test", "--no-progress", *argv], env=env,
-                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  return subprocess.Popen(
+    [sys.executable, "-m", module, "--preset", "test", "--no-progress", *argv],
+    env=env,
+    cwd=ROOT,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
 
 
-def _two_processes(argv: list[str], timeout_s: int, module: str = "experiments.gramian_training"
-                   ) -> list[subprocess.Popen]:
+def _two_processes(
+  argv: list[str], timeout_s: int, module: str = "experiments.gramian_training"
+) -> list[subprocess.Popen]:
   port = _free_port()
-  return [_launch([*argv, "--num-processes", "2", "--process-id", str(i), "--coordinator", f"127.0.0.1:{port}",
-                   "--peer-timeout", str(timeout_s)], devices=2, module=module) for i in range(2)]
+  return [
+    _launch(
+      [
+        *argv,
+        "--num-processes",
+        "2",
+        "--process-id",
+        str(i),
+        "--coordinator",
+        f"127.0.0.1:{port}",
+        "--peer-timeout",
+        str(timeout_s),
+      ],
+      devices=2,
+      module=module,
+    )
+    for i in range(2)
+  ]
 
 
 def _files(folder: Path) -> list[str]:
@@ -767,7 +806,7 @@ class MultiProcessTest(absltest.TestCase):
     self.assertEqual([p.returncode for p in procs], [0, 0], [e[-2000:] for _, e in outputs])
     self.assertNotIn("outputs in", outputs[1][0])
     self.assertEqual(_files(tmp / "multi"), _files(tmp / "single"))
-    read = lambda d: [json.loads(l) for l in (d / "metrics.jsonl").read_text().splitlines()]  # noqa: E731
+    read = lambda d: [json.loads(l) for l in (d / "metrics.jsonl").read_text().splitlines()]
     one, two = read(tmp / "single"), read(tmp / "multi")
     self.assertEqual(len(one), len(two))
     logged = 0
@@ -791,8 +830,14 @@ class MultiProcessTest(absltest.TestCase):
     results = [json.loads((tmp / d / "results.json").read_text())["methods"] for d in ("single", "multi")]
     self.assertEqual(set(results[0]), set(results[1]))
     for method, r in results[0].items():  # errors of maps fitted on the final embeddings
-      assert_close(f32(results[1][method]["alignment_error_by_version"]), f32(r["alignment_error_by_version"]),
-                   "statistical", rtol=2e-4, atol=1e-6, err_msg=method)
+      assert_close(
+        f32(results[1][method]["alignment_error_by_version"]),
+        f32(r["alignment_error_by_version"]),
+        "statistical",
+        rtol=2e-4,
+        atol=1e-6,
+        err_msg=method,
+      )
 
   def test_a_dead_peer_stops_the_other_process_within_the_timeout(self):
     tmp = Path(self.create_tempdir().full_path)
@@ -813,8 +858,21 @@ class MultiProcessTest(absltest.TestCase):
   def test_an_unreachable_coordinator_is_a_clear_error(self):
     tmp = Path(self.create_tempdir().full_path)
     port = _free_port()
-    proc = _launch(["--out", str(tmp / "run"), "--num-processes", "2", "--process-id", "1", "--coordinator",
-                    f"127.0.0.1:{port}", "--peer-timeout", "2"], devices=2)
+    proc = _launch(
+      [
+        "--out",
+        str(tmp / "run"),
+        "--num-processes",
+        "2",
+        "--process-id",
+        "1",
+        "--coordinator",
+        f"127.0.0.1:{port}",
+        "--peer-timeout",
+        "2",
+      ],
+      devices=2,
+    )
     _, err = proc.communicate(timeout=120)
     self.assertEqual(proc.returncode, 2)
     self.assertIn(f"the coordinator 127.0.0.1:{port} (`coordinator`, --coordinator) is not reachable after 2 s", err)
@@ -831,9 +889,10 @@ class LaunchFlagsTest(absltest.TestCase):
     return exit_.exception.code, err.getvalue()
 
   def test_bad_launch_flags_exit_2_naming_the_flag(self):
-    from experiments.gramian_scaling.experiment import EXPERIMENT as scaling  # pylint: disable=import-outside-toplevel
-    from experiments.icl.experiment import EXPERIMENT as icl  # pylint: disable=import-outside-toplevel
-    from experiments.gramian_training.experiment import EXPERIMENT as gramian  # pylint: disable=import-outside-toplevel
+    from experiments.gramian_scaling.experiment import EXPERIMENT as scaling
+    from experiments.icl.experiment import EXPERIMENT as icl
+    from experiments.gramian_training.experiment import EXPERIMENT as gramian
+
     out = Path(self.create_tempdir().full_path) / "run"
     code, err = self._main(gramian, ["--preset", "test", "--num-processes", "2", "--out", str(out)])
     self.assertEqual(code, 2)
@@ -844,21 +903,36 @@ class LaunchFlagsTest(absltest.TestCase):
     code, err = self._main(icl, ["--preset", "test", "--devices", "2", "--out", str(out)])  # this process has 1
     self.assertEqual(code, 2)
     self.assertIn("--devices must be an integer in [1, 1]", err)
-    code, err = self._main(gramian, ["--preset", "test", "--num-processes", "2", "--process-id", "2",
-                                     "--coordinator", "127.0.0.1:1234", "--out", str(out)])
+    code, err = self._main(
+      gramian,
+      [
+        "--preset",
+        "test",
+        "--num-processes",
+        "2",
+        "--process-id",
+        "2",
+        "--coordinator",
+        "127.0.0.1:1234",
+        "--out",
+        str(out),
+      ],
+    )
     self.assertEqual(code, 2)
     self.assertIn("--process-id must be in [0, 1] (--num-processes 2), got 2", err)
-    for flags, message in ((["--num-processes", "0"], "--num-processes must be >= 1, got 0"),
-                           (["--peer-timeout", "0"], "--peer-timeout must be >= 1 second, got 0"),
-                           (["--num-processes", "2", "--coordinator", "nohost"], "--coordinator `coordinator` must "
-                                                                                 "be HOST:PORT")):
+    for flags, message in (
+      (["--num-processes", "0"], "--num-processes must be >= 1, got 0"),
+      (["--peer-timeout", "0"], "--peer-timeout must be >= 1 second, got 0"),
+      (["--num-processes", "2", "--coordinator", "nohost"], "--coordinator `coordinator` must be HOST:PORT"),
+    ):
       code, err = self._main(gramian, ["--preset", "test", *flags, "--out", str(out)])
       self.assertEqual(code, 2, flags)
       self.assertIn(message, err)
     self.assertFalse(out.exists())
 
   def test_launch_flags_are_split_from_the_run_s_flags(self):
-    run, launch = harness._split_launch(["--preset", "test", "--devices", "4", "--process-id=1", "--steps", "3",
-                                         "--coordinator", "h:1"])
+    run, launch = harness._split_launch(
+      ["--preset", "test", "--devices", "4", "--process-id=1", "--steps", "3", "--coordinator", "h:1"]
+    )
     self.assertEqual(run, ["--preset", "test", "--steps", "3"])
     self.assertEqual(launch, ["--devices", "4", "--process-id=1", "--coordinator", "h:1"])

@@ -1,6 +1,7 @@
 """Tests of the keep-latest registry: round trip, inductive transforms, crash safety, corruption, concurrency, and
 every kind of backward map (format 2) next to the format-1 files of linear maps."""
 
+import pytest
 import datetime
 import hashlib
 import io
@@ -19,8 +20,13 @@ from absl.testing import absltest
 
 from bcjax.alignment import affine_transform, apply_chain, mlp_transform, orthogonal_transform
 from bcjax.files import write_atomic
-from bcjax.versioning import (CorruptRegistryError, InconsistentRegistryError, Registry, VersionExistsError,
-                              VersionNotFoundError)
+from bcjax.versioning import (
+  CorruptRegistryError,
+  InconsistentRegistryError,
+  Registry,
+  VersionExistsError,
+  VersionNotFoundError,
+)
 from bcjax.versioning import _format
 from tests._tolerance import assert_close
 
@@ -32,7 +38,6 @@ def _snapshot(path: Path) -> dict[str, bytes]:
 
 
 class RegistryTest(absltest.TestCase):
-
   def setUp(self):
     super().setUp()
     self.dir = Path(self.create_tempdir().full_path) / "reg"
@@ -144,11 +149,13 @@ class RegistryTest(absltest.TestCase):
 
   def test_dimension_inconsistent_version_is_reported(self):
     # A well-formed, checksummed file whose W maps to the wrong number of dimensions.
-    bad = _format.encode({"version": 4, "dim": 3, "prev_dim": 2, "notes": "", "created": "x", "format": 1},
-                         np.ones((2, 3)))
+    bad = _format.encode(
+      {"version": 4, "dim": 3, "prev_dim": 2, "notes": "", "created": "x", "format": 1}, np.ones((2, 3))
+    )
     (self.dir / "version-000004.bcv").write_bytes(bad)
-    with self.assertRaisesRegex(InconsistentRegistryError, "version 4 maps from D_4=3 to 2 dimensions, but version 3 "
-                                                           "has D_3=7"):
+    with self.assertRaisesRegex(
+      InconsistentRegistryError, "version 4 maps from D_4=3 to 2 dimensions, but version 3 has D_3=7"
+    ):
       self.reg.versions()
 
   def test_renamed_file_is_detected(self):
@@ -159,7 +166,8 @@ class RegistryTest(absltest.TestCase):
       self.reg.info(4)
 
   def test_exception_between_write_and_rename_loses_nothing(self):
-    from bcjax import _atomic  # pylint: disable=import-outside-toplevel
+    from bcjax import _atomic
+
     before = _snapshot(self.dir)
     original = _atomic._publish
 
@@ -176,6 +184,7 @@ class RegistryTest(absltest.TestCase):
     self.assertEqual(sorted(p.name for p in self.dir.iterdir()), sorted(before))  # no temporary debris either
     self.assertEqual(self.reg.append(np.ones((7, 2))).version, 4)
 
+  @pytest.mark.heavy
   def test_process_killed_in_the_middle_of_a_write_loses_nothing(self):
     before = _snapshot(self.dir)
     script = textwrap.dedent(f"""
@@ -195,6 +204,7 @@ class RegistryTest(absltest.TestCase):
     self.assertEqual([i.version for i in reg.versions()], [0, 1, 2, 3])
     self.assertEqual(reg.append(np.ones((7, 2))).version, 4)  # the stray temporary file is ignored
 
+  @pytest.mark.heavy
   def test_concurrent_appends_of_the_same_version_have_one_winner(self):
     go = self.dir.parent / "go"
     script = textwrap.dedent(f"""
@@ -215,8 +225,10 @@ class RegistryTest(absltest.TestCase):
         except VersionExistsError as e:
           print("lost:", e)
         """)
-    procs = [subprocess.Popen([sys.executable, "-c", script, str(i)], cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE) for i in range(6)]
+    procs = [
+      subprocess.Popen([sys.executable, "-c", script, str(i)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+      for i in range(6)
+    ]
     deadline = time.monotonic() + 120
     while len(list(self.dir.parent.glob("ready-*"))) < len(procs) and time.monotonic() < deadline:
       time.sleep(0.01)  # wait until every child waits at the start line, past its version checks
@@ -235,7 +247,6 @@ class RegistryTest(absltest.TestCase):
 
 
 class WriteAtomicTest(absltest.TestCase):
-
   def test_refuses_to_overwrite_unless_asked(self):
     path = Path(self.create_tempdir().full_path) / "out.bin"
     write_atomic(path, b"first")
@@ -279,9 +290,10 @@ class AnyKindTest(absltest.TestCase):
 
   def test_every_kind_round_trips_with_its_hyper_parameters(self):
     fresh = Registry(self.dir)
-    self.assertEqual([(v.kind, v.hparams) for v in fresh.versions()],
-                     [("linear", ()), ("linear", ()), ("orthogonal", ()), ("affine", (("rank", 2),)),
-                      ("mlp", (("hidden", 3),))])
+    self.assertEqual(
+      [(v.kind, v.hparams) for v in fresh.versions()],
+      [("linear", ()), ("linear", ()), ("orthogonal", ()), ("affine", (("rank", 2),)), ("mlp", (("hidden", 3),))],
+    )
     np.testing.assert_array_equal(fresh.backward(1), self.params[0])
     for k in (2, 3, 4):
       t, p = fresh.backward_map(k)
@@ -292,6 +304,7 @@ class AnyKindTest(absltest.TestCase):
     self.assertTrue((self.dir / "version-000001.bcv").read_bytes().startswith(b"bcjax-version 1\n"))
     self.assertTrue((self.dir / "version-000004.bcv").read_bytes().startswith(b"bcjax-version 2\n"))
 
+  @pytest.mark.heavy
   def test_a_mixed_chain_transforms_as_the_hand_composed_maps(self):
     z = np.random.default_rng(2).normal(size=(5, 6))
     q2 = _np_semi_orthogonal(self.params[1]["a"])
@@ -323,7 +336,8 @@ class AnyKindTest(absltest.TestCase):
         payload = buf.getvalue()
       body = json.dumps(header, sort_keys=True).encode() + b"\n" + payload
       (old / f"version-{version:06d}.bcv").write_bytes(
-          b"bcjax-version 1\n" + hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+        b"bcjax-version 1\n" + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+      )
 
     base = {"created": "2026-01-01T00:00:00+00:00", "format": 1, "notes": ""}
     write(0, {**base, "version": 0, "dim": 2, "prev_dim": None}, None)
@@ -341,8 +355,16 @@ class AnyKindTest(absltest.TestCase):
     path.write_bytes(bytes(bad))
     with self.assertRaisesRegex(CorruptRegistryError, "checksum mismatch"):
       Registry(self.dir).backward_map(4)
-    header = {"version": 4, "dim": 6, "prev_dim": 6, "notes": "", "created": "x", "format": 2, "kind": "spline",
-              "hparams": []}
+    header = {
+      "version": 4,
+      "dim": 6,
+      "prev_dim": 6,
+      "notes": "",
+      "created": "x",
+      "format": 2,
+      "kind": "spline",
+      "hparams": [],
+    }
     path.write_bytes(_format.encode(header, {"w": np.ones((6, 6))}))
     with self.assertRaisesRegex(CorruptRegistryError, r"the stored 'spline' map does not load"):
       Registry(self.dir).versions()

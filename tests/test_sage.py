@@ -1,6 +1,7 @@
 """GraphSAGE on jraph.GraphsTuple against a dense float64 NumPy reference (multi-edges, isolated nodes, BatchNorm
 over all nodes, padding masks), jit vs no-jit."""
 
+import pytest
 import jax
 import jax.numpy as jnp
 import jraph
@@ -14,8 +15,15 @@ from tests._tolerance import assert_close
 
 def graph(senders, receivers, n):
   senders, receivers = np.asarray(senders, np.int32), np.asarray(receivers, np.int32)
-  return jraph.GraphsTuple(nodes=np.zeros((n, 1)), edges=None, senders=senders, receivers=receivers,
-                           n_node=np.array([n]), n_edge=np.array([len(senders)]), globals=None)
+  return jraph.GraphsTuple(
+    nodes=np.zeros((n, 1)),
+    edges=None,
+    senders=senders,
+    receivers=receivers,
+    n_node=np.array([n]),
+    n_edge=np.array([len(senders)]),
+    globals=None,
+  )
 
 
 def np_sage(model: GraphSAGE, senders, receivers, h, mask=None):
@@ -26,8 +34,11 @@ def np_sage(model: GraphSAGE, senders, receivers, h, mask=None):
   mask = np.ones(n, bool) if mask is None else mask
   for i, (conv, norm) in enumerate(zip(model.convs, model.norms)):
     mean = a @ h / np.maximum(a.sum(1, keepdims=True), 1.0)
-    x = (mean @ np.asarray(conv.lin_l.kernel[...], np.float64) + np.asarray(conv.lin_l.bias[...], np.float64)
-         + h @ np.asarray(conv.lin_r.kernel[...], np.float64))
+    x = (
+      mean @ np.asarray(conv.lin_l.kernel[...], np.float64)
+      + np.asarray(conv.lin_l.bias[...], np.float64)
+      + h @ np.asarray(conv.lin_r.kernel[...], np.float64)
+    )
     mu, var = x[mask].mean(0), x[mask].var(0)
     x = (x - mu) / np.sqrt(var + 1e-5) * np.asarray(norm.scale[...]) + np.asarray(norm.bias[...])
     h = np.maximum(x, 0.0) if i < len(model.convs) - 1 else x
@@ -35,7 +46,6 @@ def np_sage(model: GraphSAGE, senders, receivers, h, mask=None):
 
 
 class SageTest(absltest.TestCase):
-
   def setUp(self):
     super().setUp()
     # user 0 -> item 3 twice (a multi-edge), node 5 isolated; both directions as in the reference.
@@ -50,6 +60,7 @@ class SageTest(absltest.TestCase):
     assert_close(agg[3], (2 * self.h[0] + self.h[1]) / 3)
     assert_close(agg[5], 0.0, scale=np.abs(self.h).max())
 
+  @pytest.mark.heavy
   def test_matches_dense_reference_in_train_mode(self):
     model = GraphSAGE(4, 3, rngs=nnx.Rngs(0))
     model = jax.tree.map(lambda x: x.astype(jnp.float64) if hasattr(x, "dtype") else x, model)
@@ -57,6 +68,7 @@ class SageTest(absltest.TestCase):
     want = np_sage(model, self.senders, self.receivers, self.h)
     assert_close(model(g, jnp.asarray(self.h)), want, "network")
 
+  @pytest.mark.heavy
   def test_padding_nodes_do_not_change_real_outputs(self):
     model = GraphSAGE(4, 2, rngs=nnx.Rngs(1))
     g = graph(self.senders, self.receivers, self.n)
@@ -66,8 +78,9 @@ class SageTest(absltest.TestCase):
     # the padding edge points from and to a padding node (jraph's convention)
     gp = graph(np.append(self.senders, 7), np.append(self.receivers, 7), self.n + 2)
     padded = np.asarray(model(gp, jnp.asarray(padded_h), jnp.asarray(mask)))
-    assert_close(padded[:self.n], plain, "network")
+    assert_close(padded[: self.n], plain, "network")
 
+  @pytest.mark.heavy
   def test_jit_matches_eager(self):
     model = GraphSAGE(4, 2, rngs=nnx.Rngs(2))
     g = graph(self.senders, self.receivers, self.n)
@@ -77,8 +90,10 @@ class SageTest(absltest.TestCase):
     @jax.jit
     def forward(state, h):
       return nnx.merge(graphdef, state)(g, h)
+
     assert_close(forward(state, h), model(g, h), "network")
 
+  @pytest.mark.heavy
   def test_the_bias_under_batch_norm_gets_its_exact_zero_gradient(self):
     """Train mode: BatchNorm removes b_l (shifting it leaves the output unchanged), so its gradient is exactly 0,
     and the other parameters still get theirs. Eval mode (running statistics): b_l shifts the output, and its
@@ -92,6 +107,7 @@ class SageTest(absltest.TestCase):
 
     def loss(p):
       return jnp.sum(weights * nnx.merge(graphdef, p, rest, copy=True)(g, h))
+
     grads = nnx.to_pure_dict(jax.grad(loss)(params))
     for conv in grads["convs"].values():
       self.assertFalse(np.any(np.asarray(conv["lin_l"]["bias"])))

@@ -1,6 +1,7 @@
 """Tests of the sentence package: SIF and CA against direct NumPy implementations, tokenisation, metrics vs SciPy,
 and the loaders on small fixtures written by the tests (malformed lines included)."""
 
+import pytest
 import gzip
 import os
 import zipfile
@@ -12,11 +13,29 @@ from nltk.tokenize import NLTKWordTokenizer
 from scipy.stats import pearsonr
 
 from bcjax.conceptors import conceptor, conceptor_from_correlation
-from bcjax.sentence import (GENRES, NLTK_ENGLISH_STOPWORDS, WordVectors, ca_embed, ca_initial, ca_update,
-                            cosine_similarity, stopword_conceptor,
-                            encode_token_ids, keep_token, load_sts_genres, load_sts_pairs, load_stsb,
-                            load_word_frequencies, load_word_vectors, pearson, principal_direction,
-                            remove_direction, sif_weights, tokenize, weighted_average)
+from bcjax.sentence import (
+  GENRES,
+  NLTK_ENGLISH_STOPWORDS,
+  WordVectors,
+  ca_embed,
+  ca_initial,
+  ca_update,
+  cosine_similarity,
+  stopword_conceptor,
+  encode_token_ids,
+  keep_token,
+  load_sts_genres,
+  load_sts_pairs,
+  load_stsb,
+  load_word_frequencies,
+  load_word_vectors,
+  pearson,
+  principal_direction,
+  remove_direction,
+  sif_weights,
+  tokenize,
+  weighted_average,
+)
 from bcjax.sentence._tokenize import sentences
 from tests._tolerance import assert_close
 
@@ -26,7 +45,6 @@ VOCAB = ["the", "cat", "sat", "on", "mat", "dog", "ran"]
 
 
 class SifTest(parameterized.TestCase):
-
   def setUp(self):
     super().setUp()
     rng = np.random.default_rng(0)
@@ -35,6 +53,7 @@ class SifTest(parameterized.TestCase):
     self.counts = {"the": 600, "cat": 30, "sat": 20, "on": 300, "mat": 10, "dog": 40}  # "ran" is missing
     self.sentences = ["The cat sat on the mat.", "A dog ran!", "The 3 dogs, 42?", "Cat on mat"]
 
+  @pytest.mark.heavy
   def test_matches_a_direct_numpy_sif(self):
     total = sum(self.counts.values())
     a = 1e-3
@@ -43,8 +62,11 @@ class SifTest(parameterized.TestCase):
     # Direct NumPy: filter tokens, weighted average normalised by the sum of weights, then remove the first PC.
     expected = []
     for s in self.sentences:
-      toks = [t for t in s.lower().replace(".", " ").replace("!", " ").replace(",", " ").replace("?", " ").split()
-              if t in self.index and t.islower()]
+      toks = [
+        t
+        for t in s.lower().replace(".", " ").replace("!", " ").replace(",", " ").replace("?", " ").split()
+        if t in self.index and t.islower()
+      ]
       if not toks:
         expected.append(np.zeros(4))
         continue
@@ -88,15 +110,18 @@ class SifTest(parameterized.TestCase):
 
 
 class TokenizeTest(parameterized.TestCase):
-
   @parameterized.parameters(
-      ("Don’t stop!", ["do", "n't", "stop", "!"]),
-      ("He said: \"It's 5 p.m.\"", ["he", "said", ":", "``", "it", "'s", "5", "p.m", ".", "''"]),
-      ("Well-known U.K. firms' shares", ["well-known", "u.k.", "firms", "'", "shares"]),
-      ("Mr. Smith met U.S. officials. They cannot agree...", ["mr.", "smith", "met", "u.s.", "officials", ".", "they",
-                                                             "can", "not", "agree", "..."]),
-      ("Prices rose 3,000% to $5.50 -- at 10:30 (e.g. today)!", ["prices", "rose", "3,000", "%", "to", "$", "5.50",
-                                                                 "--", "at", "10:30", "(", "e.g.", "today", ")", "!"]),
+    ("Don’t stop!", ["do", "n't", "stop", "!"]),
+    ('He said: "It\'s 5 p.m."', ["he", "said", ":", "``", "it", "'s", "5", "p.m", ".", "''"]),
+    ("Well-known U.K. firms' shares", ["well-known", "u.k.", "firms", "'", "shares"]),
+    (
+      "Mr. Smith met U.S. officials. They cannot agree...",
+      ["mr.", "smith", "met", "u.s.", "officials", ".", "they", "can", "not", "agree", "..."],
+    ),
+    (
+      "Prices rose 3,000% to $5.50 -- at 10:30 (e.g. today)!",
+      ["prices", "rose", "3,000", "%", "to", "$", "5.50", "--", "at", "10:30", "(", "e.g.", "today", ")", "!"],
+    ),
   )
   def test_treebank_style_tokens(self, text, tokens):
     self.assertEqual(tokenize(text), tokens)
@@ -106,24 +131,46 @@ class TokenizeTest(parameterized.TestCase):
     self.assertEqual([t for t in tokenize("Don't stop 5 !") if keep_token(t, vocab)], ["n't", "stop"])
 
   def test_sentences_split_after_a_full_stop_but_not_after_abbreviations(self):
-    text = "Dr. J. Smith left at five. He said yes. \"Fine!\" 3 more came. The U.S. Army agreed? Yes. No. 5 won."
-    self.assertEqual(sentences(text), ["Dr. J. Smith left at five.", "He said yes.", '"Fine!"', "3 more came.",
-                                       "The U.S. Army agreed?", "Yes.", "No. 5 won."])
+    text = 'Dr. J. Smith left at five. He said yes. "Fine!" 3 more came. The U.S. Army agreed? Yes. No. 5 won.'
+    self.assertEqual(
+      sentences(text),
+      [
+        "Dr. J. Smith left at five.",
+        "He said yes.",
+        '"Fine!"',
+        "3 more came.",
+        "The U.S. Army agreed?",
+        "Yes.",
+        "No. 5 won.",
+      ],
+    )
     self.assertEqual(tokenize("He said no. Then left."), ["he", "said", "no", ".", "then", "left", "."])
 
   def test_tokens_equal_nltks_treebank_tokenizer(self):
     treebank = NLTKWordTokenizer()
-    texts = ["It's a dog-friendly café, isn't it?", "Mr. Smith met U.S. officials.", "wait a sec..",
-             "with..a kind of phobia.. only", "Is 'tough love' for rock 'n' roll fans in the '90s?",
-             "''politicizing'' the ``report''", "(often followed by `of') a large number, etc..",
-             "al-Bayoumi—despite the en–dash; 50% of $3 & #tags @users *stars*", "I'd've gone; we'll see, y'all.",
-             "They cannot, gonna, gotta and wanna: 'tis true!", "x -'y z <b>{c}[d]</b>", "A: 1,000 B:2 C, D",
-             "\"Quoted start and end\" then \"another\" one.", "Ends with a quote.\"", "Sie sagte: „Nein“ «non»."]
+    texts = [
+      "It's a dog-friendly café, isn't it?",
+      "Mr. Smith met U.S. officials.",
+      "wait a sec..",
+      "with..a kind of phobia.. only",
+      "Is 'tough love' for rock 'n' roll fans in the '90s?",
+      "''politicizing'' the ``report''",
+      "(often followed by `of') a large number, etc..",
+      "al-Bayoumi—despite the en–dash; 50% of $3 & #tags @users *stars*",
+      "I'd've gone; we'll see, y'all.",
+      "They cannot, gonna, gotta and wanna: 'tis true!",
+      "x -'y z <b>{c}[d]</b>",
+      "A: 1,000 B:2 C, D",
+      '"Quoted start and end" then "another" one.',
+      'Ends with a quote."',
+      "Sie sagte: „Nein“ «non».",
+    ]
     for text in texts:
       ascii_quotes = text.translate(str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'}))
       self.assertEqual(tokenize(text), [t.lower() for t in treebank.tokenize(ascii_quotes)], text)
 
   @absltest.skipUnless((DATA / "sts" / "STSBenchmark").is_dir(), "development STS data not present")
+  @pytest.mark.heavy
   def test_tokens_equal_nltk_on_every_sts_sentence(self):
     treebank = NLTKWordTokenizer()
     differ = []
@@ -151,7 +198,7 @@ class TokenizeTest(parameterized.TestCase):
     c0, count = stopword_conceptor(vectors, listed, alpha=1.5)
     z = np.stack([vectors.vectors[vectors.index[w]] for w in ("its", "it", "zebra", "the")])  # de-duplicated
     r = z.T @ z / len(z)
-    assert_close(c0, r @ np.linalg.inv(r + 1.5 ** -2 * np.eye(6)), "linalg")
+    assert_close(c0, r @ np.linalg.inv(r + 1.5**-2 * np.eye(6)), "linalg")
     self.assertEqual(count, 4)
     c_dup = np.asarray(ca_initial(np.stack([vectors.vectors[vectors.index[w]] for w in listed if w in words]), 1.5))
     self.assertGreater(np.abs(c_dup - np.asarray(c0)).max(), 1e-3)  # counting repeats would change C_0
@@ -160,7 +207,6 @@ class TokenizeTest(parameterized.TestCase):
 
 
 class LoaderTest(parameterized.TestCase):
-
   def setUp(self):
     super().setUp()
     self.dir = Path(self.create_tempdir().full_path)
@@ -220,10 +266,10 @@ class LoaderTest(parameterized.TestCase):
     self.assertEqual(load_sts_pairs(self.dir / "in16.txt", self.dir / "gs16.txt").sentence2, ("b",))
 
   @parameterized.named_parameters(
-      ("length_mismatch", "a\tb\nc\td\n", "1\n", "has 2 pairs but"),
-      ("one_field", "just one sentence\n", "1\n", r"line 1: expected 2 \(or, in 2016, 4\) tab-separated fields"),
-      ("score_out_of_range", "a\tb\n", "7.5\n", "outside \\[0, 5\\]"),
-      ("score_not_number", "a\tb\n", "high\n", "is not a number"),
+    ("length_mismatch", "a\tb\nc\td\n", "1\n", "has 2 pairs but"),
+    ("one_field", "just one sentence\n", "1\n", r"line 1: expected 2 \(or, in 2016, 4\) tab-separated fields"),
+    ("score_out_of_range", "a\tb\n", "7.5\n", "outside \\[0, 5\\]"),
+    ("score_not_number", "a\tb\n", "high\n", "is not a number"),
   )
   def test_sts_pairs_malformed(self, text, gold, message):
     (self.dir / "in.txt").write_text(text)
@@ -233,8 +279,10 @@ class LoaderTest(parameterized.TestCase):
 
   def test_stsb_reads_unbalanced_quotes_and_extra_columns(self):
     path = self.dir / "sts.csv"
-    path.write_text('main-news\tMSRpar\t2012\t1\t3.2\tHe said "yes.\tShe said no.\n'
-                    'main-forum\tdeft-forum\t2014\t2\t1.0\tA\tB\tsrc1\tsrc2\n')
+    path.write_text(
+      'main-news\tMSRpar\t2012\t1\t3.2\tHe said "yes.\tShe said no.\n'
+      "main-forum\tdeft-forum\t2014\t2\t1.0\tA\tB\tsrc1\tsrc2\n"
+    )
     pairs, genres = load_stsb(path)
     self.assertEqual(pairs.sentence1[0], 'He said "yes.')
     self.assertEqual(genres, ("main-news", "main-forum"))
@@ -247,16 +295,18 @@ class LoaderTest(parameterized.TestCase):
     bench.mkdir()
     rows = {"train": ["main-news", "main-captions", "main-forum"], "dev": ["main-forums"], "test": ["main-news"]}
     for split, genres in rows.items():
-      (bench / f"sts-{split}.csv").write_text("".join(f"{g}\td\t2012\t{i}\t2.0\t{g} one\t{g} two\n"
-                                                      for i, g in enumerate(genres)))
+      (bench / f"sts-{split}.csv").write_text(
+        "".join(f"{g}\td\t2012\t{i}\t2.0\t{g} one\t{g} two\n" for i, g in enumerate(genres))
+      )
     for folder, name in (("STS12", "surprise.OnWN"), ("STS13", "OnWN"), ("STS14", "OnWN"), ("STS14", "tweet-news")):
       (self.dir / folder).mkdir(exist_ok=True)
       (self.dir / folder / f"STS.input.{name}.txt").write_text(f"{name} a\t{name} b\n")
       (self.dir / folder / f"STS.gs.{name}.txt").write_text("3\n")
     genres = load_sts_genres(self.dir)
     self.assertEqual(tuple(genres), GENRES)
-    self.assertEqual({g: len(p.scores) for g, p in genres.items()},
-                     {"news": 2, "captions": 1, "WordNet": 3, "forums": 2, "tweets": 1})
+    self.assertEqual(
+      {g: len(p.scores) for g, p in genres.items()}, {"news": 2, "captions": 1, "WordNet": 3, "forums": 2, "tweets": 1}
+    )
     (self.dir / "STS14" / "STS.gs.tweet-news.txt").unlink()
     with self.assertRaisesRegex(FileNotFoundError, "STS.gs.tweet-news.txt does not exist"):
       load_sts_genres(self.dir)

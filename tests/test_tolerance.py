@@ -11,12 +11,19 @@ from absl.testing import absltest
 from tests._tolerance import RTOL, assert_close, close
 
 # Calls that would bypass the policy.
-_RAW = {"assert_allclose", "allclose", "isclose", "assert_almost_equal", "assert_array_almost_equal",
-        "assertAlmostEqual", "assertNotAlmostEqual", "assert_approx_equal"}
+_RAW = {
+  "assert_allclose",
+  "allclose",
+  "isclose",
+  "assert_almost_equal",
+  "assert_array_almost_equal",
+  "assertAlmostEqual",
+  "assertNotAlmostEqual",
+  "assert_approx_equal",
+}
 
 
 class PolicyTest(absltest.TestCase):
-
   def test_float32_reassociation_at_large_values_passes(self):
     # The flake that motivated the policy: jit vs eager differed by 1.9e-6 at values near 1.9 (relative 1e-6).
     x = np.float32(1.9)
@@ -32,6 +39,23 @@ class PolicyTest(absltest.TestCase):
       with self.assertRaises(AssertionError):
         assert_close(wrong, want)
       self.assertFalse(close(wrong, want))
+
+  def test_each_entry_is_held_to_its_own_magnitude(self):
+    # A 50 % error on a small entry beside a large one: a floor taken from the largest entry would let it pass.
+    for dtype in (np.float32, np.float64):
+      for op in RTOL:
+        self.assertFalse(close(np.array([1.5e-3, 1e3], dtype), np.array([1e-3, 1e3], dtype), op), (dtype, op))
+        with self.assertRaises(AssertionError):
+          assert_close(np.array([1.5e-3, 1e3], dtype), np.array([1e-3, 1e3], dtype), op)
+    # A cancellation is allowed the rounding of its terms only when the caller says how large they are.
+    terms = np.array([1e3, -1e3 + 1e-4], np.float32)
+    self.assertFalse(close(np.sum(terms), np.float64(1e-4)))
+    assert_close(np.sum(terms), np.float64(1e-4), scale=2e3)
+    # A per-entry scale covers only the entries it is given for.
+    self.assertTrue(close([1e-12, 2.0], [0.0, 2.0], scale=[1.0, 0.0]))
+    self.assertFalse(close([1e-12, 2.0 + 1e-9], [0.0, 2.0], scale=[1.0, 0.0]))
+    with self.assertRaisesRegex(AssertionError, "1 of 2 entries differ"):
+      assert_close([1e-12, 2.0 + 1e-9], [0.0, 2.0], scale=[1.0, 0.0])
 
   def test_float64_is_held_to_rounding(self):
     want = np.linspace(1.0, 2.0, 5)

@@ -1,6 +1,7 @@
 """The two-tower model and its Gramian-penalty train step: bag means against NumPy, the entity sampler's
 distribution and weights, SOGram with alpha = 1 reproducing the sampling baseline exactly, and training progress."""
 
+import pytest
 import hypothesis
 import hypothesis.strategies as st
 import jax
@@ -22,7 +23,7 @@ from tests._tolerance import assert_close
 
 
 class BagMeanTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_matches_numpy_with_padding(self):
     rng = np.random.default_rng(0)
     table = rng.normal(size=(7, 3))
@@ -30,6 +31,7 @@ class BagMeanTest(absltest.TestCase):
     want = np.stack([table[[1, 2]].mean(0), np.zeros(3), table[[4, 4, 6]].mean(0)])
     assert_close(bag_mean(jnp.asarray(table), jnp.asarray(ids)), want)
 
+  @pytest.mark.heavy
   def test_score_is_dot_product_of_towers(self):
     model = TwoTower(20, 4, 1, 2, (8, 3), rngs=nnx.Rngs(0))
     left = (jnp.array([[1], [2]]),)
@@ -38,7 +40,6 @@ class BagMeanTest(absltest.TestCase):
 
 
 class SamplerTest(absltest.TestCase):
-
   def test_frequencies_and_inverse_probability_weights(self):
     counts = np.array([0.0, 1.0, 3.0, 12.0])
     sampler = make_sampler(counts, "linear", smoothing=1.0)
@@ -50,7 +51,6 @@ class SamplerTest(absltest.TestCase):
 
 
 class TrainStepTest(absltest.TestCase):
-
   def setUp(self):
     super().setUp()
     self.corpus = synthetic_link_corpus(300, 3000, num_clusters=10, seed=0)
@@ -68,12 +68,14 @@ class TrainStepTest(absltest.TestCase):
       losses.append(float(metrics["observed_loss"]))
     return state, losses
 
+  @pytest.mark.heavy
   def test_sogram_with_alpha_one_is_the_sampling_baseline(self):
     a, _ = self.run_steps(sogram(1.0), 5)
     b, _ = self.run_steps(batch_gramian(sampling="uniform"), 5)
     for x, y in zip(jax.tree.leaves(a.params), jax.tree.leaves(b.params)):
       assert_close(x, y, "network")  # five Adam steps apart only by float32 fusion order
 
+  @pytest.mark.heavy
   def test_training_lowers_the_loss_and_keeps_state_shapes(self):
     est = sogram(0.1)
     state, losses = self.run_steps(est, 60)
@@ -82,6 +84,7 @@ class TrainStepTest(absltest.TestCase):
     self.assertEqual(int(state.step), 60)
     self.assertTrue(all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(state.params)))
 
+  @pytest.mark.heavy
   def test_seeds_of_one_size_share_the_compiled_step_and_padding_is_never_drawn(self):
     other = synthetic_link_corpus(300, 3000, num_clusters=10, seed=1)
     e, size = len(self.corpus.train.left), self.data.pair_left.shape[0]
@@ -98,7 +101,7 @@ class TrainStepTest(absltest.TestCase):
     for t, data in enumerate([poisoned] * 8 + [train_data(other, "sqrt")]):
       state, metrics = step(state, data, jax.random.key(t))
       self.assertTrue(np.isfinite(float(metrics["loss"])), t)
-    self.assertEqual(step._cache_size(), 1)  # pylint: disable=protected-access
+    self.assertEqual(step._cache_size(), 1)
 
   @hypothesis.given(st.integers(1, 10**9))
   def test_pair_capacity_pads_by_at_most_a_32nd(self, e):
@@ -110,7 +113,6 @@ class TrainStepTest(absltest.TestCase):
   def test_bad_optimizer(self):
     with self.assertRaisesRegex(ValueError, "optimizer must be one of"):
       make_optimizer("lbfgs", 0.1)
-
 
 
 class OracleAndSoftmaxTest(absltest.TestCase):
@@ -142,6 +144,7 @@ class OracleAndSoftmaxTest(absltest.TestCase):
     self.assertLess(np.mean(losses[-5:]), np.mean(losses[:5]))
     return state
 
+  @pytest.mark.heavy
   def test_oracle_gradient_equals_the_double_sum_gradient(self):
     params = jax.tree.map(lambda p: p.astype(jnp.float64), self.params)  # float64 throughout
     g_u, g_v = exact_gramians(self.graphdef, params, self.data, chunk_size=7)
@@ -162,18 +165,20 @@ class OracleAndSoftmaxTest(absltest.TestCase):
     for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
       assert_close(x, y, "reduction", scale=float(np.max(np.abs(y))) or 1.0)
 
+  @pytest.mark.heavy
   def test_oracle_step_reports_the_exact_penalty_and_trains(self):
     opt = make_optimizer("adam", 1e-2)
     state = init_state(self.graphdef, self.params, opt, None, 5)
-    step = make_train_step(self.graphdef, opt, None, lam=1.0, batch_size=32, penalty_batch_size=16,
-                           exact_chunk_size=16)
+    step = make_train_step(self.graphdef, opt, None, lam=1.0, batch_size=32, penalty_batch_size=16, exact_chunk_size=16)
     state = self.first_step_is_exact_then_trains(step, state)
     self.assertEqual(state.left_estimator, ())
 
+  @pytest.mark.heavy
   def test_sagram_step_starts_from_exact_caches_and_trains(self):
-    from bcjax.gramian import sagram  # pylint: disable=import-outside-toplevel
-    from experiments.gramian_training.configs import PRESETS  # pylint: disable=import-outside-toplevel
-    from experiments.gramian_training.run import method_step  # pylint: disable=import-outside-toplevel
+    from bcjax.gramian import sagram
+    from experiments.gramian_training.configs import PRESETS
+    from experiments.gramian_training.run import method_step
+
     n = self.corpus.left.num_entities
     opt = make_optimizer("adam", 1e-2)
     estimator = (sagram(n), sagram(n))
@@ -189,9 +194,11 @@ class OracleAndSoftmaxTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "sagram-sqrt: SAGram samples its cache rows uniformly"):
       method_step("sagram-sqrt", self.graphdef, opt, PRESETS["test"], None, (n, n))
 
+  @pytest.mark.heavy
   def test_estimation_error_against_float64_references(self):
-    from bcjax.gramian import sagram  # pylint: disable=import-outside-toplevel
-    from experiments.two_tower.train import make_estimation_error  # pylint: disable=import-outside-toplevel
+    from bcjax.gramian import sagram
+    from experiments.two_tower.train import make_estimation_error
+
     opt, n, batch = make_optimizer("adam", 1e-2), self.corpus.left.num_entities, 16
     u, v = (np.asarray(x, np.float64) for x in self.embeddings(self.params))
     exact = (u.T @ u / len(u), v.T @ v / len(v))
@@ -216,7 +223,8 @@ class OracleAndSoftmaxTest(absltest.TestCase):
     state = init_state(self.graphdef, self.params, opt, sogram(1.0), 5)
     zero_history = make_estimation_error(self.graphdef, sogram(1.0), penalty_batch_size=batch)(state, self.data, rng)
     sampling_error = make_estimation_error(self.graphdef, est, penalty_batch_size=batch)(
-        init_state(self.graphdef, self.params, opt, est, 5), self.data, rng)
+      init_state(self.graphdef, self.params, opt, est, 5), self.data, rng
+    )
     assert_close(zero_history, sampling_error, "reduction")
     self.assertTrue(np.all(np.asarray(sampling_error) > 0.01))  # 16 rows of 60 are not the whole corpus
 
@@ -230,6 +238,7 @@ class OracleAndSoftmaxTest(absltest.TestCase):
     if len(unseen):
       assert_close(np.asarray(self.data.right_log_q)[unseen], np.float32(np.log(1.0 / len(right))), "elementwise")
 
+  @pytest.mark.heavy
   def test_softmax_step_loss_equals_numpy_and_the_correction_sign_matters(self):
     opt = make_optimizer("sgd", 0.0)
     key, tau, batch = jax.random.key(5), 0.5, 24
@@ -240,8 +249,10 @@ class OracleAndSoftmaxTest(absltest.TestCase):
     u = np.asarray(model.embed_left(tuple(g[left] for g in self.data.left_groups)), np.float64)
     right = self.corpus.train.right[pairs]
     v = np.asarray(model.embed_right(tuple(g[right] for g in self.data.right_groups)), np.float64)
-    log_q = np.log(np.bincount(self.corpus.train.right, minlength=self.corpus.right.num_entities)[right] /
-                   len(self.corpus.train.right))
+    log_q = np.log(
+      np.bincount(self.corpus.train.right, minlength=self.corpus.right.num_entities)[right]
+      / len(self.corpus.train.right)
+    )
 
     def reference(sign):
       logits = u @ v.T / tau - sign * log_q[None, :]
@@ -256,6 +267,7 @@ class OracleAndSoftmaxTest(absltest.TestCase):
     self.assertGreater(abs(reference(-1.0) - reference(1.0)), 1e-3)  # a flipped correction would be caught
     with self.assertRaisesRegex(ValueError, "temperature"):
       make_softmax_step(self.graphdef, opt, batch_size=batch, temperature=0.0)
+
 
 if __name__ == "__main__":
   absltest.main()
@@ -285,18 +297,21 @@ class RowSparseTest(absltest.TestCase):
     def gramian(estimator):
       def make(opt):
         return make_train_step(self.graphdef, opt, estimator, lam=2.0, batch_size=48, penalty_batch_size=24)
+
       make.estimator = estimator
       return make
 
     def softmax(opt):
       return make_softmax_step(self.graphdef, opt, batch_size=48, temperature=0.5)
+
     softmax.estimator = batch_gramian(sampling="uniform")
     # candidate sampling runs the SOGram step's code with another estimator: SOGram stands for both
     return {"sogram": gramian(sogram(0.2)), "oracle": gramian(None), "softmax": softmax}
 
+  @pytest.mark.heavy
   def test_adagrad_and_sgd_equal_optax_dense_updates_for_every_step_kind(self):
     """Every step kind: the Gramian step (SOGram), the exact oracle's and the sampled softmax's."""
-    table = lambda p: np.asarray(p["inputs"][...])  # noqa: E731
+    table = lambda p: np.asarray(p["inputs"][...])
     cases = [(name, "adagrad", optax.adagrad(0.3)) for name in self.steps()] + [("sogram", "sgd", optax.sgd(0.3))]
     for name, kind, dense_optimizer in cases:
       with self.subTest(f"{kind} {name}"):
@@ -309,11 +324,18 @@ class RowSparseTest(absltest.TestCase):
         self.assertGreater(moved.sum(), 0)
         self.assertLess(moved.sum(), len(moved))  # rows no step used are untouched, as the dense update leaves them
         if kind == "adagrad":
-          assert_close(sparse.opt_state.table[0].sum_of_squares["inputs"][...],
-                       dense.opt_state[0].sum_of_squares["inputs"][...], "elementwise")
-          assert_close(sparse.opt_state.towers[0].sum_of_squares["left"]["layers"][0]["kernel"][...],
-                       dense.opt_state[0].sum_of_squares["left"]["layers"][0]["kernel"][...], "elementwise")
+          assert_close(
+            sparse.opt_state.table[0].sum_of_squares["inputs"][...],
+            dense.opt_state[0].sum_of_squares["inputs"][...],
+            "elementwise",
+          )
+          assert_close(
+            sparse.opt_state.towers[0].sum_of_squares["left"]["layers"][0]["kernel"][...],
+            dense.opt_state[0].sum_of_squares["left"]["layers"][0]["kernel"][...],
+            "elementwise",
+          )
 
+  @pytest.mark.heavy
   def test_step_rows_reindexes_the_bags_into_the_distinct_rows(self):
     groups = (jnp.array([[3, -1], [7, 3]]), jnp.array([[0, 7, -1]]))
     rows, local = step_rows(groups, 10)
@@ -324,6 +346,7 @@ class RowSparseTest(absltest.TestCase):
       np.testing.assert_array_equal(l < 0, g < 0)
       np.testing.assert_array_equal(bag_mean(small, l), bag_mean(table, g))
 
+  @pytest.mark.heavy
   def test_adagrad_rows_match_the_closed_form_and_padding_rows_are_not_written(self):
     table, transform = {"t": jnp.ones((4, 2))}, optax.adagrad(0.5)
     state = transform.init(table)
@@ -335,6 +358,7 @@ class RowSparseTest(absltest.TestCase):
     np.testing.assert_array_equal(np.asarray(new["t"])[[0, 1, 3]], 1.0)  # row 4 is padding: nothing written
     np.testing.assert_array_equal(np.asarray(state[0].sum_of_squares["t"])[[0, 1, 3]], 0.1)
 
+  @pytest.mark.heavy
   def test_lazy_adam_against_numpy_and_equal_to_adam_where_every_row_is_used(self):
     lr, b1, b2, eps = 0.1, 0.9, 0.999, 1e-8
     rng = np.random.default_rng(0)
@@ -349,8 +373,8 @@ class RowSparseTest(absltest.TestCase):
       table, state = update_rows(transform, table, state, jnp.asarray(rows), {"t": jnp.asarray(g)})
       # lazy Adam: only the used rows' moments and parameters change; the bias correction counts every step
       m[rows] = b1 * m[rows] + (1 - b1) * g
-      v[rows] = b2 * v[rows] + (1 - b2) * g ** 2
-      theta[rows] -= lr * (m[rows] / (1 - b1 ** t)) / (np.sqrt(v[rows] / (1 - b2 ** t)) + eps)
+      v[rows] = b2 * v[rows] + (1 - b2) * g**2
+      theta[rows] -= lr * (m[rows] / (1 - b1**t)) / (np.sqrt(v[rows] / (1 - b2**t)) + eps)
       assert_close(table["t"], theta, "elementwise")
       assert_close(state[0].mu["t"], m, "elementwise")
     # Where a step uses every row, lazy Adam is Adam: the third step from equal states.

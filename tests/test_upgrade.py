@@ -2,10 +2,10 @@
 in-memory, kinds recovering the maps they can represent, auto's choice, every report measure against a brute-force
 reference, streaming serving with bounded memory, and the map file's round trip through a registry."""
 
+import pytest
 import tracemalloc
 from pathlib import Path
 
-import jax
 import ml_dtypes
 import numpy as np
 from absl.testing import absltest, parameterized
@@ -13,7 +13,7 @@ from sklearn.linear_model import LogisticRegression
 
 from bcjax import upgrade
 from bcjax.alignment import affine_transform, orthogonal_transform
-from bcjax.upgrade import _fit, _report
+from bcjax.upgrade import _report
 from bcjax.versioning import Registry
 from tests._tolerance import assert_close
 
@@ -32,7 +32,6 @@ def anisotropic_pairs(rng, n=1500, d_new=12, d_prev=8, *, noise=0.0):
 
 
 class ClosedFormTest(parameterized.TestCase):
-
   def setUp(self):
     super().setUp()
     rng = np.random.default_rng(0)
@@ -43,13 +42,13 @@ class ClosedFormTest(parameterized.TestCase):
     m = upgrade.pair_moments(self.z_new, self.z_prev, chunk_rows=7)
     assert_close(m.gram, self.z_new.T @ self.z_new)
     assert_close(m.cross, self.z_prev.T @ self.z_new)
-    assert_close(m.energy, np.sum(self.z_prev ** 2))
+    assert_close(m.energy, np.sum(self.z_prev**2))
     assert_close(m.sum_new, self.z_new.sum(0))
     g, c, e = m.centred()
     zn, zp = self.z_new - self.z_new.mean(0), self.z_prev - self.z_prev.mean(0)
     assert_close(g, zn.T @ zn)
     assert_close(c, zp.T @ zn)
-    assert_close(e, np.sum(zp ** 2))
+    assert_close(e, np.sum(zp**2))
 
   @parameterized.parameters("linear", "orthogonal", "affine")
   def test_streaming_fit_equals_in_memory_fit_in_float64(self, kind):
@@ -57,8 +56,9 @@ class ClosedFormTest(parameterized.TestCase):
     tmp = Path(self.create_tempdir().full_path)
     np.save(tmp / "new.npy", self.z_new)
     np.save(tmp / "old.npy", self.z_prev)
-    streamed = upgrade.pair_moments(upgrade.open_embeddings(tmp / "new.npy"), upgrade.open_embeddings(tmp / "old.npy"),
-                                    chunk_rows=13)
+    streamed = upgrade.pair_moments(
+      upgrade.open_embeddings(tmp / "new.npy"), upgrade.open_embeddings(tmp / "old.npy"), chunk_rows=13
+    )
     whole = upgrade.pair_moments(self.z_new, self.z_prev, chunk_rows=10**6)
     for choices in ({}, {"alpha": 0.1}, {"alpha": 0.1, "rank": 3}) if kind == "affine" else ({}, {"alpha": 0.3}):
       if kind == "orthogonal" and choices:
@@ -84,6 +84,7 @@ class ClosedFormTest(parameterized.TestCase):
     ridge = np.linalg.solve(zn.T @ zn + gamma * np.eye(9), zn.T @ zp).T
     assert_close(upgrade.closed_form("linear", m, alpha=0.3)[0], ridge, "linalg")
 
+  @pytest.mark.heavy
   def test_affine_shrinks_towards_the_scaled_isometry(self):
     m = upgrade.pair_moments(self.z_new, self.z_prev)
     zn, zp = self.z_new - self.z_new.mean(0), self.z_prev - self.z_prev.mean(0)
@@ -107,10 +108,15 @@ class ClosedFormTest(parameterized.TestCase):
     m = upgrade.pair_moments(self.z_new, self.z_prev)
     w, b = upgrade.closed_form("orthogonal", m)
     params = orthogonal_transform(bias=True).fit(self.z_new, self.z_prev)
-    assert_close(upgrade.moments_mse(w, b, m), upgrade.moments_mse(np.asarray(params["a"]), np.asarray(params["b"]), m),
-                 "statistical", rtol=1e-7, atol=0)
+    assert_close(
+      upgrade.moments_mse(w, b, m),
+      upgrade.moments_mse(np.asarray(params["a"]), np.asarray(params["b"]), m),
+      "statistical",
+      rtol=1e-7,
+      atol=0,
+    )
     assert_close(w, params["a"], "statistical", rtol=0, atol=1e-3)
-    assert_close(w @ w.T, np.eye(6), "linalg")
+    assert_close(w @ w.T, np.eye(6), "linalg", scale=1.0)  # unit-norm rows
     # square case: the SVD solution, exact
     w_sq, b_sq = upgrade.closed_form("orthogonal", upgrade.pair_moments(self.z_prev, self.z_prev[:, ::-1]))
     assert_close(w_sq, np.eye(6)[::-1], "linalg", scale=1.0)
@@ -125,7 +131,7 @@ class ClosedFormTest(parameterized.TestCase):
 
 
 class KindsTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_rotation_plus_shift_in_an_anisotropic_cone(self):
     """A rotation with shifts is recovered exactly by the centred orthogonal kind and by affine; an uncentred
     rotation cannot move the cone and misses it by far."""
@@ -140,6 +146,7 @@ class KindsTest(absltest.TestCase):
     error = np.abs(np.asarray(orthogonal_transform().apply(uncentred, z_new[split.test])) - z_prev[split.test])
     self.assertGreater(error.mean(), 0.2)
 
+  @pytest.mark.heavy
   def test_affine_recovers_an_anisotropic_scale_the_isometry_cannot(self):
     rng = np.random.default_rng(1)
     z_new = rng.standard_normal((1200, 8)) + 1.0
@@ -151,6 +158,7 @@ class KindsTest(absltest.TestCase):
     ortho = upgrade.fit_upgrade(z_new, z_prev, kind="orthogonal", split=split)
     self.assertGreater(np.abs(np.asarray(ortho.map(z_new[split.test])) - z_prev[split.test]).mean(), 0.3)
 
+  @pytest.mark.heavy
   def test_few_pairs_choose_a_ridge_and_beat_least_squares(self):
     """Fewer training pairs than dimensions: cross-validation picks shrinkage, which generalises far better than
     the minimum-norm least-squares map."""
@@ -165,8 +173,11 @@ class KindsTest(absltest.TestCase):
       fit = upgrade.fit_upgrade(z_new, z_prev, kind=kind, split=split)
       return fit.map.choices, upgrade.moments_mse(*upgrade.affine_form(fit.map.transform, fit.map.params), test_m)
 
-    (affine_choices, affine), (_, ridge), (_, isometry) = test_error("affine"), test_error("linear"), test_error(
-        "orthogonal")
+    (affine_choices, affine), (_, ridge), (_, isometry) = (
+      test_error("affine"),
+      test_error("linear"),
+      test_error("orthogonal"),
+    )
     self.assertGreater(affine_choices["alpha"], 0.0)
     self.assertNotIn("rank", affine_choices)
     least_squares = upgrade.closed_form("linear", upgrade.pair_moments(z_new, z_prev, rows=order[:40]))
@@ -200,6 +211,7 @@ class KindsTest(absltest.TestCase):
     closed = [c for c in fit.candidates if c["kind"] != "mlp"]
     self.assertEqual(fit.map.kind, max(closed, key=lambda c: c["cv_rank_score"])["kind"])
 
+  @pytest.mark.heavy
   def test_a_non_linear_map_is_won_by_the_mlp_and_auto_picks_it(self):
     rng = np.random.default_rng(3)
     z_new = rng.standard_normal((2500, 6))
@@ -211,6 +223,7 @@ class KindsTest(absltest.TestCase):
     self.assertGreater(by_kind["mlp"]["val_hit_rate"], by_kind["affine"]["val_hit_rate"])
     self.assertLess(by_kind["mlp"]["val_mse"], 0.6 * by_kind["affine"]["val_mse"])
 
+  @pytest.mark.heavy
   def test_auto_prefers_the_simpler_kind_on_a_tie(self):
     rng = np.random.default_rng(4)
     z_new, z_prev, _ = anisotropic_pairs(rng, n=800)
@@ -224,6 +237,7 @@ class KindsTest(absltest.TestCase):
     out = np.asarray(fit.map(z_new[:50]))
     assert_close(np.linalg.norm(out, axis=1), np.ones(50), "elementwise")
 
+  @pytest.mark.heavy
   def test_apply_map_jit_matches_eager_and_keeps_precision(self):
     rng = np.random.default_rng(6)
     z_new, z_prev, _ = anisotropic_pairs(rng, n=300)
@@ -234,17 +248,23 @@ class KindsTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, r"shape \(300, 5\) but the map takes D_k=12"):
       upgrade.apply_map(m, z_new[:, :5])
 
+  @pytest.mark.heavy
   def test_query_function_matches_the_maps_for_every_kind_and_chains(self):
     rng = np.random.default_rng(13)
     z_new, z_prev, _ = anisotropic_pairs(rng, n=400, noise=0.2)
-    fits = {kind: upgrade.fit_upgrade(z_new, z_prev, kind=kind, normalize=kind == "orthogonal", mlp_hidden=(8,),
-                                      mlp_epochs=2).map for kind in ("orthogonal", "linear", "affine", "mlp")}
+    fits = {
+      kind: upgrade.fit_upgrade(
+        z_new, z_prev, kind=kind, normalize=kind == "orthogonal", mlp_hidden=(8,), mlp_epochs=2
+      ).map
+      for kind in ("orthogonal", "linear", "affine", "mlp")
+    }
     for kind, m in fits.items():
       assert_close(upgrade.query_function(m, dtype=np.float64)(z_new[:7]), m(z_new[:7]), err_msg=kind)
     back = upgrade.fit_upgrade(z_prev, z_new[:, :5], kind="linear").map  # 8 -> 5
     chain = [fits["orthogonal"], back]
     assert_close(upgrade.query_function(chain, dtype=np.float64)(z_new[:7]), back(fits["orthogonal"](z_new[:7])))
 
+  @pytest.mark.heavy
   def test_the_fit_never_reads_the_held_out_rows(self):
     """Held-out rows full of NaN change nothing: the choices and the map come from training and validation rows."""
     rng = np.random.default_rng(14)
@@ -253,8 +273,7 @@ class KindsTest(absltest.TestCase):
     clean = upgrade.fit_upgrade(z_new, z_prev, kind="auto", split=split, mlp_hidden=(8,), mlp_epochs=2)
     poisoned_new, poisoned_prev = z_new.copy(), z_prev.copy()
     poisoned_new[split.test], poisoned_prev[split.test] = np.nan, np.nan
-    poisoned = upgrade.fit_upgrade(poisoned_new, poisoned_prev, kind="auto", split=split, mlp_hidden=(8,),
-                                   mlp_epochs=2)
+    poisoned = upgrade.fit_upgrade(poisoned_new, poisoned_prev, kind="auto", split=split, mlp_hidden=(8,), mlp_epochs=2)
     self.assertEqual(poisoned.map.kind, clean.map.kind)
     for name, a in clean.map.params.items():
       np.testing.assert_array_equal(poisoned.map.params[name], a)
@@ -269,8 +288,9 @@ class KindsTest(absltest.TestCase):
       np.save(tmp / "old.npy", z_prev.astype(dtype))
       mapped = upgrade.open_embeddings(tmp / "new.npy"), upgrade.open_embeddings(tmp / "old.npy")
       from_file = upgrade.fit_upgrade(*mapped, kind="linear", split=split).map
-      in_memory = upgrade.fit_upgrade(z_new.astype(dtype).astype(np.float64), z_prev.astype(dtype).astype(np.float64),
-                                      kind="linear", split=split).map
+      in_memory = upgrade.fit_upgrade(
+        z_new.astype(dtype).astype(np.float64), z_prev.astype(dtype).astype(np.float64), kind="linear", split=split
+      ).map
       assert_close(from_file.params["w"], in_memory.params["w"], "linalg")
 
   def test_split_and_kind_errors(self):
@@ -285,7 +305,6 @@ class KindsTest(absltest.TestCase):
 
 
 class ReportTest(absltest.TestCase):
-
   def setUp(self):
     super().setUp()
     rng = np.random.default_rng(7)
@@ -299,12 +318,23 @@ class ReportTest(absltest.TestCase):
     xn = x / np.linalg.norm(x, axis=1, keepdims=True)
     return np.argsort(-(qn @ xn.T), axis=1, kind="stable")[:, :k]
 
+  @pytest.mark.heavy
   def test_measures_against_brute_force(self):
     rows = self.split.test
     qrel_pairs = (rows[::2], np.arange(len(rows[::2])) % 300)
     labels = (self.z_prev[:, 0] > np.median(self.z_prev[:, 0])).astype(np.int64)
-    report = upgrade.evaluate_upgrade(self.map, self.z_new, self.z_prev, rows, index=self.index, qrels=qrel_pairs,
-                                      labels=labels, consumer_rows=self.split.train, k=5, seed=3)
+    report = upgrade.evaluate_upgrade(
+      self.map,
+      self.z_new,
+      self.z_prev,
+      rows,
+      index=self.index,
+      qrels=qrel_pairs,
+      labels=labels,
+      consumer_rows=self.split.train,
+      k=5,
+      seed=3,
+    )
     mapped = self.map.transform.apply(self.map.params, self.z_new[rows])
     mapped = np.asarray(mapped)
     target = self.z_prev[rows]
@@ -328,26 +358,34 @@ class ReportTest(absltest.TestCase):
     assert_close(m["recall_bridged"]["value"], bridged, "elementwise")
     assert_close(m["recall_recovery"]["value"], bridged / reference, "elementwise")
     # the consumer: scikit-learn's logistic regression on the old training embeddings
-    clf = LogisticRegression(C=1.0, tol=1e-10, max_iter=10_000).fit(self.z_prev[self.split.train],
-                                                                    labels[self.split.train])
+    clf = LogisticRegression(C=1.0, tol=1e-10, max_iter=10_000).fit(
+      self.z_prev[self.split.train], labels[self.split.train]
+    )
     old_right = clf.predict(target) == labels[rows]
     new_right = clf.predict(mapped) == labels[rows]
     assert_close(m["consumer_accuracy_old"]["value"], old_right.mean(), "statistical", rtol=0, atol=2.5 / len(rows))
-    assert_close(m["consumer_negative_flips"]["value"], (old_right & ~new_right).mean(), "statistical", rtol=0,
-                 atol=2.5 / len(rows))
+    assert_close(
+      m["consumer_negative_flips"]["value"],
+      (old_right & ~new_right).mean(),
+      "statistical",
+      rtol=0,
+      atol=2.5 / len(rows),
+    )
     for name, metric in m.items():
       if np.isfinite(metric["value"]):
         self.assertLessEqual(metric["low"], metric["value"] + 1e-12, name)
         self.assertGreaterEqual(metric["high"], metric["value"] - 1e-12, name)
     self.assertEqual(report["primary"], "recall_recovery")
 
+  @pytest.mark.heavy
   def test_recall_recovery_against_re_embedding_uses_the_new_index(self):
     rows = self.split.test
     new_index = self.z_new[:300]
     old_index = self.z_prev[:300]
     qrels = (rows, rows % 300)
-    report = upgrade.evaluate_upgrade(self.map, self.z_new, self.z_prev, rows, index=old_index, new_index=new_index,
-                                      qrels=qrels, k=10)
+    report = upgrade.evaluate_upgrade(
+      self.map, self.z_new, self.z_prev, rows, index=old_index, new_index=new_index, qrels=qrels, k=10
+    )
     found = self.brute_top(self.z_new[rows], new_index, 10)
     reference = np.mean([(r % 300) in f for r, f in zip(rows, found)])
     assert_close(report["metrics"]["recall_reference"]["value"], reference, "elementwise")
@@ -359,6 +397,7 @@ class ReportTest(absltest.TestCase):
     self.assertEqual(_report._verdict({"value": 0.9, "low": 0.88, "high": 0.94}, 0.95, reasons), "re-index")
     self.assertEqual(_report._verdict({"value": 0.95, "low": 0.93, "high": 0.97}, 0.95, reasons), "undecided")
 
+  @pytest.mark.heavy
   def test_a_reference_at_chance_is_not_measurable(self):
     rows = self.split.test
     rng = np.random.default_rng(0)
@@ -367,14 +406,17 @@ class ReportTest(absltest.TestCase):
     self.assertEqual(report["verdict"], "not measurable")
     self.assertTrue(any("not above chance" in r for r in report["reasons"]))
 
+  @pytest.mark.heavy
   def test_a_consumer_at_the_majority_share_is_flagged(self):
     labels = np.zeros(1000, np.int64)
     labels[:3] = 1
-    report = upgrade.evaluate_upgrade(self.map, self.z_new, self.z_prev, self.split.test, labels=labels,
-                                      consumer_rows=self.split.train)
+    report = upgrade.evaluate_upgrade(
+      self.map, self.z_new, self.z_prev, self.split.test, labels=labels, consumer_rows=self.split.train
+    )
     self.assertFalse(report["metrics"]["consumer_negative_flips"]["measurable"])
     self.assertTrue(any("always answering the majority class" in r for r in report["reasons"]))
 
+  @pytest.mark.heavy
   def test_logistic_regression_matches_scikit_learn(self):
     rng = np.random.default_rng(8)
     x = rng.standard_normal((300, 5))
@@ -386,7 +428,6 @@ class ReportTest(absltest.TestCase):
 
 
 class RankScoreTest(absltest.TestCase):
-
   def test_rank_score_against_brute_force(self):
     rng = np.random.default_rng(30)
     targets = rng.standard_normal((40, 5))
@@ -401,8 +442,9 @@ class RankScoreTest(absltest.TestCase):
       else:
         s = -((mapped[:, None, :] - targets[None, :, :]) ** 2).sum(-1)
       expected = np.mean([(np.sum(s[i] < s[i, i])) / 39 for i in range(40)])
-      assert_close(upgrade.own_vector_rank_score(mapped, targets, metric=metric), expected, "elementwise",
-                   err_msg=metric)
+      assert_close(
+        upgrade.own_vector_rank_score(mapped, targets, metric=metric), expected, "elementwise", err_msg=metric
+      )
     self.assertEqual(upgrade.own_vector_rank_score(targets, targets, metric="cosine"), 1.0)
 
   def test_shrinking_towards_the_mean_lowers_the_error_but_not_the_rank(self):
@@ -414,12 +456,15 @@ class RankScoreTest(absltest.TestCase):
     noisy = old + 0.4 * rng.standard_normal(old.shape)
     shrunk = mean + 0.5 * (noisy - mean)
     self.assertLess(np.mean((shrunk - old) ** 2), np.mean((noisy - old) ** 2))
-    self.assertEqual(upgrade.own_vector_rank_score(shrunk, old, metric="dot") < upgrade.own_vector_rank_score(
-        noisy, old, metric="dot"), True)
+    self.assertEqual(
+      upgrade.own_vector_rank_score(shrunk, old, metric="dot")
+      < upgrade.own_vector_rank_score(noisy, old, metric="dot"),
+      True,
+    )
 
 
 class ServeTest(absltest.TestCase):
-
+  @pytest.mark.heavy
   def test_streaming_transform_bounds_memory_and_matches_numpy(self):
     tmp = Path(self.create_tempdir().full_path)
     rng = np.random.default_rng(9)
@@ -461,6 +506,7 @@ class ServeTest(absltest.TestCase):
     reference = z_new.astype(ml_dtypes.bfloat16).astype(np.float64) @ w.T + b
     assert_close(np.asarray(bf, np.float64), reference, "statistical", rtol=2e-2, atol=2e-2 * np.abs(reference).max())
 
+  @pytest.mark.heavy
   def test_a_chain_of_affine_and_mlp_maps_applies_in_order(self):
     tmp = Path(self.create_tempdir().full_path)
     rng = np.random.default_rng(11)
@@ -480,6 +526,7 @@ class ServeTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "with a bias"):
       reg.compose(0)
 
+  @pytest.mark.heavy
   def test_map_file_round_trip_and_registry_normalisation(self):
     tmp = Path(self.create_tempdir().full_path)
     rng = np.random.default_rng(12)
@@ -504,7 +551,6 @@ class ServeTest(absltest.TestCase):
 
 
 class FilesTest(absltest.TestCase):
-
   def test_bad_files_are_refused_naming_the_argument(self):
     tmp = Path(self.create_tempdir().full_path)
     np.save(tmp / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
@@ -512,8 +558,14 @@ class FilesTest(absltest.TestCase):
     np.save(tmp / "empty.npy", np.zeros((0, 4), np.float32))
     np.save(tmp / "ints.npy", np.ones((3, 4), np.int32))
     np.save(tmp / "vec.npy", np.ones(4))
-    cases = {"obj.npy": "pickled", "text.npy": "not a .npy file", "empty.npy": "is empty", "ints.npy": "dtype int32",
-             "vec.npy": "must be a matrix", "missing.npy": "does not exist"}
+    cases = {
+      "obj.npy": "pickled",
+      "text.npy": "not a .npy file",
+      "empty.npy": "is empty",
+      "ints.npy": "dtype int32",
+      "vec.npy": "must be a matrix",
+      "missing.npy": "does not exist",
+    }
     for name, fragment in cases.items():
       with self.assertRaisesRegex(upgrade.EmbeddingFileError, f"`--old` .*{fragment}"):
         upgrade.open_embeddings(tmp / name, name="--old")

@@ -51,8 +51,10 @@ def compose(weights: Sequence[ArrayLike], *, dim: int | None = None) -> jax.Arra
       raise ValueError("compose: `weights` is empty; pass `dim` (d_k) to get the identity composition")
     return jnp.eye(_checks.check_positive_int("compose", "dim", dim))
   if dim is not None and _checks.check_positive_int("compose", "dim", dim) != chain[-1].shape[1]:
-    raise ValueError(f"compose: `dim`={dim} but the last weight `weights[{len(chain) - 1}]` has shape "
-                     f"{tuple(chain[-1].shape)}, i.e. d_k={chain[-1].shape[1]}")
+    raise ValueError(
+      f"compose: `dim`={dim} but the last weight `weights[{len(chain) - 1}]` has shape "
+      f"{tuple(chain[-1].shape)}, i.e. d_k={chain[-1].shape[1]}"
+    )
   product = chain[-1]
   for w in reversed(chain[:-1]):
     product = w @ product
@@ -102,8 +104,10 @@ def apply_backward(z: ArrayLike, w: ArrayLike) -> jax.Array:
   z = _checks.as_float_array("apply_backward", "z", z, ndim=2)
   w = _checks.as_float_array("apply_backward", "w", w, ndim=2)
   if z.shape[1] != w.shape[1]:
-    raise ValueError(f"apply_backward: `z` has shape {tuple(z.shape)} (d_k={z.shape[1]}) but `w` has shape "
-                     f"{tuple(w.shape)}; W_k must be [d_(k-1), d_k] with d_k={z.shape[1]}")
+    raise ValueError(
+      f"apply_backward: `z` has shape {tuple(z.shape)} (d_k={z.shape[1]}) but `w` has shape "
+      f"{tuple(w.shape)}; W_k must be [d_(k-1), d_k] with d_k={z.shape[1]}"
+    )
   return z @ w.T
 
 
@@ -131,8 +135,10 @@ def apply_chain(z: ArrayLike, weights: Sequence[ArrayLike]) -> jax.Array:
   z = _checks.as_float_array("apply_chain", "z", z, ndim=2)
   chain = _checks.as_weight_chain("apply_chain", "weights", weights)
   if chain and z.shape[1] != chain[-1].shape[1]:
-    raise ValueError(f"apply_chain: `z` has shape {tuple(z.shape)} but the last weight `weights[{len(chain) - 1}]` "
-                     f"has shape {tuple(chain[-1].shape)}; expected d_k={z.shape[1]} columns")
+    raise ValueError(
+      f"apply_chain: `z` has shape {tuple(z.shape)} but the last weight `weights[{len(chain) - 1}]` "
+      f"has shape {tuple(chain[-1].shape)}; expected d_k={z.shape[1]} columns"
+    )
   for w in reversed(chain):
     z = z @ w.T
   return z
@@ -157,6 +163,8 @@ def notrans(z: ArrayLike, d_prev: int) -> jax.Array:
   z = _checks.as_float_array("notrans", "z", z, ndim=2)
   d_prev = _checks.check_positive_int("notrans", "d_prev", d_prev)
   if d_prev > z.shape[1]:
-    raise ValueError(f"notrans: `d_prev`={d_prev} exceeds the embedding dimension of `z` with shape "
-                     f"{tuple(z.shape)}; NoTrans needs D_(k-1) <= D_k")
+    raise ValueError(
+      f"notrans: `d_prev`={d_prev} exceeds the embedding dimension of `z` with shape "
+      f"{tuple(z.shape)}; NoTrans needs D_(k-1) <= D_k"
+    )
   return z[:, :d_prev]

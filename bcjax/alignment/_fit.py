@@ -10,7 +10,7 @@ why the paper's multi-step loss pays off in *joint* training, where it also shap
 
 import functools
 from collections.abc import Sequence
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +25,7 @@ from bcjax.alignment._transforms import BackwardTransform
 
 class PosthocFit(NamedTuple):
   """Result of :func:`fit_posthoc`; pass it back as ``init=`` to continue the fit."""
+
   w: jax.Array | dict  # [d_(k-1), d_k], the fitted W_k (with ``transform``: that kind's parameters)
   losses: jax.Array | None  # [steps], the training loss at every step (before that step's update)
   opt_state: optax.OptState | None = None  # the optimiser's state after the last step
@@ -41,13 +42,45 @@ def _adam(learning_rate: float) -> optax.GradientTransformation:
   return optax.adam(learning_rate)
 
 
-@functools.partial(jax.jit, static_argnames=("loss", "batch_size", "per_dim", "optimizer", "weighted", "axis_name",
-                                             "transform", "history_transforms"))
-def _fit(z_new, z_prev, history, w0, opt_state, xs, *, loss, batch_size, per_dim, optimizer, weighted, axis_name,
-         transform, history_transforms):
+@functools.partial(
+  jax.jit,
+  static_argnames=(
+    "loss",
+    "batch_size",
+    "per_dim",
+    "optimizer",
+    "weighted",
+    "axis_name",
+    "transform",
+    "history_transforms",
+  ),
+)
+def _fit(
+  z_new,
+  z_prev,
+  history,
+  w0,
+  opt_state,
+  xs,
+  *,
+  loss,
+  batch_size,
+  per_dim,
+  optimizer,
+  weighted,
+  axis_name,
+  transform,
+  history_transforms,
+):
   n = z_new.shape[0]
-  kinds = (transform, *((history_transforms,) if history_transforms is None
-                        or isinstance(history_transforms, BackwardTransform) else history_transforms))
+  kinds = (
+    transform,
+    *(
+      (history_transforms,)
+      if history_transforms is None or isinstance(history_transforms, BackwardTransform)
+      else history_transforms
+    ),
+  )
   homogeneous = all(t is None or t.kind in _HOMOGENEOUS for t in kinds)
 
   def objective(w, rows, counts):
@@ -64,8 +97,16 @@ def _fit(z_new, z_prev, history, w0, opt_state, xs, *, loss, batch_size, per_dim
     if loss == "single":
       value = single_step_loss(zn, zp, w, transform=transform, per_dim=per_dim, axis_name=axis_name)
     else:
-      value = multi_step_loss(zn, zp, w, history, transform=transform, history_transforms=history_transforms,
-                              per_dim=per_dim, axis_name=axis_name)
+      value = multi_step_loss(
+        zn,
+        zp,
+        w,
+        history,
+        transform=transform,
+        history_transforms=history_transforms,
+        per_dim=per_dim,
+        axis_name=axis_name,
+      )
     if weighted:  # the row mean of c·ℓ becomes the count-weighted mean Σ c ℓ / Σ c
       size, total = jnp.asarray(rows.shape[0], zn.dtype), jnp.sum(counts)
       if axis_name is not None:
@@ -88,7 +129,7 @@ def _fit(z_new, z_prev, history, w0, opt_state, xs, *, loss, batch_size, per_dim
   return PosthocFit(w, losses, opt_state)
 
 
-def _check_batches(fn: str, batches, n: int):
+def _check_batches(fn: str, batches, n: int) -> tuple[jax.Array, jax.Array]:
   """``(rows [S, R] ids in [0, n), counts [S, R] >= 0)``."""
   try:
     rows, counts = batches
@@ -96,36 +137,40 @@ def _check_batches(fn: str, batches, n: int):
     raise ValueError(f"{fn}: `batches` must be a pair (rows [steps, R], counts [steps, R])") from None
   rows, counts = jnp.asarray(rows), _checks.as_float_array(fn, "batches counts", counts, ndim=2)
   if not jnp.issubdtype(rows.dtype, jnp.integer) or rows.ndim != 2:
-    raise ValueError(f"{fn}: `batches` rows must be integer ids [steps, R], got dtype {rows.dtype} and shape "
-                     f"{tuple(rows.shape)}")
+    raise ValueError(
+      f"{fn}: `batches` rows must be integer ids [steps, R], got dtype {rows.dtype} and shape {tuple(rows.shape)}"
+    )
   if rows.shape != counts.shape or rows.shape[0] == 0:
-    raise ValueError(f"{fn}: `batches` rows {tuple(rows.shape)} and counts {tuple(counts.shape)} must have the same "
-                     f"shape [steps >= 1, R]")
+    raise ValueError(
+      f"{fn}: `batches` rows {tuple(rows.shape)} and counts {tuple(counts.shape)} must have the same "
+      f"shape [steps >= 1, R]"
+    )
   if _checks.is_concrete(rows) and rows.size and (int(jnp.min(rows)) < 0 or int(jnp.max(rows)) >= n):
-    raise ValueError(f"{fn}: `batches` rows must lie in [0, {n}), got range [{int(jnp.min(rows))}, "
-                     f"{int(jnp.max(rows))}]")
+    raise ValueError(
+      f"{fn}: `batches` rows must lie in [0, {n}), got range [{int(jnp.min(rows))}, {int(jnp.max(rows))}]"
+    )
   if _checks.is_concrete(counts) and bool(jnp.any(counts < 0)):
     raise ValueError(f"{fn}: `batches` counts must be >= 0")
   return rows, counts
 
 
 def fit_posthoc(
-    z_new: ArrayLike,
-    z_prev: ArrayLike,
-    history: Sequence[ArrayLike] = (),
-    *,
-    key: jax.Array | None = None,
-    loss: Literal["single", "multi"] = "multi",
-    steps: int | None = None,
-    learning_rate: float = 1e-2,
-    batch_size: int | None = None,
-    per_dim: bool = False,
-    optimizer: optax.GradientTransformation | None = None,
-    batches: tuple[ArrayLike, ArrayLike] | None = None,
-    init: PosthocFit | None = None,
-    axis_name: str | None = None,
-    transform: BackwardTransform | None = None,
-    history_transforms: BackwardTransform | tuple[BackwardTransform | None, ...] | None = None,
+  z_new: ArrayLike,
+  z_prev: ArrayLike,
+  history: Sequence[ArrayLike] = (),
+  *,
+  key: jax.Array | None = None,
+  loss: Literal["single", "multi"] = "multi",
+  steps: int | None = None,
+  learning_rate: float = 1e-2,
+  batch_size: int | None = None,
+  per_dim: bool = False,
+  optimizer: optax.GradientTransformation | None = None,
+  batches: tuple[ArrayLike, ArrayLike] | None = None,
+  init: PosthocFit | None = None,
+  axis_name: str | None = None,
+  transform: BackwardTransform | None = None,
+  history_transforms: BackwardTransform | tuple[BackwardTransform | None, ...] | None = None,
 ) -> PosthocFit:
   r"""Fits :math:`W_k` by gradient descent on the single- or multi-step loss with :math:`z_k, z_{k-1}` fixed.
 
@@ -180,7 +225,7 @@ def fit_posthoc(
   if batch_size is not None:
     batch_size = _checks.check_positive_int(fn, "batch_size", batch_size)
   if history_transforms is None and transform is None:
-    chain = tuple(_checks.as_weight_chain(fn, "history", history))
+    chain: tuple = tuple(_checks.as_weight_chain(fn, "history", history))
   else:
     chain = tuple(history)
     if history_transforms is not None and not isinstance(history_transforms, BackwardTransform):
@@ -190,13 +235,20 @@ def fit_posthoc(
       raise ValueError(f"{fn}: `learning_rate` must be > 0, got {learning_rate!r}")
     optimizer = _adam(float(learning_rate))
   if key is None and (init is None or batches is None):
-    raise ValueError(f"{fn}: pass `key` (for the initial W_k{'' if init else ' and'}"
-                     f"{'' if batches is not None else ' the mini-batches'})")
+    raise ValueError(
+      f"{fn}: pass `key` (for the initial W_k{'' if init else ' and'}"
+      f"{'' if batches is not None else ' the mini-batches'})"
+    )
+  init_key: Any
+  data_key: Any
   init_key, data_key = jax.random.split(key) if key is not None else (None, None)
   dtype = jnp.result_type(z_new, z_prev)
   if init is None:
-    w0 = (init_backward(init_key, z_prev.shape[1], z_new.shape[1], dtype=dtype) if transform is None
-          else transform.init(init_key, z_prev.shape[1], z_new.shape[1], dtype=dtype))
+    w0 = (
+      init_backward(init_key, z_prev.shape[1], z_new.shape[1], dtype=dtype)
+      if transform is None
+      else transform.init(init_key, z_prev.shape[1], z_new.shape[1], dtype=dtype)
+    )
     opt_state = optimizer.init(w0)
   else:
     w0 = _checks.as_float_array(fn, "init.w", init.w, ndim=2) if transform is None else init.w
@@ -205,9 +257,23 @@ def fit_posthoc(
   if loss == "single":
     single_step_loss(z_new[:1], z_prev[:1], w0, transform=transform, per_dim=per_dim)
   else:
-    multi_step_loss(z_new[:1], z_prev[:1], w0, chain, transform=transform, history_transforms=history_transforms,
-                    per_dim=per_dim)
-  xs = batches if batches is not None else jax.random.split(data_key, steps)
-  return _fit(z_new, z_prev, chain, w0, opt_state, xs, loss=loss, batch_size=batch_size, per_dim=per_dim,
-              optimizer=optimizer, weighted=batches is not None, axis_name=axis_name, transform=transform,
-              history_transforms=history_transforms)
+    multi_step_loss(
+      z_new[:1], z_prev[:1], w0, chain, transform=transform, history_transforms=history_transforms, per_dim=per_dim
+    )
+  xs = batches if batches is not None else jax.random.split(data_key, int(steps or 0))
+  return _fit(
+    z_new,
+    z_prev,
+    chain,
+    w0,
+    opt_state,
+    xs,
+    loss=loss,
+    batch_size=batch_size,
+    per_dim=per_dim,
+    optimizer=optimizer,
+    weighted=batches is not None,
+    axis_name=axis_name,
+    transform=transform,
+    history_transforms=history_transforms,
+  )

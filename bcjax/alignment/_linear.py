@@ -56,23 +56,25 @@ def least_squares_backward(z_new: ArrayLike, z_prev: ArrayLike, *, ridge: float 
   z_new = _checks.as_float_array(fn, "z_new", z_new, ndim=2)
   z_prev = _checks.as_float_array(fn, "z_prev", z_prev, ndim=2)
   if z_new.shape[0] != z_prev.shape[0]:
-    raise ValueError(f"{fn}: `z_new` has shape {tuple(z_new.shape)} and `z_prev` has shape {tuple(z_prev.shape)}; "
-                     "both must hold the same rows")
+    raise ValueError(
+      f"{fn}: `z_new` has shape {tuple(z_new.shape)} and `z_prev` has shape {tuple(z_prev.shape)}; "
+      "both must hold the same rows"
+    )
   if _checks.is_concrete(ridge):
     ridge = _checks.as_float(fn, "ridge", ridge)
     if ridge < 0.0:
       raise ValueError(f"{fn}: `ridge` must be >= 0, got {ridge!r}")
   n, d = z_new.shape
   dtype = jnp.result_type(z_new, z_prev)
-  ridge = jnp.asarray(ridge, dtype)
+  rho = jnp.asarray(ridge, dtype)
   # One spectral formula for every ridge, so a traced ridge (a sweep under jit or vmap) takes the same path:
   # W^T = V diag(f(s)) U^T Z_(k-1), f(s) = s / (s^2 + n rho); at rho = 0 the pseudo-inverse's 1/s, with singular
   # values below lstsq's cut-off dropped (the minimum-norm solution).
   u, s, vt = jnp.linalg.svd(z_new.astype(dtype), full_matrices=False)
   cutoff = jnp.finfo(dtype).eps * max(n, d) * jnp.max(s, initial=0.0)
-  denominator = s * s + n * ridge
-  keep = (s > cutoff) | (ridge > 0)
+  denominator = s * s + n * rho
+  keep = (s > cutoff) | (rho > 0)
   f = jnp.where(keep, s / jnp.where(keep & (denominator > 0), denominator, 1.0), 0.0)
   w = ((vt.T * f) @ (u.T @ z_prev.astype(dtype))).T
   # A negative traced ridge cannot raise inside jit; it poisons the result instead of returning a wrong map.
-  return jnp.where(ridge >= 0, w, jnp.nan)
+  return jnp.where(rho >= 0, w, jnp.nan)

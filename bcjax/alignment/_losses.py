@@ -14,6 +14,7 @@ References:
 """
 
 from collections.abc import Sequence
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -25,22 +26,26 @@ from bcjax._reduce import row_mean, zero_padded
 from bcjax.alignment._transforms import BackwardTransform, check_params
 
 
-def _check_pair(fn: str, z_new, z_prev, w, where, transform=None):
+def _check_pair(fn: str, z_new, z_prev, w, where, transform=None) -> tuple[jax.Array, jax.Array, Any, jax.Array | None]:
   """Validates (z_new [n, d_k], z_prev [n, d_{k-1}], W_k [d_{k-1}, d_k] or ``transform``'s parameters, where [n]);
   padded rows become zeros."""
   z_new = _checks.as_float_array(fn, "z_new", z_new, ndim=2, finite=False)
   z_prev = _checks.as_float_array(fn, "z_prev", z_prev, ndim=2, finite=False)
   if z_new.shape[0] != z_prev.shape[0]:
-    raise ValueError(f"{fn}: `z_new` has shape {tuple(z_new.shape)} and `z_prev` has shape {tuple(z_prev.shape)}; "
-                     f"both must hold the same {z_new.shape[0]} rows (data points)")
+    raise ValueError(
+      f"{fn}: `z_new` has shape {tuple(z_new.shape)} and `z_prev` has shape {tuple(z_prev.shape)}; "
+      f"both must hold the same {z_new.shape[0]} rows (data points)"
+    )
   if transform is not None:
     check_params(fn, transform, w, z_prev.shape[1], z_new.shape[1])
   else:
     w = _checks.as_float_array(fn, "w", w, ndim=2)
   if transform is None and w.shape != (z_prev.shape[1], z_new.shape[1]):
-    raise ValueError(f"{fn}: `w` has shape {tuple(w.shape)} but must be [d_(k-1), d_k] = "
-                     f"{(z_prev.shape[1], z_new.shape[1])} for `z_new` {tuple(z_new.shape)} and `z_prev` "
-                     f"{tuple(z_prev.shape)}")
+    raise ValueError(
+      f"{fn}: `w` has shape {tuple(w.shape)} but must be [d_(k-1), d_k] = "
+      f"{(z_prev.shape[1], z_new.shape[1])} for `z_new` {tuple(z_new.shape)} and `z_prev` "
+      f"{tuple(z_prev.shape)}"
+    )
   where = _checks.check_row_mask(fn, where, z_new.shape[0])
   _checks.check_finite(fn, "z_new", z_new, where)
   _checks.check_finite(fn, "z_prev", z_prev, where)
@@ -54,15 +59,15 @@ def _squared_norm(v: jax.Array, per_dim: bool) -> jax.Array:
 
 
 def single_step_loss(
-    z_new: ArrayLike,
-    z_prev: ArrayLike,
-    w: ArrayLike | dict,
-    *,
-    transform: BackwardTransform | None = None,
-    per_dim: bool = False,
-    where: ArrayLike | None = None,
-    weights: ArrayLike | None = None,
-    axis_name: str | None = None,
+  z_new: ArrayLike,
+  z_prev: ArrayLike,
+  w: ArrayLike | dict,
+  *,
+  transform: BackwardTransform | None = None,
+  per_dim: bool = False,
+  where: ArrayLike | None = None,
+  weights: ArrayLike | None = None,
+  axis_name: str | None = None,
 ) -> jax.Array:
   r"""Single-step alignment loss (eq. 7).
 
@@ -103,17 +108,17 @@ def single_step_loss(
 
 
 def multi_step_loss(
-    z_new: ArrayLike,
-    z_prev: ArrayLike,
-    w: ArrayLike | dict,
-    history: Sequence[ArrayLike | dict],
-    *,
-    transform: BackwardTransform | None = None,
-    history_transforms: BackwardTransform | Sequence[BackwardTransform | None] | None = None,
-    per_dim: bool = False,
-    where: ArrayLike | None = None,
-    weights: ArrayLike | None = None,
-    axis_name: str | None = None,
+  z_new: ArrayLike,
+  z_prev: ArrayLike,
+  w: ArrayLike | dict,
+  history: Sequence[ArrayLike | dict],
+  *,
+  transform: BackwardTransform | None = None,
+  history_transforms: BackwardTransform | Sequence[BackwardTransform | None] | None = None,
+  per_dim: bool = False,
+  where: ArrayLike | None = None,
+  weights: ArrayLike | None = None,
+  axis_name: str | None = None,
 ) -> jax.Array:
   r"""Multi-step alignment loss of BC-Aligner (eq. 10).
 
@@ -170,18 +175,20 @@ def multi_step_loss(
   fn = "multi_step_loss"
   kinds = _history_kinds(fn, history, history_transforms)
   if all(t is None or t.kind == "linear" for t in (transform, *kinds)):  # the linear path (identical numbers)
-    w = w["w"] if transform is not None else w
-    history = [h["w"] if t is not None else h for t, h in zip(kinds, history)]
+    w = cast(dict, w)["w"] if transform is not None else w
+    history = [cast(dict, h)["w"] if t is not None else h for t, h in zip(kinds, history)]
   else:
     return _chain_loss(fn, z_new, z_prev, w, transform, list(history), kinds, per_dim, where, weights, axis_name)
-  z_new, z_prev, w, where = _check_pair(fn, z_new, z_prev, w, where)
+  z_new, z_prev, w_k, where = _check_pair(fn, z_new, z_prev, w, where)
   weights = _check_weights(fn, weights, z_new.shape[0], where)
   chain = _checks.as_weight_chain("multi_step_loss", "history", history)
   if chain and chain[-1].shape[1] != z_prev.shape[1]:
-    raise ValueError(f"multi_step_loss: the last history weight `history[{len(chain) - 1}]` has shape "
-                     f"{tuple(chain[-1].shape)} but `z_prev` has shape {tuple(z_prev.shape)}; W_(k-1) must be "
-                     f"[d_(k-2), d_(k-1)] with d_(k-1)={z_prev.shape[1]}")
-  delta = z_new @ w.T - z_prev  # j = k-1 term: W^{k-1}_{k-1} = I
+    raise ValueError(
+      f"multi_step_loss: the last history weight `history[{len(chain) - 1}]` has shape "
+      f"{tuple(chain[-1].shape)} but `z_prev` has shape {tuple(z_prev.shape)}; W_(k-1) must be "
+      f"[d_(k-2), d_(k-1)] with d_(k-1)={z_prev.shape[1]}"
+    )
+  delta = z_new @ w_k.T - z_prev  # j = k-1 term: W^{k-1}_{k-1} = I
   total = _mean(_squared_norm(delta, per_dim), where, weights, axis_name)
   for w_j in reversed(chain):  # W_{k-1}, ..., W_1 carry delta to versions k-2, ..., 0
     delta = delta @ w_j.T
@@ -226,8 +233,10 @@ def multi_step_pull(history: Sequence[ArrayLike], *, dim: int | None = None, per
   if chain:
     d = chain[-1].shape[1]
     if dim is not None and _checks.check_positive_int(fn, "dim", dim) != d:
-      raise ValueError(f"{fn}: `dim`={dim} but the last history weight `history[{len(chain) - 1}]` has shape "
-                       f"{tuple(chain[-1].shape)}, i.e. D_(k-1)={d}")
+      raise ValueError(
+        f"{fn}: `dim`={dim} but the last history weight `history[{len(chain) - 1}]` has shape "
+        f"{tuple(chain[-1].shape)}, i.e. D_(k-1)={d}"
+      )
   elif dim is None:
     raise ValueError(f"{fn}: `history` is empty (k = 1); pass `dim` (D_(k-1)) to get R = I")
   else:
@@ -242,7 +251,7 @@ def multi_step_pull(history: Sequence[ArrayLike], *, dim: int | None = None, per
   return total / (len(chain) + 1)
 
 
-def _check_weights(fn: str, weights, n: int, where):
+def _check_weights(fn: str, weights, n: int, where) -> jax.Array | None:
   if weights is None:
     return None
   weights = _checks.as_float_array(fn, "weights", weights, ndim=1, finite=False)
@@ -273,8 +282,9 @@ def _backward(transform: BackwardTransform | None, params, z: jax.Array) -> jax.
 
 def _history_kinds(fn: str, history, history_transforms) -> list[BackwardTransform | None]:
   if isinstance(history, (jax.Array, np.ndarray)):
-    raise TypeError(f"{fn}: `history` must be a list of backward maps, got a single array of shape "
-                    f"{tuple(history.shape)}")
+    raise TypeError(
+      f"{fn}: `history` must be a list of backward maps, got a single array of shape {tuple(history.shape)}"
+    )
   n = len(history)
   if history_transforms is None or isinstance(history_transforms, BackwardTransform):
     return [history_transforms] * n
@@ -310,11 +320,11 @@ def _chain_loss(fn, z_new, z_prev, params, transform, history, kinds, per_dim, w
 
 
 def alignment_error(
-    z_approx: ArrayLike,
-    z_true: ArrayLike,
-    *,
-    where: ArrayLike | None = None,
-    axis_name: str | None = None,
+  z_approx: ArrayLike,
+  z_true: ArrayLike,
+  *,
+  where: ArrayLike | None = None,
+  axis_name: str | None = None,
 ) -> jax.Array:
   r"""Embedding alignment error (section 4, metric 3): the mean L2 distance between rows.
 
@@ -340,8 +350,10 @@ def alignment_error(
   z_approx = _checks.as_float_array(fn, "z_approx", z_approx, ndim=2, finite=False)
   z_true = _checks.as_float_array(fn, "z_true", z_true, ndim=2, finite=False)
   if z_approx.shape != z_true.shape:
-    raise ValueError(f"{fn}: `z_approx` has shape {tuple(z_approx.shape)} but `z_true` has shape "
-                     f"{tuple(z_true.shape)}; they must match")
+    raise ValueError(
+      f"{fn}: `z_approx` has shape {tuple(z_approx.shape)} but `z_true` has shape "
+      f"{tuple(z_true.shape)}; they must match"
+    )
   where = _checks.check_row_mask(fn, where, z_true.shape[0])
   _checks.check_finite(fn, "z_approx", z_approx, where)
   _checks.check_finite(fn, "z_true", z_true, where)

@@ -56,11 +56,12 @@ class BackwardMap(nnx.Module):
     ['b1', 'b2', 's', 'w1', 'w2']
   """
 
-  def __init__(self, transform: BackwardTransform, d_prev: int, d_new: int, *, rngs: nnx.Rngs,
-               dtype=jnp.float32):
+  def __init__(self, transform: BackwardTransform, d_prev: int, d_new: int, *, rngs: nnx.Rngs, dtype=jnp.float32):
     if not isinstance(transform, BackwardTransform):
-      raise TypeError(f"BackwardMap: `transform` must be a BackwardTransform (bcjax.backward_transform(kind)), got "
-                      f"{type(transform).__name__}")
+      raise TypeError(
+        f"BackwardMap: `transform` must be a BackwardTransform (bcjax.backward_transform(kind)), got "
+        f"{type(transform).__name__}"
+      )
     self.transform = transform  # static: the kind's functions and hyper-parameters
     params = transform.init(rngs.params(), d_prev, d_new, dtype=dtype)
     self.params = nnx.Dict({name: nnx.Param(value) for name, value in params.items()})
@@ -72,8 +73,11 @@ class BackwardMap(nnx.Module):
     try:
       d_prev, d_new = transform.dims(params)
     except (KeyError, TypeError, AttributeError, ValueError, IndexError):
-      got = ({k: tuple(getattr(v, "shape", ())) for k, v in params.items()} if isinstance(params, dict)
-             else type(params).__name__)
+      got = (
+        {k: tuple(getattr(v, "shape", ())) for k, v in params.items()}
+        if isinstance(params, dict)
+        else type(params).__name__
+      )
       raise ValueError(f"{fn}: `params` are not the parameters of a {transform.kind!r} map, got {got}") from None
     check_params(fn, transform, params, d_prev, d_new)
     module = cls(transform, d_prev, d_new, rngs=nnx.Rngs(0))

@@ -46,6 +46,7 @@ class BackwardTransform(NamedTuple):
     or ``None`` where there is none (``mlp``);
   * ``dims(params) -> (d_prev, d_new)``.
   """
+
   kind: str
   hparams: tuple[tuple[str, int], ...]  # the kind's hyper-parameters, e.g. (("rank", 8),)
   init: Callable
@@ -165,13 +166,15 @@ def _orthogonal(bias: bool) -> BackwardTransform:
     q = procrustes(z_new.T @ z_new, z_prev.T @ z_new, jnp.sum(z_prev * z_prev))
     return {"a": q, "b": mu_prev - q @ mu_new} if bias else {"a": q}
 
-  return BackwardTransform("orthogonal", (("bias", 1),) if bias else (), init, apply, fit,
-                           lambda p: tuple(p["a"].shape))
+  return BackwardTransform(
+    "orthogonal", (("bias", 1),) if bias else (), init, apply, fit, lambda p: tuple(p["a"].shape)
+  )
 
 
 @jax.jit
-def procrustes(gram: jax.Array, cross: jax.Array, energy: jax.Array, tolerance: float = 1e-12,
-               max_iterations: int = 500) -> jax.Array:
+def procrustes(
+  gram: jax.Array, cross: jax.Array, energy: jax.Array, tolerance: float = 1e-12, max_iterations: int = 500
+) -> jax.Array:
   r"""The semi-orthogonal Q [d_prev, d_new] minimising :math:`\lVert Z Q^\top - Y \rVert_F^2` from the sufficient
   statistics ``gram`` = :math:`Z^\top Z` [d_new, d_new], ``cross`` = :math:`Y^\top Z` [d_prev, d_new] and
   ``energy`` = :math:`\lVert Y \rVert_F^2` (see :func:`orthogonal_transform` for the two cases), so a fit can stream
@@ -184,8 +187,9 @@ def procrustes(gram: jax.Array, cross: jax.Array, energy: jax.Array, tolerance: 
   return _projection_procrustes(gram, cross, energy, max_iterations=max_iterations, tolerance=tolerance)
 
 
-def _projection_procrustes(gram: jax.Array, cross: jax.Array, energy: jax.Array, max_iterations: int = 500,
-                           tolerance: float = 1e-12):
+def _projection_procrustes(
+  gram: jax.Array, cross: jax.Array, energy: jax.Array, max_iterations: int = 500, tolerance: float = 1e-12
+):
   """Green and Gower's majorisation for min ||Z Q^T - Y||^2 over Q [p, d] with orthonormal rows, from
   ``gram`` = Z^T Z [d, d], ``cross`` = Y^T Z [p, d] and ``energy`` = ||Y||^2 (see :func:`orthogonal_transform`)."""
   p, d = cross.shape
@@ -217,8 +221,10 @@ def _pair(fn: str, z_new, z_prev) -> tuple[jax.Array, jax.Array]:
   z_new = _checks.as_float_array(fn, "z_new", z_new, ndim=2)
   z_prev = _checks.as_float_array(fn, "z_prev", z_prev, ndim=2)
   if z_new.shape[0] != z_prev.shape[0] or z_new.shape[0] == 0:
-    raise ValueError(f"{fn}: `z_new` has shape {tuple(z_new.shape)} and `z_prev` has shape {tuple(z_prev.shape)}; "
-                     f"both must hold the same rows, at least one")
+    raise ValueError(
+      f"{fn}: `z_new` has shape {tuple(z_new.shape)} and `z_prev` has shape {tuple(z_prev.shape)}; "
+      f"both must hold the same rows, at least one"
+    )
   dtype = jnp.result_type(z_new, z_prev)
   return z_new.astype(dtype), z_prev.astype(dtype)
 
@@ -249,8 +255,11 @@ def affine_transform(*, rank: int | None = None) -> BackwardTransform:
     if rank is None:
       return {"w": init_backward(key, d_prev, d_new, dtype=dtype), "b": jnp.zeros(d_prev, dtype)}
     k_u, k_v = jax.random.split(key)
-    return {"u": init_backward(k_u, d_prev, rank, dtype=dtype), "v": init_backward(k_v, d_new, rank, dtype=dtype),
-            "b": jnp.zeros(d_prev, dtype)}
+    return {
+      "u": init_backward(k_u, d_prev, rank, dtype=dtype),
+      "v": init_backward(k_v, d_new, rank, dtype=dtype),
+      "b": jnp.zeros(d_prev, dtype),
+    }
 
   def apply(params, z):
     if rank is None:
@@ -285,9 +294,13 @@ def mlp_transform(*, hidden: int = 64) -> BackwardTransform:
   def init(key, d_prev, d_new, dtype=jnp.float32):
     d_prev, d_new = _dims("mlp.init", d_prev, d_new)
     k_s, k_1 = jax.random.split(key)
-    return {"s": init_backward(k_s, d_prev, d_new, dtype=dtype),
-            "w1": init_backward(k_1, hidden, d_new, dtype=dtype),
-            "b1": jnp.zeros(hidden, dtype), "w2": jnp.zeros((d_prev, hidden), dtype), "b2": jnp.zeros(d_prev, dtype)}
+    return {
+      "s": init_backward(k_s, d_prev, d_new, dtype=dtype),
+      "w1": init_backward(k_1, hidden, d_new, dtype=dtype),
+      "b1": jnp.zeros(hidden, dtype),
+      "w2": jnp.zeros((d_prev, hidden), dtype),
+      "b2": jnp.zeros(d_prev, dtype),
+    }
 
   def apply(params, z):
     z = _rows("mlp.apply", z, params["s"].shape[1])
@@ -297,8 +310,12 @@ def mlp_transform(*, hidden: int = 64) -> BackwardTransform:
   return BackwardTransform("mlp", (("hidden", hidden),), init, apply, None, lambda p: tuple(p["s"].shape))
 
 
-_FACTORIES = {"linear": linear_transform, "orthogonal": orthogonal_transform, "affine": affine_transform,
-              "mlp": mlp_transform}
+_FACTORIES: dict[str, Callable[..., BackwardTransform]] = {
+  "linear": linear_transform,
+  "orthogonal": orthogonal_transform,
+  "affine": affine_transform,
+  "mlp": mlp_transform,
+}
 TRANSFORM_KINDS = tuple(_FACTORIES)
 
 

@@ -14,16 +14,16 @@ from bcjax.conceptors._algebra import quota
 from bcjax.conceptors._aperture import relative_aperture
 
 __all__ = (
-    "aperture_adaptation",
-    "aperture_norm_gradient",
-    "conceptor",
-    "conceptor_from_correlation",
-    "conjunction",
-    "correlation",
-    "default_tol",
-    "disjunction",
-    "negation",
-    "optimal_aperture",
-    "quota",
-    "relative_aperture",
+  "aperture_adaptation",
+  "aperture_norm_gradient",
+  "conceptor",
+  "conceptor_from_correlation",
+  "conjunction",
+  "correlation",
+  "default_tol",
+  "disjunction",
+  "negation",
+  "optimal_aperture",
+  "quota",
+  "relative_aperture",
 )

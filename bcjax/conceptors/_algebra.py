@@ -29,6 +29,7 @@ from bcjax._reduce import zero_padded
 
 # Helpers ---------------------------------------------------------------------------------------------------------
 
+
 def _t(m: jax.Array) -> jax.Array:
   return jnp.swapaxes(m, -1, -2)
 
@@ -76,9 +77,11 @@ def _as_conceptor(fn: str, name: str, c) -> jax.Array:
     slack = 100.0 * c.shape[-1] * float(jnp.finfo(c.dtype).eps)
     lo, hi = float(s.min()), float(s.max())
     if lo < -slack or hi > 1.0 + slack:
-      raise ValueError(f"{fn}: `{name}` is not a conceptor: its eigenvalues span [{lo:.4g}, {hi:.4g}], outside "
-                       f"[0, 1] (shape {tuple(c.shape)}); build conceptors with `conceptor` or "
-                       f"`conceptor_from_correlation`")
+      raise ValueError(
+        f"{fn}: `{name}` is not a conceptor: its eigenvalues span [{lo:.4g}, {hi:.4g}], outside "
+        f"[0, 1] (shape {tuple(c.shape)}); build conceptors with `conceptor` or "
+        f"`conceptor_from_correlation`"
+      )
   return c
 
 
@@ -86,8 +89,9 @@ def _conceptor_pair(fn: str, c, b, tol) -> tuple[jax.Array, jax.Array, float]:
   """Validates two conceptors of the same N, broadcast to a common batch shape and dtype, and the tolerance."""
   c, b = _as_conceptor(fn, "c", c), _as_conceptor(fn, "b", b)
   if c.shape[-1] != b.shape[-1]:
-    raise ValueError(f"{fn}: `c` has shape {tuple(c.shape)} and `b` has shape {tuple(b.shape)}; both must be "
-                     "N x N with the same N")
+    raise ValueError(
+      f"{fn}: `c` has shape {tuple(c.shape)} and `b` has shape {tuple(b.shape)}; both must be N x N with the same N"
+    )
   dtype = jnp.promote_types(c.dtype, b.dtype)
   c, b = jnp.broadcast_arrays(c.astype(dtype), b.astype(dtype))
   return c, b, default_tol(c.shape[-1], dtype) if tol is None else float(tol)
@@ -111,6 +115,7 @@ def _pinv_spectral(s: jax.Array, tol: float) -> jax.Array:
 
 
 # Conceptors from data ---------------------------------------------------------------------------------------------
+
 
 @jax.custom_jvp
 def _conceptor_of(r: jax.Array, eps: jax.Array) -> jax.Array:
@@ -157,7 +162,7 @@ def conceptor_from_correlation(r: ArrayLike, alpha: ArrayLike = 1.0) -> jax.Arra
   r = _as_square(fn, "r", r)
   _check_scalar(fn, "alpha", alpha)
   alpha = jnp.asarray(alpha, r.dtype)
-  eps = jnp.broadcast_to(alpha ** -2.0, r.shape[:-2])
+  eps = jnp.broadcast_to(alpha**-2.0, r.shape[:-2])
   return _conceptor_of(r, eps)
 
 
@@ -181,8 +186,9 @@ def correlation(x: ArrayLike, *, where: ArrayLike | None = None, axis_name: str 
   else:
     where = jnp.asarray(where)
     if where.shape != x.shape[:-1] or where.dtype != jnp.bool_:
-      raise ValueError(f"{fn}: `where` must be a boolean mask of shape {tuple(x.shape[:-1])}, got "
-                       f"{tuple(where.shape)} {where.dtype}")
+      raise ValueError(
+        f"{fn}: `where` must be a boolean mask of shape {tuple(x.shape[:-1])}, got {tuple(where.shape)} {where.dtype}"
+      )
     count = jnp.sum(where, axis=-1, dtype=x.dtype)
   _checks.check_finite(fn, "x", x, where)
   x = zero_padded(x, where)
@@ -194,8 +200,9 @@ def correlation(x: ArrayLike, *, where: ArrayLike | None = None, axis_name: str 
   return total / jnp.maximum(count, 1)[..., None, None]
 
 
-def conceptor(x: ArrayLike, alpha: ArrayLike = 1.0, *, where: ArrayLike | None = None,
-              axis_name: str | None = None) -> jax.Array:
+def conceptor(
+  x: ArrayLike, alpha: ArrayLike = 1.0, *, where: ArrayLike | None = None, axis_name: str | None = None
+) -> jax.Array:
   r"""Conceptor of row samples: :math:`C = R (R + \alpha^{-2} I)^{-1}`, :math:`R = X^\top X / n` (not centred).
 
   It is the minimiser of :math:`\mathbb E\lVert x - Cx \rVert^2 + \alpha^{-2} \lVert C \rVert_F^2`.
@@ -221,6 +228,7 @@ def conceptor(x: ArrayLike, alpha: ArrayLike = 1.0, *, where: ArrayLike | None =
 
 
 # Boolean operations ----------------------------------------------------------------------------------------------
+
 
 def negation(c: ArrayLike) -> jax.Array:
   r"""NOT: :math:`\neg C = I - C`.
@@ -318,6 +326,7 @@ def disjunction(c: ArrayLike, b: ArrayLike, *, tol: float | None = None) -> jax.
 
 # Aperture and quota ----------------------------------------------------------------------------------------------
 
+
 def _phi_spectrum(s: jax.Array, gamma: jax.Array, tol: float) -> jax.Array:
   # 0 and 1 are fixed points of phi; snapping eigenvalues within tol keeps round-off (1 - 1e-16) from being
   # blown up by a tiny gamma.
@@ -325,7 +334,7 @@ def _phi_spectrum(s: jax.Array, gamma: jax.Array, tol: float) -> jax.Array:
   g = gamma[..., None]
   finite = (g > 0) & jnp.isfinite(g)
   safe_g = jnp.where(finite, g, 1.0)
-  regular = s / (s + safe_g ** -2.0 * (1.0 - s))
+  regular = s / (s + safe_g**-2.0 * (1.0 - s))
   regular = jnp.where((s <= tol) & finite, 0.0, regular)  # s = 0 stays 0 (avoids 0/0 in round-off land)
   at_zero = (s >= 1.0 - tol).astype(s.dtype)  # gamma = 0: projector onto the 1-eigenspace
   at_inf = (s > tol).astype(s.dtype)  # gamma = inf: projector onto range(C)
@@ -350,11 +359,11 @@ def _phi_jvp(tol, primals, tangents):
   g_ = gamma[..., None]
   finite = (g_ > 0) & jnp.isfinite(g_)
   safe = jnp.where(finite, g_, 1.0)
-  g = safe ** -2.0
+  g = safe**-2.0
   denom = s + g * (1.0 - s)
   m_inv = _from_spectrum(u, 1.0 / denom)
   d_c = g[..., None] * (m_inv @ _sym(dc) @ m_inv)
-  d_gamma = _from_spectrum(u, 2.0 * safe ** -3.0 * s * (1.0 - s) / denom ** 2) * dgamma[..., None, None]
+  d_gamma = _from_spectrum(u, 2.0 * safe**-3.0 * s * (1.0 - s) / denom**2) * dgamma[..., None, None]
   keep = finite[..., None]
   return out, jnp.where(keep, d_c + d_gamma, 0.0)
 

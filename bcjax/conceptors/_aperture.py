@@ -35,24 +35,27 @@ from jax.typing import ArrayLike
 from bcjax import _checks
 from bcjax.conceptors._algebra import _as_square
 
+
 def _as_correlation(fn: str, r) -> jax.Array:
   """A symmetric, finite [..., N, N] array with N >= 1; concrete inputs must be PSD (to round-off) and nonzero."""
   r = _as_square(fn, "r", r)
   if r.shape[-1] == 0 or r.size == 0:
-    raise ValueError(f"{fn}: `r` is empty (shape {tuple(r.shape)}); an aperture needs an N x N correlation matrix "
-                     "with N >= 1")
+    raise ValueError(
+      f"{fn}: `r` is empty (shape {tuple(r.shape)}); an aperture needs an N x N correlation matrix with N >= 1"
+    )
   if _checks.is_concrete(r):
     host = np.asarray(r, np.float64)
     s = np.linalg.eigvalsh((host + np.swapaxes(host, -1, -2)) / 2)
     top = s.max(axis=-1)
     slack = 100.0 * r.shape[-1] * float(jnp.finfo(r.dtype).eps) * np.maximum(np.abs(top), 1e-300)
     if np.any(s.min(axis=-1) < -slack):
-      raise ValueError(f"{fn}: `r` is not positive semidefinite: its smallest eigenvalue is {float(s.min()):.4g} "
-                       f"(largest {float(top.max()):.4g}, shape {tuple(r.shape)}); pass a correlation matrix such "
-                       "as bcjax.conceptors.correlation(x)")
+      raise ValueError(
+        f"{fn}: `r` is not positive semidefinite: its smallest eigenvalue is {float(s.min()):.4g} "
+        f"(largest {float(top.max()):.4g}, shape {tuple(r.shape)}); pass a correlation matrix such "
+        "as bcjax.conceptors.correlation(x)"
+      )
     if np.any(top <= 0):
-      raise ValueError(f"{fn}: `r` is zero (shape {tuple(r.shape)}); no aperture is defined for data without "
-                       "energy")
+      raise ValueError(f"{fn}: `r` is zero (shape {tuple(r.shape)}); no aperture is defined for data without energy")
   return r
 
 
@@ -186,7 +189,8 @@ def optimal_aperture(r: ArrayLike, *, grid_size: int = 64, refine_steps: int = 6
 
 
 def relative_aperture(r: ArrayLike, *, ratio: ArrayLike = 2.0) -> jax.Array:
-  r"""The aperture that puts R's mean eigenvalue at :math:`x = \rho`: :math:`\alpha = \sqrt{\rho N / \operatorname{tr} R}`.
+  r"""The aperture that puts R's mean eigenvalue at :math:`x = \rho`:
+  :math:`\alpha = \sqrt{\rho N / \operatorname{tr} R}`.
 
   The cheap scale-normalised rule (no eigendecomposition): the mean eigenvalue :math:`\bar\sigma` gets conceptor
   eigenvalue :math:`\rho / (1 + \rho)`. The default :math:`\rho = 2` is where each term of Jaeger's norm gradient

@@ -22,6 +22,7 @@ Reference: Ji et al., "Unbiased and Efficient Self-Supervised Incremental Contra
 (arXiv 2301.12104); reference code RingBDStack/ICL-Incremental-InfoNCE.
 """
 
+from typing import Any
 import math
 
 import jax
@@ -68,26 +69,33 @@ def _mask_rows(fn: str, name: str, x, mask_name: str, mask):
   if mask is not None:
     mask = jnp.asarray(mask)
     if mask.shape != (x.shape[0],) or mask.dtype != jnp.bool_:
-      raise ValueError(f"{fn}: `{mask_name}` must be a boolean vector of shape ({x.shape[0]},), got "
-                       f"{tuple(mask.shape)} {mask.dtype}")
+      raise ValueError(
+        f"{fn}: `{mask_name}` must be a boolean vector of shape ({x.shape[0]},), got {tuple(mask.shape)} {mask.dtype}"
+      )
   _checks.check_finite(fn, name, x, mask)
   return zero_padded(x, mask), mask
 
 
-def _check(fn, anchor, positive, where, negatives=None, negatives_where=None, temperature=0.1):
+def _check(
+  fn, anchor, positive, where, negatives=None, negatives_where=None, temperature=0.1
+) -> tuple[jax.Array, jax.Array, jax.Array | None, Any, Any]:
   anchor = _checks.as_float_array(fn, "anchor", anchor, ndim=2, finite=False)
   positive = _checks.as_float_array(fn, "positive", positive, ndim=2, finite=False)
   if positive.shape != anchor.shape:
-    raise ValueError(f"{fn}: `positive` has shape {tuple(positive.shape)} but `anchor` has {tuple(anchor.shape)}; "
-                     f"row i of both must be two views of sample i")
+    raise ValueError(
+      f"{fn}: `positive` has shape {tuple(positive.shape)} but `anchor` has {tuple(anchor.shape)}; "
+      f"row i of both must be two views of sample i"
+    )
   _check_temperature(fn, temperature)
   anchor, where = _mask_rows(fn, "anchor", anchor, "where", where)
   positive, _ = _mask_rows(fn, "positive", positive, "where", where)
   if negatives is not None:
     negatives = _checks.as_float_array(fn, "negatives", negatives, ndim=2, finite=False)
     if negatives.shape[1] != anchor.shape[1]:
-      raise ValueError(f"{fn}: `negatives` has shape {tuple(negatives.shape)}; its rows must have the anchors' "
-                       f"dimension {anchor.shape[1]}")
+      raise ValueError(
+        f"{fn}: `negatives` has shape {tuple(negatives.shape)}; its rows must have the anchors' "
+        f"dimension {anchor.shape[1]}"
+      )
     negatives, negatives_where = _mask_rows(fn, "negatives", negatives, "negatives_where", negatives_where)
   return anchor, positive, where, negatives, negatives_where
 
@@ -127,13 +135,21 @@ def _extra_terms(anchor, negatives, negatives_where, temperature, axis_name):
   """log Σ_k f(a_i, n_k) over the real extra negatives of every device, [B]."""
   negs = _gather(negatives, axis_name)
   mask = _gather(jnp.ones(negatives.shape[0], bool) if negatives_where is None else negatives_where, axis_name)
-  return _masked_logsumexp(_cosine_logits(anchor, negs, temperature), jnp.broadcast_to(mask, (anchor.shape[0],
-                                                                                               negs.shape[0])))
+  return _masked_logsumexp(
+    _cosine_logits(anchor, negs, temperature), jnp.broadcast_to(mask, (anchor.shape[0], negs.shape[0]))
+  )
 
 
-def info_nce(anchor: ArrayLike, positive: ArrayLike, *, negatives: ArrayLike | None = None,
-             negatives_where: ArrayLike | None = None, temperature: float = 0.1, where: ArrayLike | None = None,
-             axis_name: str | None = None) -> jax.Array:
+def info_nce(
+  anchor: ArrayLike,
+  positive: ArrayLike,
+  *,
+  negatives: ArrayLike | None = None,
+  negatives_where: ArrayLike | None = None,
+  temperature: float = 0.1,
+  where: ArrayLike | None = None,
+  axis_name: str | None = None,
+) -> jax.Array:
   r"""NCE-I (eq. 1), one direction as in the reference: :math:`-\log(f^+_i / (f^+_i + \sum_k f^-_{ik}))`, averaged
   over the real anchors.
 
@@ -143,8 +159,9 @@ def info_nce(anchor: ArrayLike, positive: ArrayLike, *, negatives: ArrayLike | N
   Returns:
     A scalar.
   """
-  anchor, positive, where, negatives, negatives_where = _check("info_nce", anchor, positive, where, negatives,
-                                                               negatives_where, temperature)
+  anchor, positive, where, negatives, negatives_where = _check(
+    "info_nce", anchor, positive, where, negatives, negatives_where, temperature
+  )
   log_pos, logits, others = _in_batch_terms(anchor, positive, where, temperature, axis_name)
   if negatives is None:
     log_neg = _masked_logsumexp(logits, others)
@@ -153,10 +170,18 @@ def info_nce(anchor: ArrayLike, positive: ArrayLike, *, negatives: ArrayLike | N
   return row_mean(jnp.logaddexp(log_pos, log_neg) - log_pos, where, axis_name)
 
 
-def log_change_ratio(anchor: ArrayLike, positive: ArrayLike, new_negatives: ArrayLike, *,
-                     new_negatives_where: ArrayLike | None = None, old_negatives: ArrayLike | None = None,
-                     old_negatives_where: ArrayLike | None = None, temperature: float = 0.1,
-                     where: ArrayLike | None = None, axis_name: str | None = None) -> jax.Array:
+def log_change_ratio(
+  anchor: ArrayLike,
+  positive: ArrayLike,
+  new_negatives: ArrayLike,
+  *,
+  new_negatives_where: ArrayLike | None = None,
+  old_negatives: ArrayLike | None = None,
+  old_negatives_where: ArrayLike | None = None,
+  temperature: float = 0.1,
+  where: ArrayLike | None = None,
+  axis_name: str | None = None,
+) -> jax.Array:
   r""":math:`\log r_i` (eq. 6) per old anchor, [B]:
   :math:`\log(f^+_i + \sum_k f(x_i, \Delta x_k)) - \log(f^+_i + \sum_k f(x_i, x_k))`.
 
@@ -164,15 +189,17 @@ def log_change_ratio(anchor: ArrayLike, positive: ArrayLike, new_negatives: Arra
   the other old samples' positive views in the batch (the reference).
   """
   fn = "log_change_ratio"
-  anchor, positive, where, new_negatives, new_negatives_where = _check(fn, anchor, positive, where, new_negatives,
-                                                                       new_negatives_where, temperature)
+  anchor, positive, where, new_negatives, new_negatives_where = _check(
+    fn, anchor, positive, where, new_negatives, new_negatives_where, temperature
+  )
   log_pos, logits, others = _in_batch_terms(anchor, positive, where, temperature, axis_name)
   log_new = _extra_terms(anchor, new_negatives, new_negatives_where, temperature, axis_name)
   if old_negatives is None:
     log_old = _masked_logsumexp(logits, others)
   else:
-    _, _, _, old_negatives, old_negatives_where = _check(fn, anchor, positive, where, old_negatives,
-                                                         old_negatives_where, temperature)
+    _, _, _, old_negatives, old_negatives_where = _check(
+      fn, anchor, positive, where, old_negatives, old_negatives_where, temperature
+    )
     log_old = _extra_terms(anchor, old_negatives, old_negatives_where, temperature, axis_name)
   return jnp.logaddexp(log_pos, log_new) - jnp.logaddexp(log_pos, log_old)
 
@@ -192,20 +219,38 @@ def nce_ii_from_log_ratio(log_r: ArrayLike, alpha) -> jax.Array:
   return jnp.where(alpha <= 0.0, jnp.zeros_like(log_r), jnp.where(alpha >= 1.0, log_r, mixed))
 
 
-def nce_ii(anchor: ArrayLike, positive: ArrayLike, new_negatives: ArrayLike, alpha, *,
-           new_negatives_where: ArrayLike | None = None, old_negatives: ArrayLike | None = None,
-           old_negatives_where: ArrayLike | None = None, temperature: float = 0.1, where: ArrayLike | None = None,
-           axis_name: str | None = None) -> jax.Array:
+def nce_ii(
+  anchor: ArrayLike,
+  positive: ArrayLike,
+  new_negatives: ArrayLike,
+  alpha,
+  *,
+  new_negatives_where: ArrayLike | None = None,
+  old_negatives: ArrayLike | None = None,
+  old_negatives_where: ArrayLike | None = None,
+  temperature: float = 0.1,
+  where: ArrayLike | None = None,
+  axis_name: str | None = None,
+) -> jax.Array:
   r"""NCE-II (eq. 8) averaged over the real old anchors: :math:`\log((1-\alpha) + \alpha r_i)`.
 
   Minimised as written (no leading minus); its values sit near 0 and may be negative. Arguments as
   :func:`log_change_ratio`; ``alpha`` = ΔN/(N+ΔN) ∈ [0, 1].
   """
   _check_alpha("nce_ii", alpha)
-  log_r = log_change_ratio(anchor, positive, new_negatives, new_negatives_where=new_negatives_where,
-                           old_negatives=old_negatives, old_negatives_where=old_negatives_where,
-                           temperature=temperature, where=where, axis_name=axis_name)
-  return row_mean(nce_ii_from_log_ratio(log_r, alpha), where, axis_name)
+  log_r = log_change_ratio(
+    anchor,
+    positive,
+    new_negatives,
+    new_negatives_where=new_negatives_where,
+    old_negatives=old_negatives,
+    old_negatives_where=old_negatives_where,
+    temperature=temperature,
+    where=where,
+    axis_name=axis_name,
+  )
+  # `where` was validated by log_change_ratio.
+  return row_mean(nce_ii_from_log_ratio(log_r, alpha), None if where is None else jnp.asarray(where), axis_name)
 
 
 def old_negative_count(alpha: float, batch_size: int) -> int:
@@ -230,10 +275,18 @@ def _new_negatives(rows: jax.Array, columns: jax.Array, new_num: int) -> jax.Arr
   return (j != i) & (j < new_num + (i < new_num))
 
 
-def mixed_info_nce(anchor: ArrayLike, positive: ArrayLike, old_negatives: ArrayLike, new_num: int, *,
-                   old_negatives_where: ArrayLike | None = None, temperature: float = 0.1,
-                   where: ArrayLike | None = None, positions: ArrayLike | None = None,
-                   axis_name: str | None = None) -> jax.Array:
+def mixed_info_nce(
+  anchor: ArrayLike,
+  positive: ArrayLike,
+  old_negatives: ArrayLike,
+  new_num: int,
+  *,
+  old_negatives_where: ArrayLike | None = None,
+  temperature: float = 0.1,
+  where: ArrayLike | None = None,
+  positions: ArrayLike | None = None,
+  axis_name: str | None = None,
+) -> jax.Array:
   r"""NCE-I over :math:`X'` for new anchors (eq. 9's second term) with mixed negatives: ``new_num`` in-batch new
   negatives (:func:`new_negative_mask`) plus the ``old_negatives`` [old_num, D] drawn from the old data, where
   old_num = :func:`old_negative_count` and new_num = B − 1 − old_num. Averaged over the real anchors.
@@ -244,8 +297,9 @@ def mixed_info_nce(anchor: ArrayLike, positive: ArrayLike, old_negatives: ArrayL
   it would get on one device (padding rows are masked by ``where`` and never count).
   """
   fn = "mixed_info_nce"
-  anchor, positive, where, old_negatives, old_negatives_where = _check(fn, anchor, positive, where, old_negatives,
-                                                                       old_negatives_where, temperature)
+  anchor, positive, where, old_negatives, old_negatives_where = _check(
+    fn, anchor, positive, where, old_negatives, old_negatives_where, temperature
+  )
   b = anchor.shape[0]
   if axis_name is None:
     try:
@@ -255,13 +309,13 @@ def mixed_info_nce(anchor: ArrayLike, positive: ArrayLike, old_negatives: ArrayL
   else:
     new_num = _checks.as_int(fn, "new_num", new_num, low=0)
   if positions is None:
-    positions = _row_offset(b, axis_name) + jnp.arange(b)
+    position = _row_offset(b, axis_name) + jnp.arange(b)
   else:
-    positions = jnp.asarray(positions)
-    if positions.shape != (b,) or not jnp.issubdtype(positions.dtype, jnp.integer):
-      raise ValueError(f"{fn}: `positions` must be [B] = [{b}] integers, got {positions.shape} {positions.dtype}")
+    position = jnp.asarray(positions)
+    if position.shape != (b,) or not jnp.issubdtype(position.dtype, jnp.integer):
+      raise ValueError(f"{fn}: `positions` must be [B] = [{b}] integers, got {position.shape} {position.dtype}")
   log_pos, logits, others = _in_batch_terms(anchor, positive, where, temperature, axis_name)
-  log_new = _masked_logsumexp(logits, others & _new_negatives(positions, _gather(positions, axis_name), new_num))
+  log_new = _masked_logsumexp(logits, others & _new_negatives(position, _gather(position, axis_name), new_num))
   log_old = _extra_terms(anchor, old_negatives, old_negatives_where, temperature, axis_name)
   log_den = jnp.logaddexp(log_pos, jnp.logaddexp(log_new, log_old))
   return row_mean(log_den - log_pos, where, axis_name)

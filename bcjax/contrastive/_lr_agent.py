@@ -66,7 +66,7 @@ class Actor(nnx.Module):
     h = jnp.swapaxes(state, 0, 1)[..., None]  # time-major [window, B, 1]
     for cell in self.cells:
       zeros = jnp.zeros((state.shape[0], self.hidden), state.dtype)  # zero initial state (the code draws N(0, 1))
-      _, h = jax.lax.scan(lambda carry, x, cell=cell: cell(carry, x), (zeros, zeros), h)
+      _, h = jax.lax.scan(cell, (zeros, zeros), h)
     out = self.head(h[-1])
     if self.norm is not None:
       out = self.norm(out)
@@ -98,6 +98,7 @@ class Transitions(NamedTuple):
 class ReplayBuffer(NamedTuple):
   """A fixed-capacity ring buffer of transitions: ``data`` rows [capacity, ...], ``size`` rows held, ``at`` the next
   row written (the oldest once full)."""
+
   data: Transitions
   size: jax.Array  # int32 []
   at: jax.Array  # int32 []
@@ -106,16 +107,21 @@ class ReplayBuffer(NamedTuple):
 def replay_buffer(capacity: int, window: int) -> ReplayBuffer:
   """An empty buffer of ``capacity`` transitions over loss windows of length ``window``."""
   zeros = jnp.zeros(capacity, jnp.float32)
-  return ReplayBuffer(Transitions(jnp.zeros((capacity, window), jnp.float32), zeros, zeros,
-                                  jnp.zeros((capacity, window), jnp.float32), zeros),
-                      jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+  return ReplayBuffer(
+    Transitions(
+      jnp.zeros((capacity, window), jnp.float32), zeros, zeros, jnp.zeros((capacity, window), jnp.float32), zeros
+    ),
+    jnp.zeros((), jnp.int32),
+    jnp.zeros((), jnp.int32),
+  )
 
 
 def replay_add(buffer: ReplayBuffer, transition: Transitions) -> ReplayBuffer:
   """Writes one transition (unbatched fields) at ``at``, overwriting the oldest row once the buffer is full."""
   capacity = buffer.data.reward.shape[0]
-  data = jax.tree.map(lambda column, value: column.at[buffer.at].set(jnp.asarray(value, column.dtype)),
-                      buffer.data, transition)
+  data = jax.tree.map(
+    lambda column, value: column.at[buffer.at].set(jnp.asarray(value, column.dtype)), buffer.data, transition
+  )
   return ReplayBuffer(data, jnp.minimum(buffer.size + 1, capacity), (buffer.at + 1) % capacity)
 
 
@@ -128,6 +134,7 @@ def _distinct_rows(key: jax.Array, n: jax.Array, k: int) -> jax.Array:
     j = (n - k + i).astype(jnp.int32)
     t = jax.random.randint(keys[i], (), 0, j + 1, jnp.int32)
     return chosen.at[i].set(jnp.where(jnp.any(chosen == t), j, t))
+
   return jax.lax.fori_loop(0, k, draw, jnp.full(k, -1, jnp.int32))
 
 
@@ -136,8 +143,11 @@ def replay_sample(buffer: ReplayBuffer, key: jax.Array, batch_size: int) -> Tran
   buffer must hold at least one."""
   size = jnp.maximum(buffer.size, 1)
   k_floyd, k_any = jax.random.split(key)
-  rows = jnp.where(size >= batch_size, _distinct_rows(k_floyd, size, batch_size),
-                   jax.random.randint(k_any, (batch_size,), 0, size, jnp.int32))
+  rows = jnp.where(
+    size >= batch_size,
+    _distinct_rows(k_floyd, size, batch_size),
+    jax.random.randint(k_any, (batch_size,), 0, size, jnp.int32),
+  )
   return jax.tree.map(lambda column: column[rows], buffer.data)
 
 
@@ -165,6 +175,7 @@ class DDPG(NamedTuple):
   * ``learn(state, key) -> (state, metrics)``: one update from a replay batch once the warm-up is over and the
     buffer holds a transition (otherwise the state is returned unchanged and ``metrics["learned"]`` is false).
   """
+
   init: Callable
   policy: Callable
   act: Callable
@@ -201,9 +212,18 @@ def ddpg(config: AgentConfig) -> DDPG:
     k_actor, k_critic = jax.random.split(key)
     actor = nnx.state(Actor(config.actor_hidden, config.actor_layer_norm, rngs=nnx.Rngs(k_actor)))
     critic = nnx.state(Critic(config.window, config.critic_hidden, rngs=nnx.Rngs(k_critic)))
-    state = DDPGState(actor, critic, actor, critic, actor_opt.init(actor), critic_opt.init(critic),
-                      replay_buffer(config.buffer_size, config.window), jnp.zeros((), jnp.float32),
-                      jnp.ones((), jnp.float32), jnp.zeros((), jnp.int32))
+    state = DDPGState(
+      actor,
+      critic,
+      actor,
+      critic,
+      actor_opt.init(actor),
+      critic_opt.init(critic),
+      replay_buffer(config.buffer_size, config.window),
+      jnp.zeros((), jnp.float32),
+      jnp.ones((), jnp.float32),
+      jnp.zeros((), jnp.int32),
+    )
     return _distinct_buffers(state)
 
   def policy(state: DDPGState, observation: jax.Array) -> jax.Array:
@@ -217,8 +237,11 @@ def ddpg(config: AgentConfig) -> DDPG:
       return jax.random.uniform(k_uniform, dtype=jnp.float32), state.ou, state.epsilon
 
     def exploit(_):
-      ou = (state.ou + config.ou_theta * (0.0 - state.ou) * config.ou_dt
-            + config.ou_sigma * jnp.sqrt(config.ou_dt) * jax.random.normal(k_noise, dtype=jnp.float32))
+      ou = (
+        state.ou
+        + config.ou_theta * (0.0 - state.ou) * config.ou_dt
+        + config.ou_sigma * jnp.sqrt(config.ou_dt) * jax.random.normal(k_noise, dtype=jnp.float32)
+      )
       action = jnp.clip(policy(state, observation) + jnp.maximum(state.epsilon, 0.0) * ou, 0.0, 1.0)
       return action, ou.astype(jnp.float32), (state.epsilon - config.epsilon_decay).astype(jnp.float32)
 
@@ -247,14 +270,19 @@ def ddpg(config: AgentConfig) -> DDPG:
     a_loss, a_grad = jax.value_and_grad(actor_loss)(state.actor, critic, batch)
     a_upd, a_opt = actor_opt.update(a_grad, state.actor_opt, state.actor)
     actor = optax.apply_updates(state.actor, a_upd)
-    soft = lambda target, online: optax.incremental_update(online, target, config.tau)  # noqa: E731
-    return state._replace(actor=actor, critic=critic, actor_target=soft(state.actor_target, actor),
-                          critic_target=soft(state.critic_target, critic), actor_opt=a_opt,
-                          critic_opt=c_opt), (c_loss, a_loss)
+    soft = lambda target, online: optax.incremental_update(online, target, config.tau)
+    return state._replace(
+      actor=actor,
+      critic=critic,
+      actor_target=soft(state.actor_target, actor),
+      critic_target=soft(state.critic_target, critic),
+      actor_opt=a_opt,
+      critic_opt=c_opt,
+    ), (c_loss, a_loss)
 
   def learn(state: DDPGState, key: jax.Array) -> tuple[DDPGState, dict]:
     ready = (state.steps > config.warmup) & (state.buffer.size > 0)
-    skip = lambda s, _: (s, (jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32)))  # noqa: E731
+    skip = lambda s, _: (s, (jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32)))
     state, (c_loss, a_loss) = jax.lax.cond(ready, update, skip, state, key)
     return state, {"learned": ready, "critic_loss": c_loss, "actor_loss": a_loss}
 
@@ -269,9 +297,10 @@ def _no_update() -> dict:
 class AgentState(NamedTuple):
   """The state of a :func:`learning_rate_agent`: the DDPG agent, the window of the recent losses and the pending
   transition (the last action, its window and the loss it was taken at)."""
+
   ddpg: DDPGState
   history: jax.Array  # [window] the last losses, oldest first, zero right-padded
-  count: jax.Array  # int32 [] losses held in ``history`` (≤ window)
+  count: jax.Array  # type: ignore[assignment]  # int32 [] losses held in ``history`` (≤ window)
   pending: Transitions  # state, action and, in ``reward``, the loss L_t of the last action
   has_pending: jax.Array  # bool []
 
@@ -282,6 +311,7 @@ class LearningRateAgent(NamedTuple):
   * ``init(key, initial_loss=None) -> AgentState``;
   * ``observe(state, loss, key) -> (learning_rate, state, metrics)``.
   """
+
   init: Callable
   observe: Callable
   learning_rate: Callable  # unit action → learning rate
@@ -316,19 +346,29 @@ def learning_rate_agent(config: AgentConfig) -> LearningRateAgent:
     if initial_loss is not None:
       history, count = history.at[0].set(jnp.asarray(initial_loss, jnp.float32)), count + 1
     zero = jnp.zeros((), jnp.float32)
-    return _distinct_buffers(AgentState(agent.init(key), history, count,
-                                        Transitions(jnp.zeros(w, jnp.float32), zero, zero, jnp.zeros(w, jnp.float32),
-                                                    zero), jnp.zeros((), bool)))
+    return _distinct_buffers(
+      AgentState(
+        agent.init(key),
+        history,
+        count,
+        Transitions(jnp.zeros(w, jnp.float32), zero, zero, jnp.zeros(w, jnp.float32), zero),
+        jnp.zeros((), bool),
+      )
+    )
 
   def step(state: AgentState, loss: jax.Array, key: jax.Array):
     k_learn, k_act = jax.random.split(key)
-    history = jnp.where(state.count >= w, jnp.roll(state.history, -1).at[w - 1].set(loss),
-                        state.history.at[jnp.minimum(state.count, w - 1)].set(loss))
+    history = jnp.where(
+      state.count >= w,
+      jnp.roll(state.history, -1).at[w - 1].set(loss),
+      state.history.at[jnp.minimum(state.count, w - 1)].set(loss),
+    )
     pending = state.pending
 
     def store_and_learn(ddpg_state):
-      transition = Transitions(pending.state, pending.action, pending.reward - loss, history,
-                               jnp.zeros((), jnp.float32))
+      transition = Transitions(
+        pending.state, pending.action, pending.reward - loss, history, jnp.zeros((), jnp.float32)
+      )
       return agent.learn(agent.remember(ddpg_state, transition), k_learn)
 
     def wait(ddpg_state):  # the first observation: no action to reward yet
@@ -338,8 +378,13 @@ def learning_rate_agent(config: AgentConfig) -> LearningRateAgent:
     ddpg_state, metrics = jax.lax.cond(state.has_pending, store_and_learn, wait, state.ddpg)
     action, ddpg_state = agent.act(ddpg_state, history, k_act)
     zero = jnp.zeros((), jnp.float32)
-    new_state = AgentState(ddpg_state, history, jnp.minimum(state.count + 1, w),
-                           Transitions(history, action, loss, history, zero), jnp.ones((), bool))
+    new_state = AgentState(
+      ddpg_state,
+      history,
+      jnp.minimum(state.count + 1, w),
+      Transitions(history, action, loss, history, zero),
+      jnp.ones((), bool),
+    )
     return learning_rate(action), new_state, {**metrics, "action": action}
 
   def observe(state: AgentState, loss, key: jax.Array):
@@ -348,8 +393,7 @@ def learning_rate_agent(config: AgentConfig) -> LearningRateAgent:
 
     def skip(state, loss, key):
       del loss, key
-      return (jnp.asarray(config.lr_min, jnp.float32), state,
-              {**_no_update(), "action": jnp.zeros((), jnp.float32)})
+      return (jnp.asarray(config.lr_min, jnp.float32), state, {**_no_update(), "action": jnp.zeros((), jnp.float32)})
 
     rate, state, metrics = jax.lax.cond(finite, step, skip, state, loss, key)
     return rate.astype(jnp.float32), state, {**metrics, "finite": finite}

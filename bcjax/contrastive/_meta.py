@@ -28,8 +28,9 @@ INNER_RULES = ("paper", "batch-ratio")
 LossFn = Callable[[Any, Any, Any], tuple[jax.Array, Any]]
 
 
-def inner_step_count(alpha: float, *, rule: str = "paper", old_batches: int | None = None,
-                     new_batches: int | None = None) -> int:
+def inner_step_count(
+  alpha: float, *, rule: str = "paper", old_batches: int | None = None, new_batches: int | None = None
+) -> int:
   r"""Support steps per query batch: :math:`\max(\lceil (1-\alpha)/\alpha \rceil, 1)` (the paper), or
   ``rule="batch-ratio"``: :math:`\max(\lfloor \#\text{old batches} / \#\text{new batches} \rfloor, 1)` (the
   reference code; e.g. 2 instead of 3 on PROTEINS at α = 0.3)."""
@@ -42,8 +43,10 @@ def inner_step_count(alpha: float, *, rule: str = "paper", old_batches: int | No
       old_batches = _checks.check_positive_int("inner_step_count", "old_batches", old_batches)
       new_batches = _checks.check_positive_int("inner_step_count", "new_batches", new_batches)
     except ValueError:
-      raise ValueError(f"inner_step_count: rule 'batch-ratio' needs positive `old_batches` and `new_batches`, got "
-                       f"{old_batches!r} and {new_batches!r}") from None
+      raise ValueError(
+        f"inner_step_count: rule 'batch-ratio' needs positive `old_batches` and `new_batches`, got "
+        f"{old_batches!r} and {new_batches!r}"
+      ) from None
     return max(old_batches // new_batches, 1)
   raise ValueError(f"inner_step_count: `rule` must be one of {INNER_RULES}, got {rule!r}")
 
@@ -67,11 +70,20 @@ def _default_value_and_grad(loss_fn: LossFn):
   return jax.value_and_grad(loss_fn, has_aux=True)
 
 
-def first_order_meta_gradient(support_loss: LossFn, query_loss: LossFn, params, aux, support_batches, query_batch,
-                              support_learning_rates, *,
-                              value_and_grad: Callable[[LossFn], Callable] = _default_value_and_grad,
-                              update: Callable = sgd_step, stacked: bool = False,
-                              rate_state: Any = None) -> MetaGradient:
+def first_order_meta_gradient(
+  support_loss: LossFn,
+  query_loss: LossFn,
+  params,
+  aux,
+  support_batches,
+  query_batch,
+  support_learning_rates,
+  *,
+  value_and_grad: Callable[[LossFn], Callable] = _default_value_and_grad,
+  update: Callable = sgd_step,
+  stacked: bool = False,
+  rate_state: Any = None,
+) -> MetaGradient:
   r"""Runs the inner SGD steps on ``support_batches`` from θ and returns the query loss and its gradient at the fast
   weights θ' (eq. 12, first order). Pure; jittable when the loss functions and the rates are.
 
@@ -107,8 +119,9 @@ def first_order_meta_gradient(support_loss: LossFn, query_loss: LossFn, params, 
   if rate_state is not None and not callable(rates):
     raise ValueError("first_order_meta_gradient: `rate_state` needs a callable `support_learning_rates`")
   if stacked and callable(rates) and rate_state is None:
-    raise ValueError("first_order_meta_gradient: with `stacked=True` a rate callable must be functional; pass "
-                     "`rate_state`")
+    raise ValueError(
+      "first_order_meta_gradient: with `stacked=True` a rate callable must be functional; pass `rate_state`"
+    )
   if not callable(rates):
     if not isinstance(rates, (list, tuple)):
       rates = [rates] * n_inner

@@ -33,10 +33,14 @@ from bcjax.data._download import default_cache_dir, fetch
 from bcjax.data._evolving import EvolvingGraph, evolving_graph
 
 AMAZON_URLS = {
-    "2018": ("https://mcauleylab.ucsd.edu/public_datasets/data/amazon_v2/categoryFilesSmall/{category}_5.json.gz",
-             "https://mcauleylab.ucsd.edu/public_datasets/data/amazon_v2/metaFiles2/meta_{category}.json.gz"),
-    "2014": ("https://snap.stanford.edu/data/amazon/productGraph/categoryFiles/reviews_{category}_5.json.gz",
-             "https://snap.stanford.edu/data/amazon/productGraph/categoryFiles/meta_{category}.json.gz"),
+  "2018": (
+    "https://mcauleylab.ucsd.edu/public_datasets/data/amazon_v2/categoryFilesSmall/{category}_5.json.gz",
+    "https://mcauleylab.ucsd.edu/public_datasets/data/amazon_v2/metaFiles2/meta_{category}.json.gz",
+  ),
+  "2014": (
+    "https://snap.stanford.edu/data/amazon/productGraph/categoryFiles/reviews_{category}_5.json.gz",
+    "https://snap.stanford.edu/data/amazon/productGraph/categoryFiles/meta_{category}.json.gz",
+  ),
 }
 AMAZON_RELEASES = RELEASES = tuple(AMAZON_URLS)
 CATEGORIES = ("Musical_Instruments", "Video_Games", "Grocery_and_Gourmet_Food")  # the paper's three
@@ -49,6 +53,7 @@ _REVIEW_2014 = {"helpful"}
 class Reviews(NamedTuple):
   """Reviews in file order: reviewer ids, product ids (asin), ratings, YYYYMMDD days, and the release the content
   matches ("2014", "2018", or "2014/2018" when no line carries a release-specific field)."""
+
   users: list
   items: list
   ratings: list
@@ -59,6 +64,7 @@ class Reviews(NamedTuple):
 class Metadata(NamedTuple):
   """Product attributes: ``attributes[group][asin]`` is a list of values ("category", "brand"), ``release`` the
   release the content matches, ``notes`` what was dropped on the way."""
+
   attributes: dict[str, dict[str, list[str]]]
   release: str
   notes: tuple[str, ...]
@@ -158,7 +164,8 @@ def read_metadata(path: str | os.PathLike) -> Metadata:
   path = Path(path)
   category, brand = {}, {}
   seen_2014 = seen_2018 = False
-  keys_found, dropped_span, with_attributes = Counter(), 0, 0
+  keys_found: Counter = Counter()
+  dropped_span, with_attributes = 0, 0
   for lineno, r, _ in _records(path):
     if "asin" not in r:
       fail(str(path), lineno, f"product lacks the field 'asin' (has {sorted(r)[:12]})")
@@ -188,8 +195,10 @@ def read_metadata(path: str | os.PathLike) -> Metadata:
     raise DataFormatError(f"{path}: no products")
   if not with_attributes:
     common = ", ".join(k for k, _ in keys_found.most_common(20))
-    raise DataFormatError(f"{path}: no product has any of the fields {ATTRIBUTE_KEYS} that become item attributes; "
-                          f"the keys found are: {common}")
+    raise DataFormatError(
+      f"{path}: no product has any of the fields {ATTRIBUTE_KEYS} that become item attributes; "
+      f"the keys found are: {common}"
+    )
   release = _release(seen_2014, seen_2018, path, "2014 'categories' and 2018 'category'")
   notes = []
   if dropped_span:
@@ -204,8 +213,9 @@ def _first_file(folders, names) -> Path | None:
   return next((f / n for f in folders for n in names if (f / n).is_file()), None)
 
 
-def amazon_files(category: str, data_dir: str | os.PathLike | None = None, *, download: bool = False,
-                 release: str = "2018") -> tuple[Path, Path | None]:
+def amazon_files(
+  category: str, data_dir: str | os.PathLike | None = None, *, download: bool = False, release: str = "2018"
+) -> tuple[Path, Path | None]:
   """Paths of a category's 5-core reviews and metadata in ``data_dir`` (or its ``category`` sub-folder) or the
   cache, under either release's names (``{category}_5.json.gz`` / ``reviews_{category}_5.json.gz``, and
   ``meta_{category}.json.gz``; plain ``.json`` too). Missing files are fetched from ``release``'s site when
@@ -225,18 +235,27 @@ def amazon_files(category: str, data_dir: str | os.PathLike | None = None, *, do
   urls = tuple(u.format(category=category) for u in AMAZON_URLS[release])
   if reviews is None:
     if not download:
-      raise FileNotFoundError(f"amazon_files: no reviews file ({' or '.join(review_names[::2])}) in "
-                              f"{', '.join(map(str, folders))}; pass --data-dir, --reviews/--meta, or download=True "
-                              f"to fetch {urls[0]}")
+      raise FileNotFoundError(
+        f"amazon_files: no reviews file ({' or '.join(review_names[::2])}) in "
+        f"{', '.join(map(str, folders))}; pass --data-dir, --reviews/--meta, or download=True "
+        f"to fetch {urls[0]}"
+      )
     reviews = fetch(urls[0], cache)
   if meta is None and download:
     meta = fetch(urls[1], cache)
   return reviews, meta
 
 
-def load_amazon(category: str | None = None, data_dir: str | os.PathLike | None = None, *,
-                reviews: str | os.PathLike | None = None, meta: str | os.PathLike | None = None,
-                download: bool = False, release: str = "2018", min_count: int = 5) -> EvolvingGraph:
+def load_amazon(
+  category: str | None = None,
+  data_dir: str | os.PathLike | None = None,
+  *,
+  reviews: str | os.PathLike | None = None,
+  meta: str | os.PathLike | None = None,
+  download: bool = False,
+  release: str = "2018",
+  min_count: int = 5,
+) -> EvolvingGraph:
   """A category's reviews with brand and category bags (see the module docstring), from ``reviews``/``meta``
   paths or found by :func:`amazon_files`. Without metadata the graph has no item attributes; the graph's ``notes``
   say so, and count every review, product or category entry that was dropped."""
@@ -253,8 +272,9 @@ def load_amazon(category: str | None = None, data_dir: str | os.PathLike | None 
   notes = [f"{reviews.name}: {len(data.users)} reviews, release {data.release} by content"]
   if meta is None:
     notes.append("no metadata file: items have no attributes (no brand or category bags)")
-    return evolving_graph(data.users, data.items, data.ratings, data.days, min_count=min_count, name=name,
-                          notes=tuple(notes))
+    return evolving_graph(
+      data.users, data.items, data.ratings, data.days, min_count=min_count, name=name, notes=tuple(notes)
+    )
   meta = Path(meta)
   if not meta.is_file():
     raise FileNotFoundError(f"load_amazon: metadata file {meta} does not exist")
@@ -264,12 +284,22 @@ def load_amazon(category: str | None = None, data_dir: str | os.PathLike | None 
   known = products.attributes["brand"]
   keep = [i for i, asin in enumerate(data.items) if asin in known]
   if len(keep) < 2:
-    raise DataFormatError(f"{reviews}: only {len(keep)} review(s) have a product in {meta}; are they the same "
-                          f"category?")
+    raise DataFormatError(
+      f"{reviews}: only {len(keep)} review(s) have a product in {meta}; are they the same category?"
+    )
   if len(keep) < len(data.items):
     lost = len(set(data.items) - known.keys())
-    notes.append(f"{len(data.items) - len(keep)} reviews of {lost} products without metadata dropped (the "
-                 f"reference's rule)")
-  pick = lambda xs: [xs[i] for i in keep]  # noqa: E731
-  return evolving_graph(pick(data.users), pick(data.items), pick(data.ratings), pick(data.days),
-                        item_attributes=products.attributes, min_count=min_count, name=name, notes=tuple(notes))
+    notes.append(
+      f"{len(data.items) - len(keep)} reviews of {lost} products without metadata dropped (the reference's rule)"
+    )
+  pick = lambda xs: [xs[i] for i in keep]
+  return evolving_graph(
+    pick(data.users),
+    pick(data.items),
+    pick(data.ratings),
+    pick(data.days),
+    item_attributes=products.attributes,
+    min_count=min_count,
+    name=name,
+    notes=tuple(notes),
+  )

@@ -24,21 +24,28 @@ import numpy as np
 from bcjax.data._evolving import VersionSplit
 from bcjax.data._segment_std import Convention, segment_std
 
-TASKS = ("binary-edge-rating", "user-activity", "user-positive-activity", "binary-item-rating-avg",
-         "binary-item-rating-std")
+TASKS = (
+  "binary-edge-rating",
+  "user-activity",
+  "user-positive-activity",
+  "binary-item-rating-avg",
+  "binary-item-rating-std",
+)
 MIN_ITEM_EDGES = 10
 STD_THRESHOLD = 1.0
 
 
 class TaskExamples(NamedTuple):
   """Examples of one task: user ids and/or item ids (None when the task does not use that side) and 0/1 labels."""
+
   user: np.ndarray | None
   item: np.ndarray | None
   label: np.ndarray  # int32
 
 
-def item_rating_stats(item: np.ndarray, rating: np.ndarray, num_items: int, min_edges: int = MIN_ITEM_EDGES, *,
-                      std: Convention = "unbiased") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def item_rating_stats(
+  item: np.ndarray, rating: np.ndarray, num_items: int, min_edges: int = MIN_ITEM_EDGES, *, std: Convention = "unbiased"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """(items with >= ``min_edges`` edges, their mean rating, their rating std).
 
   ``std="unbiased"`` (N − 1, the definition) by default; ``"torch_scatter"`` reproduces the reference code's
@@ -49,9 +56,9 @@ def item_rating_stats(item: np.ndarray, rating: np.ndarray, num_items: int, min_
   count = np.bincount(item, minlength=num_items).astype(np.float64)
   total = np.bincount(item, weights=rating, minlength=num_items)
   mean = total / np.maximum(count, 1)
-  std = segment_std(rating, item, num_items, std)
+  spread = segment_std(rating, item, num_items, std)
   keep = np.flatnonzero(count >= min_edges)
-  return keep.astype(np.int32), mean[keep], std[keep]
+  return keep.astype(np.int32), mean[keep], spread[keep]
 
 
 def item_rating_threshold(split0: VersionSplit) -> float:
@@ -62,15 +69,19 @@ def item_rating_threshold(split0: VersionSplit) -> float:
   return float(np.median(mean))
 
 
-def task_examples(task: str, split: VersionSplit, *, fit: bool = False, tau: float | None = None,
-                  std: Convention = "unbiased") -> TaskExamples:
+def task_examples(
+  task: str, split: VersionSplit, *, fit: bool = False, tau: float | None = None, std: Convention = "unbiased"
+) -> TaskExamples:
   """The examples of ``task`` at one step: ``fit=True`` gives the consumer's training set (train edges / train-only
   item statistics), ``fit=False`` the evaluation set (val edges / train-plus-val statistics). User tasks are the
   same either way. ``tau`` is required by ``binary-item-rating-avg``; ``std`` is the convention of
   ``binary-item-rating-std``'s standard deviation (see :func:`item_rating_stats`)."""
   if task == "binary-edge-rating":
-    user, item, rating = ((split.train_user, split.train_item, split.train_rating) if fit else
-                          (split.val_user, split.val_item, split.val_rating))
+    user, item, rating = (
+      (split.train_user, split.train_item, split.train_rating)
+      if fit
+      else (split.val_user, split.val_item, split.val_rating)
+    )
     return TaskExamples(user.astype(np.int32), item.astype(np.int32), (rating >= 4).astype(np.int32))
   if task in ("user-activity", "user-positive-activity"):
     users = np.arange(split.num_users, dtype=np.int32)
@@ -87,13 +98,14 @@ def task_examples(task: str, split: VersionSplit, *, fit: bool = False, tau: flo
     else:
       item = np.concatenate([split.train_item, split.val_item])
       rating = np.concatenate([split.train_rating, split.val_rating])
-    keep, mean, std = item_rating_stats(item, rating.astype(np.float64), split.num_items, std=std)
+    keep, mean, spread = item_rating_stats(item, rating.astype(np.float64), split.num_items, std=std)
     if task == "binary-item-rating-avg":
       if tau is None:
-        raise ValueError("task_examples: `tau` (item_rating_threshold of step 0) is required for "
-                         "binary-item-rating-avg")
+        raise ValueError(
+          "task_examples: `tau` (item_rating_threshold of step 0) is required for binary-item-rating-avg"
+        )
       label = mean >= tau
     else:
-      label = std >= STD_THRESHOLD
+      label = spread >= STD_THRESHOLD
     return TaskExamples(None, keep, label.astype(np.int32))
   raise ValueError(f"task_examples: unknown `task` {task!r}; choose from {', '.join(TASKS)}")

@@ -32,17 +32,24 @@ def title_ngrams(title: str, n: int = 2) -> tuple[str, ...]:
   words = [w.lower() for w in _WORD.findall(title.replace("_", " "))]
   grams = []
   for size in range(1, n + 1):
-    grams += [" ".join(words[i:i + size]) for i in range(len(words) - size + 1)]
+    grams += [" ".join(words[i : i + size]) for i in range(len(words) - size + 1)]
   return tuple(dict.fromkeys(grams))
 
 
-def page_corpus(titles, categories, links: np.ndarray, *, val_fraction: float = 0.1, seed: int = 0,
-                name: str = "pages") -> PairCorpus:
+def page_corpus(
+  titles, categories, links: np.ndarray, *, val_fraction: float = 0.1, seed: int = 0, name: str = "pages"
+) -> PairCorpus:
   """Pages as both left and right entities with the paper's features (page id, title n-grams, categories); the
   observed pairs are the links (target 1), split (90 %, 10 %) by default."""
   vocab = Vocabulary()
-  pages = FeatureBags((vocab.ids("page", len(titles)), vocab.bags("ngram", [title_ngrams(t) for t in titles]),
-                       vocab.bags("category", categories)), ("page", "ngrams", "categories"))
+  pages = FeatureBags(
+    (
+      vocab.ids("page", len(titles)),
+      vocab.bags("ngram", [title_ngrams(t) for t in titles]),
+      vocab.bags("category", categories),
+    ),
+    ("page", "ngrams", "categories"),
+  )
   links = np.asarray(links, np.int32)
   pairs = Pairs(links[:, 0], links[:, 1], np.ones(len(links), np.float32))
   train, val = split_pairs(pairs, val_fraction, seed)
@@ -66,7 +73,9 @@ def load_wikipedia_links(path: str | os.PathLike, *, val_fraction: float = 0.1, 
   for f in (pages_file, links_file):
     if not f.exists():
       raise FileNotFoundError(f"{f} is missing (the Wikipedia-links format needs pages.tsv and links.tsv)")
-  index, titles, categories = {}, [], []
+  index: dict[int, int] = {}
+  titles: list[str] = []
+  categories: list[tuple[str, ...]] = []
   for lineno, line in iter_lines(pages_file):
     if not line.strip():
       continue
@@ -98,5 +107,5 @@ def load_wikipedia_links(path: str | os.PathLike, *, val_fraction: float = 0.1, 
       links.append((index[src], index[dst]))
   if not links:
     raise DataFormatError(f"{links_file}: no links")
-  links = np.unique(np.asarray(links, np.int32), axis=0)
-  return page_corpus(titles, categories, links, val_fraction=val_fraction, seed=seed, name=path.name)
+  edges = np.unique(np.asarray(links, np.int32), axis=0)
+  return page_corpus(titles, categories, edges, val_fraction=val_fraction, seed=seed, name=path.name)

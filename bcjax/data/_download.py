@@ -29,8 +29,14 @@ def sha256_of(path: Path) -> str:
   return digest.hexdigest()
 
 
-def fetch(url: str, cache_dir: str | os.PathLike | None = None, *, filename: str | None = None,
-          timeout: float = 60.0, sha256: str | None = None) -> Path:
+def fetch(
+  url: str,
+  cache_dir: str | os.PathLike | None = None,
+  *,
+  filename: str | None = None,
+  timeout: float = 60.0,
+  sha256: str | None = None,
+) -> Path:
   """Returns the cached copy of ``url``, downloading it first when absent.
 
   The download goes to a temporary file that is renamed into place only when complete, so an interrupted download
@@ -46,8 +52,10 @@ def fetch(url: str, cache_dir: str | os.PathLike | None = None, *, filename: str
   path = cache_dir / (filename or url.rstrip("/").rsplit("/", 1)[-1])
   if path.exists():
     if sha256 is not None and (got := sha256_of(path)) != sha256:
-      raise DataFormatError(f"{path}: SHA-256 {got} is not that of the release {url} ({sha256}); the file is damaged "
-                            f"or another version: delete it to download it again")
+      raise DataFormatError(
+        f"{path}: SHA-256 {got} is not that of the release {url} ({sha256}); the file is damaged "
+        f"or another version: delete it to download it again"
+      )
     return path
   cache_dir.mkdir(parents=True, exist_ok=True)
   tmp = path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")
@@ -56,11 +64,15 @@ def fetch(url: str, cache_dir: str | os.PathLike | None = None, *, filename: str
       with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as f:
         shutil.copyfileobj(response, f)
     except (urllib.error.URLError, OSError) as e:
-      raise ConnectionError(f"cannot download {url} ({e}); if this machine is offline, download it elsewhere and "
-                            f"place it at {path}, or pass the directory of the extracted files") from e
+      raise ConnectionError(
+        f"cannot download {url} ({e}); if this machine is offline, download it elsewhere and "
+        f"place it at {path}, or pass the directory of the extracted files"
+      ) from e
     if sha256 is not None and (got := sha256_of(tmp)) != sha256:
-      raise DataFormatError(f"downloaded {url}: SHA-256 {got} is not the release's {sha256}; the download was "
-                            f"discarded (a proxy error page, a truncated transfer or a changed file)")
+      raise DataFormatError(
+        f"downloaded {url}: SHA-256 {got} is not the release's {sha256}; the download was "
+        f"discarded (a proxy error page, a truncated transfer or a changed file)"
+      )
     os.replace(tmp, path)
   finally:
     tmp.unlink(missing_ok=True)
@@ -81,7 +93,8 @@ def extract_zip(archive: Path, into: Path) -> Path:
     try:
       z.extractall(into)
     except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as e:
-      raise DataFormatError(f"{archive}: cannot extract ({type(e).__name__}: {e}); delete it and download it "
-                            f"again") from e
+      raise DataFormatError(
+        f"{archive}: cannot extract ({type(e).__name__}: {e}); delete it and download it again"
+      ) from e
   marker.touch()
   return into

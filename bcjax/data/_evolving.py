@@ -23,6 +23,7 @@ SNAPSHOT_TIMES = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # t_0 .. t_5: versions k = 0..4
 
 class Bags(NamedTuple):
   """Attribute bags of one group: ``(owner [P], value [P])`` pairs sorted by owner; ``vocab[value]`` is the name."""
+
   owner: np.ndarray  # int32
   value: np.ndarray  # int32
   vocab: tuple[str, ...]
@@ -36,6 +37,7 @@ class EvolvingGraph(NamedTuple):
   ``item_attributes`` / ``user_attributes`` map a group name ("category", "brand", "genre", ...) to its
   :class:`Bags`; vocabularies are global (built over all items, future ones included).
   """
+
   user: np.ndarray  # [E] int32
   item: np.ndarray  # [E] int32
   rating: np.ndarray  # [E] float32
@@ -66,16 +68,19 @@ def _first_appearance(keys: np.ndarray) -> np.ndarray:
   return rank[inverse.reshape(-1)].astype(np.int32)
 
 
-def _bags(fn: str, group: str, values: Mapping[Hashable, Sequence[str]], owner_keys: Sequence[Hashable],
-          min_count: int) -> tuple[Bags, str]:
+def _bags(
+  fn: str, group: str, values: Mapping[Hashable, Sequence[str]], owner_keys: Sequence[Hashable], min_count: int
+) -> tuple[Bags, str]:
   """Bags of the owners (in id order) and a note of what was kept; values occurring fewer than ``min_count`` times
   are dropped and the kept vocabulary is ordered by frequency (ties by first occurrence)."""
   per_owner = []
   for key in owner_keys:
     bag = values.get(key, ())
     if isinstance(bag, str):
-      raise ValueError(f"{fn}: attribute group {group!r} must map each key to a sequence of strings, got the string "
-                       f"{bag!r} for key {key!r} (wrap a single value in a list)")
+      raise ValueError(
+        f"{fn}: attribute group {group!r} must map each key to a sequence of strings, got the string "
+        f"{bag!r} for key {key!r} (wrap a single value in a list)"
+      )
     per_owner.append([str(v) for v in bag])
   counts = Counter(v for bag in per_owner for v in bag)
   vocab = tuple(v for v, c in counts.most_common() if c >= min_count)
@@ -87,15 +92,25 @@ def _bags(fn: str, group: str, values: Mapping[Hashable, Sequence[str]], owner_k
         owner.append(i)
         value.append(index[v])
   empty = sum(1 for bag in per_owner if not any(v in index for v in bag))
-  note = (f"{group}: {len(vocab)} of {len(counts)} values kept (those on >= {min_count} owners); "
-          f"{empty} of {len(per_owner)} owners have an empty bag")
+  note = (
+    f"{group}: {len(vocab)} of {len(counts)} values kept (those on >= {min_count} owners); "
+    f"{empty} of {len(per_owner)} owners have an empty bag"
+  )
   return Bags(np.asarray(owner, np.int32), np.asarray(value, np.int32), vocab), note
 
 
-def evolving_graph(users: Sequence[Hashable], items: Sequence[Hashable], ratings: Sequence[float],
-                   times: Sequence[int], *, item_attributes: Mapping[str, Mapping] | None = None,
-                   user_attributes: Mapping[str, Mapping] | None = None, min_count: int = 5,
-                   name: str = "graph", notes: Sequence[str] = ()) -> EvolvingGraph:
+def evolving_graph(
+  users: Sequence[Hashable] | np.ndarray,
+  items: Sequence[Hashable] | np.ndarray,
+  ratings: Sequence[float] | np.ndarray,
+  times: Sequence[int] | np.ndarray,
+  *,
+  item_attributes: Mapping[str, Mapping] | None = None,
+  user_attributes: Mapping[str, Mapping] | None = None,
+  min_count: int = 5,
+  name: str = "graph",
+  notes: Sequence[str] = (),
+) -> EvolvingGraph:
   """Builds the schema from raw interactions.
 
   Edges are sorted stably by time, then users and items are re-numbered by first appearance (the reference's
@@ -112,38 +127,42 @@ def evolving_graph(users: Sequence[Hashable], items: Sequence[Hashable], ratings
     notes: the loader's notes; one per attribute group (what ``min_count`` kept) is appended.
   """
   fn = "evolving_graph"
-  users, items = np.asarray(users), np.asarray(items)
-  ratings = np.asarray(ratings, np.float32)
-  times = np.asarray(times)
-  n = len(users)
-  for arg, arr in (("items", items), ("ratings", ratings), ("times", times)):
+  user_keys_seq, item_keys_seq = np.asarray(users), np.asarray(items)
+  rating_values, time_values = np.asarray(ratings, np.float32), np.asarray(times)
+  n = len(user_keys_seq)
+  for arg, arr in (("items", item_keys_seq), ("ratings", rating_values), ("times", time_values)):
     if arr.shape != (n,):
       raise ValueError(f"{fn}: `{arg}` has shape {arr.shape}; it must match `users`, shape ({n},)")
   if n < 2:
     raise ValueError(f"{fn}: need at least 2 interactions, got {n}")
-  if not np.issubdtype(times.dtype, np.integer):
-    raise ValueError(f"{fn}: `times` must be integers (e.g. days or unix seconds), got dtype {times.dtype}")
-  if not np.all(np.isfinite(ratings)):
-    raise ValueError(f"{fn}: `ratings` holds {int(np.sum(~np.isfinite(ratings)))} non-finite value(s)")
+  if not np.issubdtype(time_values.dtype, np.integer):
+    raise ValueError(f"{fn}: `times` must be integers (e.g. days or unix seconds), got dtype {time_values.dtype}")
+  if not np.all(np.isfinite(rating_values)):
+    raise ValueError(f"{fn}: `ratings` holds {int(np.sum(~np.isfinite(rating_values)))} non-finite value(s)")
   min_count = _checks.check_positive_int(fn, "min_count", min_count)
-  order = np.argsort(times, kind="stable")
-  users, items, ratings, times = users[order], items[order], ratings[order], times[order].astype(np.int64)
-  user, item = _first_appearance(users), _first_appearance(items)
+  order = np.argsort(time_values, kind="stable")
+  user_keys_seq, item_keys_seq, rating_values, time_values = (
+    user_keys_seq[order],
+    item_keys_seq[order],
+    rating_values[order],
+    time_values[order].astype(np.int64),
+  )
+  user, item = _first_appearance(user_keys_seq), _first_appearance(item_keys_seq)
 
   def keys_in_id_order(ids, keys):
     out = np.empty(int(ids.max()) + 1, dtype=object)
     out[ids] = list(keys)  # every id's key (equal keys share an id, so any occurrence will do)
     return out
 
-  item_keys, user_keys = keys_in_id_order(item, items), keys_in_id_order(user, users)
+  item_keys, user_keys = keys_in_id_order(item, item_keys_seq), keys_in_id_order(user, user_keys_seq)
   notes = list(notes)
-  groups = {}
+  groups: dict[str, dict] = {}
   for side, attributes, keys in (("item", item_attributes, item_keys), ("user", user_attributes, user_keys)):
     groups[side] = {}
     for g, v in (attributes or {}).items():
       groups[side][g], note = _bags(fn, g, v, keys, min_count)
       notes.append(f"{side} {note}")
-  return EvolvingGraph(user, item, ratings, times, groups["item"], groups["user"], name, tuple(notes))
+  return EvolvingGraph(user, item, rating_values, time_values, groups["item"], groups["user"], name, tuple(notes))
 
 
 def num_edges_at(num_edges: int, t: float) -> int:
@@ -156,6 +175,7 @@ def num_edges_at(num_edges: int, t: float) -> int:
 class VersionSplit(NamedTuple):
   """Train/val edges of one version (``split_version``). Node sets are all users/items up to :math:`t_{k+1}`:
   ``num_users``, ``num_items``; ``num_old_users`` users were seen by :math:`t_k`."""
+
   train_user: np.ndarray
   train_item: np.ndarray
   train_rating: np.ndarray
@@ -179,8 +199,9 @@ def split_version(graph: EvolvingGraph, t_train: float, t_val: float) -> Version
     raise ValueError(f"split_version: need 0 <= `t_train` < `t_val` <= 1, got {t_train}, {t_val}")
   e_train, e_val = num_edges_at(graph.num_edges, t_train), num_edges_at(graph.num_edges, t_val)
   if e_train == 0 or e_val == e_train:
-    raise ValueError(f"split_version: the graph's {graph.num_edges} edges leave an empty snapshot or window at "
-                     f"t = {t_train}, {t_val}")
+    raise ValueError(
+      f"split_version: the graph's {graph.num_edges} edges leave an empty snapshot or window at t = {t_train}, {t_val}"
+    )
   old_users = int(graph.user[:e_train].max()) + 1
   window = np.arange(e_train, e_val)
   w_user = graph.user[window]
@@ -194,9 +215,17 @@ def split_version(graph: EvolvingGraph, t_train: float, t_val: float) -> Version
   to_val = ~new | (last & (count > 1))
   train = np.concatenate([np.arange(e_train), window[~to_val]])
   val = window[to_val]
-  return VersionSplit(graph.user[train], graph.item[train], graph.rating[train], graph.user[val], graph.item[val],
-                      graph.rating[val], int(graph.user[:e_val].max()) + 1, int(graph.item[:e_val].max()) + 1,
-                      old_users)
+  return VersionSplit(
+    graph.user[train],
+    graph.item[train],
+    graph.rating[train],
+    graph.user[val],
+    graph.item[val],
+    graph.rating[val],
+    int(graph.user[:e_val].max()) + 1,
+    int(graph.item[:e_val].max()) + 1,
+    old_users,
+  )
 
 
 def split_versions(graph: EvolvingGraph, times: Sequence[float] = SNAPSHOT_TIMES) -> list[VersionSplit]:

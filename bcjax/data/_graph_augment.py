@@ -46,7 +46,7 @@ def subgraph(graph: Graph, rng: np.random.Generator, ratio: float = 0.2, *, expa
   n = len(x)
   order = np.argsort(s, kind="stable")
   start = np.searchsorted(s[order], np.arange(n + 1))
-  neighbours = lambda v: r[order[start[v]:start[v + 1]]]  # noqa: E731
+  neighbours = lambda v: r[order[start[v] : start[v + 1]]]
   seed = int(rng.integers(n))
   keep = np.zeros(n, bool)
   keep[seed] = True

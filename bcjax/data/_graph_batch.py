@@ -26,8 +26,9 @@ def bucket(size: int, minimum: int = 64) -> int:
   return out
 
 
-def pad_graphs(graphs: Sequence[Graph], num_graphs: int, *, node_budget: int | None = None,
-               edge_budget: int | None = None) -> jraph.GraphsTuple:
+def pad_graphs(
+  graphs: Sequence[Graph], num_graphs: int, *, node_budget: int | None = None, edge_budget: int | None = None
+) -> jraph.GraphsTuple:
   """Packs ``graphs`` into one ``GraphsTuple`` of ``num_graphs + 1`` graphs (see the module docstring).
 
   ``nodes`` [node_budget, F]; ``senders``/``receivers`` global ids [edge_budget]; ``n_node``/``n_edge``
@@ -43,8 +44,10 @@ def pad_graphs(graphs: Sequence[Graph], num_graphs: int, *, node_budget: int | N
   node_budget = bucket(n_real) if node_budget is None else node_budget
   edge_budget = bucket(e_real) if edge_budget is None else edge_budget
   if node_budget <= n_real or edge_budget < e_real:
-    raise ValueError(f"pad_graphs: budgets (nodes {node_budget}, edges {edge_budget}) must exceed the batch's "
-                     f"{n_real} nodes (one padding node is needed) and hold its {e_real} edges")
+    raise ValueError(
+      f"pad_graphs: budgets (nodes {node_budget}, edges {edge_budget}) must exceed the batch's "
+      f"{n_real} nodes (one padding node is needed) and hold its {e_real} edges"
+    )
   width = graphs[0][0].shape[1]
   nodes = np.zeros((node_budget, width), np.float32)
   senders = np.full(edge_budget, n_real, np.int32)
@@ -54,15 +57,16 @@ def pad_graphs(graphs: Sequence[Graph], num_graphs: int, *, node_budget: int | N
   node_at = edge_at = 0
   for g, (x, s, r) in enumerate(graphs):
     n, e = len(x), len(s)
-    nodes[node_at:node_at + n] = x
-    senders[edge_at:edge_at + e] = np.asarray(s) + node_at
-    receivers[edge_at:edge_at + e] = np.asarray(r) + node_at
+    nodes[node_at : node_at + n] = x
+    senders[edge_at : edge_at + e] = np.asarray(s) + node_at
+    receivers[edge_at : edge_at + e] = np.asarray(r) + node_at
     n_node[g], n_edge[g] = n, e
     node_at += n
     edge_at += e
   n_node[-1], n_edge[-1] = node_budget - n_real, edge_budget - e_real
-  return jraph.GraphsTuple(nodes=nodes, edges=None, senders=senders, receivers=receivers, n_node=n_node,
-                           n_edge=n_edge, globals=None)
+  return jraph.GraphsTuple(
+    nodes=nodes, edges=None, senders=senders, receivers=receivers, n_node=n_node, n_edge=n_edge, globals=None
+  )
 
 
 def repad_graphs(graphs: jraph.GraphsTuple, node_budget: int, edge_budget: int) -> jraph.GraphsTuple:
@@ -72,24 +76,38 @@ def repad_graphs(graphs: jraph.GraphsTuple, node_budget: int, edge_budget: int) 
   n_node, n_edge = np.array(graphs.n_node, np.int32), np.array(graphs.n_edge, np.int32)
   extra_nodes, extra_edges = node_budget - nodes.shape[0], edge_budget - senders.shape[0]
   if extra_nodes < 0 or extra_edges < 0:
-    raise ValueError(f"repad_graphs: budgets (nodes {node_budget}, edges {edge_budget}) are smaller than the "
-                     f"batch's ({nodes.shape[0]}, {senders.shape[0]})")
+    raise ValueError(
+      f"repad_graphs: budgets (nodes {node_budget}, edges {edge_budget}) are smaller than the "
+      f"batch's ({nodes.shape[0]}, {senders.shape[0]})"
+    )
   first_padding = int(np.sum(n_node[:-1]))
   fill = np.full(extra_edges, first_padding, np.int32)
   n_node[-1] += extra_nodes
   n_edge[-1] += extra_edges
-  return jraph.GraphsTuple(nodes=np.concatenate([nodes, np.zeros((extra_nodes,) + nodes.shape[1:], nodes.dtype)]),
-                           edges=None, senders=np.concatenate([senders, fill]),
-                           receivers=np.concatenate([np.asarray(graphs.receivers), fill]), n_node=n_node,
-                           n_edge=n_edge, globals=None)
+  return jraph.GraphsTuple(
+    nodes=np.concatenate([nodes, np.zeros((extra_nodes,) + nodes.shape[1:], nodes.dtype)]),
+    edges=None,
+    senders=np.concatenate([senders, fill]),
+    receivers=np.concatenate([np.asarray(graphs.receivers), fill]),
+    n_node=n_node,
+    n_edge=n_edge,
+    globals=None,
+  )
 
 
-def batch_graphs(collection: GraphCollection, index: Sequence[int], num_graphs: int | None = None, *,
-                 node_budget: int | None = None, edge_budget: int | None = None) -> jraph.GraphsTuple:
+def batch_graphs(
+  collection: GraphCollection,
+  index: Sequence[int],
+  num_graphs: int | None = None,
+  *,
+  node_budget: int | None = None,
+  edge_budget: int | None = None,
+) -> jraph.GraphsTuple:
   """:func:`pad_graphs` of the collection's graphs ``index``; ``num_graphs`` defaults to ``len(index)``."""
   index = list(index)
-  return pad_graphs([collection.graph(i) for i in index], num_graphs or len(index), node_budget=node_budget,
-                    edge_budget=edge_budget)
+  return pad_graphs(
+    [collection.graph(i) for i in index], num_graphs or len(index), node_budget=node_budget, edge_budget=edge_budget
+  )
 
 
 def graph_mask(graphs: jraph.GraphsTuple) -> jax.Array:

@@ -16,6 +16,7 @@ class GraphCollection(NamedTuple):
   ``edge_offsets[g] : edge_offsets[g + 1]`` of ``senders``/``receivers``, which hold node indices *local* to the
   graph. An undirected edge appears once per direction (as in the TU ``_A.txt`` files).
   """
+
   n_node: np.ndarray  # [G] int64
   n_edge: np.ndarray  # [G] int64
   senders: np.ndarray  # [E] int64, local
@@ -38,8 +39,8 @@ class GraphCollection(NamedTuple):
 
   def graph(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(features [n, F], senders [e], receivers [e]) of graph ``g``."""
-    n0, n1 = self.node_offsets[g:g + 2]
-    e0, e1 = self.edge_offsets[g:g + 2]
+    n0, n1 = self.node_offsets[g : g + 2]
+    e0, e1 = self.edge_offsets[g : g + 2]
     return self.node_features[n0:n1], self.senders[e0:e1], self.receivers[e0:e1]
 
 
@@ -57,23 +58,32 @@ def from_graphs(graphs, labels) -> GraphCollection:
     if len(s) != len(r) or (len(s) and (min(np.min(s), np.min(r)) < 0 or max(np.max(s), np.max(r)) >= n)):
       raise ValueError(f"from_graphs: graph {g} has edges outside its {n} nodes or unequal senders/receivers")
   return GraphCollection(
-      n_node, n_edge,
-      np.concatenate([np.asarray(s, np.int64) for _, s, _ in graphs]),
-      np.concatenate([np.asarray(r, np.int64) for _, _, r in graphs]),
-      np.concatenate([np.asarray(x, np.float32) for x, _, _ in graphs]).reshape(int(n_node.sum()), widths.pop()),
-      np.asarray(labels, np.int64))
+    n_node,
+    n_edge,
+    np.concatenate([np.asarray(s, np.int64) for _, s, _ in graphs]),
+    np.concatenate([np.asarray(r, np.int64) for _, _, r in graphs]),
+    np.concatenate([np.asarray(x, np.float32) for x, _, _ in graphs]).reshape(int(n_node.sum()), widths.pop()),
+    np.asarray(labels, np.int64),
+  )
 
 
 def select_graphs(collection: GraphCollection, index) -> GraphCollection:
   """The graphs ``index`` (in that order) as a new collection."""
   index = np.asarray(index, np.int64)
   if index.ndim != 1 or (len(index) and (index.min() < 0 or index.max() >= collection.num_graphs)):
-    raise ValueError(f"select_graphs: `index` must be 1-D graph ids in [0, {collection.num_graphs}), got shape "
-                     f"{index.shape}")
+    raise ValueError(
+      f"select_graphs: `index` must be 1-D graph ids in [0, {collection.num_graphs}), got shape {index.shape}"
+    )
   nodes = _ranges(collection.node_offsets, index)
   edges = _ranges(collection.edge_offsets, index)
-  return GraphCollection(collection.n_node[index], collection.n_edge[index], collection.senders[edges],
-                         collection.receivers[edges], collection.node_features[nodes], collection.labels[index])
+  return GraphCollection(
+    collection.n_node[index],
+    collection.n_edge[index],
+    collection.senders[edges],
+    collection.receivers[edges],
+    collection.node_features[nodes],
+    collection.labels[index],
+  )
 
 
 def _ranges(offsets: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -89,8 +99,10 @@ def _ranges(offsets: np.ndarray, index: np.ndarray) -> np.ndarray:
 def with_features(collection: GraphCollection, features: np.ndarray) -> GraphCollection:
   features = np.asarray(features, np.float32)
   if features.ndim != 2 or features.shape[0] != collection.node_features.shape[0]:
-    raise ValueError(f"with_features: `features` has shape {features.shape}; expected [N, F] with N = "
-                     f"{collection.node_features.shape[0]}")
+    raise ValueError(
+      f"with_features: `features` has shape {features.shape}; expected [N, F] with N = "
+      f"{collection.node_features.shape[0]}"
+    )
   return collection._replace(node_features=features)
 
 
@@ -145,7 +157,8 @@ def growth_split(num: int, alpha: float, rng: np.random.Generator) -> tuple[np.n
   num = _checks.check_positive_int("growth_split", "num", num)
   n_old = round((1.0 - alpha) * num)
   if not 0 < n_old < num:
-    raise ValueError(f"growth_split: alpha={alpha} leaves {n_old} old and {num - n_old} new of {num} samples; both "
-                     f"must be non-empty")
+    raise ValueError(
+      f"growth_split: alpha={alpha} leaves {n_old} old and {num - n_old} new of {num} samples; both must be non-empty"
+    )
   perm = rng.permutation(num)
   return np.sort(perm[:n_old]), np.sort(perm[n_old:])

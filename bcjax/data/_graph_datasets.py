@@ -18,23 +18,41 @@ def movielens_graph(ratings: Ratings, *, min_count: int = 5, name: str = "moviel
   """MovieLens ratings in the evolving-graph schema: genres are the item attribute bags (the role of Amazon's
   categories); gender, occupation and age are user attribute bags where the variant has a user file (100K, 1M);
   time is the rating's unix second. The graph's notes say which user attributes the variant lacks."""
-  item_attributes = {"genre": {i: [ratings.genre_names[g] for g in genres]
-                               for i, genres in enumerate(ratings.item_genres)}}
+  item_attributes = {
+    "genre": {i: [ratings.genre_names[g] for g in genres] for i, genres in enumerate(ratings.item_genres)}
+  }
   user_attributes = {}
   for key, values in ratings.user_features.items():
     user_attributes[key] = {u: [f"{key}={v}"] for u, v in enumerate(np.asarray(values).tolist())}
-  notes = [f"MovieLens {ratings.variant or '?'}: {len(ratings.user)} ratings, {ratings.num_users} users, "
-           f"{ratings.num_items} movies"]
+  notes = [
+    f"MovieLens {ratings.variant or '?'}: {len(ratings.user)} ratings, {ratings.num_users} users, "
+    f"{ratings.num_items} movies"
+  ]
   if not ratings.user_features:
     notes.append(f"MovieLens {ratings.variant or '?'} has no user file: no user attributes (age, gender, occupation)")
-  return evolving_graph(ratings.user, ratings.item, ratings.rating, ratings.timestamp,
-                        item_attributes=item_attributes, user_attributes=user_attributes, min_count=min_count,
-                        name=name, notes=notes)
+  return evolving_graph(
+    ratings.user,
+    ratings.item,
+    ratings.rating,
+    ratings.timestamp,
+    item_attributes=item_attributes,
+    user_attributes=user_attributes,
+    min_count=min_count,
+    name=name,
+    notes=notes,
+  )
 
 
-def load_graph_dataset(name: str, data_dir: str | os.PathLike | None = None, *, download: bool = False,
-                       seed: int = 0, reviews: str | os.PathLike | None = None, meta: str | os.PathLike | None = None,
-                       **synthetic_kwargs) -> EvolvingGraph:
+def load_graph_dataset(
+  name: str,
+  data_dir: str | os.PathLike | None = None,
+  *,
+  download: bool = False,
+  seed: int = 0,
+  reviews: str | os.PathLike | None = None,
+  meta: str | os.PathLike | None = None,
+  **synthetic_kwargs,
+) -> EvolvingGraph:
   """``synthetic`` (seeded; ``synthetic_kwargs`` go to :func:`synthetic_evolving_graph`), ``movielens-<variant>``
   for every variant :func:`load_movielens` reads (from ``data_dir`` or the cache) or ``amazon-<Category>`` (either
   release, from ``data_dir``, the cache, or explicit ``reviews``/``meta`` files)."""
@@ -43,8 +61,9 @@ def load_graph_dataset(name: str, data_dir: str | os.PathLike | None = None, *, 
   if name.startswith("movielens-"):
     variant = name.removeprefix("movielens-")
     if variant not in ML_VARIANTS:
-      raise ValueError(f"load_graph_dataset: unknown MovieLens variant {variant!r}; choose from "
-                       f"{', '.join(ML_VARIANTS)}")
+      raise ValueError(
+        f"load_graph_dataset: unknown MovieLens variant {variant!r}; choose from {', '.join(ML_VARIANTS)}"
+      )
     folder = movielens_dir(variant, data_dir, download=download)
     return movielens_graph(load_movielens(folder, variant), name=name)
   if name.startswith("amazon-") and len(name) > len("amazon-"):

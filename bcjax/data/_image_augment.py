@@ -9,7 +9,7 @@ falls back to a centre crop; here the crop's sides are clipped to the image, whi
 """
 
 import math
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -36,8 +36,9 @@ class AugmentConfig(NamedTuple):
   std: tuple[float, float, float] = IMAGENET_STD
 
 
-def random_resized_crop(key: jax.Array, image: jax.Array, size: int, scale=(0.2, 1.0),
-                        ratio=(3 / 4, 4 / 3)) -> jax.Array:
+def random_resized_crop(
+  key: jax.Array, image: jax.Array, size: int, scale=(0.2, 1.0), ratio=(3 / 4, 4 / 3)
+) -> jax.Array:
   """A crop of area fraction U(scale) and aspect ratio log-U(ratio) at a uniform position, resampled bilinearly
   (pixel centres aligned) to [size, size, C]."""
   h_in, w_in = image.shape[:2]
@@ -57,7 +58,7 @@ def resample(image: jax.Array, y0, x0, h, w, size: int) -> jax.Array:
   ys = y0 + steps * h - 0.5
   xs = x0 + steps * w - 0.5
   yy, xx = jnp.meshgrid(ys, xs, indexing="ij")
-  channel = lambda c: jax.scipy.ndimage.map_coordinates(c, [yy, xx], order=1, mode="nearest")  # noqa: E731
+  channel = lambda c: jax.scipy.ndimage.map_coordinates(c, [yy, xx], order=1, mode="nearest")
   return jax.vmap(channel, in_axes=-1, out_axes=-1)(image)
 
 
@@ -115,20 +116,26 @@ def adjust_hue(image, shift):
   return hsv_to_rgb(hsv.at[..., 0].set(jnp.mod(hsv[..., 0] + shift, 1.0).astype(hsv.dtype)))
 
 
-def color_jitter(key: jax.Array, image: jax.Array, brightness=0.4, contrast=0.4, saturation=0.4,
-                 hue=0.1) -> jax.Array:
+def color_jitter(key: jax.Array, image: jax.Array, brightness=0.4, contrast=0.4, saturation=0.4, hue=0.1) -> jax.Array:
   """torchvision's ColorJitter: factors U(max(0, 1 − b), 1 + b) (hue shift U(−hue, hue)) applied in a random
   order."""
   k_order, k_b, k_c, k_s, k_h = jax.random.split(key, 5)
-  factor = lambda k, x: jax.random.uniform(k, minval=max(0.0, 1 - x), maxval=1 + x)  # noqa: E731
-  values = jnp.stack([factor(k_b, brightness), factor(k_c, contrast), factor(k_s, saturation),
-                      jax.random.uniform(k_h, minval=-hue, maxval=hue)]).astype(image.dtype)
+  factor = lambda k, x: jax.random.uniform(k, minval=max(0.0, 1 - x), maxval=1 + x)
+  values = jnp.stack(
+    [
+      factor(k_b, brightness),
+      factor(k_c, contrast),
+      factor(k_s, saturation),
+      jax.random.uniform(k_h, minval=-hue, maxval=hue),
+    ]
+  ).astype(image.dtype)
   ops = (adjust_brightness, adjust_contrast, adjust_saturation, adjust_hue)
   order = jax.random.permutation(k_order, 4)
 
   def body(i, img):
     op = order[i]
     return jax.lax.switch(op, ops, img, values[op])
+
   return jax.lax.fori_loop(0, 4, body, image)
 
 
@@ -140,8 +147,8 @@ def gaussian_blur(image: jax.Array, sigma, radius: int) -> jax.Array:
   kernel = kernel / jnp.sum(kernel)
   padded = jnp.pad(image, ((radius, radius), (radius, radius), (0, 0)), mode="edge")
   h, w = image.shape[:2]
-  rows = sum(kernel[k] * padded[k:k + h] for k in range(2 * radius + 1))
-  return sum(kernel[k] * rows[:, k:k + w] for k in range(2 * radius + 1))
+  rows = cast(jax.Array, sum(kernel[k] * padded[k : k + h] for k in range(2 * radius + 1)))
+  return cast(jax.Array, sum(kernel[k] * rows[:, k : k + w] for k in range(2 * radius + 1)))
 
 
 def augment_image(key: jax.Array, image: jax.Array, cfg: AugmentConfig) -> jax.Array:

@@ -17,13 +17,15 @@ MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/{name}"
 # SHA-256 of the canonical gzipped files (TensorFlow Datasets' url_checksums/mnist.txt; the test set's two agree with
 # the development copy's).
 MNIST_SHA256 = {
-    "train-images-idx3-ubyte.gz": "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
-    "train-labels-idx1-ubyte.gz": "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
-    "t10k-images-idx3-ubyte.gz": "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
-    "t10k-labels-idx1-ubyte.gz": "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+  "train-images-idx3-ubyte.gz": "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+  "train-labels-idx1-ubyte.gz": "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+  "t10k-images-idx3-ubyte.gz": "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+  "t10k-labels-idx1-ubyte.gz": "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
 }
-MNIST_FILES = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
-               "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
+MNIST_FILES = {
+  "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+  "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
+}
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
@@ -46,13 +48,15 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
   shape = tuple(int(v) for v in np.frombuffer(raw[4:header], ">u4"))
   expected = int(np.prod(shape, dtype=object))  # exact: a flipped header byte can declare 2^32-sized axes
   if len(raw) - header != expected:
-    raise DataFormatError(f"{path}: IDX header shape {shape} needs {expected} data bytes, the file has "
-                          f"{len(raw) - header}")
+    raise DataFormatError(
+      f"{path}: IDX header shape {shape} needs {expected} data bytes, the file has {len(raw) - header}"
+    )
   return np.frombuffer(raw[header:], np.uint8).reshape(shape)
 
 
-def mnist_path(data_dir: str | os.PathLike | None = None, split: str = "test", *,
-               download: bool = False) -> tuple[Path, Path]:
+def mnist_path(
+  data_dir: str | os.PathLike | None = None, split: str = "test", *, download: bool = False
+) -> tuple[Path, Path]:
   """The (images, labels) IDX files of MNIST's ``split`` ("train" or "test") in ``data_dir`` (gzipped or
   extracted) or the download cache, fetching them when ``download``.
 
@@ -73,15 +77,22 @@ def mnist_path(data_dir: str | os.PathLike | None = None, split: str = "test", *
         break
     else:
       if not download:
-        raise FileNotFoundError(f"MNIST file {name} not found in {' or '.join(map(str, roots))}; pass the folder "
-                                f"with the IDX files, or download {MNIST_URL.format(name=name)} "
-                                f"(download=True uses the cache {cache})")
+        raise FileNotFoundError(
+          f"MNIST file {name} not found in {' or '.join(map(str, roots))}; pass the folder "
+          f"with the IDX files, or download {MNIST_URL.format(name=name)} "
+          f"(download=True uses the cache {cache})"
+        )
       found.append(fetch(MNIST_URL.format(name=name), cache, sha256=MNIST_SHA256[name]))
   return found[0], found[1]
 
 
-def load_mnist(data_dir: str | os.PathLike | None = None, split: str = "test", *, digits: tuple[int, ...] | None = None,
-               download: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def load_mnist(
+  data_dir: str | os.PathLike | None = None,
+  split: str = "test",
+  *,
+  digits: tuple[int, ...] | None = None,
+  download: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
   """MNIST ``split`` as (images [N, 28, 28] uint8, labels [N] int64), optionally only the given ``digits``.
 
   Raises:
@@ -90,8 +101,10 @@ def load_mnist(data_dir: str | os.PathLike | None = None, split: str = "test", *
   images_file, labels_file = mnist_path(data_dir, split, download=download)
   images, labels = read_idx(images_file), read_idx(labels_file)
   if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
-    raise ValueError(f"MNIST: images {images_file} {images.shape} and labels {labels_file} {labels.shape} do not "
-                     f"match (expected [N, H, W] and [N])")
+    raise ValueError(
+      f"MNIST: images {images_file} {images.shape} and labels {labels_file} {labels.shape} do not "
+      f"match (expected [N, H, W] and [N])"
+    )
   labels = labels.astype(np.int64)
   if digits is not None:
     keep = np.isin(labels, digits)

@@ -18,23 +18,48 @@ from bcjax.data._download import default_cache_dir, extract_zip, fetch
 VARIANTS = ("100k", "1m", "10m", "20m", "25m", "32m", "latest-small")
 URLS = {v: f"https://files.grouplens.org/datasets/movielens/ml-{v}.zip" for v in VARIANTS}
 # Folder names inside the official archives.
-FOLDERS = {"100k": "ml-100k", "1m": "ml-1m", "10m": "ml-10M100K", "20m": "ml-20m", "25m": "ml-25m", "32m": "ml-32m",
-           "latest-small": "ml-latest-small"}
+FOLDERS = {
+  "100k": "ml-100k",
+  "1m": "ml-1m",
+  "10m": "ml-10M100K",
+  "20m": "ml-20m",
+  "25m": "ml-25m",
+  "32m": "ml-32m",
+  "latest-small": "ml-latest-small",
+}
 # SHA-256 of the fixed releases' archives (TensorFlow Datasets' url_checksums/movielens.txt); latest-small is
 # re-released from time to time, so it has none.
 SHA256 = {
-    "100k": "50d2a982c66986937beb9ffb3aa76efe955bf3d5c6b761f4e3a7cd717c6a3229",
-    "1m": "a6898adb50b9ca05aa231689da44c217cb524e7ebd39d264c56e2832f2c54e20",
-    "20m": "96f243c338a8665f6bcc89c53edf6ee39162a846940de6b7c8c48aeada765ff3",
-    "25m": "8b21cfb7eb1706b4ec0aac894368d90acf26ebdfb6aced3ebd4ad5bd1eb9c6aa",
+  "100k": "50d2a982c66986937beb9ffb3aa76efe955bf3d5c6b761f4e3a7cd717c6a3229",
+  "1m": "a6898adb50b9ca05aa231689da44c217cb524e7ebd39d264c56e2832f2c54e20",
+  "20m": "96f243c338a8665f6bcc89c53edf6ee39162a846940de6b7c8c48aeada765ff3",
+  "25m": "8b21cfb7eb1706b4ec0aac894368d90acf26ebdfb6aced3ebd4ad5bd1eb9c6aa",
 }
 # Rows of ratings.csv in the fixed csv releases (GroupLens' READMEs), used when a folder has no README.txt.
 CSV_RATINGS = {"20m": 20_000_263, "25m": 25_000_095, "32m": 32_000_204}
 SMALL_MAX_RATINGS = 1_000_000
 _README_NAME = re.compile(r"\((ml-[A-Za-z0-9-]+)\)")
-GENRES_100K = ("unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary", "Drama",
-               "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi", "Thriller", "War",
-               "Western")
+GENRES_100K = (
+  "unknown",
+  "Action",
+  "Adventure",
+  "Animation",
+  "Children's",
+  "Comedy",
+  "Crime",
+  "Documentary",
+  "Drama",
+  "Fantasy",
+  "Film-Noir",
+  "Horror",
+  "Musical",
+  "Mystery",
+  "Romance",
+  "Sci-Fi",
+  "Thriller",
+  "War",
+  "Western",
+)
 _YEAR = re.compile(r"\((\d{4})\)\s*$")
 
 
@@ -47,6 +72,7 @@ class Ratings(NamedTuple):
   title carries no year. ``user_features`` holds the demographic columns of the user file (age, gender, occupation)
   as arrays [n_users] where the variant has one (100K, 1M), else an empty dict.
   """
+
   user: np.ndarray  # [E] int32
   item: np.ndarray  # [E] int32
   rating: np.ndarray  # [E] float32
@@ -104,8 +130,12 @@ def _read_ratings(path: Path, kind: str):
     if len(fields) != 4:
       _fail(path, lineno, f"expected 4 fields (user, item, rating, timestamp), got {len(fields)}", line)
     try:
-      user, item, rating, ts = _int(fields[0].strip()), _int(fields[1].strip()), _float(fields[2].strip()), \
-          _int(fields[3].strip())
+      user, item, rating, ts = (
+        _int(fields[0].strip()),
+        _int(fields[1].strip()),
+        _float(fields[2].strip()),
+        _int(fields[3].strip()),
+      )
     except ValueError:
       _fail(path, lineno, "non-numeric rating field", line)
     if not np.isfinite(rating):
@@ -125,7 +155,7 @@ def _year(title: str, release: str = "") -> int:
 
 
 def _read_items_100k(path: Path, genre_path: Path):
-  genres = GENRES_100K
+  genres: tuple[str, ...] = GENRES_100K
   if genre_path.exists():
     names = [line.split("|")[0] for _, line in iter_lines(genre_path, encoding="latin-1") if line.strip()]
     genres = tuple(names)
@@ -308,22 +338,33 @@ def load_movielens(path: str | os.PathLike, variant: str | None = None) -> Ratin
   item = np.searchsorted(item_ids, raw_item)
   unknown = (item >= len(item_ids)) | (item_ids[np.minimum(item, len(item_ids) - 1)] != raw_item)
   if unknown.any():
-    raise DataFormatError(f"{ratings_file}: {int(unknown.sum())} rating(s) of movies absent from {items_file.name} "
-                          f"(first: movie id {int(raw_item[unknown][0])})")
+    raise DataFormatError(
+      f"{ratings_file}: {int(unknown.sum())} rating(s) of movies absent from {items_file.name} "
+      f"(first: movie id {int(raw_item[unknown][0])})"
+    )
 
   user_features = {}
-  if users_file is not None and users_file.exists():
+  if users_file is not None and user_kind is not None and users_file.exists():
     users = _read_users(users_file, user_kind)
     missing = [u for u in user_ids if int(u) not in users]
     if missing:
       raise DataFormatError(f"{users_file}: no row for user id {int(missing[0])} (and {len(missing) - 1} more)")
     ages, genders, jobs = zip(*(users[int(u)] for u in user_ids))
     user_features = {"age": np.array(ages, np.int32), "gender": np.array(genders), "occupation": np.array(jobs)}
-  return Ratings(user=user.astype(np.int32), item=item.astype(np.int32), rating=table[:, 2].astype(np.float32),
-                 timestamp=table[:, 3].astype(np.int64), user_ids=user_ids, item_ids=item_ids,
-                 item_titles=tuple(t[1] for t in items), item_year=np.array([t[2] for t in items], np.int32),
-                 item_genres=tuple(t[3] for t in items), genre_names=tuple(genres), user_features=user_features,
-                 variant=found)
+  return Ratings(
+    user=user.astype(np.int32),
+    item=item.astype(np.int32),
+    rating=table[:, 2].astype(np.float32),
+    timestamp=table[:, 3].astype(np.int64),
+    user_ids=user_ids,
+    item_ids=item_ids,
+    item_titles=tuple(t[1] for t in items),
+    item_year=np.array([t[2] for t in items], np.int32),
+    item_genres=tuple(t[3] for t in items),
+    genre_names=tuple(genres),
+    user_features=user_features,
+    variant=found,
+  )
 
 
 def movielens_dir(variant: str, data_dir: str | os.PathLike | None = None, *, download: bool = False) -> Path:
@@ -351,7 +392,9 @@ def movielens_dir(variant: str, data_dir: str | os.PathLike | None = None, *, do
   if data_dir is not None and others and not download:
     raise DataFormatError(f"MovieLens {variant} was requested, but {'; '.join(others)}")
   if not download:
-    raise FileNotFoundError(f"MovieLens {variant} not found in {' or '.join(map(str, roots))}; pass the extracted "
-                            f"folder, or download {URLS[variant]} (download=True uses the cache {roots[-1]})")
+    raise FileNotFoundError(
+      f"MovieLens {variant} not found in {' or '.join(map(str, roots))}; pass the extracted "
+      f"folder, or download {URLS[variant]} (download=True uses the cache {roots[-1]})"
+    )
   archive = fetch(URLS[variant], roots[-1], sha256=SHA256.get(variant))
   return extract_zip(archive, roots[-1]) / FOLDERS[variant]

@@ -18,6 +18,7 @@ class FeatureBags(NamedTuple):
 
   ``groups[g]`` is [n, m_g] int32 with :data:`PAD` padding; every row of the id group has exactly one id.
   """
+
   groups: tuple[np.ndarray, ...]
   names: tuple[str, ...]
 
@@ -28,6 +29,7 @@ class FeatureBags(NamedTuple):
 
 class Pairs(NamedTuple):
   """Observed pairs: left entity [E], right entity [E] and the target similarity [E]."""
+
   left: np.ndarray  # int32
   right: np.ndarray  # int32
   target: np.ndarray  # float32
@@ -35,6 +37,7 @@ class Pairs(NamedTuple):
 
 class PairCorpus(NamedTuple):
   """A two-tower training corpus. ``left`` and ``right`` may be the same FeatureBags (pages linking to pages)."""
+
   left: FeatureBags
   right: FeatureBags
   vocab_size: int

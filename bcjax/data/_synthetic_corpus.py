@@ -18,10 +18,19 @@ def _zipf_weights(rng, n: int, exponent: float) -> np.ndarray:
   return rng.permutation((np.arange(1, n + 1, dtype=np.float64)) ** -exponent)
 
 
-def synthetic_link_corpus(num_pages: int = 20_000, num_links: int = 200_000, *, num_clusters: int = 100,
-                          words_per_cluster: int = 30, popularity_exponent: float = 1.0,
-                          activity_exponent: float = 0.8, own_cluster: float = 0.7, neighbour_cluster: float = 0.2,
-                          val_fraction: float = 0.1, seed: int = 0) -> PairCorpus:
+def synthetic_link_corpus(
+  num_pages: int = 20_000,
+  num_links: int = 200_000,
+  *,
+  num_clusters: int = 100,
+  words_per_cluster: int = 30,
+  popularity_exponent: float = 1.0,
+  activity_exponent: float = 0.8,
+  own_cluster: float = 0.7,
+  neighbour_cluster: float = 0.2,
+  val_fraction: float = 0.1,
+  seed: int = 0,
+) -> PairCorpus:
   """Generates a link corpus (targets 1) with pages as both left and right entities.
 
   Args:
@@ -34,14 +43,20 @@ def synthetic_link_corpus(num_pages: int = 20_000, num_links: int = 200_000, *, 
     val_fraction: share of links held out for validation.
     seed: the corpus is a deterministic function of all arguments.
   """
-  for name, value in (("num_pages", num_pages), ("num_links", num_links), ("num_clusters", num_clusters),
-                      ("words_per_cluster", words_per_cluster)):
+  for name, value in (
+    ("num_pages", num_pages),
+    ("num_links", num_links),
+    ("num_clusters", num_clusters),
+    ("words_per_cluster", words_per_cluster),
+  ):
     _checks.check_positive_int("synthetic_link_corpus", name, value)
   if num_clusters > num_pages:
     raise ValueError(f"synthetic_link_corpus: `num_clusters` ({num_clusters}) exceeds `num_pages` ({num_pages})")
   if not (0 <= own_cluster and 0 <= neighbour_cluster and own_cluster + neighbour_cluster <= 1):
-    raise ValueError("synthetic_link_corpus: `own_cluster` and `neighbour_cluster` must be probabilities summing to "
-                     f"at most 1, got {own_cluster}, {neighbour_cluster}")
+    raise ValueError(
+      "synthetic_link_corpus: `own_cluster` and `neighbour_cluster` must be probabilities summing to "
+      f"at most 1, got {own_cluster}, {neighbour_cluster}"
+    )
   rng = np.random.default_rng(seed)
   n, c = num_pages, num_clusters
   cluster = np.concatenate([np.arange(c), rng.integers(0, c, n - c)])  # every cluster non-empty
@@ -56,12 +71,17 @@ def synthetic_link_corpus(num_pages: int = 20_000, num_links: int = 200_000, *, 
   words = np.concatenate([topical, noise], axis=1)
   words[rng.random(n) < 0.3, 2] = PAD  # not every title has a noise word
   subtopics = 4
-  categories = np.stack([cat_base + cluster, cat_base + c + cluster * subtopics + rng.integers(0, subtopics, n),
-                         cat_base + c * (1 + subtopics) + rng.integers(0, c, n)], axis=1)
+  categories = np.stack(
+    [
+      cat_base + cluster,
+      cat_base + c + cluster * subtopics + rng.integers(0, subtopics, n),
+      cat_base + c * (1 + subtopics) + rng.integers(0, c, n),
+    ],
+    axis=1,
+  )
   categories[rng.random(n) < 0.5, 2] = PAD
   vocab_size = int(cat_base + c * (2 + subtopics))
-  pages = FeatureBags((page_ids, words.astype(np.int32), categories.astype(np.int32)),
-                      ("page", "ngrams", "categories"))
+  pages = FeatureBags((page_ids, words.astype(np.int32), categories.astype(np.int32)), ("page", "ngrams", "categories"))
 
   # Links.
   popularity = _zipf_weights(rng, n, popularity_exponent)

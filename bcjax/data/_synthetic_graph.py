@@ -45,11 +45,22 @@ def _life_cycle(rng, item_arrival, brand_p, decay: float, lifetime: float):
   return item_launch, brand
 
 
-def synthetic_evolving_graph(num_users: int = 2000, num_items: int = 800, num_edges: int = 40_000, *,
-                             num_categories: int = 24, num_brands: int = 40, num_segments: int = 8,
-                             latent_dim: int = 8, drift: float = 1.5, popularity_decay: float = 0.0,
-                             item_lifetime: float = 0.1, affinity_scale: float = 1.5,
-                             num_days: int = 3650, seed: int = 0) -> EvolvingGraph:
+def synthetic_evolving_graph(
+  num_users: int = 2000,
+  num_items: int = 800,
+  num_edges: int = 40_000,
+  *,
+  num_categories: int = 24,
+  num_brands: int = 40,
+  num_segments: int = 8,
+  latent_dim: int = 8,
+  drift: float = 1.5,
+  popularity_decay: float = 0.0,
+  item_lifetime: float = 0.1,
+  affinity_scale: float = 1.5,
+  num_days: int = 3650,
+  seed: int = 0,
+) -> EvolvingGraph:
   r"""Generates the graph; it is a deterministic function of its arguments.
 
   Args:
@@ -69,16 +80,24 @@ def synthetic_evolving_graph(num_users: int = 2000, num_items: int = 800, num_ed
     num_days: time resolution (ties within a day are kept in generation order).
     seed: PRNG seed.
   """
-  for name, value in (("num_users", num_users), ("num_items", num_items), ("num_edges", num_edges),
-                      ("num_categories", num_categories), ("num_brands", num_brands),
-                      ("num_segments", num_segments), ("latent_dim", latent_dim), ("num_days", num_days)):
+  for name, value in (
+    ("num_users", num_users),
+    ("num_items", num_items),
+    ("num_edges", num_edges),
+    ("num_categories", num_categories),
+    ("num_brands", num_brands),
+    ("num_segments", num_segments),
+    ("latent_dim", latent_dim),
+    ("num_days", num_days),
+  ):
     _checks.check_positive_int("synthetic_evolving_graph", name, value)
-  for name, value in (("drift", drift), ("popularity_decay", popularity_decay), ("affinity_scale", affinity_scale)):
-    _checks.as_float_in("synthetic_evolving_graph", name, value, 0.0, np.inf)
+  for name, rate in (("drift", drift), ("popularity_decay", popularity_decay), ("affinity_scale", affinity_scale)):
+    _checks.as_float_in("synthetic_evolving_graph", name, rate, 0.0, np.inf)
   _checks.as_float_in("synthetic_evolving_graph", "item_lifetime", item_lifetime, 0.0, np.inf, low_open=True)
   if num_edges < 10 * max(num_users, num_items) ** 0.5:
-    raise ValueError(f"synthetic_evolving_graph: `num_edges`={num_edges} is too small for {num_users} users and "
-                     f"{num_items} items")
+    raise ValueError(
+      f"synthetic_evolving_graph: `num_edges`={num_edges} is too small for {num_users} users and {num_items} items"
+    )
   rng = np.random.default_rng(seed)
   L = latent_dim
 
@@ -93,15 +112,16 @@ def synthetic_evolving_graph(num_users: int = 2000, num_items: int = 800, num_ed
   n_extra = rng.integers(0, 3, num_items)
   brand_p = _zipf(rng, num_brands, 0.9)
   brand = rng.choice(num_brands, num_items, p=brand_p / brand_p.sum())
-  cats = [[main_cat[i], *extra_cat[i, :n_extra[i]]] for i in range(num_items)]
+  cats = [[main_cat[i], *extra_cat[i, : n_extra[i]]] for i in range(num_items)]
   factor_noise = 0.3 * rng.normal(size=(num_items, L))
   quality_noise = 0.4 * rng.normal(size=num_items)
   spread = cat_spread[main_cat]
   popularity = _zipf(rng, num_items, 0.8)
   item_arrival = np.where(rng.random(num_items) < 0.6, 0.0, rng.uniform(0.0, 0.95, num_items))
   if popularity_decay > 0:  # its own stream: without it, the generator of earlier releases draw for draw
-    item_launch, brand = _life_cycle(np.random.default_rng([seed, 1]), item_arrival, brand_p, popularity_decay,
-                                     item_lifetime)
+    item_launch, brand = _life_cycle(
+      np.random.default_rng([seed, 1]), item_arrival, brand_p, popularity_decay, item_lifetime
+    )
   item_factor = np.stack([cat_factor[c].mean(0) for c in cats]) + brand_factor[brand] + factor_noise
   item_factor /= np.sqrt(L)
   quality = brand_quality[brand] + quality_noise
@@ -142,11 +162,19 @@ def synthetic_evolving_graph(num_users: int = 2000, num_items: int = 800, num_ed
     logits = log_popularity[None, :] + affinity_scale * affinity * np.sqrt(L)
     pick = np.argmax(logits + rng.gumbel(size=logits.shape), axis=1)
     i = available[pick]
-    score = (2.7 + 0.8 * affinity[np.arange(rows.size), pick] * np.sqrt(L) + 0.6 * quality[i] + bias[u]
-             + spread[i] * rng.normal(size=rows.size))
+    score = (
+      2.7
+      + 0.8 * affinity[np.arange(rows.size), pick] * np.sqrt(L)
+      + 0.6 * quality[i]
+      + bias[u]
+      + spread[i] * rng.normal(size=rows.size)
+    )
     users[rows], items[rows], ratings[rows] = u, i, np.clip(np.rint(score), 1, 5)
   days = np.minimum((t * num_days).astype(np.int64), num_days - 1)
-  item_attributes = {"category": {i: [f"category-{c}" for c in cats[i]] for i in range(num_items)},
-                     "brand": {i: [f"brand-{brand[i]}"] for i in range(num_items)}}
-  return evolving_graph(users, items, ratings.astype(np.float32), days, item_attributes=item_attributes,
-                        name="synthetic")
+  item_attributes = {
+    "category": {i: [f"category-{c}" for c in cats[i]] for i in range(num_items)},
+    "brand": {i: [f"brand-{brand[i]}"] for i in range(num_items)},
+  }
+  return evolving_graph(
+    users, items, ratings.astype(np.float32), days, item_attributes=item_attributes, name="synthetic"
+  )

@@ -29,7 +29,7 @@ class _Source:
   def __init__(self, root: Path):
     self.root = root
     self.zip = open_zip(root) if root.is_file() else None
-    self.members = {}
+    self.members: dict[str, str] = {}
     if self.zip is not None:
       for member in self.zip.namelist():
         self.members.setdefault(member.replace("\\", "/").rsplit("/", 1)[-1], member)
@@ -92,8 +92,14 @@ def _one_hot_columns(labels: np.ndarray) -> np.ndarray:
   return np.concatenate(blocks, axis=1) if blocks else np.zeros((len(labels), 0), np.float32)
 
 
-def read_tu(path: str | os.PathLike, name: str | None = None, *, use_node_attributes: bool = True,
-            keep_duplicates: bool = False, keep_self_loops: bool = False) -> GraphCollection:
+def read_tu(
+  path: str | os.PathLike,
+  name: str | None = None,
+  *,
+  use_node_attributes: bool = True,
+  keep_duplicates: bool = False,
+  keep_self_loops: bool = False,
+) -> GraphCollection:
   """Reads a TU-format dataset from a folder or zip archive.
 
   Node features are ``[node attributes ‖ one-hot node labels]`` (PyTorch Geometric's ``TUDataset`` with
@@ -125,12 +131,18 @@ def read_tu(path: str | os.PathLike, name: str | None = None, *, use_node_attrib
   graph_labels, _ = _numbers(source, f"{name}_graph_labels.txt", int, 1)
   num_graphs, n = len(graph_labels), len(indicator)
   if n == 0 or indicator.min() < 1 or indicator.max() > num_graphs or np.any(np.diff(indicator) < 0):
-    fail(source.name(f"{name}_graph_indicator.txt"), None,
-         f"graph ids must be sorted and in 1..{num_graphs} (the number of graph labels)")
+    fail(
+      source.name(f"{name}_graph_indicator.txt"),
+      None,
+      f"graph ids must be sorted and in 1..{num_graphs} (the number of graph labels)",
+    )
   n_node = np.bincount(indicator - 1, minlength=num_graphs)
   if np.any(n_node == 0):
-    fail(source.name(f"{name}_graph_indicator.txt"), None,
-         f"graph(s) {(np.flatnonzero(n_node == 0) + 1)[:5].tolist()} have no nodes")
+    fail(
+      source.name(f"{name}_graph_indicator.txt"),
+      None,
+      f"graph(s) {(np.flatnonzero(n_node == 0) + 1)[:5].tolist()} have no nodes",
+    )
   pairs, linenos = _numbers(source, f"{name}_A.txt", int, 2)
   bad = np.flatnonzero((pairs < 1).any(axis=1) | (pairs > n).any(axis=1))
   if len(bad):
@@ -139,8 +151,13 @@ def read_tu(path: str | os.PathLike, name: str | None = None, *, use_node_attrib
   graph_of = indicator - 1
   cross = np.flatnonzero(graph_of[pairs[:, 0]] != graph_of[pairs[:, 1]])
   if len(cross):
-    _fail(source, f"{name}_A.txt", linenos[cross[0]], "edge joins nodes of two different graphs",
-          str((pairs[cross[0]] + 1).tolist()))
+    _fail(
+      source,
+      f"{name}_A.txt",
+      linenos[cross[0]],
+      "edge joins nodes of two different graphs",
+      str((pairs[cross[0]] + 1).tolist()),
+    )
   notes = []
   if not keep_self_loops:
     loops = pairs[:, 0] == pairs[:, 1]
@@ -150,8 +167,9 @@ def read_tu(path: str | os.PathLike, name: str | None = None, *, use_node_attrib
   if not keep_duplicates:
     unique = np.unique(pairs, axis=0)  # sorted by (sender, receiver), hence by graph too
     if len(unique) < len(pairs):
-      notes.append(f"{name}: {len(pairs) - len(unique)} repeated directed edge(s) coalesced (as PyTorch Geometric "
-                   f"does)")
+      notes.append(
+        f"{name}: {len(pairs) - len(unique)} repeated directed edge(s) coalesced (as PyTorch Geometric does)"
+      )
     pairs = unique
   order = np.argsort(graph_of[pairs[:, 0]], kind="stable")
   pairs = pairs[order]
@@ -168,9 +186,15 @@ def read_tu(path: str | os.PathLike, name: str | None = None, *, use_node_attrib
   if not blocks:
     notes.append(f"{name}: no node attributes or labels (0-wide node features)")
   _, labels = np.unique(graph_labels[:, 0], return_inverse=True)
-  return GraphCollection(n_node.astype(np.int64), np.bincount(edge_graph, minlength=num_graphs).astype(np.int64),
-                         pairs[:, 0] - offsets[edge_graph], pairs[:, 1] - offsets[edge_graph], features,
-                         labels.astype(np.int64), tuple(notes))
+  return GraphCollection(
+    n_node.astype(np.int64),
+    np.bincount(edge_graph, minlength=num_graphs).astype(np.int64),
+    pairs[:, 0] - offsets[edge_graph],
+    pairs[:, 1] - offsets[edge_graph],
+    features,
+    labels.astype(np.int64),
+    tuple(notes),
+  )
 
 
 def _check_rows(source: _Source, filename: str, rows: np.ndarray, n: int) -> np.ndarray:
@@ -219,30 +243,35 @@ def read_gin(path: str | os.PathLike, member: str | None = None) -> GraphCollect
   if len(head) != 1 or not isinstance(head[0], int) or head[0] < 1:
     _fail(source, filename, lineno, "the first line must be the number of graphs", line)
   graphs, tags, raw_labels = [], [], []
-  for g in range(head[0]):
+  for g in range(int(head[0])):
     lineno, fields, line = take(f"the header of graph {g}")
     if len(fields) != 2 or not all(isinstance(v, int) for v in fields) or fields[0] < 1:
       _fail(source, filename, lineno, f"graph {g}: expected a header 'n_nodes label'", line)
-    n, label = fields
+    n, label = int(fields[0]), int(fields[1])
     raw_labels.append(label)
     senders, receivers, node_tags, feats = [], [], [], []
     for v in range(n):
       lineno, fields, line = take(f"node {v} of graph {g}")
-      if len(fields) < 2 or not all(isinstance(x, int) for x in fields[:2]) or fields[1] < 0 \
-         or len(fields) < 2 + fields[1]:
+      if (
+        len(fields) < 2
+        or not all(isinstance(x, int) for x in fields[:2])
+        or fields[1] < 0
+        or len(fields) < 2 + fields[1]
+      ):
         _fail(source, filename, lineno, f"graph {g}, node {v}: expected 'tag n_neighbours neighbours...'", line)
-      k = fields[1]
-      nbrs = fields[2:2 + k]
+      k = int(fields[1])
+      nbrs = fields[2 : 2 + k]
       if not all(isinstance(u, int) and 0 <= u < n for u in nbrs):
         _fail(source, filename, lineno, f"graph {g}, node {v}: neighbour id outside 0..{n - 1}", line)
       senders.extend([v] * k)
       receivers.extend(nbrs)
       node_tags.append(fields[0])
-      feats.append(fields[2 + k:])
+      feats.append(fields[2 + k :])
     if len({len(f) for f in feats}) > 1:
       fail(source.name(filename), None, f"graph {g} has nodes with different numbers of feature values")
-    graphs.append((np.array(feats, np.float32).reshape(n, -1), np.array(senders, np.int64),
-                   np.array(receivers, np.int64)))
+    graphs.append(
+      (np.array(feats, np.float32).reshape(n, -1), np.array(senders, np.int64), np.array(receivers, np.int64))
+    )
     tags.append(np.array(node_tags, np.int64))
   extra = next(lines, None)
   if extra is not None:
@@ -251,8 +280,9 @@ def read_gin(path: str | os.PathLike, member: str | None = None) -> GraphCollect
   if len(np.unique(all_tags)) > 1:
     one_hot = _one_hot_columns(all_tags[:, None])
     offsets = np.cumsum([0] + [len(t) for t in tags])
-    graphs = [(np.concatenate([one_hot[offsets[i]:offsets[i + 1]], x], axis=1), s, r)
-              for i, (x, s, r) in enumerate(graphs)]
+    graphs = [
+      (np.concatenate([one_hot[offsets[i] : offsets[i + 1]], x], axis=1), s, r) for i, (x, s, r) in enumerate(graphs)
+    ]
   _, labels = np.unique(np.array(raw_labels), return_inverse=True)
   return from_graphs(graphs, labels)
 
@@ -278,6 +308,8 @@ def tu_dataset_path(name: str, data_dir: str | os.PathLike | None = None, *, dow
       if candidate.is_file() and candidate.name == f"{name}.zip":
         return candidate
   if not download:
-    raise FileNotFoundError(f"TU dataset {name} not found in {' or '.join(map(str, roots))}; pass its folder or zip, "
-                            f"or download {TU_URL.format(name=name)} (download=True uses the cache {cache})")
+    raise FileNotFoundError(
+      f"TU dataset {name} not found in {' or '.join(map(str, roots))}; pass its folder or zip, "
+      f"or download {TU_URL.format(name=name)} (download=True uses the cache {cache})"
+    )
   return extract_zip(fetch(TU_URL.format(name=name), cache), cache) / name

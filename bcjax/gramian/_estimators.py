@@ -39,6 +39,7 @@ from bcjax.gramian._penalty import cross_gramian, gramian
 
 class GramianEstimate(NamedTuple):
   """What ``update`` returns: the Gramian estimate and, with a low-rank prior, the cross-Gramian estimate."""
+
   gramian: jax.Array  # [k, k]
   cross: jax.Array  # [k, k_P]; [k, 0] without a prior
 
@@ -46,6 +47,7 @@ class GramianEstimate(NamedTuple):
 class GramianEstimator(NamedTuple):
   """An estimator: ``init(embeddings, **kw) -> state`` and
   ``update(state, embeddings, *, indices=None, weights=None, prior=None, where=None) -> (estimate, state)``."""
+
   init: Callable
   update: Callable
 
@@ -53,18 +55,18 @@ class GramianEstimator(NamedTuple):
 class SOGramState(NamedTuple):
   gramian: jax.Array  # [k, k], running estimate of G
   cross: jax.Array  # [k, k_P], running estimate of H
-  count: jax.Array  # shape=(), dtype=int32, number of updates
+  count: jax.Array  # type: ignore[assignment]  # shape=(), dtype=int32, number of updates
 
 
 class SAGramState(NamedTuple):
   cache: jax.Array  # [n, k], last seen embedding of every example
   gramian_sum: jax.Array  # [k, k], S = (1/n) sum_j a_j cache_j cache_j^T
   cross_sum: jax.Array  # [k, k_P], T = (1/n) sum_j cache_j q_j^T
-  count: jax.Array  # shape=(), dtype=int32
+  count: jax.Array  # type: ignore[assignment]  # shape=(), dtype=int32
 
 
 class BatchGramianState(NamedTuple):
-  count: jax.Array  # shape=(), dtype=int32
+  count: jax.Array  # type: ignore[assignment]  # shape=(), dtype=int32
 
 
 def _shape_of(fn: str, embeddings) -> tuple[int, ...]:
@@ -87,7 +89,9 @@ def _check_batch(fn: str, x, k: int | None, prior, prior_dim: int, where=None):
   where = _checks.check_row_mask(fn, where, x.shape[0])
   _checks.check_finite(fn, "embeddings", x, where)
   if prior_dim and prior is None:
-    raise ValueError(f"{fn}: this estimator has a low-rank prior (prior_dim={prior_dim}); pass `prior` [B, {prior_dim}]")
+    raise ValueError(
+      f"{fn}: this estimator has a low-rank prior (prior_dim={prior_dim}); pass `prior` [B, {prior_dim}]"
+    )
   if prior is not None:
     if not prior_dim:
       raise ValueError(f"{fn}: `prior` was given but the estimator was built without a low-rank prior (prior_dim=0)")
@@ -115,8 +119,9 @@ def _check_indices(fn: str, indices, b: int, n: int) -> jax.Array:
     raise TypeError(f"{fn}: `indices` must be integer example ids, got dtype {dtype}")
   indices = jnp.asarray(indices)
   if indices.shape != (b,):
-    raise ValueError(f"{fn}: `indices` must have shape ({b},) (one id per row of `embeddings`), got "
-                     f"{tuple(indices.shape)}")
+    raise ValueError(
+      f"{fn}: `indices` must have shape ({b},) (one id per row of `embeddings`), got {tuple(indices.shape)}"
+    )
   if _checks.is_concrete(indices) and indices.size:
     lo, hi = int(np.min(np.asarray(indices))), int(np.max(np.asarray(indices)))
     if lo < 0 or hi >= n:
@@ -153,6 +158,7 @@ def _gather(axis_name, *arrays):
     block = jnp.zeros((size * a.shape[0], *a.shape[1:]), a.dtype)
     block = jax.lax.dynamic_update_slice_in_dim(block, a, index * a.shape[0], axis=0)
     return jax.lax.psum(block, axis_name).astype(dtype)
+
   return tuple(None if a is None else gather(a) for a in arrays)
 
 
@@ -219,8 +225,15 @@ def project_psd(g: jax.Array) -> jax.Array:
   return (u * jnp.maximum(s, 0.0)) @ u.T
 
 
-def sagram(n: int, *, beta: Literal["sag", "saga"] = "saga", project: bool = False, prior_dim: int = 0,
-           axis_name: str | None = None, shard_cache: bool = False) -> GramianEstimator:
+def sagram(
+  n: int,
+  *,
+  beta: Literal["sag", "saga"] = "saga",
+  project: bool = False,
+  prior_dim: int = 0,
+  axis_name: str | None = None,
+  shard_cache: bool = False,
+) -> GramianEstimator:
   r"""Stochastic Average Gramian (eq. 8, Alg. 1; Alg. 3 with a prior), for a batch B of example indices:
 
   .. math::
@@ -298,8 +311,11 @@ def sagram(n: int, *, beta: Literal["sag", "saga"] = "saga", project: bool = Fal
       mine = valid & (local >= 0) & (local < rows)
       # Only the holder of a row reads it; the others add zeros, so the sum is exact and the same everywhere.
       old = jax.lax.psum(jnp.where(mine[:, None], state.cache[jnp.clip(local, 0, rows - 1)], 0), axis_name)
-      winner = jnp.full((rows,), -1, position.dtype).at[jnp.where(mine, local, rows)].max(
-          jnp.where(mine, position, -1), mode="drop")
+      winner = (
+        jnp.full((rows,), -1, position.dtype)
+        .at[jnp.where(mine, local, rows)]
+        .max(jnp.where(mine, position, -1), mode="drop")
+      )
       won = mine & (winner[jnp.clip(local, 0, rows - 1)] == position)
       first = jax.lax.psum(won.astype(jnp.int32), axis_name).astype(x.dtype)
     else:
@@ -325,18 +341,21 @@ def sagram(n: int, *, beta: Literal["sag", "saga"] = "saga", project: bool = Fal
       cache = state.cache.at[jnp.where(won, local, rows)].set(x, mode="drop")
     else:
       cache = state.cache.at[jnp.where(first > 0, indices, n)].set(x, mode="drop")
-    return GramianEstimate(estimate, cross), SAGramState(cache, gramian_sum, cross_sum,
-                                                         state.count + (b > 0).astype(state.count.dtype))
+    return GramianEstimate(estimate, cross), SAGramState(
+      cache, gramian_sum, cross_sum, state.count + (b > 0).astype(state.count.dtype)
+    )
 
   return GramianEstimator(init, update)
 
 
-def _cache_block(fn: str, cache: jax.Array, n: int, axis_name: str) -> tuple[int, jax.Array]:
+def _cache_block(fn: str, cache: jax.Array, n: int, axis_name: str | None) -> tuple[int, jax.Array]:
   """This device's rows of a row-sharded cache and the global id of its first row."""
   rows, devices = cache.shape[0], jax.lax.psum(1, axis_name)
   if rows * devices != n:
-    raise ValueError(f"{fn}: with `shard_cache` each device holds n / N rows; got a block of {rows} rows on {devices} "
-                     f"devices for n={n} (place the cache with bcjax.parallel.shard_table, n divisible by N)")
+    raise ValueError(
+      f"{fn}: with `shard_cache` each device holds n / N rows; got a block of {rows} rows on {devices} "
+      f"devices for n={n} (place the cache with bcjax.parallel.shard_table, n divisible by N)"
+    )
   return rows, jax.lax.axis_index(axis_name) * rows
 
 
@@ -361,8 +380,13 @@ def sampling_probabilities(counts, kind: Literal["uniform", "linear", "sqrt"]) -
   return p / p.sum()
 
 
-def batch_gramian(*, sampling: Literal["uniform", "linear", "sqrt"] = "uniform", counts=None,
-                  prior_dim: int = 0, axis_name: str | None = None) -> GramianEstimator:
+def batch_gramian(
+  *,
+  sampling: Literal["uniform", "linear", "sqrt"] = "uniform",
+  counts=None,
+  prior_dim: int = 0,
+  axis_name: str | None = None,
+) -> GramianEstimator:
   r"""Candidate-sampling baseline in Gramian form (eq. 14): a stateless estimate from the current batch,
 
   .. math::

@@ -11,6 +11,8 @@ sampling estimate it from batches.
 
 from collections.abc import Callable
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 
@@ -18,8 +20,9 @@ from bcjax import _checks
 from bcjax.gramian._penalty import gramian
 
 
-def full_gramian(embed: Callable[[jax.Array], jax.Array], num_entities: int, *, chunk_size: int = 4096,
-                 axis_name: str | None = None) -> jax.Array:
+def full_gramian(
+  embed: Callable[[jax.Array], jax.Array], num_entities: int, *, chunk_size: int = 4096, axis_name: str | None = None
+) -> jax.Array:
   r"""Exact :math:`G = \frac1n \sum_{i<n} x_i \otimes x_i` of all n entities, ``chunk_size`` rows at a time.
 
   Args:
@@ -38,6 +41,8 @@ def full_gramian(embed: Callable[[jax.Array], jax.Array], num_entities: int, *, 
   chunk_size = _checks.as_int(fn, "chunk_size", chunk_size, low=1)
   chunk_size = min(chunk_size, n)
   num_chunks = -(-n // chunk_size)
+  device: Any
+  devices: Any
   if axis_name is None:
     device, devices = 0, 1
   else:
@@ -54,8 +59,9 @@ def full_gramian(embed: Callable[[jax.Array], jax.Array], num_entities: int, *, 
 
   first = jax.eval_shape(lambda: embed(offsets))
   if first.ndim != 2 or first.shape[0] != chunk_size:
-    raise ValueError(f"{fn}: `embed` must map {chunk_size} indices to [{chunk_size}, k] embeddings, got shape "
-                     f"{tuple(first.shape)}")
+    raise ValueError(
+      f"{fn}: `embed` must map {chunk_size} indices to [{chunk_size}, k] embeddings, got shape {tuple(first.shape)}"
+    )
 
   def body(total, j):
     return total + chunk_sum(j), None

@@ -41,7 +41,7 @@ def _row_weights(fn: str, name: str, weights, n: int, dtype, *, where=None) -> j
   return w.astype(dtype)
 
 
-def _valid_rows(fn: str, where, arrays: dict) -> tuple[jax.Array | None, jax.Array, list]:
+def _valid_rows(fn: str, where, arrays: dict) -> tuple[jax.Array | None, jax.Array, list[jax.Array]]:
   """Validates the row mask, checks the valid rows of ``arrays`` (name -> [n, ...]) for NaN/inf and zeroes the padded
   ones. Returns (mask or None, count of valid rows, the arrays)."""
   n = next(iter(arrays.values())).shape[0]
@@ -55,8 +55,14 @@ def _valid_rows(fn: str, where, arrays: dict) -> tuple[jax.Array | None, jax.Arr
   return where, count, out
 
 
-def cross_gramian(x: ArrayLike, y: ArrayLike, weights: ArrayLike | None = None, *, where: ArrayLike | None = None,
-                  axis_name: str | None = None) -> jax.Array:
+def cross_gramian(
+  x: ArrayLike,
+  y: ArrayLike,
+  weights: ArrayLike | None = None,
+  *,
+  where: ArrayLike | None = None,
+  axis_name: str | None = None,
+) -> jax.Array:
   r"""Weighted cross-Gramian :math:`\frac1n \sum_i a_i\, x_i \otimes y_i` over the rows of x [n, k] and y [n, r].
 
   With ``y = q`` (a low-rank prior) this is :math:`H_u` of App. B. ``where`` excludes padded rows from both the sum
@@ -78,8 +84,9 @@ def cross_gramian(x: ArrayLike, y: ArrayLike, weights: ArrayLike | None = None, 
   return total / jnp.maximum(count, 1)  # an all-padded batch gives 0, not 0/0
 
 
-def gramian(x: ArrayLike, weights: ArrayLike | None = None, *, where: ArrayLike | None = None,
-            axis_name: str | None = None) -> jax.Array:
+def gramian(
+  x: ArrayLike, weights: ArrayLike | None = None, *, where: ArrayLike | None = None, axis_name: str | None = None
+) -> jax.Array:
   r"""Gramian (eq. 3) with optional weights (App. C): :math:`G^a = \frac1n \sum_i a_i\, x_i \otimes x_i`.
 
   Args:
@@ -116,11 +123,21 @@ def gramian_penalty(gu: ArrayLike, gv: ArrayLike) -> jax.Array:
   return jnp.sum(gu * gv)
 
 
-def penalty_surrogate(u: ArrayLike, v: ArrayLike, gu_hat: ArrayLike, gv_hat: ArrayLike, *,
-                      u_weights: ArrayLike | None = None, v_weights: ArrayLike | None = None,
-                      q: ArrayLike | None = None, r: ArrayLike | None = None,
-                      hu_hat: ArrayLike | None = None, hv_hat: ArrayLike | None = None,
-                      where: ArrayLike | None = None, axis_name: str | None = None) -> jax.Array:
+def penalty_surrogate(
+  u: ArrayLike,
+  v: ArrayLike,
+  gu_hat: ArrayLike,
+  gv_hat: ArrayLike,
+  *,
+  u_weights: ArrayLike | None = None,
+  v_weights: ArrayLike | None = None,
+  q: ArrayLike | None = None,
+  r: ArrayLike | None = None,
+  hu_hat: ArrayLike | None = None,
+  hv_hat: ArrayLike | None = None,
+  where: ArrayLike | None = None,
+  axis_name: str | None = None,
+) -> jax.Array:
   r"""The batch surrogate whose :math:`\theta`-gradient estimates :math:`\nabla g` (eq. 7; eq. 22 with a prior).
 
   .. math::
@@ -161,8 +178,10 @@ def penalty_surrogate(u: ArrayLike, v: ArrayLike, gu_hat: ArrayLike, gv_hat: Arr
     hu_hat = jax.lax.stop_gradient(_checks.as_float_array(fn, "hu_hat", hu_hat, ndim=2))
     hv_hat = jax.lax.stop_gradient(_checks.as_float_array(fn, "hv_hat", hv_hat, ndim=2))
     if q.shape[0] != n or r.shape != q.shape or hu_hat.shape != (k, q.shape[1]) or hv_hat.shape != hu_hat.shape:
-      raise ValueError(f"{fn}: prior shapes disagree: `q` {tuple(q.shape)}, `r` {tuple(r.shape)}, `hu_hat` "
-                       f"{tuple(hu_hat.shape)}, `hv_hat` {tuple(hv_hat.shape)} for embeddings [B, k] = {(n, k)}")
+      raise ValueError(
+        f"{fn}: prior shapes disagree: `q` {tuple(q.shape)}, `r` {tuple(r.shape)}, `hu_hat` "
+        f"{tuple(hu_hat.shape)}, `hv_hat` {tuple(hv_hat.shape)} for embeddings [B, k] = {(n, k)}"
+      )
     _, _, (q, r) = _valid_rows(fn, where, {"q": q, "r": r})
     per_row = per_row - 2.0 * jnp.einsum("bi,ij,bj->b", u, hv_hat, q) - 2.0 * jnp.einsum("bi,ij,bj->b", v, hu_hat, r)
   total = jnp.sum(zero_padded(per_row, where))
@@ -171,8 +190,7 @@ def penalty_surrogate(u: ArrayLike, v: ArrayLike, gu_hat: ArrayLike, gv_hat: Arr
   return total / jnp.maximum(count, 1)
 
 
-def prior_penalty(gu: ArrayLike, gv: ArrayLike, hu: ArrayLike, hv: ArrayLike,
-                  c: ArrayLike = 0.0) -> jax.Array:
+def prior_penalty(gu: ArrayLike, gv: ArrayLike, hu: ArrayLike, hv: ArrayLike, c: ArrayLike = 0.0) -> jax.Array:
   r"""Penalty with a low-rank prior :math:`P = QR^\top` (App. B): :math:`g^P = \langle G_u, G_v\rangle -
   2\langle H_u, H_v\rangle + c`, with :math:`c = \langle G_q, G_r \rangle` (a constant in :math:`\theta`)."""
   hu = _checks.as_float_array("prior_penalty", "hu", hu, ndim=2)
@@ -185,12 +203,14 @@ def prior_penalty(gu: ArrayLike, gv: ArrayLike, hu: ArrayLike, hv: ArrayLike,
 def low_rank_prior_penalty(u: ArrayLike, v: ArrayLike, q: ArrayLike, r: ArrayLike) -> jax.Array:
   r"""Exact :math:`g^P = \frac{1}{n^2}\sum_{i,j}(\langle u_i, v_j\rangle - \langle q_i, r_j\rangle)^2` in Gramian form,
   :math:`O(n(k + k_P)^2)`."""
-  return prior_penalty(gramian(u), gramian(v), cross_gramian(u, q), cross_gramian(v, r),
-                       gramian_penalty(gramian(q), gramian(r)))
+  return prior_penalty(
+    gramian(u), gramian(v), cross_gramian(u, q), cross_gramian(v, r), gramian_penalty(gramian(q), gramian(r))
+  )
 
 
-def double_sum_penalty(u: ArrayLike, v: ArrayLike, mu: ArrayLike | None = None,
-                       nu: ArrayLike | None = None) -> jax.Array:
+def double_sum_penalty(
+  u: ArrayLike, v: ArrayLike, mu: ArrayLike | None = None, nu: ArrayLike | None = None
+) -> jax.Array:
   r"""Candidate-sampling penalty in double-sum form (eq. 13), :math:`O(k|B||B'|)`:
 
   .. math::
@@ -209,8 +229,9 @@ def double_sum_penalty(u: ArrayLike, v: ArrayLike, mu: ArrayLike | None = None,
   return jnp.sum(mu[:, None] * nu[None, :] * scores * scores) / (u.shape[0] * v.shape[0])
 
 
-def gramian_form_penalty(u: ArrayLike, v: ArrayLike, mu: ArrayLike | None = None,
-                         nu: ArrayLike | None = None) -> jax.Array:
+def gramian_form_penalty(
+  u: ArrayLike, v: ArrayLike, mu: ArrayLike | None = None, nu: ArrayLike | None = None
+) -> jax.Array:
   r"""The same candidate-sampling penalty in Gramian form (eq. 14), :math:`O(k^2 \max(|B|, |B'|))`:
   :math:`\langle \frac{1}{|B|}\sum \mu_i u_i \otimes u_i, \frac{1}{|B'|}\sum \nu_j v_j \otimes v_j\rangle`."""
   return gramian_penalty(gramian(u, mu), gramian(v, nu))

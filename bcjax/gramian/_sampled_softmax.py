@@ -9,9 +9,15 @@ from bcjax import _checks
 from bcjax._reduce import row_mean, zero_padded
 
 
-def sampled_softmax_loss(query: ArrayLike, candidates: ArrayLike, labels: ArrayLike, *,
-                         log_q: ArrayLike | None = None, where: ArrayLike | None = None,
-                         axis_name: str | None = None) -> jax.Array:
+def sampled_softmax_loss(
+  query: ArrayLike,
+  candidates: ArrayLike,
+  labels: ArrayLike,
+  *,
+  log_q: ArrayLike | None = None,
+  where: ArrayLike | None = None,
+  axis_name: str | None = None,
+) -> jax.Array:
   r"""Softmax cross-entropy over sampled candidates with the logQ correction.
 
   .. math::
@@ -47,8 +53,9 @@ def sampled_softmax_loss(query: ArrayLike, candidates: ArrayLike, labels: ArrayL
   if _checks.is_concrete(labels) and (where is None or _checks.is_concrete(where)):
     valid = np.asarray(labels) if where is None else np.asarray(labels)[np.asarray(where)]
     if valid.size and (valid.min() < 0 or valid.max() >= c):
-      raise ValueError(f"{fn}: `labels` must index the {c} candidates, in [0, {c}); got range "
-                       f"[{int(valid.min())}, {int(valid.max())}]")
+      raise ValueError(
+        f"{fn}: `labels` must index the {c} candidates, in [0, {c}); got range [{int(valid.min())}, {int(valid.max())}]"
+      )
   # Padded rows may carry any label (e.g. -1): point them at candidate 0 so the gather stays in range.
   labels = labels if where is None else jnp.where(where, labels, 0)
   logits = zero_padded(query, where) @ candidates.T

@@ -10,5 +10,13 @@ from bcjax.metrics._ranking import mean_over_queries
 from bcjax.metrics._ranking import recall_at_k
 from bcjax.metrics._retrieval import evaluate_retrieval
 
-__all__ = ("BootstrapInterval", "average_precision_at_k", "evaluate_retrieval", "mean_over_queries",
-           "negative_flip_rate", "paired_bootstrap", "recall_at_k", "roc_auc")
+__all__ = (
+  "BootstrapInterval",
+  "average_precision_at_k",
+  "evaluate_retrieval",
+  "mean_over_queries",
+  "negative_flip_rate",
+  "paired_bootstrap",
+  "recall_at_k",
+  "roc_auc",
+)

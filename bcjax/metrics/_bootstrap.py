@@ -33,14 +33,21 @@ _BLOCK_ENTRIES = 1 << 24
 class BootstrapInterval(NamedTuple):
   """``estimate``: :math:`\\hat\\theta` on the observed queries; ``std``: the replicates' standard deviation (the
   bootstrap standard error); ``low``, ``high``: the percentile interval at the requested level."""
+
   estimate: float
   std: float
   low: float
   high: float
 
 
-def paired_bootstrap(differences: Sequence, key: jax.Array, *, weights: Sequence | None = None,
-                     num_samples: int = 2000, level: float = 0.95) -> BootstrapInterval:
+def paired_bootstrap(
+  differences: Sequence,
+  key: jax.Array,
+  *,
+  weights: Sequence | None = None,
+  num_samples: int = 2000,
+  level: float = 0.95,
+) -> BootstrapInterval:
   r"""Percentile bootstrap interval of :math:`\theta = \sum_s w_s \operatorname{mean}(d_s)`, each stratum's
   queries redrawn with replacement.
 
@@ -57,8 +64,10 @@ def paired_bootstrap(differences: Sequence, key: jax.Array, *, weights: Sequence
   """
   fn = "paired_bootstrap"
   if isinstance(differences, (str, bytes)) or not isinstance(differences, Sequence) or not differences:
-    raise ValueError(f"{fn}: `differences` must be a non-empty sequence of 1-D arrays (one per stratum), got "
-                     f"{type(differences).__name__}")
+    raise ValueError(
+      f"{fn}: `differences` must be a non-empty sequence of 1-D arrays (one per stratum), got "
+      f"{type(differences).__name__}"
+    )
   strata = []
   for s, d in enumerate(differences):
     d = _checks.as_float_array(fn, f"differences[{s}]", d, ndim=1, numpy=True).astype(np.float64)
@@ -70,23 +79,24 @@ def paired_bootstrap(differences: Sequence, key: jax.Array, *, weights: Sequence
   else:
     w = _checks.as_float_array(fn, "weights", np.asarray(weights, np.float64), ndim=1, numpy=True)
     if w.shape != (len(strata),):
-      raise ValueError(f"{fn}: `weights` must have one entry per stratum, shape ({len(strata)},), got "
-                       f"{w.shape}")
-  is_key = isinstance(key, jax.Array) and (jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
-                                           or (key.dtype == np.uint32 and key.shape == (2,)))
+      raise ValueError(f"{fn}: `weights` must have one entry per stratum, shape ({len(strata)},), got {w.shape}")
+  is_key = isinstance(key, jax.Array) and (
+    jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) or (key.dtype == np.uint32 and key.shape == (2,))
+  )
   if not is_key:
-    raise TypeError(f"{fn}: `key` must be a PRNG key (jax.random.key(seed)), got {type(key).__name__} "
-                    f"{getattr(key, 'dtype', '')} {np.shape(key)}")
+    raise TypeError(
+      f"{fn}: `key` must be a PRNG key (jax.random.key(seed)), got {type(key).__name__} "
+      f"{getattr(key, 'dtype', '')} {np.shape(key)}"
+    )
   num_samples = _checks.as_int(fn, "num_samples", num_samples, low=2)
   level = _checks.as_float_in(fn, "level", level, 0.0, 1.0, low_open=True, high_open=True)
   replicates = np.zeros(num_samples)
   for s, (d, key_s) in enumerate(zip(strata, jax.random.split(key, len(strata)))):
     block = max(1, _BLOCK_ENTRIES // d.size)
-    for start, key_b in zip(range(0, num_samples, block),
-                            jax.random.split(key_s, -(-num_samples // block))):
+    for start, key_b in zip(range(0, num_samples, block), jax.random.split(key_s, -(-num_samples // block))):
       rows = min(block, num_samples - start)
       idx = np.asarray(jax.random.randint(key_b, (rows, d.size), 0, d.size))
-      replicates[start:start + rows] += w[s] * d[idx].mean(axis=1)
+      replicates[start : start + rows] += w[s] * d[idx].mean(axis=1)
   estimate = float(sum(ws * d.mean() for ws, d in zip(w, strata)))
   low, high = np.quantile(replicates, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
   return BootstrapInterval(estimate, float(replicates.std(ddof=1)), float(low), float(high))

@@ -17,8 +17,14 @@ from bcjax import _checks
 from bcjax._reduce import row_mean
 
 
-def negative_flip_rate(labels: ArrayLike, old_predictions: ArrayLike, new_predictions: ArrayLike, *,
-                       where: ArrayLike | None = None, axis_name: str | None = None) -> jax.Array:
+def negative_flip_rate(
+  labels: ArrayLike,
+  old_predictions: ArrayLike,
+  new_predictions: ArrayLike,
+  *,
+  where: ArrayLike | None = None,
+  axis_name: str | None = None,
+) -> jax.Array:
   """The negative-flip rate of ``new_predictions`` against ``old_predictions`` (module docstring).
 
   Args:
@@ -41,8 +47,10 @@ def negative_flip_rate(labels: ArrayLike, old_predictions: ArrayLike, new_predic
   for name, x in (("labels", labels), ("old_predictions", old_predictions), ("new_predictions", new_predictions)):
     x = jnp.asarray(x)
     if not (jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_) or x.ndim != 1:
-      raise ValueError(f"{fn}: `{name}` must be a 1-D array of classes (integers or bools), got dtype {x.dtype} "
-                       f"and shape {tuple(x.shape)}")
+      raise ValueError(
+        f"{fn}: `{name}` must be a 1-D array of classes (integers or bools), got dtype {x.dtype} "
+        f"and shape {tuple(x.shape)}"
+      )
     arrays[name] = x
   n = arrays["labels"].shape[0]
   for name, x in arrays.items():

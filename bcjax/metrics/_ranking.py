@@ -19,22 +19,26 @@ from jax.typing import ArrayLike
 from bcjax import _checks
 
 
-def _ranked_hits(fn: str, scores, relevant, k: int, where):
+def _ranked_hits(fn: str, scores, relevant, k: int, where) -> tuple[jax.Array, jax.Array]:
   scores = _checks.as_float_array(fn, "scores", scores, ndim=2, finite=False)
   relevant = jnp.asarray(relevant)
   if relevant.shape != scores.shape or relevant.dtype != jnp.bool_:
-    raise ValueError(f"{fn}: `relevant` must be a boolean mask of the scores' shape {tuple(scores.shape)}, got "
-                     f"{tuple(relevant.shape)} {relevant.dtype}")
+    raise ValueError(
+      f"{fn}: `relevant` must be a boolean mask of the scores' shape {tuple(scores.shape)}, got "
+      f"{tuple(relevant.shape)} {relevant.dtype}"
+    )
   try:
     k = _checks.as_int(fn, "k", k, low=1, high=scores.shape[1])
   except (TypeError, ValueError):
-    raise ValueError(f"{fn}: `k` must be an integer in [1, {scores.shape[1]}] (the number of items), got "
-                     f"{k!r}") from None
+    raise ValueError(
+      f"{fn}: `k` must be an integer in [1, {scores.shape[1]}] (the number of items), got {k!r}"
+    ) from None
   if where is not None:
     where = jnp.asarray(where)
     if where.shape != scores.shape or where.dtype != jnp.bool_:
-      raise ValueError(f"{fn}: `where` must be a boolean mask of shape {tuple(scores.shape)}, got "
-                       f"{tuple(where.shape)} {where.dtype}")
+      raise ValueError(
+        f"{fn}: `where` must be a boolean mask of shape {tuple(scores.shape)}, got {tuple(where.shape)} {where.dtype}"
+      )
   # Ineligible entries are never ranked, so whatever they hold (inf, NaN) only matters where `where` is True.
   _checks.check_finite(fn, "scores", scores, where)
   if where is not None:
@@ -69,14 +73,16 @@ def recall_at_k(scores: ArrayLike, relevant: ArrayLike, k: int, *, where: ArrayL
   return _recall(*_ranked_hits("recall_at_k", scores, relevant, k, where), k)
 
 
-def average_precision_at_k(scores: ArrayLike, relevant: ArrayLike, k: int, *,
-                           where: ArrayLike | None = None) -> jax.Array:
+def average_precision_at_k(
+  scores: ArrayLike, relevant: ArrayLike, k: int, *, where: ArrayLike | None = None
+) -> jax.Array:
   """AP@K per query, [Q] (MAP@K is its mean over queries); arguments as in :func:`recall_at_k`."""
   return _average_precision(*_ranked_hits("average_precision_at_k", scores, relevant, k, where), k)
 
 
-def ranking_metrics(scores: ArrayLike, relevant: ArrayLike, ks, *, where: ArrayLike | None = None
-                    ) -> dict[str, jax.Array]:
+def ranking_metrics(
+  scores: ArrayLike, relevant: ArrayLike, ks, *, where: ArrayLike | None = None
+) -> dict[str, jax.Array]:
   """``{"recall@K": [Q], "map@K": [Q]}`` for every K of ``ks`` from a single top-K pass at the largest K (the top K
   of a tie-stable ranking is the head of its top K' for K <= K'), so scoring a large corpus at several cut-offs costs
   one ranking; arguments as in :func:`recall_at_k`."""

@@ -7,6 +7,7 @@ O(chunk x items).
 
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -37,8 +38,10 @@ def _pairs(name: str, pairs, num_queries: int, num_items: int) -> tuple[np.ndarr
   if q.shape != i.shape or q.ndim != 1:
     raise ValueError(f"evaluate_retrieval: `{name}` must be two equal-length index vectors, got {q.shape}, {i.shape}")
   if q.size and (q.min() < 0 or q.max() >= num_queries or i.min() < 0 or i.max() >= num_items):
-    raise ValueError(f"evaluate_retrieval: `{name}` indexes outside [0, {num_queries}) x [0, {num_items}): queries "
-                     f"span [{q.min()}, {q.max()}], items [{i.min()}, {i.max()}]")
+    raise ValueError(
+      f"evaluate_retrieval: `{name}` indexes outside [0, {num_queries}) x [0, {num_items}): queries "
+      f"span [{q.min()}, {q.max()}], items [{i.min()}, {i.max()}]"
+    )
   return q, i
 
 
@@ -52,8 +55,10 @@ def _padded_pairs(rows: np.ndarray, cols: np.ndarray, fill_row: int) -> tuple[ja
   scatter), so the compiles stay one per octave of pair counts."""
   size = bucket_size(len(rows))
   pad = size - len(rows)
-  return (jnp.asarray(np.concatenate([rows, np.full(pad, fill_row)]), jnp.int32),
-          jnp.asarray(np.concatenate([cols, np.zeros(pad, cols.dtype)]), jnp.int32))
+  return (
+    jnp.asarray(np.concatenate([rows, np.full(pad, fill_row)]), jnp.int32),
+    jnp.asarray(np.concatenate([cols, np.zeros(pad, cols.dtype)]), jnp.int32),
+  )
 
 
 @functools.partial(jax.jit, static_argnames=("ks", "rank_excluded_relevant"))
@@ -74,10 +79,19 @@ def _chunk_values(queries, items, num_valid, rel_pairs, exc_pairs, is_candidate,
   return {name: value * undercount if name.startswith("recall") else value for name, value in per_query.items()}
 
 
-def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=None, ks: Sequence[int] = (10,),
-                       candidates=None, chunk_size: int = 1024, rank_excluded_relevant: bool = True,
-                       per_query: bool = False) -> dict:
-  """Recall@K and MAP@K averaged over the queries that have a relevant item.
+def evaluate_retrieval(
+  query_embeddings,
+  item_embeddings,
+  relevant,
+  *,
+  exclude=None,
+  ks: Sequence[int] = (10,),
+  candidates=None,
+  chunk_size: int = 1024,
+  rank_excluded_relevant: bool = True,
+  per_query: bool = False,
+) -> dict:
+  r"""Recall@K and MAP@K averaged over the queries that have a relevant item.
 
   Args:
     query_embeddings: [Q, k].
@@ -91,7 +105,7 @@ def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=N
     chunk_size: queries scored at a time.
     rank_excluded_relevant: False follows BC-Aligner's reference evaluation: a relevant item that is also excluded
       (a re-interaction with a training item) is not ranked but still counts in the Recall@K denominator, so
-      Recall@K = |top K ∩ R| / |R| over all distinct relevant items R.
+      Recall@K = :math:`|\mathrm{top}\,K \cap R| / |R|` over all distinct relevant items R.
     per_query: also return each evaluated query's values, for paired tests between two models on the same queries
       (e.g. :func:`paired_bootstrap` over the queries).
 
@@ -123,19 +137,20 @@ def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=N
   try:
     ks = tuple(_checks.as_int(fn, "ks", k, low=1, high=len(universe)) for k in ks)
   except (TypeError, ValueError):
-    raise ValueError(f"{fn}: every K in `ks` must be an integer in [1, {len(universe)}] (the ranked items), got "
-                     f"{tuple(ks)!r}") from None
+    raise ValueError(
+      f"{fn}: every K in `ks` must be an integer in [1, {len(universe)}] (the ranked items), got {tuple(ks)!r}"
+    ) from None
   if not ks:
     raise ValueError(f"{fn}: `ks` is empty; give at least one cut-off K")
   items_u = items[jnp.asarray(universe)]
   is_candidate = np.zeros(len(universe), bool)
   is_candidate[column[candidates] if candidates is not None else slice(None)] = True
-  is_candidate = jnp.asarray(is_candidate)
+  candidate_mask = jnp.asarray(is_candidate)
   chunk_size = min(chunk_size, max(1, _CHUNK_ENTRIES // len(universe)))
   eval_queries = np.unique(rel_q)
-  values = {f"{m}@{k}": [] for k in ks for m in ("recall", "map")}
+  chunks: dict[str, list[np.ndarray]] = {f"{m}@{k}": [] for k in ks for m in ("recall", "map")}
   for start in range(0, len(eval_queries), chunk_size):
-    chunk = eval_queries[start:start + chunk_size]
+    chunk = eval_queries[start : start + chunk_size]
     # The last (or only) chunk is padded to a power of two with rows that have no relevant and no eligible item:
     # they hold 0 and are dropped, and the chunk shapes, hence the compiles, stay few.
     rows = min(bucket_size(len(chunk)), chunk_size) if len(eval_queries) > chunk_size else bucket_size(len(chunk))
@@ -147,12 +162,20 @@ def evaluate_retrieval(query_embeddings, item_embeddings, relevant, *, exclude=N
     sel = (row[exc_q] >= 0) & (column[exc_i] >= 0)
     exc_pairs = _padded_pairs(row[exc_q[sel]], column[exc_i[sel]], rows)
     query_rows = np.concatenate([chunk, np.full(rows - len(chunk), chunk[0])])
-    chunk_values = _chunk_values(queries[jnp.asarray(query_rows)], items_u, len(chunk), rel_pairs, exc_pairs,
-                                 is_candidate, ks, rank_excluded_relevant)
+    chunk_values = _chunk_values(
+      queries[jnp.asarray(query_rows)],
+      items_u,
+      len(chunk),
+      rel_pairs,
+      exc_pairs,
+      candidate_mask,
+      ks,
+      rank_excluded_relevant,
+    )
     for name, value in jax.device_get(chunk_values).items():
-      values[name].append(np.asarray(value[:len(chunk)], np.float64))
-  values = {name: np.concatenate(v) for name, v in values.items()}
-  out = {name: float(np.mean(v)) for name, v in values.items()}
+      chunks[name].append(np.asarray(value[: len(chunk)], np.float64))
+  values = {name: np.concatenate(v) for name, v in chunks.items()}
+  out: dict[str, Any] = {name: float(np.mean(v)) for name, v in values.items()}
   out["queries"] = int(len(eval_queries))
   if per_query:
     out["query_ids"], out["per_query"] = eval_queries, values

@@ -32,13 +32,15 @@ class BipartiteInputs(NamedTuple):
   ``graph``: the undirected interaction graph over N = U + I nodes; ``is_user`` [N] bool; ``bags``: per attribute
   group a pair (owner node [P], attribute id [P]).
   """
+
   graph: jraph.GraphsTuple
   is_user: jax.Array
   bags: tuple[tuple[jax.Array, jax.Array], ...]
 
 
-def bipartite_inputs(user: np.ndarray, item: np.ndarray, num_users: int, num_items: int,
-                     item_bags: Sequence[tuple[np.ndarray, np.ndarray]]) -> BipartiteInputs:
+def bipartite_inputs(
+  user: np.ndarray, item: np.ndarray, num_users: int, num_items: int, item_bags: Sequence[tuple[np.ndarray, np.ndarray]]
+) -> BipartiteInputs:
   """Builds :class:`BipartiteInputs` from interactions ([E] user and item ids) and item bags ((item [P], attribute
   [P]) per group; items >= ``num_items`` are dropped). Edges are stored sorted by receiver."""
   user, item = np.asarray(user, np.int64), np.asarray(item, np.int64)
@@ -51,8 +53,15 @@ def bipartite_inputs(user: np.ndarray, item: np.ndarray, num_users: int, num_ite
   receivers = np.concatenate([num_users + item, user]).astype(np.int32)
   order = np.argsort(receivers, kind="stable")  # receiver-sorted edges make the segment sums cache-friendly
   senders, receivers = senders[order], receivers[order]
-  graph = jraph.GraphsTuple(nodes=None, edges=None, senders=jnp.asarray(senders), receivers=jnp.asarray(receivers),
-                            globals=None, n_node=jnp.asarray([n]), n_edge=jnp.asarray([len(senders)]))
+  graph = jraph.GraphsTuple(
+    nodes=None,
+    edges=None,
+    senders=jnp.asarray(senders),
+    receivers=jnp.asarray(receivers),
+    globals=None,
+    n_node=jnp.asarray([n]),
+    n_edge=jnp.asarray([len(senders)]),
+  )
   bags = []
   for owner, value in item_bags:
     owner, value = np.asarray(owner, np.int64), np.asarray(value, np.int64)
@@ -71,8 +80,7 @@ class BipartiteSAGE(nnx.Module):
 
   def __init__(self, attribute_sizes: Sequence[int], dim: int, layers: int, *, rngs: nnx.Rngs):
     init = jax.nn.initializers.normal(1.0)
-    self.tables = nnx.List([nnx.Embed(max(int(n), 1), dim, embedding_init=init, rngs=rngs)
-                            for n in attribute_sizes])
+    self.tables = nnx.List([nnx.Embed(max(int(n), 1), dim, embedding_init=init, rngs=rngs) for n in attribute_sizes])
     # float32 whatever jax_enable_x64 says, like every other parameter of the model.
     self.user_vector = nnx.Param(0.1 * jax.random.normal(rngs.params(), (1, dim), jnp.float32))
     self.sage = GraphSAGE(dim, layers, rngs=rngs)
@@ -80,8 +88,10 @@ class BipartiteSAGE(nnx.Module):
   def encode(self, inputs: BipartiteInputs) -> jax.Array:
     """Input features x [N, dim]."""
     if len(inputs.bags) != len(self.tables):
-      raise ValueError(f"BipartiteSAGE: the model has {len(self.tables)} attribute tables but the inputs carry "
-                       f"{len(inputs.bags)} bag groups")
+      raise ValueError(
+        f"BipartiteSAGE: the model has {len(self.tables)} attribute tables but the inputs carry "
+        f"{len(inputs.bags)} bag groups"
+      )
     n = inputs.is_user.shape[0]
     x = jnp.zeros((n, self.user_vector.shape[1]), self.user_vector.dtype)
     for table, (owner, value) in zip(self.tables, inputs.bags):

@@ -60,8 +60,7 @@ class GCNConv(nnx.Module):
   def __init__(self, in_dim: int, out_dim: int, *, self_loops: str = "always", rngs: nnx.Rngs):
     if self_loops not in SELF_LOOPS:
       raise ValueError(f"GCNConv: `self_loops` must be one of {SELF_LOOPS}, got {self_loops!r}")
-    self.linear = nnx.Linear(in_dim, out_dim, use_bias=False, kernel_init=nnx.initializers.glorot_uniform(),
-                             rngs=rngs)
+    self.linear = nnx.Linear(in_dim, out_dim, use_bias=False, kernel_init=nnx.initializers.glorot_uniform(), rngs=rngs)
     self.bias = nnx.Param(jnp.zeros((out_dim,), jnp.float32))
     self.self_loops = self_loops
 
@@ -80,18 +79,34 @@ class GCNEncoder(nnx.Module):
   ``axis_name`` the batch's graphs are split over that mesh axis and BatchNorm's statistics are those of all the
   devices' real nodes (:class:`MaskedBatchNorm`)."""
 
-  def __init__(self, in_features: int, hidden: int = 32, layers: int = 2, dropout: float = 0.5, *,
-               self_loops: str = "always", axis_name: str | None = None, rngs: nnx.Rngs):
+  def __init__(
+    self,
+    in_features: int,
+    hidden: int = 32,
+    layers: int = 2,
+    dropout: float = 0.5,
+    *,
+    self_loops: str = "always",
+    axis_name: str | None = None,
+    rngs: nnx.Rngs,
+  ):
     if layers < 1 or hidden < 1 or in_features < 1:
-      raise ValueError(f"GCNEncoder: `in_features`, `hidden` and `layers` must be >= 1, got {in_features}, {hidden}, "
-                       f"{layers}")
+      raise ValueError(
+        f"GCNEncoder: `in_features`, `hidden` and `layers` must be >= 1, got {in_features}, {hidden}, {layers}"
+      )
     if not 0.0 <= dropout < 1.0:
       raise ValueError(f"GCNEncoder: `dropout` must be in [0, 1), got {dropout}")
     self.dropout = dropout
     dims = [in_features] + [hidden] * layers
     self.convs = nnx.List([GCNConv(a, b, self_loops=self_loops, rngs=rngs) for a, b in zip(dims[:-1], dims[1:])])
-    self.norms = nnx.List([MaskedBatchNorm(hidden, axis_name=axis_name, use_bias=False, use_scale=False,
-                                           momentum=0.9, epsilon=1e-5, rngs=rngs) for _ in range(layers)])
+    self.norms = nnx.List(
+      [
+        MaskedBatchNorm(
+          hidden, axis_name=axis_name, use_bias=False, use_scale=False, momentum=0.9, epsilon=1e-5, rngs=rngs
+        )
+        for _ in range(layers)
+      ]
+    )
 
   @property
   def out_features(self) -> int:
@@ -105,8 +120,9 @@ class GCNEncoder(nnx.Module):
     h = jnp.asarray(graph.nodes, self.convs[0].linear.kernel.dtype)  # compute in the parameters' dtype
     pooled = []
     for conv, norm, k in zip(self.convs, self.norms, keys):
-      h = jax.nn.leaky_relu(norm(conv(graph, h, bias_gradient=bool(norm.use_running_average)), mask=real[:, None]),
-                            0.01)
+      h = jax.nn.leaky_relu(
+        norm(conv(graph, h, bias_gradient=bool(norm.use_running_average)), mask=real[:, None]), 0.01
+      )
       if k is not None and self.dropout > 0.0:
         keep = jax.random.bernoulli(k, 1.0 - self.dropout, h.shape)
         h = jnp.where(keep, h / (1.0 - self.dropout), 0.0)

@@ -38,8 +38,9 @@ def _in_param_dtype(x: jax.Array, conv: nnx.Conv) -> jax.Array:
 
 
 def _conv(c_in: int, c_out: int, k: int, stride: int, rngs: nnx.Rngs) -> nnx.Conv:
-  return nnx.Conv(c_in, c_out, (k, k), strides=(stride, stride), padding=k // 2, use_bias=False,
-                  kernel_init=_HE_FAN_OUT, rngs=rngs)
+  return nnx.Conv(
+    c_in, c_out, (k, k), strides=(stride, stride), padding=k // 2, use_bias=False, kernel_init=_HE_FAN_OUT, rngs=rngs
+  )
 
 
 class BasicBlock(nnx.Module):
@@ -65,13 +66,14 @@ class ResNet18(nnx.Module):
   """ResNet-18 encoder: images [B, H, W, C_in] → [B, out_features]; ``axis_name``: the mesh axis a batch's rows are
   split over (BatchNorm's statistics are then those of the whole batch)."""
 
-  def __init__(self, in_channels: int = 3, out_features: int = 1000, *, axis_name: str | None = None,
-               rngs: nnx.Rngs):
+  def __init__(self, in_channels: int = 3, out_features: int = 1000, *, axis_name: str | None = None, rngs: nnx.Rngs):
     self.stem, self.stem_bn = _conv(in_channels, 64, 7, 2, rngs), _bn(64, rngs, axis_name)
     blocks, c = [], 64
     for width, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-      blocks += [BasicBlock(c, width, stride, axis_name=axis_name, rngs=rngs),
-                 BasicBlock(width, width, 1, axis_name=axis_name, rngs=rngs)]
+      blocks += [
+        BasicBlock(c, width, stride, axis_name=axis_name, rngs=rngs),
+        BasicBlock(width, width, 1, axis_name=axis_name, rngs=rngs),
+      ]
       c = width
     self.blocks = nnx.List(blocks)
     self.fc = nnx.Linear(512, out_features, kernel_init=_TORCH_LINEAR, rngs=rngs)
@@ -92,11 +94,13 @@ class SmallCNN(nnx.Module):
   """A CPU-sized encoder: three conv3×3 → BN → ReLU stages (``width``, 2·width stride 2, 4·width stride 2), global
   average pool, linear → ``out_features``; ``axis_name`` as in :class:`ResNet18`."""
 
-  def __init__(self, in_channels: int = 3, out_features: int = 64, width: int = 32, *, axis_name: str | None = None,
-               rngs: nnx.Rngs):
+  def __init__(
+    self, in_channels: int = 3, out_features: int = 64, width: int = 32, *, axis_name: str | None = None, rngs: nnx.Rngs
+  ):
     widths = (width, 2 * width, 4 * width)
-    self.convs = nnx.List([_conv(c_in, c_out, 3, s, rngs)
-                           for c_in, c_out, s in zip((in_channels,) + widths[:-1], widths, (1, 2, 2))])
+    self.convs = nnx.List(
+      [_conv(c_in, c_out, 3, s, rngs) for c_in, c_out, s in zip((in_channels,) + widths[:-1], widths, (1, 2, 2))]
+    )
     self.bns = nnx.List([_bn(c, rngs, axis_name) for c in widths])
     self.fc = nnx.Linear(widths[-1], out_features, kernel_init=_TORCH_LINEAR, rngs=rngs)
     self.out_features = out_features

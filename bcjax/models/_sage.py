@@ -23,6 +23,7 @@ References: W. Hamilton, R. Ying, J. Leskovec, "Inductive Representation Learnin
 W. Hu et al., "Learning Backward Compatible Embeddings", KDD 2022 (the reference code's ``PinSAGE`` module).
 """
 
+from typing import cast
 import jax
 import jax.numpy as jnp
 import jraph
@@ -40,10 +41,11 @@ def mean_aggregate(graph: jraph.GraphsTuple, h: jax.Array) -> jax.Array:
 
 def torch_linear_init(fan_in: int):
   """PyTorch's default Linear initialiser: U(±1/√fan_in) for weights and biases."""
-  bound = fan_in ** -0.5
+  bound = fan_in**-0.5
 
   def init(key, shape, dtype=jnp.float32):
     return jax.random.uniform(key, shape, dtype, -bound, bound)
+
   return init
 
 
@@ -58,7 +60,7 @@ class SAGEConv(nnx.Module):
   def __call__(self, graph: jraph.GraphsTuple, h: jax.Array, *, bias_gradient: bool = True) -> jax.Array:
     """``bias_gradient=False`` holds :math:`b_l` out of the gradient (where a train-mode BatchNorm follows, whose
     exact gradient for it is zero)."""
-    bias = self.lin_l.bias[...]
+    bias = cast(nnx.Param, self.lin_l.bias)[...]  # lin_l is built with a bias
     bias = bias if bias_gradient else jax.lax.stop_gradient(bias)
     return mean_aggregate(graph, h) @ self.lin_l.kernel[...] + bias + self.lin_r(h)
 

@@ -47,11 +47,12 @@ class TwoTower(nnx.Module):
     rngs: flax NNX random streams (``params``).
   """
 
-  def __init__(self, vocab_size: int, input_dim: int, left_groups: int, right_groups: int, sizes: Sequence[int], *,
-               rngs: nnx.Rngs):
+  def __init__(
+    self, vocab_size: int, input_dim: int, left_groups: int, right_groups: int, sizes: Sequence[int], *, rngs: nnx.Rngs
+  ):
     if not sizes:
       raise ValueError("TwoTower: `sizes` needs at least the output dimension k")
-    init = nnx.initializers.normal(stddev=input_dim ** -0.5)
+    init = nnx.initializers.normal(stddev=input_dim**-0.5)
     self.inputs = nnx.Param(init(rngs.params(), (vocab_size, input_dim), jnp.float32))  # float32 under x64 too
     self.left = Tower(left_groups * input_dim, sizes, rngs=rngs)
     self.right = Tower(right_groups * input_dim, sizes, rngs=rngs)

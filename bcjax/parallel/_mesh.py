@@ -1,5 +1,6 @@
 """The data mesh and the placement of host values on it (see :mod:`bcjax.parallel`)."""
 
+from typing import cast
 import os
 import re
 import socket
@@ -68,10 +69,14 @@ def reserve_collective_threads(environ=None) -> int | None:
 def _warn_if_collectives_can_deadlock(local: int) -> None:
   if jax.default_backend() != "cpu" or local == 1 or _client_threads(os.environ) >= collective_threads_needed(local):
     return
-  warnings.warn(f"data_mesh: {local} CPU devices share an XLA client pool of about {_client_threads(os.environ)} "
-                f"threads, and XLA's in-process collectives can deadlock with fewer than "
-                f"{collective_threads_needed(local)}: set PJRT_NPROC={collective_threads_needed(local)} before JAX "
-                f"starts (bcjax.parallel.reserve_collective_threads() does it)", RuntimeWarning, stacklevel=3)
+  warnings.warn(
+    f"data_mesh: {local} CPU devices share an XLA client pool of about {_client_threads(os.environ)} "
+    f"threads, and XLA's in-process collectives can deadlock with fewer than "
+    f"{collective_threads_needed(local)}: set PJRT_NPROC={collective_threads_needed(local)} before JAX "
+    f"starts (bcjax.parallel.reserve_collective_threads() does it)",
+    RuntimeWarning,
+    stacklevel=3,
+  )
 
 
 def initialize(num_processes: int, process_id: int, coordinator: str, *, timeout_s: int = 120) -> None:
@@ -94,9 +99,13 @@ def initialize(num_processes: int, process_id: int, coordinator: str, *, timeout
     # JAX aborts the process (no Python exception) when the coordinator never answers; a reachability check first
     # turns that into an error that names the address.
     _wait_for_coordinator(str(coordinator), timeout_s)
-  jax.distributed.initialize(coordinator_address=str(coordinator), num_processes=num_processes,
-                             process_id=process_id, initialization_timeout=timeout_s,
-                             heartbeat_timeout_seconds=timeout_s)
+  jax.distributed.initialize(
+    coordinator_address=str(coordinator),
+    num_processes=num_processes,
+    process_id=process_id,
+    initialization_timeout=timeout_s,
+    heartbeat_timeout_seconds=timeout_s,
+  )
 
 
 def _wait_for_coordinator(coordinator: str, timeout_s: float) -> None:
@@ -109,8 +118,10 @@ def _wait_for_coordinator(coordinator: str, timeout_s: float) -> None:
       return
     except OSError as e:
       if time.monotonic() >= deadline:
-        raise ConnectionError(f"initialize: the coordinator {coordinator} (`coordinator`, --coordinator) is not "
-                              f"reachable after {timeout_s} s ({e}); is process 0 running there?") from e
+        raise ConnectionError(
+          f"initialize: the coordinator {coordinator} (`coordinator`, --coordinator) is not "
+          f"reachable after {timeout_s} s ({e}); is process 0 running there?"
+        ) from e
       time.sleep(0.25)
 
 
@@ -130,10 +141,12 @@ def data_mesh(num_devices: int | None = None) -> jax.sharding.Mesh:
   if num_devices is None:
     num_devices = local
   if isinstance(num_devices, bool) or not isinstance(num_devices, (int, np.integer)) or not 1 <= num_devices <= local:
-    raise ValueError(f"data_mesh: `num_devices` (--devices) must be an integer in [1, {local}] (this process has "
-                     f"{local} {jax.default_backend()} device(s)), got {num_devices!r}")
+    raise ValueError(
+      f"data_mesh: `num_devices` (--devices) must be an integer in [1, {local}] (this process has "
+      f"{local} {jax.default_backend()} device(s)), got {num_devices!r}"
+    )
   _warn_if_collectives_can_deadlock(local)
-  by_process = {}
+  by_process: dict[int, list] = {}
   for d in jax.devices():
     by_process.setdefault(d.process_index, []).append(d)
   devices = [d for p in sorted(by_process) for d in sorted(by_process[p], key=lambda d: d.id)[:num_devices]]
@@ -156,12 +169,16 @@ def shard_rows(mesh: jax.sharding.Mesh, tree, *, name: str = "batch"):
     return tree
   rows = {np.shape(x)[0] if np.ndim(x) else None for x in leaves}
   if len(rows) != 1 or None in rows:
-    raise ValueError(f"shard_rows: every leaf of `{name}` needs the same leading (row) axis, got leading sizes "
-                     f"{sorted(map(str, rows))}")
-  n, local = rows.pop(), _local_devices(mesh)
+    raise ValueError(
+      f"shard_rows: every leaf of `{name}` needs the same leading (row) axis, got leading sizes "
+      f"{sorted(map(str, rows))}"
+    )
+  n, local = cast(int, rows.pop()), _local_devices(mesh)
   if n % local:
-    raise ValueError(f"shard_rows: `{name}` has {n} rows in this process, not divisible by its {local} devices on "
-                     f"the mesh; pad the batch (and mask the padding) to a multiple of {local}")
+    raise ValueError(
+      f"shard_rows: `{name}` has {n} rows in this process, not divisible by its {local} devices on "
+      f"the mesh; pad the batch (and mask the padding) to a multiple of {local}"
+    )
   sharding = NamedSharding(mesh, jax.P(DATA_AXIS))
   return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), tree)
 
@@ -193,6 +210,7 @@ def _from_full(mesh, tree, spec):
   def place(x):
     x = np.asarray(x)
     return jax.make_array_from_callback(x.shape, NamedSharding(mesh, spec(x)), lambda index: x[index])
+
   return jax.tree.map(place, tree)
 
 
@@ -204,8 +222,10 @@ def shard_blocks(mesh: jax.sharding.Mesh, tree, *, axis: int = 0, name: str = "b
   size = mesh.devices.size
   for x in leaves:
     if np.ndim(x) <= axis or np.shape(x)[axis] % size:
-      raise ValueError(f"shard_blocks: every leaf of `{name}` needs an axis {axis} divisible by the mesh's {size} "
-                       f"devices, got shape {np.shape(x)}")
+      raise ValueError(
+        f"shard_blocks: every leaf of `{name}` needs an axis {axis} divisible by the mesh's {size} "
+        f"devices, got shape {np.shape(x)}"
+      )
   return _from_full(mesh, tree, lambda x: jax.P(*([None] * axis), DATA_AXIS))
 
 
@@ -224,6 +244,8 @@ def shard_table(mesh: jax.sharding.Mesh, table, *, name: str = "table"):
     raise ValueError(f"shard_table: `{name}` must be a [rows, dim] table, got shape {table.shape}")
   size = mesh.devices.size
   if table.shape[0] % size:
-    raise ValueError(f"shard_table: `{name}` has {table.shape[0]} rows, not divisible by the mesh's {size} devices; "
-                     f"pad it to a multiple of {size} rows")
+    raise ValueError(
+      f"shard_table: `{name}` has {table.shape[0]} rows, not divisible by the mesh's {size} devices; "
+      f"pad it to a multiple of {size} rows"
+    )
   return _from_full(mesh, table, lambda x: jax.P(DATA_AXIS, None))

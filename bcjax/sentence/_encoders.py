@@ -62,14 +62,14 @@ def encode_token_ids(sentences: Sequence[str], index: Mapping[str, int]) -> tupl
   ids = np.zeros((len(kept), length), np.int32)
   mask = np.zeros((len(kept), length), bool)
   for i, row in enumerate(kept):
-    ids[i, :len(row)] = row
-    mask[i, :len(row)] = True
+    ids[i, : len(row)] = row
+    mask[i, : len(row)] = True
   return ids, mask
 
 
 def weighted_average(vectors: ArrayLike, weights: ArrayLike, ids: ArrayLike, mask: ArrayLike) -> jax.Array:
   r"""Raw sentence vectors :math:`q_s = \sum_{w \in s} a_w v_w / \sum_{w \in s} a_w` (Liu et al.'s normalisation;
-  official SIF divides by |s| instead, which changes only each sentence's scale).
+  official SIF divides by :math:`|s|` instead, which changes only each sentence's scale).
 
   Args:
     vectors: word vectors, [V, d].
@@ -83,8 +83,9 @@ def weighted_average(vectors: ArrayLike, weights: ArrayLike, ids: ArrayLike, mas
   vectors = _checks.as_float_array("weighted_average", "vectors", vectors, ndim=2)
   weights = _checks.as_float_array("weighted_average", "weights", weights, ndim=1)
   if weights.shape[0] != vectors.shape[0]:
-    raise ValueError(f"weighted_average: `weights` has shape {tuple(weights.shape)} but `vectors` has "
-                     f"{vectors.shape[0]} rows")
+    raise ValueError(
+      f"weighted_average: `weights` has shape {tuple(weights.shape)} but `vectors` has {vectors.shape[0]} rows"
+    )
   ids, mask = jnp.asarray(ids), jnp.asarray(mask)
   if ids.shape != mask.shape or ids.ndim != 2:
     raise ValueError(f"weighted_average: `ids` {tuple(ids.shape)} and `mask` {tuple(mask.shape)} must be equal [n, L]")
@@ -121,8 +122,8 @@ def conceptor_with_aperture(r: ArrayLike, alpha: Aperture = 1.0) -> tuple[jax.Ar
 
 
 def ca_initial(stopword_vectors: ArrayLike, alpha: Aperture = 1.0) -> jax.Array:
-  r"""Zero-shot conceptor :math:`C_0 = R_Z (R_Z + \alpha^{-2} I)^{-1}` of stop-word vectors [|Z|, d]; ``alpha`` a
-  number or a rule R -> α (see :data:`Aperture`)."""
+  r"""Zero-shot conceptor :math:`C_0 = R_Z (R_Z + \alpha^{-2} I)^{-1}` of stop-word vectors [:math:`|Z|`, d]; ``alpha``
+  a number or a rule R -> α (see :data:`Aperture`)."""
   return conceptor_with_aperture(correlation(stopword_vectors), alpha)[0]
 
 

@@ -14,6 +14,7 @@ GENRES = ("news", "captions", "WordNet", "forums", "tweets")  # the reference's 
 
 class StsPairs(NamedTuple):
   """Sentence pairs with gold similarity scores (0-5)."""
+
   sentence1: tuple[str, ...]
   sentence2: tuple[str, ...]
   scores: np.ndarray  # [n], float64
@@ -96,8 +97,12 @@ def load_stsb(path: str | os.PathLike) -> tuple[StsPairs, tuple[str, ...]]:
 
 
 def concat_pairs(parts: list[StsPairs]) -> StsPairs:
-  return StsPairs(sum((p.sentence1 for p in parts), ()), sum((p.sentence2 for p in parts), ()),
-                  np.concatenate([p.scores for p in parts]), sum((p.source for p in parts), ()))
+  return StsPairs(
+    sum((p.sentence1 for p in parts), ()),
+    sum((p.sentence2 for p in parts), ()),
+    np.concatenate([p.scores for p in parts]),
+    sum((p.source for p in parts), ()),
+  )
 
 
 def load_sts_genres(sts_dir: str | os.PathLike) -> dict[str, StsPairs]:
@@ -116,11 +121,23 @@ def load_sts_genres(sts_dir: str | os.PathLike) -> dict[str, StsPairs]:
     for genre_name, target in stsb_genre.items():
       rows = [i for i, g in enumerate(genres) if g == genre_name]
       if rows:
-        by_genre[target].append(StsPairs(tuple(pairs.sentence1[i] for i in rows),
-                                         tuple(pairs.sentence2[i] for i in rows), pairs.scores[rows],
-                                         tuple(pairs.source[i] for i in rows)))
-  for folder, name, genre in (("STS12", "surprise.OnWN", "WordNet"), ("STS13", "OnWN", "WordNet"),
-                              ("STS14", "OnWN", "WordNet"), ("STS14", "tweet-news", "tweets")):
-    by_genre[genre].append(load_sts_pairs(root / folder / f"STS.input.{name}.txt",
-                                          root / folder / f"STS.gs.{name}.txt", name=f"{folder}-{name}"))
+        by_genre[target].append(
+          StsPairs(
+            tuple(pairs.sentence1[i] for i in rows),
+            tuple(pairs.sentence2[i] for i in rows),
+            pairs.scores[rows],
+            tuple(pairs.source[i] for i in rows),
+          )
+        )
+  for folder, name, genre in (
+    ("STS12", "surprise.OnWN", "WordNet"),
+    ("STS13", "OnWN", "WordNet"),
+    ("STS14", "OnWN", "WordNet"),
+    ("STS14", "tweet-news", "tweets"),
+  ):
+    by_genre[genre].append(
+      load_sts_pairs(
+        root / folder / f"STS.input.{name}.txt", root / folder / f"STS.gs.{name}.txt", name=f"{folder}-{name}"
+      )
+    )
   return {g: concat_pairs(parts) for g, parts in by_genre.items()}

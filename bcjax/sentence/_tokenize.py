@@ -8,7 +8,8 @@ This module follows the Treebank conventions that decide which tokens reach that
 
 * a period stays attached to its word ("mr.", "u.s.", "e.g.", "3.5") except the final period of a sentence, which
   is a token of its own; two or more periods ("..", "...") are one token;
-* other punctuation is split off (``, ; : ? ! % $ & @ # * ( ) [ ] { } < > -- – — « » „ `````), but a comma or colon followed by a
+* other punctuation is split off
+(``, ; : ? ! % $ & @ # * ( ) [ ] { } < > -- – — « » „ `````), but a comma or colon followed by a
   digit stays inside the number ("3,000", "10:30");
 * double quotes (and ``''``) become ````` when they open a quotation and ``''`` otherwise, and an apostrophe that
   opens one is split off; clitics are split ("don't" -> "do", "n't"; "it's" -> "it", "'s");
@@ -36,8 +37,9 @@ import re
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 
 ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof sr jr st mt ft vs etc inc ltd co corp dept gen gov sen rep rev lt col sgt capt cmdr adm "
-    "jan feb mar apr jun jul aug sep sept oct nov dec approx est assn bros".split())
+  "mr mrs ms dr prof sr jr st mt ft vs etc inc ltd co corp dept gen gov sen rep rev lt col sgt capt cmdr adm "
+  "jan feb mar apr jun jul aug sep sept oct nov dec approx est assn bros".split()
+)
 # Abbreviations only before a number ("No. 5", "vol. 2"); "he said no. Then ..." ends a sentence.
 NUMBER_ABBREVIATIONS = frozenset("no nos vol fig pp".split())
 
@@ -46,9 +48,23 @@ _BOUNDARY = re.compile(r"""([.?!])(['"\)\]\}]*)(\s+)(?=["'(\[]*[A-Z0-9])""")
 _WORD_BEFORE = re.compile(r"(\S+)$")
 
 # Contractions written as one word that the Treebank conventions split in two (MacIntyre's list).
-_SPLIT_WORDS = [re.compile(rf"(?i)\b({a})({b})\b") for a, b in
-                (("can", "not"), ("d", "'ye"), ("gim", "me"), ("gon", "na"), ("got", "ta"), ("lem", "me"),
-                 ("more", "'n"), ("wan", "na"), ("wha", "ddya"), ("wha", "tcha"), ("'t", "is"), ("'t", "was"))]
+_SPLIT_WORDS = [
+  re.compile(rf"(?i)\b({a})({b})\b")
+  for a, b in (
+    ("can", "not"),
+    ("d", "'ye"),
+    ("gim", "me"),
+    ("gon", "na"),
+    ("got", "ta"),
+    ("lem", "me"),
+    ("more", "'n"),
+    ("wan", "na"),
+    ("wha", "ddya"),
+    ("wha", "tcha"),
+    ("'t", "is"),
+    ("'t", "was"),
+  )
+]
 _CLITIC = re.compile(r"(?i)([^' ])('s|'m|'d|'ll|'re|'ve|n't)(?=\s)")
 _CLOSING_APOSTROPHE = re.compile(r"([^' ])'(?=\s)")
 _OPENING_DOUBLE = re.compile(r"""^"|(?<=[\s(\[{<])(?:"|'')""")
@@ -60,8 +76,13 @@ _SPLIT_OFF = re.compile(r"""\.\.+|--|`+|''|[«»„–—;@#$%&*?!()\[\]{}<>]|[:
 
 def _is_abbreviation(word: str, following: str) -> bool:
   word = word.lstrip("\"'([{").lower().rstrip(".")
-  return (len(word) == 1 and word.isalpha() or "." in word or word in ABBREVIATIONS
-          or (word in NUMBER_ABBREVIATIONS and following[:1].isdigit()))
+  return (
+    len(word) == 1
+    and word.isalpha()
+    or "." in word
+    or word in ABBREVIATIONS
+    or (word in NUMBER_ABBREVIATIONS and following[:1].isdigit())
+  )
 
 
 def sentences(text: str) -> list[str]:
@@ -70,10 +91,10 @@ def sentences(text: str) -> list[str]:
   out, start = [], 0
   for m in _BOUNDARY.finditer(text):
     if m.group(1) == ".":
-      before = _WORD_BEFORE.search(text[start:m.start(1)])
-      if before is None or _is_abbreviation(before.group(1), text[m.end():]):
+      before = _WORD_BEFORE.search(text[start : m.start(1)])
+      if before is None or _is_abbreviation(before.group(1), text[m.end() :]):
         continue
-    out.append(text[start:m.end(2)])
+    out.append(text[start : m.end(2)])
     start = m.end()
   out.append(text[start:])
   return [s for s in out if s.strip()]

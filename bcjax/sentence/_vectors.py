@@ -10,12 +10,12 @@ import numpy as np
 from bcjax._textfile import DECIMAL, DataFormatError, fail, iter_lines, open_zip
 
 
-
 class WordVectors(NamedTuple):
   """A vocabulary and its vectors."""
+
   words: tuple[str, ...]  # [V]
   vectors: np.ndarray  # [V, d], float64
-  index: dict  # word -> row
+  index: dict  # type: ignore[assignment]  # word -> row
 
 
 def _lines(path: Path, member: str | None):
@@ -36,8 +36,13 @@ def _lines(path: Path, member: str | None):
   return iter_lines(path, member=member, archive=archive)
 
 
-def load_word_vectors(path: str | os.PathLike, *, vocabulary: Iterable[str] | None = None,
-                      member: str | None = None, skip_malformed: bool = False) -> WordVectors:
+def load_word_vectors(
+  path: str | os.PathLike,
+  *,
+  vocabulary: Iterable[str] | None = None,
+  member: str | None = None,
+  skip_malformed: bool = False,
+) -> WordVectors:
   """Reads GloVe text format: ``word v_1 ... v_d`` per line, plain, ``.gz`` or ``.zip``.
 
   A first line of two integers (word2vec's ``count dim`` header) is skipped. A word may contain spaces, as some
@@ -60,7 +65,9 @@ def load_word_vectors(path: str | os.PathLike, *, vocabulary: Iterable[str] | No
   """
   path = Path(path)
   keep = None if vocabulary is None else set(vocabulary)
-  words, rows, index = [], [], {}
+  words: list[str] = []
+  rows: list = []
+  index: dict[str, int] = {}
   dim = None
   skipped = 0
   for lineno, line in _lines(path, member):
@@ -76,12 +83,12 @@ def load_word_vectors(path: str | os.PathLike, *, vocabulary: Iterable[str] | No
           raise ValueError("no vector values")
       if len(fields) < dim + 1:
         raise ValueError(f"expected a word and {dim} values, got {len(fields)} fields")
-      word = " ".join(fields[:len(fields) - dim])
+      word = " ".join(fields[: len(fields) - dim])
       if not word.strip():
         raise ValueError("empty word")
       if keep is not None and word not in keep:
         continue
-      values = fields[len(fields) - dim:]
+      values = fields[len(fields) - dim :]
       if not all(DECIMAL.fullmatch(v) for v in values):
         raise ValueError("non-numeric value")
       vector = np.asarray(values, dtype=np.float64)

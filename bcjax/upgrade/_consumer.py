@@ -56,15 +56,22 @@ def fit_logistic_regression(x, y, *, c: float = 1.0, max_iterations: int = 500) 
   x = jnp.asarray(x)
   y = np.asarray(y)
   if not np.issubdtype(y.dtype, np.integer) or y.ndim != 1 or y.shape[0] != x.shape[0]:
-    raise ValueError(f"fit_logistic_regression: `y` must be integer classes [n] = [{x.shape[0]}], got dtype "
-                     f"{y.dtype} and shape {y.shape}")
+    raise ValueError(
+      f"fit_logistic_regression: `y` must be integer classes [n] = [{x.shape[0]}], got dtype "
+      f"{y.dtype} and shape {y.shape}"
+    )
   if y.size and y.min() < 0:
     raise ValueError(f"fit_logistic_regression: classes must be >= 0, got {y.min()}")
   if not c > 0:
     raise ValueError(f"fit_logistic_regression: `c` must be > 0, got {c!r}")
   dtype = jnp.float64 if x.dtype == jnp.float64 else jnp.float32
-  return _fit(x.astype(dtype), jnp.asarray(y), jnp.asarray(1.0 / c, dtype), num_classes=int(y.max()) + 1,
-              max_iterations=int(max_iterations))
+  return _fit(
+    x.astype(dtype),
+    jnp.asarray(y),
+    jnp.asarray(1.0 / c, dtype),
+    num_classes=int(y.max()) + 1,
+    max_iterations=int(max_iterations),
+  )
 
 
 def predict(params: dict, x) -> np.ndarray:

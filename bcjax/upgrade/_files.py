@@ -59,8 +59,10 @@ def open_embeddings(path: str | os.PathLike, *, name: str = "embeddings") -> np.
   path = Path(path)
   shape, dtype = _header(path, name)
   if dtype.hasobject:
-    raise EmbeddingFileError(f"`{name}` {path} holds pickled Python objects (dtype {dtype}); bcjax reads only "
-                             f"numeric .npy files and never unpickles")
+    raise EmbeddingFileError(
+      f"`{name}` {path} holds pickled Python objects (dtype {dtype}); bcjax reads only "
+      f"numeric .npy files and never unpickles"
+    )
   bfloat16 = dtype == np.dtype("V2")
   if not bfloat16 and dtype.name not in FLOAT_DTYPES:
     raise EmbeddingFileError(f"`{name}` {path} has dtype {dtype}; embeddings must be one of {list(FLOAT_DTYPES)}")
@@ -103,11 +105,13 @@ def chunk_reader(arr: np.ndarray):
     return
   row_bytes = arr.shape[1] * arr.dtype.itemsize
   with open(arr.filename, "rb") as f:
+
     def read(rows: slice) -> np.ndarray:
       f.seek(arr.offset + rows.start * row_bytes)
       count = rows.stop - rows.start
       data = np.fromfile(f, dtype=arr.dtype, count=count * arr.shape[1])
       return data.reshape(count, arr.shape[1])
+
     yield read
 
 
@@ -119,5 +123,7 @@ def check_finite_rows(arr: np.ndarray, *, name: str, chunk_rows: int = DEFAULT_C
     bad = ~np.isfinite(block).all(axis=1)
     if bad.any():
       first = rows.start + int(np.argmax(bad))
-      raise EmbeddingFileError(f"`{name}` holds NaN or inf: first in row {first} (of {arr.shape[0]}), "
-                               f"{int(bad.sum())} such row(s) in rows {rows.start}-{rows.stop - 1}")
+      raise EmbeddingFileError(
+        f"`{name}` holds NaN or inf: first in row {first} (of {arr.shape[0]}), "
+        f"{int(bad.sum())} such row(s) in rows {rows.start}-{rows.stop - 1}"
+      )

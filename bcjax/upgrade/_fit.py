@@ -7,7 +7,8 @@ Given the same items embedded by the old model (:math:`z_{k-1}`, [n, D_(k-1)]) a
 * ``linear``: :math:`W = \bar C (\bar G + \gamma I)^{-1}` on centred statistics (:mod:`bcjax.upgrade._moments`),
   :math:`b = \mu_{k-1} - W\mu_k`, the ridge :math:`\gamma = \alpha\,\mathrm{tr}\,\bar G / D_k` chosen by K-fold
   cross-validation over the training pairs (by out-of-fold retrieval: how highly each held-out prediction ranks its
-  own old vector among a sample of old vectors; the squared error breaks ties) (:math:`\alpha = 0` is least squares, minimum-norm when
+  own old vector among a sample of old vectors; the squared error breaks ties) (:math:`\alpha = 0` is least squares,
+  minimum-norm when
   :math:`\bar G` is singular).
 * ``orthogonal``: the centred isometry :math:`Q(z - \mu_k) + \mu_{k-1}`, Q from (projection) Procrustes on the
   centred statistics (:func:`bcjax.alignment.orthogonal_transform` with ``bias``); nothing to choose.
@@ -16,7 +17,8 @@ Given the same items embedded by the old model (:math:`z_{k-1}`, [n, D_(k-1)]) a
   :math:`W = (\bar C + \gamma s Q)(\bar G + \gamma I)^{-1}` with :math:`s = \langle Q, \bar C\rangle /
   \mathrm{tr}(Q\bar G Q^\top)`, or, for equal widths, towards the identity (two models whose spaces already
   roughly agree, e.g. sharing token embeddings); then optionally reduced to rank r (the fitted values' top-r
-  principal subspace, Izenman 1975); the target, :math:`\alpha` and r are chosen by cross-validation. With fewer pairs than dimensions this is what keeps
+  principal subspace, Izenman 1975); the target, :math:`\alpha` and r are chosen by cross-validation. With fewer
+  pairs than dimensions this is what keeps
   the map close to a rotation where the data say little (the polar factor is taken on the directions the pairs
   span, so the directions they do not span map to zero, as with ridge).
 * ``mlp``: :func:`bcjax.alignment.mlp_transform` warm-started from the cross-validated ``affine`` map (its linear
@@ -35,7 +37,7 @@ final closed-form map is refitted on the training and validation pairs together.
 import functools
 import math
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -56,6 +58,7 @@ RANK_FRACTIONS = (1 / 2, 1 / 4, 1 / 8)
 class PairSplit(NamedTuple):
   """Sorted row ids of the pairs: ``train`` (fitting), ``val`` (choices: kind, MLP width and epochs) and ``test``
   (held out for the report, never seen by the fit)."""
+
   train: np.ndarray
   val: np.ndarray
   test: np.ndarray
@@ -71,20 +74,24 @@ def split_pairs(n: int, *, test_fraction: float = 0.2, val_fraction: float = 0.1
     if not 0.0 <= value < 1.0:
       raise ValueError(f"split_pairs: `{name}` must lie in [0, 1), got {value!r}")
   if test_fraction + val_fraction >= 1.0:
-    raise ValueError(f"split_pairs: `test_fraction` + `val_fraction` = {test_fraction + val_fraction:g} leaves no "
-                     f"training pairs")
+    raise ValueError(
+      f"split_pairs: `test_fraction` + `val_fraction` = {test_fraction + val_fraction:g} leaves no training pairs"
+    )
   order = np.random.default_rng(seed).permutation(n)
   n_test, n_val = int(round(test_fraction * n)), int(round(val_fraction * n))
   if n - n_test - n_val < 2:
-    raise ValueError(f"split_pairs: {n} pairs leave {n - n_test - n_val} for training after {n_test} test and "
-                     f"{n_val} validation pairs; at least 2 are needed")
-  test, val, train = order[:n_test], order[n_test:n_test + n_val], order[n_test + n_val:]
+    raise ValueError(
+      f"split_pairs: {n} pairs leave {n - n_test - n_val} for training after {n_test} test and "
+      f"{n_val} validation pairs; at least 2 are needed"
+    )
+  test, val, train = order[:n_test], order[n_test : n_test + n_val], order[n_test + n_val :]
   return PairSplit(np.sort(train), np.sort(val), np.sort(test))
 
 
 class UpgradeFit(NamedTuple):
   """Result of :func:`fit_upgrade`: the chosen ``map``; ``candidates``, one dict per kind fitted (its choices, its
   cross-validated or validation mean squared error, its validation own-vector hit rate); ``reason``, why this kind."""
+
   map: UpgradeMap
   candidates: list
   reason: str
@@ -110,8 +117,11 @@ PROCRUSTES_ITERATIONS = 100
 
 def _procrustes(gram_c, cross_c, energy_c) -> np.ndarray:
   with jax.enable_x64(True):
-    return np.asarray(procrustes(jnp.asarray(gram_c), jnp.asarray(cross_c), jnp.asarray(energy_c),
-                                 PROCRUSTES_TOLERANCE, PROCRUSTES_ITERATIONS))
+    return np.asarray(
+      procrustes(
+        jnp.asarray(gram_c), jnp.asarray(cross_c), jnp.asarray(energy_c), PROCRUSTES_TOLERANCE, PROCRUSTES_ITERATIONS
+      )
+    )
 
 
 def _shrunk_weight(m: _moments.PairMoments, alpha: float, prior: np.ndarray | None, spectrum=None) -> np.ndarray:
@@ -159,8 +169,9 @@ def _prior(m: _moments.PairMoments, target: str) -> np.ndarray:
   raise ValueError(f"closed_form: `target` must be one of {list(SHRINKAGE_TARGETS)}, got {target!r}")
 
 
-def closed_form(kind: str, m: _moments.PairMoments, *, alpha: float = 0.0, rank: int | None = None,
-                target: str = "isometry") -> tuple[np.ndarray, np.ndarray]:
+def closed_form(
+  kind: str, m: _moments.PairMoments, *, alpha: float = 0.0, rank: int | None = None, target: str = "isometry"
+) -> tuple[np.ndarray, np.ndarray]:
   """(W, b) in float64 of a closed-form ``kind`` (``linear``, ``orthogonal``, ``affine``) from the pairs' moments
   with the given choices (module docstring); ``target`` is affine's shrinkage target: ``isometry`` (the scaled
   polar factor) or ``identity`` (equal widths only: two models whose spaces already roughly agree, e.g. sharing
@@ -178,23 +189,30 @@ def closed_form(kind: str, m: _moments.PairMoments, *, alpha: float = 0.0, rank:
 
 def moments_mse(w: np.ndarray, b: np.ndarray, m: _moments.PairMoments) -> float:
   r"""Mean over m's pairs of :math:`\lVert W z_k + b - z_{k-1} \rVert^2`, from the moments alone."""
-  total = (np.sum((w @ m.gram) * w) + 2.0 * b @ (w @ m.sum_new) + m.count * b @ b - 2.0 * np.sum(w * m.cross)
-           - 2.0 * b @ m.sum_prev + m.energy)
+  total = (
+    np.sum((w @ m.gram) * w)
+    + 2.0 * b @ (w @ m.sum_new)
+    + m.count * b @ b
+    - 2.0 * np.sum(w * m.cross)
+    - 2.0 * b @ m.sum_prev
+    + m.energy
+  )
   return float(total / max(m.count, 1))
 
 
 def _minus(a: _moments.PairMoments, b: _moments.PairMoments) -> _moments.PairMoments:
-  return _moments.PairMoments(*(x - y for x, y in zip(a, b)))
+  return _moments.PairMoments(*(x - y for x, y in zip(a, b, strict=True)))  # type: ignore[operator]  # fields: int and arrays
 
 
 def _plus(a: _moments.PairMoments, b: _moments.PairMoments) -> _moments.PairMoments:
-  return _moments.PairMoments(*(x + y for x, y in zip(a, b)))
+  return _moments.PairMoments(*(x + y for x, y in zip(a, b, strict=True)))  # type: ignore[operator]  # fields: int and arrays
 
 
 class _Fold(NamedTuple):
   """One cross-validation fold: the moments it is scored on, the moments fitted on (the other folds), the fitted
   side's eigendecomposition and shrinkage targets (computed once for every choice tried), and which rows of the
   retrieval sample it holds out."""
+
   held_out: _moments.PairMoments
   fitted: _moments.PairMoments
   spectrum: tuple
@@ -204,6 +222,7 @@ class _Fold(NamedTuple):
 
 class _RetrievalSample(NamedTuple):
   """Training rows held in memory to score choices by retrieval: their new and old embeddings and their folds."""
+
   new: np.ndarray
   old: np.ndarray
   fold: np.ndarray
@@ -228,8 +247,15 @@ def _targets(total: _moments.PairMoments) -> tuple[str, ...]:
   return SHRINKAGE_TARGETS if total.cross.shape[0] == total.cross.shape[1] else ("isometry",)
 
 
-def _cv_score(kind, folds: list[_Fold], sample: _RetrievalSample, metric: str, alpha: float = 0.0,
-              rank: int | None = None, target: str = "isometry") -> tuple[float, float]:
+def _cv_score(
+  kind,
+  folds: list[_Fold],
+  sample: _RetrievalSample,
+  metric: str,
+  alpha: float = 0.0,
+  rank: int | None = None,
+  target: str = "isometry",
+) -> tuple[float, float]:
   """(retrieval score, mean squared error) of a choice, cross-validated: each fold's map, fitted on the other
   folds, predicts the fold's held-out rows. The error is over all held-out pairs (from the moments); the score is
   the mean, over the sample's rows, of the share of the sample's other old vectors that their out-of-fold
@@ -248,8 +274,9 @@ def _cv_score(kind, folds: list[_Fold], sample: _RetrievalSample, metric: str, a
   return _retrieval.own_vector_rank_score(predicted, sample.old, metric=metric), error
 
 
-def _choose_closed_form(kind: str, fold_moments, total, d_min: int, sample: _RetrievalSample, metric: str, *,
-                        score_orthogonal: bool = False) -> tuple[dict, float, float]:
+def _choose_closed_form(
+  kind: str, fold_moments, total, d_min: int, sample: _RetrievalSample, metric: str, *, score_orthogonal: bool = False
+) -> tuple[dict, float, float]:
   """The choices of a closed-form kind with the best cross-validated retrieval score (the squared error breaks
   ties), with that score and error."""
   folds = _folds(fold_moments, total, kind, sample)
@@ -258,7 +285,8 @@ def _choose_closed_form(kind: str, fold_moments, total, d_min: int, sample: _Ret
   targets = _targets(total) if kind == "affine" else ("isometry",)
   scores = {(t, alpha): _cv_score(kind, folds, sample, metric, alpha, target=t) for t in targets for alpha in ALPHAS}
   target, alpha = max(scores, key=lambda c: (scores[c][0], -scores[c][1]))
-  choices, best = {"alpha": alpha}, scores[(target, alpha)]
+  choices: dict[str, Any] = {"alpha": alpha}
+  best = scores[(target, alpha)]
   if kind == "affine":
     choices["target"] = target
   # A reduced rank is tried only where the folds can tell ranks apart (at least two pairs per dimension): with few
@@ -309,14 +337,26 @@ def _padded(zn: np.ndarray, zp: np.ndarray, size: int):
   return (np.pad(zn, ((0, pad), (0, 0))), np.pad(zp, ((0, pad), (0, 0))), weight)
 
 
-def _read_pairs(z_new, z_prev, rows, normalize):
+def _read_pairs(z_new, z_prev, rows, normalize) -> tuple[np.ndarray, np.ndarray]:
   zn, zp = _files.read_rows(z_new, rows, np.float32), _files.read_rows(z_prev, rows, np.float32)
   return (_moments.unit_rows(zn), _moments.unit_rows(zp)) if normalize else (zn, zp)
 
 
-def train_mlp(z_new, z_prev, train_rows: np.ndarray, val_pairs: tuple[np.ndarray, np.ndarray], init: tuple, *,
-              hidden: int, key: jax.Array, normalize: bool, max_epochs: int = 40, patience: int = 4,
-              batch_size: int = 256, learning_rate: float = 1e-3) -> tuple[dict, dict]:
+def train_mlp(
+  z_new,
+  z_prev,
+  train_rows: np.ndarray,
+  val_pairs: tuple[np.ndarray, np.ndarray],
+  init: tuple,
+  *,
+  hidden: int,
+  key: jax.Array,
+  normalize: bool,
+  max_epochs: int = 40,
+  patience: int = 4,
+  batch_size: int = 256,
+  learning_rate: float = 1e-3,
+) -> tuple[dict, dict]:
   """Trains the residual MLP from the affine map ``init`` = (W, b) on minibatches of ``train_rows`` read from the
   (memory-mapped) pairs, keeping the parameters of the epoch with the lowest validation error; stops after
   ``patience`` epochs without improvement. Returns (params in float64, {"hidden", "epochs", "val_mse"})."""
@@ -334,7 +374,7 @@ def train_mlp(z_new, z_prev, train_rows: np.ndarray, val_pairs: tuple[np.ndarray
   for epoch in range(1, max_epochs + 1):
     order = rng.permutation(train_rows)
     for start in range(0, len(order), size):
-      rows = np.sort(order[start:start + size])
+      rows = np.sort(order[start : start + size])
       zn, zp, weight = _padded(*_read_pairs(z_new, z_prev, rows, normalize), size)
       params, opt_state, _ = step(params, opt_state, zn, zp, weight)
     error = float(loss(params, val_new, val_prev, val_weight))
@@ -342,8 +382,10 @@ def train_mlp(z_new, z_prev, train_rows: np.ndarray, val_pairs: tuple[np.ndarray
       best = (error, jax.tree.map(np.asarray, params), epoch)
     elif epoch - best[2] >= patience:
       break
-  return ({n: a.astype(np.float64) for n, a in best[1].items()},
-          {"hidden": hidden, "epochs": best[2], "val_mse": best[0]})
+  return (
+    {n: a.astype(np.float64) for n, a in best[1].items()},
+    {"hidden": hidden, "epochs": best[2], "val_mse": best[0]},
+  )
 
 
 # The workflow ------------------------------------------------------------------------------------------------------
@@ -351,14 +393,28 @@ def train_mlp(z_new, z_prev, train_rows: np.ndarray, val_pairs: tuple[np.ndarray
 
 def _check_pairs(z_new, z_prev):
   if z_new.ndim != 2 or z_prev.ndim != 2 or z_new.shape[0] != z_prev.shape[0]:
-    raise ValueError(f"fit_upgrade: `z_new` has shape {tuple(z_new.shape)} and `z_prev` has shape "
-                     f"{tuple(z_prev.shape)}; both must be matrices with the same rows (row i of each is one item)")
+    raise ValueError(
+      f"fit_upgrade: `z_new` has shape {tuple(z_new.shape)} and `z_prev` has shape "
+      f"{tuple(z_prev.shape)}; both must be matrices with the same rows (row i of each is one item)"
+    )
 
 
-def fit_upgrade(z_new, z_prev, *, kind: str = "auto", split: PairSplit | None = None, normalize: bool = False,
-                folds: int = 5, mlp_hidden: Sequence[int] = (128, 512), mlp_epochs: int = 40, k: int = 10,
-                metric: str = "cosine", seed: int = 0, chunk_rows: int = _files.DEFAULT_CHUNK_ROWS,
-                progress: Callable[[str], None] | None = None) -> UpgradeFit:
+def fit_upgrade(
+  z_new,
+  z_prev,
+  *,
+  kind: str = "auto",
+  split: PairSplit | None = None,
+  normalize: bool = False,
+  folds: int = 5,
+  mlp_hidden: Sequence[int] = (128, 512),
+  mlp_epochs: int = 40,
+  k: int = 10,
+  metric: str = "cosine",
+  seed: int = 0,
+  chunk_rows: int = _files.DEFAULT_CHUNK_ROWS,
+  progress: Callable[[str], None] | None = None,
+) -> UpgradeFit:
   r"""Fits a backward map from new-model embeddings ``z_new`` [n, D_k] to old-model ones ``z_prev`` [n, D_(k-1)]
   of the same items (module docstring for the kinds and how each choice is made).
 
@@ -399,59 +455,91 @@ def fit_upgrade(z_new, z_prev, *, kind: str = "auto", split: PairSplit | None = 
   folds = max(2, min(int(folds), len(split.train)))
   fold_of = np.random.default_rng(seed).permutation(len(split.train)) % folds
   say(f"streaming {len(split.train)} training pairs into {folds} folds' moments")
-  fold_moments = [_moments.pair_moments(z_new, z_prev, rows=split.train[fold_of == f], normalize=normalize,
-                                        chunk_rows=chunk_rows) for f in range(folds)]
+  fold_moments = [
+    _moments.pair_moments(z_new, z_prev, rows=split.train[fold_of == f], normalize=normalize, chunk_rows=chunk_rows)
+    for f in range(folds)
+  ]
   picked = np.sort(np.random.default_rng(seed + 2).permutation(len(split.train))[:CV_SAMPLE_ROWS])
   sample = _RetrievalSample(*_read_pairs(z_new, z_prev, split.train[picked], normalize), fold_of[picked])
   train = functools.reduce(_plus, fold_moments)
-  val_moments = (_moments.pair_moments(z_new, z_prev, rows=split.val, normalize=normalize, chunk_rows=chunk_rows)
-                 if len(split.val) else None)
+  val_moments = (
+    _moments.pair_moments(z_new, z_prev, rows=split.val, normalize=normalize, chunk_rows=chunk_rows)
+    if len(split.val)
+    else None
+  )
 
-  candidates, maps = [], {}
-  closed_choices = {}
+  candidates: list[dict[str, Any]] = []
+  maps: dict[str, Any] = {}
+  closed_choices: dict[str, dict[str, Any]] = {}
+  # The moments the final map is fitted on: the training pairs and, when there are any, the validation pairs.
+  train_and_val = train if val_moments is None else _plus(train, val_moments)
   # With few validation pairs their retrieval cannot rank the kinds (a handful of rows, a handful of distractors):
   # auto then ranks the closed-form kinds by their cross-validated retrieval over the training pairs instead.
   few_val = kind == "auto" and len(split.val) < MIN_VALIDATION_ROWS
   for name in [n for n in KINDS if n in kinds or (n == "affine" and "mlp" in kinds)]:
     if name == "mlp":
       continue
-    choices, cv_score, cv_error = _choose_closed_form(name, fold_moments, train, min(d_prev, d_new), sample, metric,
-                                                      score_orthogonal=few_val)
+    choices, cv_score, cv_error = _choose_closed_form(
+      name, fold_moments, train, min(d_prev, d_new), sample, metric, score_orthogonal=few_val
+    )
     closed_choices[name] = choices
     w, b = closed_form(name, train, **choices)
     maps[name] = (w, b)
-    record = {"kind": name, "choices": choices, "cv_rank_score": None if math.isnan(cv_score) else cv_score,
-              "cv_mse": None if math.isnan(cv_error) else cv_error}
+    record = {
+      "kind": name,
+      "choices": choices,
+      "cv_rank_score": None if math.isnan(cv_score) else cv_score,
+      "cv_mse": None if math.isnan(cv_error) else cv_error,
+    }
     if val_moments is not None:
       record["val_mse"] = moments_mse(w, b, val_moments)
     candidates.append(record)
-    say(f"{name}: {choices or 'nothing to choose'}" + ("" if math.isnan(cv_score) else
-                                                        f"; cross-validated rank score {cv_score:.4f}, mean squared "
-                                                        f"error {cv_error:.4g}"))
+    say(
+      f"{name}: {choices or 'nothing to choose'}"
+      + (
+        ""
+        if math.isnan(cv_score)
+        else f"; cross-validated rank score {cv_score:.4f}, mean squared error {cv_error:.4g}"
+      )
+    )
 
-  mlp_params = None
+  mlp_params: dict = {}
   if "mlp" in kinds and not few_val:  # with too few validation pairs to stop it, auto leaves the MLP out
     val_pairs = _read_pairs(z_new, z_prev, split.val, normalize)
     tried = []
     for i, hidden in enumerate(mlp_hidden):
-      params, info = train_mlp(z_new, z_prev, split.train, val_pairs, maps["affine"], hidden=int(hidden),
-                               key=jax.random.fold_in(jax.random.key(seed), i), normalize=normalize,
-                               max_epochs=mlp_epochs)
+      params, info = train_mlp(
+        z_new,
+        z_prev,
+        split.train,
+        val_pairs,
+        maps["affine"],
+        hidden=int(hidden),
+        key=jax.random.fold_in(jax.random.key(seed), i),
+        normalize=normalize,
+        max_epochs=mlp_epochs,
+      )
       tried.append((info["val_mse"], params, info))
       say(f"mlp: hidden {hidden}, best epoch {info['epochs']}, validation mean squared error {info['val_mse']:.4g}")
     _, mlp_params, info = min(tried, key=lambda t: t[0])
-    candidates.append({"kind": "mlp", "choices": {"hidden": info["hidden"], "epochs": info["epochs"],
-                                                  "warm_start": "affine"}, "val_mse": info["val_mse"]})
+    candidates.append(
+      {
+        "kind": "mlp",
+        "choices": {"hidden": info["hidden"], "epochs": info["epochs"], "warm_start": "affine"},
+        "val_mse": info["val_mse"],
+      }
+    )
 
   def final_map(name: str, data: _moments.PairMoments) -> UpgradeMap:
     if name == "mlp":
       record = next(c for c in candidates if c["kind"] == "mlp")
-      return UpgradeMap(mlp_transform(hidden=record["choices"]["hidden"]), mlp_params, normalize, "mlp",
-                        record["choices"])
+      return UpgradeMap(
+        mlp_transform(hidden=record["choices"]["hidden"]), mlp_params, normalize, "mlp", record["choices"]
+      )
     return _as_map(name, *closed_form(name, data, **closed_choices[name]), normalize, closed_choices[name])
 
   if kind != "auto":
-    data = train if val_moments is None or kind == "mlp" else _plus(train, val_moments)
+    data = train if kind == "mlp" else train_and_val
     chosen = final_map(kind, data)
     return UpgradeFit(chosen, candidates, f"{kind} was asked for")
 
@@ -459,11 +547,13 @@ def fit_upgrade(z_new, z_prev, *, kind: str = "auto", split: PairSplit | None = 
     closed = candidates
     best_record = max(closed, key=lambda c: (c["cv_rank_score"], -c["cv_mse"]))
     scores = ", ".join(f"{c['kind']} {c['cv_rank_score']:.4f}" for c in closed)
-    reason = (f"auto chose {best_record['kind']}: {len(split.val)} validation pairs are too few to rank the kinds "
-              f"(fewer than {MIN_VALIDATION_ROWS}), so the closed-form kinds were ranked by their {folds}-fold "
-              f"cross-validated rank score over {len(sample.new)} training pairs: {scores}")
+    reason = (
+      f"auto chose {best_record['kind']}: {len(split.val)} validation pairs are too few to rank the kinds "
+      f"(fewer than {MIN_VALIDATION_ROWS}), so the closed-form kinds were ranked by their {folds}-fold "
+      f"cross-validated rank score over {len(sample.new)} training pairs: {scores}"
+    )
     say(reason)
-    return UpgradeFit(final_map(best_record["kind"], _plus(train, val_moments)), candidates, reason)
+    return UpgradeFit(final_map(best_record["kind"], train_and_val), candidates, reason)
 
   # auto: each kind fitted on the training pairs, scored on the validation pairs' retrieval.
   val_new, val_prev = _read_pairs(z_new, z_prev, split.val, normalize)
@@ -471,25 +561,28 @@ def fit_upgrade(z_new, z_prev, *, kind: str = "auto", split: PairSplit | None = 
   distractors = _read_pairs(z_new, z_prev, np.sort(distractor_rows), normalize)[1]
   ranks = {}
   for record in candidates:
-    mapped = np.asarray(final_map(record["kind"], train)(val_new))
+    mapped = np.asarray(final_map(str(record["kind"]), train)(val_new))
     ranks[record["kind"]] = _retrieval.own_vector_ranks(mapped, val_prev, distractors, metric=metric)
     record["val_rank_score"] = float(ranks[record["kind"]].mean())
-    record["val_hit_rate"] = float(_retrieval.own_vector_hits(mapped, val_prev, distractors, k=k,
-                                                              metric=metric).mean())
+    record["val_hit_rate"] = float(_retrieval.own_vector_hits(mapped, val_prev, distractors, k=k, metric=metric).mean())
   best = max(KINDS, key=lambda n: ranks[n].mean())
   chosen_name, reason = best, ""
-  for simpler in KINDS[:KINDS.index(best)]:
+  for simpler in KINDS[: KINDS.index(best)]:
     diff = ranks[best] - ranks[simpler]
     se = float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else math.inf
     if diff.mean() <= se:
       chosen_name = simpler
-      reason = (f"; {simpler} is within one paired standard error ({se:.2g}) of {best}'s "
-                f"{ranks[best].mean():.4f}, so the simpler kind is kept")
+      reason = (
+        f"; {simpler} is within one paired standard error ({se:.2g}) of {best}'s "
+        f"{ranks[best].mean():.4f}, so the simpler kind is kept"
+      )
       break
   scores = ", ".join(f"{n} {ranks[n].mean():.4f}" for n in KINDS)
-  reason = (f"auto chose {chosen_name}: validation rank score (the share of other old vectors each mapped "
-            f"validation row ranks below its own) over {len(split.val)} pairs and {len(distractors)} distractors: "
-            f"{scores}{reason}")
+  reason = (
+    f"auto chose {chosen_name}: validation rank score (the share of other old vectors each mapped "
+    f"validation row ranks below its own) over {len(split.val)} pairs and {len(distractors)} distractors: "
+    f"{scores}{reason}"
+  )
   say(reason)
-  data = train if chosen_name == "mlp" else _plus(train, val_moments)
+  data = train if chosen_name == "mlp" else train_and_val
   return UpgradeFit(final_map(chosen_name, data), candidates, reason)

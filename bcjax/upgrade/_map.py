@@ -11,7 +11,7 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +34,7 @@ class UpgradeMap(NamedTuple):
   kind it was fitted as (``linear``, ``orthogonal``, ``affine`` or ``mlp``: ``linear`` is stored as a full-rank
   ``affine`` transform); ``choices``: the hyper-parameters chosen on the validation split (JSON-able).
   """
+
   transform: BackwardTransform
   params: dict
   normalize: bool
@@ -60,8 +61,7 @@ def apply_map(upgrade_map: UpgradeMap, z) -> jax.Array:
   for narrower inputs), jitted: the query-time entry point (one compile per input shape and dtype)."""
   z = jnp.asarray(z)
   if z.ndim != 2 or z.shape[1] != upgrade_map.dims[1]:
-    raise ValueError(f"apply_map: `z` has shape {tuple(z.shape)} but the map takes D_k={upgrade_map.dims[1]} "
-                     f"columns")
+    raise ValueError(f"apply_map: `z` has shape {tuple(z.shape)} but the map takes D_k={upgrade_map.dims[1]} columns")
   dtype = jnp.float64 if z.dtype == jnp.float64 else jnp.float32
   params = {name: jnp.asarray(a, dtype) for name, a in upgrade_map.params.items()}
   return _apply(params, z.astype(dtype), transform=upgrade_map.transform, normalize=upgrade_map.normalize)
@@ -72,7 +72,7 @@ def query_function(maps: "UpgradeMap | Sequence[UpgradeMap]", *, dtype=jnp.float
   device once: affine kinds become one :math:`Wz + b` per run of maps without normalisation between them (an
   orthogonal map's QR factor is not recomputed per call), the MLP keeps its own apply."""
   maps = [maps] if isinstance(maps, UpgradeMap) else list(maps)
-  stages = []
+  stages: list[tuple[Any, dict[str, jax.Array], bool]] = []
   for m in maps:
     form = affine_form(m.transform, m.params)
     if form is not None:
@@ -121,15 +121,23 @@ def compose_affine(forms) -> tuple[np.ndarray, np.ndarray]:
   return w, b
 
 
-def save_map(upgrade_map: UpgradeMap, path: str | os.PathLike, *, notes: dict | None = None,
-             overwrite: bool = False) -> Path:
+def save_map(
+  upgrade_map: UpgradeMap, path: str | os.PathLike, *, notes: dict | None = None, overwrite: bool = False
+) -> Path:
   """Writes ``upgrade_map`` to ``path`` atomically (never over an existing file unless ``overwrite``), with
   ``notes`` (JSON-able: the report's summary, the models' names) in its header."""
   d_prev, d_new = upgrade_map.dims
-  header = {"format": MAP_FORMAT, "kind": upgrade_map.transform.kind,
-            "hparams": [list(h) for h in upgrade_map.transform.hparams], "prev_dim": int(d_prev), "dim": int(d_new),
-            "normalize": bool(upgrade_map.normalize), "fitted_as": upgrade_map.kind,
-            "choices": upgrade_map.choices, "notes": notes or {}}
+  header = {
+    "format": MAP_FORMAT,
+    "kind": upgrade_map.transform.kind,
+    "hparams": [list(h) for h in upgrade_map.transform.hparams],
+    "prev_dim": int(d_prev),
+    "dim": int(d_new),
+    "normalize": bool(upgrade_map.normalize),
+    "fitted_as": upgrade_map.kind,
+    "choices": upgrade_map.choices,
+    "notes": notes or {},
+  }
   json.dumps(header)  # fails here, before anything is written, on a value JSON cannot hold
   params = {name: np.asarray(a, np.float64) for name, a in upgrade_map.params.items()}
   return _atomic.write_atomic(path, encode(header, params), overwrite=overwrite)
@@ -162,6 +170,11 @@ def load_map(path: str | os.PathLike) -> tuple[UpgradeMap, dict]:
     check_params(f"load_map({path})", transform, params, int(header["prev_dim"]), int(header["dim"]))
   except (KeyError, TypeError) as e:
     raise ValueError(f"load_map: {path} has a damaged header ({e!r})") from None
-  upgrade_map = UpgradeMap(transform, {n: np.asarray(a) for n, a in params.items()}, bool(header["normalize"]),
-                           str(header["fitted_as"]), dict(header["choices"]))
+  upgrade_map = UpgradeMap(
+    transform,
+    {n: np.asarray(a) for n, a in params.items()},
+    bool(header["normalize"]),
+    str(header["fitted_as"]),
+    dict(header["choices"]),
+  )
   return upgrade_map, dict(header["notes"])

@@ -22,7 +22,8 @@ from bcjax.upgrade import _files
 class PairMoments(NamedTuple):
   """Sums over the pairs, float64 (module docstring): ``count`` n, ``sum_new`` [D_k], ``sum_prev`` [D_(k-1)],
   ``gram`` G [D_k, D_k], ``cross`` C [D_(k-1), D_k], ``energy`` E."""
-  count: int
+
+  count: int  # type: ignore[assignment]  # a field named like a tuple method
   sum_new: np.ndarray
   sum_prev: np.ndarray
   gram: np.ndarray
@@ -40,8 +41,11 @@ class PairMoments(NamedTuple):
   def centred(self) -> tuple[np.ndarray, np.ndarray, float]:
     r"""(:math:`\bar G`, :math:`\bar C`, :math:`\bar E`), the statistics of the centred pairs."""
     mu_new, mu_prev = self.mean_new, self.mean_prev
-    return (self.gram - self.count * np.outer(mu_new, mu_new), self.cross - self.count * np.outer(mu_prev, mu_new),
-            float(self.energy - self.count * mu_prev @ mu_prev))
+    return (
+      self.gram - self.count * np.outer(mu_new, mu_new),
+      self.cross - self.count * np.outer(mu_prev, mu_new),
+      float(self.energy - self.count * mu_prev @ mu_prev),
+    )
 
 
 def unit_rows(z: np.ndarray) -> np.ndarray:
@@ -50,8 +54,14 @@ def unit_rows(z: np.ndarray) -> np.ndarray:
   return z / np.where(norm > 0, norm, 1.0)
 
 
-def pair_moments(z_new: np.ndarray, z_prev: np.ndarray, *, rows: np.ndarray | None = None, normalize: bool = False,
-                 chunk_rows: int = _files.DEFAULT_CHUNK_ROWS) -> PairMoments:
+def pair_moments(
+  z_new: np.ndarray,
+  z_prev: np.ndarray,
+  *,
+  rows: np.ndarray | None = None,
+  normalize: bool = False,
+  chunk_rows: int = _files.DEFAULT_CHUNK_ROWS,
+) -> PairMoments:
   """:class:`PairMoments` of the pairs ``(z_new[r], z_prev[r])`` for r in ``rows`` (default: all), reading at most
   ``chunk_rows`` rows of each at a time (arrays or memory maps), in float64.
 

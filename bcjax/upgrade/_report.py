@@ -23,7 +23,7 @@ held-out pairs would decide), **not measurable** when the reference itself carri
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -50,7 +50,7 @@ def _interval(values: np.ndarray, reference: np.ndarray | None = None, *, seed: 
     estimate = float(values.mean() / reference.mean()) if reference.mean() > 0 else math.nan
     draws = np.where(denominator > 0, values[idx].mean(axis=1) / np.where(denominator > 0, denominator, 1.0), np.nan)
     draws = draws[np.isfinite(draws)]
-  low, high = (np.percentile(draws, [2.5, 97.5]) if draws.size else (math.nan, math.nan))
+  low, high = np.percentile(draws, [2.5, 97.5]) if draws.size else (math.nan, math.nan)
   return {"value": estimate, "low": float(low), "high": float(high), "n": n}
 
 
@@ -68,19 +68,24 @@ def _without_copies(index_rows: np.ndarray, targets: np.ndarray) -> np.ndarray:
 
 def _relevant_lists(qrels, query_rows: np.ndarray, num_index: int) -> list[np.ndarray]:
   pair_ids, index_ids = (np.asarray(a) for a in qrels)
-  if pair_ids.shape != index_ids.shape or pair_ids.ndim != 1 or not (
-      np.issubdtype(pair_ids.dtype, np.integer) and np.issubdtype(index_ids.dtype, np.integer)):
+  if (
+    pair_ids.shape != index_ids.shape
+    or pair_ids.ndim != 1
+    or not (np.issubdtype(pair_ids.dtype, np.integer) and np.issubdtype(index_ids.dtype, np.integer))
+  ):
     raise ValueError("evaluate_upgrade: `qrels` must be two equal-length integer vectors (pair row, index row)")
   if index_ids.size and (index_ids.min() < 0 or index_ids.max() >= num_index):
-    raise ValueError(f"evaluate_upgrade: `qrels` index rows span [{index_ids.min()}, {index_ids.max()}], outside the "
-                     f"index's [0, {num_index})")
+    raise ValueError(
+      f"evaluate_upgrade: `qrels` index rows span [{index_ids.min()}, {index_ids.max()}], outside the "
+      f"index's [0, {num_index})"
+    )
   order = np.argsort(pair_ids, kind="stable")
   pair_ids, index_ids = pair_ids[order], index_ids[order]
   starts, ends = np.searchsorted(pair_ids, query_rows, "left"), np.searchsorted(pair_ids, query_rows, "right")
   return [np.unique(index_ids[s:e]) for s, e in zip(starts, ends)]
 
 
-def _chain_map(maps) -> tuple[callable, bool, str, dict, tuple[int, int]]:
+def _chain_map(maps) -> tuple[Callable, bool, str, dict, tuple[int, int]]:
   """(apply, normalize, kind, choices, (D_j, D_k)) of one map or of a chain applied in order."""
   maps = [maps] if isinstance(maps, UpgradeMap) else list(maps)
   if not maps:
@@ -90,17 +95,35 @@ def _chain_map(maps) -> tuple[callable, bool, str, dict, tuple[int, int]]:
     for m in maps:
       z = np.asarray(m(z), np.float32)
     return z
+
   if len(maps) == 1:
     return apply, maps[0].normalize, maps[0].kind, maps[0].choices, maps[0].dims
-  return (apply, maps[-1].normalize, "chain(" + ", ".join(m.kind for m in maps) + ")",
-          {f"step{i}": m.choices for i, m in enumerate(maps)}, (maps[-1].dims[0], maps[0].dims[1]))
+  return (
+    apply,
+    maps[-1].normalize,
+    "chain(" + ", ".join(m.kind for m in maps) + ")",
+    {f"step{i}": m.choices for i, m in enumerate(maps)},
+    (maps[-1].dims[0], maps[0].dims[1]),
+  )
 
 
-def evaluate_upgrade(upgrade_map: UpgradeMap | Sequence[UpgradeMap], z_new, z_prev, rows: np.ndarray, *, index=None,
-                     new_index=None,
-                     qrels=None, labels=None, consumer_rows: np.ndarray | None = None, k: int = 10,
-                     metric: str = "cosine", min_recovery: float = 0.95, max_rows: int = 20_000,
-                     seed: int = 0) -> dict:
+def evaluate_upgrade(
+  upgrade_map: UpgradeMap | Sequence[UpgradeMap],
+  z_new,
+  z_prev,
+  rows: np.ndarray,
+  *,
+  index=None,
+  new_index=None,
+  qrels=None,
+  labels=None,
+  consumer_rows: np.ndarray | None = None,
+  k: int = 10,
+  metric: str = "cosine",
+  min_recovery: float = 0.95,
+  max_rows: int = 20_000,
+  seed: int = 0,
+) -> dict:
   """The go/no-go report (module docstring) of ``upgrade_map`` on the held-out pairs ``rows``.
 
   Args:
@@ -140,8 +163,9 @@ def evaluate_upgrade(upgrade_map: UpgradeMap | Sequence[UpgradeMap], z_new, z_pr
   error = np.linalg.norm(mapped - target, axis=1)
   cos = np.sum(_moments.unit_rows(mapped) * _moments.unit_rows(target), axis=1)
   metrics["alignment_l2"] = dict(_interval(error, seed=seed), means="mean ||B(z_new) - z_old|| on held-out pairs")
-  metrics["alignment_relative"] = dict(_interval(error, np.linalg.norm(target, axis=1), seed=seed),
-                                       means="mean ||B(z_new) - z_old|| / mean ||z_old||")
+  metrics["alignment_relative"] = dict(
+    _interval(error, np.linalg.norm(target, axis=1), seed=seed), means="mean ||B(z_new) - z_old|| / mean ||z_old||"
+  )
   metrics["alignment_cosine"] = dict(_interval(cos, seed=seed), means="mean cosine of B(z_new) and z_old")
 
   index_arr = index
@@ -152,35 +176,52 @@ def evaluate_upgrade(upgrade_map: UpgradeMap | Sequence[UpgradeMap], z_new, z_pr
     distractors = candidates[_without_copies(candidates, zp)]
   hits = _retrieval.own_vector_hits(mapped, target, distractors, k=k, metric=metric)
   pool = len(rows) + (0 if distractors is None else len(distractors))
-  metrics["own_vector_hit_rate"] = dict(_interval(hits, seed=seed), means=(
+  metrics["own_vector_hit_rate"] = dict(
+    _interval(hits, seed=seed),
+    means=(
       f"share of held-out items whose mapped new embedding ranks their own old embedding in its top {k} among "
-      f"{pool} old embeddings"), chance=min(1.0, k / pool))
+      f"{pool} old embeddings"
+    ),
+    chance=min(1.0, k / pool),
+  )
   primary = "own_vector_hit_rate"
 
   if index_arr is not None:
     index_f = _files.read_rows(index_arr, slice(None), np.float32)
     agreement = _retrieval.neighbour_agreement(mapped, zp, index_f, k=k, metric=metric)
-    metrics["neighbour_agreement"] = dict(_interval(agreement, seed=seed), means=(
+    metrics["neighbour_agreement"] = dict(
+      _interval(agreement, seed=seed),
+      means=(
         f"share of the old model's top {k} in the old index that the mapped new query also ranks in its top {k} "
         f"(how much the bridged model behaves like the old one: re-embedding with a different model scores below 1 "
-        f"too, so it is reported, not gated on)"))
+        f"too, so it is reported, not gated on)"
+      ),
+    )
     if qrels is not None:
       relevant = _relevant_lists(qrels, rows, index_f.shape[0])
       has = np.array([len(r) > 0 for r in relevant])
       if not has.any():
         reasons.append("no held-out row has a relevance pair: recall recovery is not measurable")
-        metrics["recall_recovery"] = {"value": math.nan, "low": math.nan, "high": math.nan, "n": 0,
-                                      "means": "no held-out query with relevance pairs"}
+        metrics["recall_recovery"] = {
+          "value": math.nan,
+          "low": math.nan,
+          "high": math.nan,
+          "n": 0,
+          "means": "no held-out query with relevance pairs",
+        }
       else:
         rel = [r for r, h in zip(relevant, has) if h]
         bridged = _retrieval.recall_per_query(mapped[has], index_f, rel, k=k, metric=metric)
         if new_index is not None:
           if new_index.shape[0] != index_f.shape[0]:
-            raise ValueError(f"{fn}: `new_index` has {new_index.shape[0]} rows but `index` has {index_f.shape[0]}; "
-                             f"both must embed the same items")
+            raise ValueError(
+              f"{fn}: `new_index` has {new_index.shape[0]} rows but `index` has {index_f.shape[0]}; "
+              f"both must embed the same items"
+            )
           reference_name = "re-embedding (new queries against the new model's index)"
-          reference = _retrieval.recall_per_query(zn[has], _files.read_rows(new_index, slice(None), np.float32),
-                                                  rel, k=k, metric=metric)
+          reference = _retrieval.recall_per_query(
+            zn[has], _files.read_rows(new_index, slice(None), np.float32), rel, k=k, metric=metric
+          )
         else:
           reference_name = "the old model (old queries against the old index)"
           reference = _retrieval.recall_per_query(zp[has], index_f, rel, k=k, metric=metric)
@@ -188,29 +229,44 @@ def evaluate_upgrade(upgrade_map: UpgradeMap | Sequence[UpgradeMap], z_new, z_pr
         ref_interval = _interval(reference, seed=seed)
         metrics["recall_bridged"] = dict(_interval(bridged, seed=seed), means=f"Recall@{k} of the mapped new queries")
         metrics["recall_reference"] = dict(ref_interval, means=f"Recall@{k} of {reference_name}", chance=chance)
-        metrics["recall_recovery"] = dict(_interval(bridged, reference, seed=seed), means=(
-            f"Recall@{k} of the mapped new queries against the old index as a share of {reference_name}'s"))
+        metrics["recall_recovery"] = dict(
+          _interval(bridged, reference, seed=seed),
+          means=(f"Recall@{k} of the mapped new queries against the old index as a share of {reference_name}'s"),
+        )
         if not ref_interval["low"] > chance:
-          reasons.append(f"the reference's Recall@{k} ({ref_interval['value']:.3f}, 95 % interval down to "
-                         f"{ref_interval['low']:.3f}) is not above chance ({chance:.3f}): recall recovery is not "
-                         f"measurable on these relevance pairs")
+          reasons.append(
+            f"the reference's Recall@{k} ({ref_interval['value']:.3f}, 95 % interval down to "
+            f"{ref_interval['low']:.3f}) is not above chance ({chance:.3f}): recall recovery is not "
+            f"measurable on these relevance pairs"
+          )
       primary = "recall_recovery"
 
   if labels is not None:
-    metrics.update(_consumer_metrics(labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed,
-                                     reasons))
+    metrics.update(
+      _consumer_metrics(labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed, reasons)
+    )
 
   verdict = _verdict(metrics[primary], min_recovery, reasons)
-  return {"metrics": metrics, "primary": primary, "verdict": verdict, "reasons": reasons, "k": k, "metric": metric,
-          "min_recovery": min_recovery, "held_out_rows": len(rows), "map": {
-              "kind": kind, "choices": choices, "normalize": normalize, "dims": list(dims)}}
+  return {
+    "metrics": metrics,
+    "primary": primary,
+    "verdict": verdict,
+    "reasons": reasons,
+    "k": k,
+    "metric": metric,
+    "min_recovery": min_recovery,
+    "held_out_rows": len(rows),
+    "map": {"kind": kind, "choices": choices, "normalize": normalize, "dims": list(dims)},
+  }
 
 
 def _consumer_metrics(labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed, reasons) -> dict:
   labels = np.asarray(labels)
   if labels.ndim != 1 or labels.shape[0] != z_prev.shape[0] or not np.issubdtype(labels.dtype, np.integer):
-    raise ValueError(f"evaluate_upgrade: `labels` must be integer classes, one per pair row [{z_prev.shape[0]}], got "
-                     f"dtype {labels.dtype} and shape {labels.shape}")
+    raise ValueError(
+      f"evaluate_upgrade: `labels` must be integer classes, one per pair row [{z_prev.shape[0]}], got "
+      f"dtype {labels.dtype} and shape {labels.shape}"
+    )
   if consumer_rows is None or len(consumer_rows) == 0:
     raise ValueError("evaluate_upgrade: `labels` need `consumer_rows`, the training rows the consumer is fitted on")
   fit_rows = _sample(np.asarray(consumer_rows), max_rows, seed + 2)
@@ -226,26 +282,35 @@ def _consumer_metrics(labels, z_prev, rows, zp, mapped, consumer_rows, normalize
   majority = float(np.mean(y == np.bincount(labels[fit_rows]).argmax()))
   old_acc = _interval(old_right, seed=seed)
   out = {
-      "consumer_accuracy_old": dict(old_acc, means="a logistic regression fitted on old embeddings, scored on the "
-                                    "held-out rows' old embeddings", majority=majority),
-      "consumer_accuracy_bridged": dict(_interval(new_right, seed=seed), means="the same consumer scored on the "
-                                        "mapped new embeddings"),
-      "consumer_negative_flips": dict(_interval(old_right & ~new_right, seed=seed), means=(
-          "share of held-out rows the consumer got right on old embeddings and wrong on mapped ones"),
-          check=float(negative_flip_rate(y, old_pred, new_pred))),
+    "consumer_accuracy_old": dict(
+      old_acc,
+      means="a logistic regression fitted on old embeddings, scored on the held-out rows' old embeddings",
+      majority=majority,
+    ),
+    "consumer_accuracy_bridged": dict(
+      _interval(new_right, seed=seed), means="the same consumer scored on the mapped new embeddings"
+    ),
+    "consumer_negative_flips": dict(
+      _interval(old_right & ~new_right, seed=seed),
+      means=("share of held-out rows the consumer got right on old embeddings and wrong on mapped ones"),
+      check=float(negative_flip_rate(y, old_pred, new_pred)),
+    ),
   }
   if not old_acc["low"] > majority:
-    reasons.append(f"the consumer's accuracy on old embeddings ({old_acc['value']:.3f}, 95 % interval down to "
-                   f"{old_acc['low']:.3f}) is not above always answering the majority class ({majority:.3f}): its flips are "
-                   f"not measurable")
+    reasons.append(
+      f"the consumer's accuracy on old embeddings ({old_acc['value']:.3f}, 95 % interval down to "
+      f"{old_acc['low']:.3f}) is not above always answering the majority class ({majority:.3f}): its flips are "
+      f"not measurable"
+    )
     for name in out:
       out[name]["measurable"] = False
   return out
 
 
 def _verdict(primary: dict, min_recovery: float, reasons: list) -> str:
-  if any("not measurable on these relevance pairs" in r or "no held-out row has a relevance pair" in r
-         for r in reasons) or not math.isfinite(primary["value"]):
+  if any(
+    "not measurable on these relevance pairs" in r or "no held-out row has a relevance pair" in r for r in reasons
+  ) or not math.isfinite(primary["value"]):
     return "not measurable"
   if primary["low"] >= min_recovery:
     return "bridge"
@@ -262,14 +327,23 @@ def _fmt(m: dict) -> str:
 
 def report_markdown(report: dict) -> str:
   """The report as a markdown page: the verdict first, then one row per measure with what it means."""
-  lines = [f"# Upgrade report: **{report['verdict']}**", "",
-           f"Primary measure `{report['primary']}` = {_fmt(report['metrics'][report['primary']])} (95 % interval over "
-           f"{report['held_out_rows']} held-out pairs) against the threshold {report['min_recovery']:g}.", ""]
+  lines = [
+    f"# Upgrade report: **{report['verdict']}**",
+    "",
+    f"Primary measure `{report['primary']}` = {_fmt(report['metrics'][report['primary']])} (95 % interval over "
+    f"{report['held_out_rows']} held-out pairs) against the threshold {report['min_recovery']:g}.",
+    "",
+  ]
   lines += [f"- {r}" for r in report["reasons"]]
-  lines += ["", f"Map: {report['map']['kind']} {report['map']['choices']}, D {report['map']['dims'][1]} -> "
-            f"{report['map']['dims'][0]}, normalised: {report['map']['normalize']}; k = {report['k']}, "
-            f"metric {report['metric']}.", "", "| measure | value [95 % interval] | rows | what it means |",
-            "|---|---|---|---|"]
+  lines += [
+    "",
+    f"Map: {report['map']['kind']} {report['map']['choices']}, D {report['map']['dims'][1]} -> "
+    f"{report['map']['dims'][0]}, normalised: {report['map']['normalize']}; k = {report['k']}, "
+    f"metric {report['metric']}.",
+    "",
+    "| measure | value [95 % interval] | rows | what it means |",
+    "|---|---|---|---|",
+  ]
   for name, m in report["metrics"].items():
     lines.append(f"| {name} | {_fmt(m)} | {m['n']} | {m['means']} |")
   return "\n".join(lines) + "\n"
@@ -279,8 +353,15 @@ def report_summary(report: dict) -> list[str]:
   """A few printed lines: the verdict and the measures a reader decides on."""
   p = report["metrics"][report["primary"]]
   lines = [f"verdict: {report['verdict']} ({report['primary']} {_fmt(p)} vs threshold {report['min_recovery']:g})"]
-  for name in ("recall_recovery", "neighbour_agreement", "own_vector_hit_rate", "alignment_cosine",
-               "consumer_accuracy_old", "consumer_accuracy_bridged", "consumer_negative_flips"):
+  for name in (
+    "recall_recovery",
+    "neighbour_agreement",
+    "own_vector_hit_rate",
+    "alignment_cosine",
+    "consumer_accuracy_old",
+    "consumer_accuracy_bridged",
+    "consumer_negative_flips",
+  ):
     if name in report["metrics"] and name != report["primary"]:
       lines.append(f"  {name}: {_fmt(report['metrics'][name])}")
   lines += [f"  note: {r}" for r in report["reasons"]]

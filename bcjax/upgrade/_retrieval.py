@@ -45,16 +45,18 @@ def top_k(queries: np.ndarray, items: np.ndarray, k: int, *, metric: str = "cosi
   rows = max(1, min(_CHUNK_ENTRIES // max(x.shape[0], 1), 4096))
   out = np.empty((q.shape[0], k), np.int64)
   for start in range(0, q.shape[0], rows):
-    block = q[start:start + rows]
+    block = q[start : start + rows]
     size = bucket_size(block.shape[0])  # one compile per octave of chunk sizes
     padded = np.pad(block, ((0, size - block.shape[0]), (0, 0)))
-    out[start:start + block.shape[0]] = np.asarray(_top_k(padded, x_dev, item_sq, k=k, l2=metric == "l2"))[
-        :block.shape[0]]
+    out[start : start + block.shape[0]] = np.asarray(_top_k(padded, x_dev, item_sq, k=k, l2=metric == "l2"))[
+      : block.shape[0]
+    ]
   return out
 
 
-def own_vector_hits(mapped: np.ndarray, targets: np.ndarray, distractors: np.ndarray | None = None, *, k: int,
-                    metric: str = "cosine") -> np.ndarray:
+def own_vector_hits(
+  mapped: np.ndarray, targets: np.ndarray, distractors: np.ndarray | None = None, *, k: int, metric: str = "cosine"
+) -> np.ndarray:
   """For each row i, whether ``targets[i]`` is among the k items scoring best for ``mapped[i]`` when the items are
   all the targets plus the ``distractors`` (e.g. an old index): [n] bools. A label-free measure of a bridge: the
   mapped new embedding of an item should find that item's old embedding."""
@@ -64,8 +66,9 @@ def own_vector_hits(mapped: np.ndarray, targets: np.ndarray, distractors: np.nda
   return (found == np.arange(mapped.shape[0])[:, None]).any(axis=1)
 
 
-def neighbour_agreement(mapped: np.ndarray, old_queries: np.ndarray, index: np.ndarray, *, k: int,
-                        metric: str = "cosine") -> np.ndarray:
+def neighbour_agreement(
+  mapped: np.ndarray, old_queries: np.ndarray, index: np.ndarray, *, k: int, metric: str = "cosine"
+) -> np.ndarray:
   """For each query, the share of the old model's top k in ``index`` (``old_queries[i]``'s) that the mapped query
   also ranks in its top k: [Q] floats in [0, 1]."""
   k = min(k, index.shape[0])
@@ -73,15 +76,17 @@ def neighbour_agreement(mapped: np.ndarray, old_queries: np.ndarray, index: np.n
   return np.array([len(np.intersect1d(a, b)) for a, b in zip(mine, theirs)], np.float64) / k
 
 
-def recall_per_query(queries: np.ndarray, index: np.ndarray, relevant: list[np.ndarray], *, k: int,
-                     metric: str = "cosine") -> np.ndarray:
+def recall_per_query(
+  queries: np.ndarray, index: np.ndarray, relevant: list[np.ndarray], *, k: int, metric: str = "cosine"
+) -> np.ndarray:
   """Recall@k of each query [Q]: the share of its ``relevant`` index ids found in its top k."""
   found = top_k(queries, index, min(k, index.shape[0]), metric=metric)
   return np.array([np.isin(rel, f).mean() for f, rel in zip(found, relevant)], np.float64)
 
 
-def own_vector_ranks(mapped: np.ndarray, targets: np.ndarray, distractors: np.ndarray | None = None, *,
-                     metric: str = "cosine") -> np.ndarray:
+def own_vector_ranks(
+  mapped: np.ndarray, targets: np.ndarray, distractors: np.ndarray | None = None, *, metric: str = "cosine"
+) -> np.ndarray:
   """For each row i, the share of the other items (the other targets and the ``distractors``) that ``mapped[i]``
   scores below ``targets[i]`` (ties count half): [n] in [0, 1], 1 when row i ranks its own target first, about 0.5
   for a map that ranks at random. A continuous, label-free retrieval measure for choosing between maps."""

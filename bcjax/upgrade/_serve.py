@@ -20,13 +20,13 @@ from bcjax import _atomic
 from bcjax.upgrade import _files, _moments
 from bcjax.upgrade._map import UpgradeMap, affine_form, apply_map, compose_affine
 
-OUTPUT_DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32,
-                 "float64": np.float64}
+OUTPUT_DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
 
 
 def _stages(maps: Sequence[UpgradeMap], dtype):
   """The chain as callables on one chunk: runs of affine maps without normalisation between them are composed."""
-  stages, run = [], []
+  stages: list = []
+  run: list = []
 
   def flush():
     if run:
@@ -50,9 +50,16 @@ def _stages(maps: Sequence[UpgradeMap], dtype):
   return stages
 
 
-def transform_file(maps: UpgradeMap | Sequence[UpgradeMap], source: str | os.PathLike, destination: str | os.PathLike,
-                   *, dtype: str | None = None, chunk_rows: int = _files.DEFAULT_CHUNK_ROWS, overwrite: bool = False,
-                   progress: Callable[[int, int], None] | None = None) -> tuple[int, int, str]:
+def transform_file(
+  maps: UpgradeMap | Sequence[UpgradeMap],
+  source: str | os.PathLike,
+  destination: str | os.PathLike,
+  *,
+  dtype: str | None = None,
+  chunk_rows: int = _files.DEFAULT_CHUNK_ROWS,
+  overwrite: bool = False,
+  progress: Callable[[int, int], None] | None = None,
+) -> tuple[int, int, str]:
   """Maps the embeddings in ``source`` [n, D_k] through ``maps`` (one map, or a chain in the order it applies) and
   writes ``destination`` [n, D_j].
 
@@ -80,16 +87,20 @@ def transform_file(maps: UpgradeMap | Sequence[UpgradeMap], source: str | os.Pat
   for i, m in enumerate(maps):
     expected = z.shape[1] if i == 0 else maps[i - 1].dims[0]
     if m.dims[1] != expected:
-      raise ValueError(f"transform_file: map {i} takes D={m.dims[1]} but gets D={expected}"
-                       f"{' (the input file)' if i == 0 else ''}")
+      raise ValueError(
+        f"transform_file: map {i} takes D={m.dims[1]} but gets D={expected}{' (the input file)' if i == 0 else ''}"
+      )
   out_dtype = np.dtype(OUTPUT_DTYPES[dtype]) if dtype is not None else z.dtype
   compute = _files.compute_dtype(z.dtype)
   stages = _stages(maps, compute)
   n, d_out = z.shape[0], (maps[-1].dims[0] if maps else z.shape[1])
   # np.lib.format has no name for bfloat16; ml_dtypes' np.save writes it as |V2, and so do we.
   bfloat16 = out_dtype == ml_dtypes.bfloat16
-  header = {"descr": "|V2" if bfloat16 else np.lib.format.dtype_to_descr(out_dtype), "fortran_order": False,
-            "shape": (n, d_out)}
+  header = {
+    "descr": "|V2" if bfloat16 else np.lib.format.dtype_to_descr(out_dtype),
+    "fortran_order": False,
+    "shape": (n, d_out),
+  }
   tmp = destination.with_name(f".{destination.name}.{os.getpid()}-{secrets.token_hex(4)}{_atomic.TMP_SUFFIX}")
   try:
     # Plain reads and writes, not memory maps: mapped pages of a file count as the process's resident memory until
@@ -102,22 +113,23 @@ def transform_file(maps: UpgradeMap | Sequence[UpgradeMap], source: str | os.Pat
           block = stage(block)
         if not np.isfinite(block).all():
           bad = rows.start + int(np.argmax(~np.isfinite(block).all(axis=1)))
-          raise ValueError(f"transform_file: row {bad} of {source} maps to NaN or inf (does the input hold NaN or "
-                           f"inf there?); nothing was written")
+          raise ValueError(
+            f"transform_file: row {bad} of {source} maps to NaN or inf (does the input hold NaN or "
+            f"inf there?); nothing was written"
+          )
         np.ascontiguousarray(block.astype(out_dtype, copy=False)).tofile(f)
         if progress is not None:
           progress(rows.stop, n)
       f.flush()
       os.fsync(f.fileno())
-    _atomic._publish(tmp, destination, overwrite)  # pylint: disable=protected-access
+    _atomic._publish(tmp, destination, overwrite)
   finally:
     tmp.unlink(missing_ok=True)
-  _atomic._fsync_dir(destination.parent)  # pylint: disable=protected-access
+  _atomic._fsync_dir(destination.parent)
   return n, d_out, "bfloat16" if bfloat16 else out_dtype.name
 
 
 def registry_maps(registry, *, to: int, source: int | None = None) -> list[UpgradeMap]:
   """The registry's chain from version ``source`` (default: the latest) down to ``to`` as maps, in the order they
   apply."""
-  return [UpgradeMap(t, params, info.normalize, info.kind, {}) for info, t, params in registry.chain(to,
-                                                                                                      source=source)]
+  return [UpgradeMap(t, params, info.normalize, info.kind, {}) for info, t, params in registry.chain(to, source=source)]

@@ -9,11 +9,11 @@ from bcjax.versioning._registry import VersionInfo
 from bcjax.versioning._registry import VersionNotFoundError
 
 __all__ = (
-    "CorruptRegistryError",
-    "InconsistentRegistryError",
-    "Registry",
-    "RegistryError",
-    "VersionExistsError",
-    "VersionInfo",
-    "VersionNotFoundError",
+  "CorruptRegistryError",
+  "InconsistentRegistryError",
+  "Registry",
+  "RegistryError",
+  "VersionExistsError",
+  "VersionInfo",
+  "VersionNotFoundError",
 )

@@ -15,6 +15,7 @@ versions are still written in format 1, so registries of linear maps stay readab
 The checksum covers the header and the payload, so any flipped or truncated byte is detected on load.
 """
 
+from typing import Any
 import hashlib
 import io
 import json
@@ -36,7 +37,8 @@ def encode(header: dict, w: np.ndarray | dict[str, np.ndarray] | None) -> bytes:
   payload, magic = b"", MAGIC
   if isinstance(w, dict):
     buf = io.BytesIO()
-    np.savez(buf, **{name: np.ascontiguousarray(a) for name, a in sorted(w.items())})
+    arrays: dict[str, Any] = {name: np.ascontiguousarray(a) for name, a in sorted(w.items())}
+    np.savez(buf, **arrays)
     payload, magic = buf.getvalue(), MAGIC_ARRAYS
   elif w is not None:
     buf = io.BytesIO()
@@ -52,14 +54,16 @@ def decode(data: bytes, source: str) -> tuple[dict, np.ndarray | dict[str, np.nd
   if not data.startswith((MAGIC, MAGIC_ARRAYS)):
     raise CorruptVersionError(f"{source}: not a bcjax version file (bad magic bytes)")
   arrays = data.startswith(MAGIC_ARRAYS)
-  rest = data[len(MAGIC):]
+  rest = data[len(MAGIC) :]
   digest, sep, body = rest.partition(b"\n")
   if not sep or len(digest) != 64:
     raise CorruptVersionError(f"{source}: truncated or damaged checksum line")
   actual = hashlib.sha256(body).hexdigest()
   if actual != digest.decode("ascii", "replace"):
-    raise CorruptVersionError(f"{source}: checksum mismatch (stored {digest.decode('ascii', 'replace')[:16]}..., "
-                              f"computed {actual[:16]}...); the file is corrupt")
+    raise CorruptVersionError(
+      f"{source}: checksum mismatch (stored {digest.decode('ascii', 'replace')[:16]}..., "
+      f"computed {actual[:16]}...); the file is corrupt"
+    )
   header_line, _, payload = body.partition(b"\n")
   try:
     header = json.loads(header_line)

@@ -24,8 +24,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcjax import _atomic, _checks
-from bcjax.alignment._transforms import (BackwardTransform, backward_transform, check_params, linear_transform,
-                                         semi_orthogonal)
+from bcjax.alignment._transforms import (
+  BackwardTransform,
+  backward_transform,
+  check_params,
+  linear_transform,
+  semi_orthogonal,
+)
 from bcjax.versioning._format import CorruptVersionError, decode, encode
 
 _NAME = re.compile(r"^version-(\d{6,})\.bcv$")
@@ -53,6 +58,7 @@ class CorruptRegistryError(RegistryError, CorruptVersionError):
 
 class VersionInfo(NamedTuple):
   """Metadata of one stored version."""
+
   version: int  # k
   dim: int  # D_k, the embedding dimension of version k
   prev_dim: int | None  # D_(k-1); None for the base version 0
@@ -110,8 +116,9 @@ def _as_weight(w, expected_rows: int, version: int) -> np.ndarray:
   arr = _checks.as_float_array("Registry.append", "w", w, ndim=2, numpy=True)
   if arr.shape[0] != expected_rows:
     raise InconsistentRegistryError(
-        f"Registry.append: `w` has shape {arr.shape} but version {version - 1} has dimension {expected_rows}; W_k "
-        f"must be [d_(k-1), d_k] = [{expected_rows}, d_k]")
+      f"Registry.append: `w` has shape {arr.shape} but version {version - 1} has dimension {expected_rows}; W_k "
+      f"must be [d_(k-1), d_k] = [{expected_rows}, d_k]"
+    )
   return arr
 
 
@@ -133,8 +140,10 @@ class Registry:
   def __init__(self, path: str | os.PathLike):
     self.path = Path(path)
     if not (self.path / _filename(0)).is_file():
-      raise VersionNotFoundError(f"no bcjax registry at {self.path} (missing {_filename(0)}); create one with "
-                                 f"Registry.create(path, dim=D_0) or `bcjax init --registry {self.path} --dim D_0`")
+      raise VersionNotFoundError(
+        f"no bcjax registry at {self.path} (missing {_filename(0)}); create one with "
+        f"Registry.create(path, dim=D_0) or `bcjax init --registry {self.path} --dim D_0`"
+      )
 
   @classmethod
   def create(cls, path: str | os.PathLike, dim: int, *, notes: str = "") -> "Registry":
@@ -152,8 +161,9 @@ class Registry:
 
   @staticmethod
   def _write(path: Path, version: int, header: dict, w: np.ndarray | dict | None) -> None:
-    header = dict(header, format=2 if isinstance(w, dict) else 1,
-                  created=datetime.datetime.now(datetime.timezone.utc).isoformat())
+    header = dict(
+      header, format=2 if isinstance(w, dict) else 1, created=datetime.datetime.now(datetime.timezone.utc).isoformat()
+    )
     if isinstance(w, dict):
       header.update(shapes={name: list(a.shape) for name, a in w.items()})
     elif w is not None:
@@ -162,26 +172,36 @@ class Registry:
       _atomic.write_atomic(path / _filename(version), encode(header, w))
     except FileExistsError as e:
       raise VersionExistsError(
-          f"version {version} already exists in registry {path}; nothing was overwritten (another writer may have "
-          f"appended it concurrently: reload the registry and append on top of the latest version)") from e
+        f"version {version} already exists in registry {path}; nothing was overwritten (another writer may have "
+        f"appended it concurrently: reload the registry and append on top of the latest version)"
+      ) from e
 
   # Reading -----------------------------------------------------------------------------------------------------
 
-  def _load(self, version: int) -> tuple[VersionInfo, np.ndarray | None]:
+  def _load(self, version: int) -> tuple[VersionInfo, np.ndarray | dict[str, np.ndarray] | None]:
     file = self.path / _filename(version)
     try:
       data = file.read_bytes()
     except FileNotFoundError as e:
-      raise VersionNotFoundError(f"version {version} is not in registry {self.path} (no file {file.name}); "
-                                 f"stored versions: {self._stored_numbers()}") from e
+      raise VersionNotFoundError(
+        f"version {version} is not in registry {self.path} (no file {file.name}); "
+        f"stored versions: {self._stored_numbers()}"
+      ) from e
     try:
       header, w, sha = decode(data, str(file))
     except CorruptVersionError as e:
       raise CorruptRegistryError(str(e)) from e
     try:
-      info = VersionInfo(int(header["version"]), int(header["dim"]),
-                         None if header["prev_dim"] is None else int(header["prev_dim"]), str(header["created"]),
-                         str(header["notes"]), sha, str(file), normalize=bool(header.get("normalize", False)))
+      info = VersionInfo(
+        int(header["version"]),
+        int(header["dim"]),
+        None if header["prev_dim"] is None else int(header["prev_dim"]),
+        str(header["created"]),
+        str(header["notes"]),
+        sha,
+        str(file),
+        normalize=bool(header.get("normalize", False)),
+      )
     except (KeyError, TypeError, ValueError) as e:
       raise CorruptRegistryError(f"{file}: header lacks or mangles a field ({e!r})") from e
     if info.version != version:
@@ -189,14 +209,15 @@ class Registry:
     if isinstance(w, dict):
       try:
         t = backward_transform(str(header["kind"]), **dict(header["hparams"]))
-        check_params(str(file), t, w, info.prev_dim, info.dim)
+        check_params(str(file), t, w, int(info.prev_dim or 0), info.dim)
       except (KeyError, TypeError, ValueError) as e:
         raise CorruptRegistryError(f"{file}: the stored {header.get('kind')!r} map does not load ({e})") from e
       return info._replace(kind=t.kind, hparams=t.hparams), w
     expected = None if version == 0 else (info.prev_dim, info.dim)
     if (None if w is None else w.shape) != expected:
-      raise CorruptRegistryError(f"{file}: weight shape {None if w is None else w.shape} does not match the header's "
-                                 f"dimensions {expected}")
+      raise CorruptRegistryError(
+        f"{file}: weight shape {None if w is None else w.shape} does not match the header's dimensions {expected}"
+      )
     return info, w
 
   def _stored_numbers(self) -> list[int]:
@@ -207,7 +228,7 @@ class Registry:
         numbers.append(int(match.group(1)))
     return sorted(numbers)
 
-  def _load_all(self, upto: int | None = None) -> list[tuple[VersionInfo, np.ndarray | None]]:
+  def _load_all(self, upto: int | None = None) -> list[tuple[VersionInfo, np.ndarray | dict[str, np.ndarray] | None]]:
     """Loads and verifies versions 0..upto (default: all), checking numbering and dimension consistency."""
     numbers = self._stored_numbers()
     missing = sorted(set(range(numbers[-1] + 1)) - set(numbers)) if numbers else [0]
@@ -217,8 +238,9 @@ class Registry:
     for (prev, _), (cur, _) in zip(loaded, loaded[1:]):
       if cur.prev_dim != prev.dim:
         raise InconsistentRegistryError(
-            f"registry {self.path}: version {cur.version} maps from D_{cur.version}={cur.dim} to "
-            f"{cur.prev_dim} dimensions, but version {prev.version} has D_{prev.version}={prev.dim}")
+          f"registry {self.path}: version {cur.version} maps from D_{cur.version}={cur.dim} to "
+          f"{cur.prev_dim} dimensions, but version {prev.version} has D_{prev.version}={prev.dim}"
+        )
     return loaded
 
   def versions(self) -> list[VersionInfo]:
@@ -244,8 +266,10 @@ class Registry:
     """:math:`W_k` for version k >= 1, [D_(k-1), D_k] (verified), of a linear version (see :meth:`backward_map`)."""
     transform, params = self.backward_map(version)
     if transform.kind != "linear":
-      raise ValueError(f"Registry.backward: version {version} stores a {transform.kind!r} map, not a weight matrix; "
-                       f"use Registry.backward_map({version})")
+      raise ValueError(
+        f"Registry.backward: version {version} stores a {transform.kind!r} map, not a weight matrix; "
+        f"use Registry.backward_map({version})"
+      )
     return params["w"]
 
   def backward_map(self, version: int) -> tuple[BackwardTransform, dict[str, np.ndarray]]:
@@ -262,8 +286,9 @@ class Registry:
       raise ValueError(f"Registry.{fn}: `{name}` must be a version number >= 0, got {version!r}")
     latest = self.latest
     if version > latest:
-      raise VersionNotFoundError(f"Registry.{fn}: `{name}`={version} is not in registry {self.path}; "
-                                 f"the latest version is {latest}")
+      raise VersionNotFoundError(
+        f"Registry.{fn}: `{name}`={version} is not in registry {self.path}; the latest version is {latest}"
+      )
     return int(version)
 
   # Composing ---------------------------------------------------------------------------------------------------
@@ -273,8 +298,9 @@ class Registry:
     k = self.latest if source is None else self._check_number(fn, "source", source)
     j = self._check_number(fn, "to", to)
     if j > k:
-      raise ValueError(f"Registry.{fn}: `to`={j} is newer than `source`={k}; backward transformations only map "
-                       "to older versions")
+      raise ValueError(
+        f"Registry.{fn}: `to`={j} is newer than `source`={k}; backward transformations only map to older versions"
+      )
     return j, k, self._load_all(upto=k)
 
   def compose(self, to: int, *, source: int | None = None) -> np.ndarray:
@@ -286,12 +312,14 @@ class Registry:
     """
     j, k, loaded = self._chain("compose", to, source)
     product = np.eye(loaded[k][0].dim)
-    for info, w in reversed(loaded[j + 1:]):  # W_{j+1} ... W_k, accumulated from the right
+    for info, w in reversed(loaded[j + 1 :]):  # W_{j+1} ... W_k, accumulated from the right
       if not is_matrix(info):
-        raise ValueError(f"Registry.compose: version {info.version} stores a {info.kind!r} map"
-                         f"{' with a bias' if info.kind in MATRIX_KINDS else ''}"
-                         f"{' on normalised embeddings' if info.normalize else ''}, which no matrix represents; use "
-                         f"Registry.transform to apply the chain")
+        raise ValueError(
+          f"Registry.compose: version {info.version} stores a {info.kind!r} map"
+          f"{' with a bias' if info.kind in MATRIX_KINDS else ''}"
+          f"{' on normalised embeddings' if info.normalize else ''}, which no matrix represents; use "
+          f"Registry.transform to apply the chain"
+        )
       product = _matrix(info, w) @ product
     return product
 
@@ -311,28 +339,38 @@ class Registry:
     z = _checks.as_float_array("Registry.transform", "z", z, ndim=2, numpy=True)
     j, k, loaded = self._chain("transform", to, source)
     if z.shape[1] != loaded[k][0].dim:
-      raise InconsistentRegistryError(f"Registry.transform: `z` has shape {z.shape} but version {k} embeddings have "
-                                      f"dimension D_{k}={loaded[k][0].dim}")
-    if all(is_matrix(info) for info, _ in loaded[j + 1:]):
+      raise InconsistentRegistryError(
+        f"Registry.transform: `z` has shape {z.shape} but version {k} embeddings have "
+        f"dimension D_{k}={loaded[k][0].dim}"
+      )
+    if all(is_matrix(info) for info, _ in loaded[j + 1 :]):
       return (z.astype(np.float64) @ self.compose(j, source=k).T).astype(z.dtype)
     with jax.enable_x64(True):  # a mixed chain: one map at a time, in float64 like the matrix path
       out = jnp.asarray(z, jnp.float64)
-      for info, w in reversed(loaded[j + 1:]):
+      for info, w in reversed(loaded[j + 1 :]):
         transform, params = _as_map(info, w)
-        out = apply_version(transform, {name: jnp.asarray(a, jnp.float64) for name, a in params.items()}, out,
-                            normalize=info.normalize)
+        out = apply_version(
+          transform, {name: jnp.asarray(a, jnp.float64) for name, a in params.items()}, out, normalize=info.normalize
+        )
       return np.asarray(out).astype(z.dtype)
 
   def chain(self, to: int, *, source: int | None = None) -> list[tuple[VersionInfo, BackwardTransform, dict]]:
     """The maps that take version-k embeddings (k = ``source``, default the latest) to version j = ``to``, in the
     order they apply: ``[(info_k, B_k, params_k), ..., (info_(j+1), B_(j+1), params_(j+1))]`` (verified)."""
     j, k, loaded = self._chain("chain", to, source)
-    return [(info, *_as_map(info, w)) for info, w in reversed(loaded[j + 1:])]
+    return [(info, *_as_map(info, w)) for info, w in reversed(loaded[j + 1 :])]
 
   # Writing -----------------------------------------------------------------------------------------------------
 
-  def append(self, w, *, notes: str = "", version: int | None = None,
-             transform: BackwardTransform | None = None, normalize: bool = False) -> VersionInfo:
+  def append(
+    self,
+    w,
+    *,
+    notes: str = "",
+    version: int | None = None,
+    transform: BackwardTransform | None = None,
+    normalize: bool = False,
+  ) -> VersionInfo:
     """Appends version k = latest + 1 with its backward map: the weight :math:`W_k`, [D_(k-1), D_k], or any kind's
     parameters with ``transform`` (a linear one is stored as its weight, exactly as without ``transform``).
 
@@ -354,11 +392,15 @@ class Registry:
       if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 1:
         raise ValueError(f"Registry.append: `version` must be an integer >= 1, got {version!r}")
       if version <= latest:
-        raise VersionExistsError(f"Registry.append: `version`={version} already exists in registry {self.path} "
-                                 f"(latest is {latest}); stored versions are never overwritten")
+        raise VersionExistsError(
+          f"Registry.append: `version`={version} already exists in registry {self.path} "
+          f"(latest is {latest}); stored versions are never overwritten"
+        )
       if version > latest + 1:
-        raise VersionNotFoundError(f"Registry.append: `version`={version} would leave a gap; the next version of "
-                                   f"registry {self.path} is {latest + 1}")
+        raise VersionNotFoundError(
+          f"Registry.append: `version`={version} would leave a gap; the next version of "
+          f"registry {self.path} is {latest + 1}"
+        )
     k = latest + 1
     prev = self._load(latest)[0]
     if transform is not None and transform.kind == "linear":
@@ -366,19 +408,37 @@ class Registry:
     extra = {"normalize": True} if normalize else {}
     if transform is None:
       arr = _as_weight(w, prev.dim, k)
-      self._write(self.path, k, {"version": k, "dim": int(arr.shape[1]), "prev_dim": int(arr.shape[0]),
-                                 "notes": str(notes), **extra}, arr)
+      self._write(
+        self.path,
+        k,
+        {"version": k, "dim": int(arr.shape[1]), "prev_dim": int(arr.shape[0]), "notes": str(notes), **extra},
+        arr,
+      )
       return self._load(k)[0]
     if not isinstance(w, dict):
-      raise ValueError(f"Registry.append: with `transform` ({transform.kind}) `w` must be its parameter dict, got "
-                       f"{type(w).__name__}")
+      raise ValueError(
+        f"Registry.append: with `transform` ({transform.kind}) `w` must be its parameter dict, got {type(w).__name__}"
+      )
     params = {name: _checks.as_float_array("Registry.append", f"w['{name}']", a, numpy=True) for name, a in w.items()}
     d_prev, d_new = transform.dims(params)
     if d_prev != prev.dim:
-      raise InconsistentRegistryError(f"Registry.append: the {transform.kind} map goes to {d_prev} dimensions but "
-                                      f"version {k - 1} has dimension {prev.dim}")
+      raise InconsistentRegistryError(
+        f"Registry.append: the {transform.kind} map goes to {d_prev} dimensions but "
+        f"version {k - 1} has dimension {prev.dim}"
+      )
     check_params("Registry.append", transform, params, d_prev, d_new)
-    self._write(self.path, k, {"version": k, "dim": int(d_new), "prev_dim": int(d_prev), "notes": str(notes),
-                               "kind": transform.kind, "hparams": [list(h) for h in transform.hparams], **extra},
-                params)
+    self._write(
+      self.path,
+      k,
+      {
+        "version": k,
+        "dim": int(d_new),
+        "prev_dim": int(d_prev),
+        "notes": str(notes),
+        "kind": transform.kind,
+        "hparams": [list(h) for h in transform.hparams],
+        **extra,
+      },
+      params,
+    )
     return self._load(k)[0]

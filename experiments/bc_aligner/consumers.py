@@ -39,6 +39,7 @@ class ConsumerMLP(nnx.Module):
   def __init__(self, in_dim: int, hidden: int, dropout: float, *, rngs: nnx.Rngs):
     def linear(a, b):
       return nnx.Linear(a, b, kernel_init=torch_linear_init(a), bias_init=torch_linear_init(a), rngs=rngs)
+
     self.dropout = dropout
     self.l1, self.l2, self.l3 = linear(in_dim, hidden), linear(hidden, hidden), linear(hidden, 1)
     self.bn1 = nnx.BatchNorm(hidden, momentum=0.9, epsilon=1e-5, rngs=rngs)
@@ -72,19 +73,22 @@ def plan_tasks(splits: list[VersionSplit], std: str = "unbiased") -> tuple[float
   for task in TASKS:
     if task in left_out:
       continue
-    sets = [(f"fit set (version {FIT_STEP[task]})",
-             task_examples(task, splits[FIT_STEP[task]], fit=True, tau=tau, std=std)),
-            (f"early-stop set (version {STOP_STEP[task]})",
-             task_examples(task, splits[STOP_STEP[task]], tau=tau, std=std))]
-    sets += [(f"evaluation set (version {s})", task_examples(task, splits[s], tau=tau, std=std))
-             for s in reported_steps(task, len(splits))]
+    sets = [
+      (f"fit set (version {FIT_STEP[task]})", task_examples(task, splits[FIT_STEP[task]], fit=True, tau=tau, std=std)),
+      (f"early-stop set (version {STOP_STEP[task]})", task_examples(task, splits[STOP_STEP[task]], tau=tau, std=std)),
+    ]
+    sets += [
+      (f"evaluation set (version {s})", task_examples(task, splits[s], tau=tau, std=std))
+      for s in reported_steps(task, len(splits))
+    ]
     for what, examples in sets:
       positives = int(np.sum(examples.label))
       if len(examples.label) == 0:
         left_out[task] = f"its {what} has no examples"
       elif positives in (0, len(examples.label)):
-        left_out[task] = (f"its {what} has one class only ({len(examples.label)} examples, {positives} positive): "
-                          f"ROC-AUC is undefined")
+        left_out[task] = (
+          f"its {what} has one class only ({len(examples.label)} examples, {positives} positive): ROC-AUC is undefined"
+        )
       if task in left_out:
         break
   return tau, left_out
@@ -181,9 +185,17 @@ def flip_rate(consumer: Consumer, x_old: np.ndarray, x_new: np.ndarray, y: np.nd
   return float(negative_flip_rate(np.asarray(y).astype(bool), old, new))
 
 
-def unintended_aucs(splits: list[VersionSplit], reference: list[np.ndarray], published: dict[str, list[np.ndarray]],
-                    tau: float | None, cfg: Config, log: Callable[..., None], progress=None,
-                    tasks: tuple[str, ...] = TASKS, stage: Callable | None = None) -> dict:
+def unintended_aucs(
+  splits: list[VersionSplit],
+  reference: list[np.ndarray],
+  published: dict[str, list[np.ndarray]],
+  tau: float | None,
+  cfg: Config,
+  log: Callable[..., None],
+  progress=None,
+  tasks: tuple[str, ...] = TASKS,
+  stage: Callable | None = None,
+) -> dict:
   """Trains the consumers of ``tasks`` (those :func:`plan_tasks` kept) on ``reference`` (Fix-M0's embeddings per
   step) and scores every method; each task is one ``stage(name, compute)`` of the run when ``stage`` is given.
 
@@ -192,8 +204,12 @@ def unintended_aucs(splits: list[VersionSplit], reference: list[np.ndarray], pub
   classifies right on Fix-M0's (true version-0) embeddings and wrong on the method's published ones.
   """
   stage = stage or (lambda name, compute: compute())
-  return {task: stage(f"consumers/{task}", lambda task=task: _task_aucs(task, splits, reference, published, tau, cfg,
-                                                                         log, progress)) for task in tasks}
+  return {
+    task: stage(
+      f"consumers/{task}", lambda task=task: _task_aucs(task, splits, reference, published, tau, cfg, log, progress)
+    )
+    for task in tasks
+  }
 
 
 def _task_aucs(task: str, splits, reference, published, tau, cfg: Config, log, progress) -> dict:
@@ -223,8 +239,18 @@ def _task_aucs(task: str, splits, reference, published, tau, cfg: Config, log, p
     xs = [consumer_inputs(ex, embeddings[s], splits[s].num_users) for ex, s in zip(evals, steps)]
     aucs[method] = [[score(c, x, ex.label) for x, ex in zip(xs, evals)] for c in consumers]
     flips[method] = [[flip_rate(c, x0, x, ex.label) for x0, x, ex in zip(x_ref, xs, evals)] for c in consumers]
-  log(task=task, hidden=h, dropout=p, stop_auc=[c.stop_auc for c in consumers],
-      mean_auc={m: float(np.mean(a)) for m, a in aucs.items()},
-      mean_negative_flips={m: float(np.mean(f)) for m, f in flips.items()})
-  return {"config": {"hidden": h, "dropout": p}, "steps": steps, "stop_auc": [c.stop_auc for c in consumers],
-          "auc": aucs, "negative_flips": flips}
+  log(
+    task=task,
+    hidden=h,
+    dropout=p,
+    stop_auc=[c.stop_auc for c in consumers],
+    mean_auc={m: float(np.mean(a)) for m, a in aucs.items()},
+    mean_negative_flips={m: float(np.mean(f)) for m, f in flips.items()},
+  )
+  return {
+    "config": {"hidden": h, "dropout": p},
+    "steps": steps,
+    "stop_auc": [c.stop_auc for c in consumers],
+    "auc": aucs,
+    "negative_flips": flips,
+  }

@@ -40,8 +40,9 @@ def version_data(graph: EvolvingGraph) -> list[VersionData]:
   out = []
   for split in split_versions(graph):
     bags = [(b.owner, b.value) for b in graph.item_attributes.values()]
-    out.append(VersionData(split, bipartite_inputs(split.train_user, split.train_item, split.num_users,
-                                                   split.num_items, bags)))
+    out.append(
+      VersionData(split, bipartite_inputs(split.train_user, split.train_item, split.num_users, split.num_items, bags))
+    )
   return out
 
 
@@ -51,14 +52,19 @@ def check_versions(versions: list[VersionData]) -> None:
   for k, v in enumerate(versions):
     s = v.split
     if len(s.train_user) == 0 or len(s.val_user) == 0:
-      raise ValueError(f"version {k} has {len(s.train_user)} train and {len(s.val_user)} val edges; both must be "
-                       f"non-empty (too few interactions for five versions?)")
-    distinct = np.bincount(np.unique(s.train_user.astype(np.int64) * s.num_items + s.train_item) // s.num_items,
-                           minlength=s.num_users)
+      raise ValueError(
+        f"version {k} has {len(s.train_user)} train and {len(s.val_user)} val edges; both must be "
+        f"non-empty (too few interactions for five versions?)"
+      )
+    distinct = np.bincount(
+      np.unique(s.train_user.astype(np.int64) * s.num_items + s.train_item) // s.num_items, minlength=s.num_users
+    )
     full = np.flatnonzero(distinct >= s.num_items)
     if full.size:
-      raise ValueError(f"version {k}: user(s) {full[:5].tolist()} interacted with all {s.num_items} items in "
-                       f"training, so BPR can draw no negative item for them")
+      raise ValueError(
+        f"version {k}: user(s) {full[:5].tolist()} interacted with all {s.num_items} items in "
+        f"training, so BPR can draw no negative item for them"
+      )
 
 
 def attribute_sizes(graph: EvolvingGraph) -> tuple[int, ...]:
@@ -67,6 +73,7 @@ def attribute_sizes(graph: EvolvingGraph) -> tuple[int, ...]:
 
 class Batch(NamedTuple):
   """One BPR mini-batch of node ids, padded to the batch size; ``mask`` marks real rows."""
+
   user: jnp.ndarray
   pos: jnp.ndarray
   neg: jnp.ndarray
@@ -107,16 +114,24 @@ class BPRSampler:
       redraw[redraw] = self.is_train(user[redraw], neg[redraw])
     else:
       full = np.unique(user[redraw])
-      raise ValueError(f"BPRSampler: user(s) {full[:5].tolist()} interacted with (nearly) all {self.split.num_items} "
-                       f"items in training, so no negative item can be drawn")
+      raise ValueError(
+        f"BPRSampler: user(s) {full[:5].tolist()} interacted with (nearly) all {self.split.num_items} "
+        f"items in training, so no negative item can be drawn"
+      )
     perm = rng.permutation(n)
     u_off = self.split.num_users
     batches = []
     for start in range(0, n, self.batch_size):
-      rows = perm[start:start + self.batch_size]
+      rows = perm[start : start + self.batch_size]
       pad = self.batch_size - len(rows)
       mask = np.concatenate([np.ones(len(rows), bool), np.zeros(pad, bool)])
       rows = np.concatenate([rows, np.zeros(pad, np.int64)])
-      batches.append(Batch(jnp.asarray(user[rows], jnp.int32), jnp.asarray(u_off + pos[rows], jnp.int32),
-                           jnp.asarray(u_off + neg[rows], jnp.int32), jnp.asarray(mask)))
+      batches.append(
+        Batch(
+          jnp.asarray(user[rows], jnp.int32),
+          jnp.asarray(u_off + pos[rows], jnp.int32),
+          jnp.asarray(u_off + neg[rows], jnp.int32),
+          jnp.asarray(mask),
+        )
+      )
     return batches

@@ -20,23 +20,30 @@ from experiments.bc_aligner.train import recall
 
 class BCAligner(harness.Experiment):
   name = "bc_aligner"
-  description = ("Backward-compatible embeddings on an evolving user-item graph: nine methods (Keep-All, Fix-M0, "
-                 "Finetune-M0, Non-BC, post-hoc and joint alignment, BC-Aligner) over five versions of a GraphSAGE "
-                 "recommender; intended task = link prediction (val Recall@50), unintended = five version-0 "
-                 "consumer tasks (ROC-AUC). Writes config.json, metrics.jsonl, stages/, results.json, table.md, "
-                 "figure3.png (figure5.png with --lambda-sweep, transforms.png with --transform-sweep) and the "
-                 "registries of the methods with a transformation.")
+  description = (
+    "Backward-compatible embeddings on an evolving user-item graph: nine methods (Keep-All, Fix-M0, "
+    "Finetune-M0, Non-BC, post-hoc and joint alignment, BC-Aligner) over five versions of a GraphSAGE "
+    "recommender; intended task = link prediction (val Recall@50), unintended = five version-0 "
+    "consumer tasks (ROC-AUC). Writes config.json, metrics.jsonl, stages/, results.json, table.md, "
+    "figure3.png (figure5.png with --lambda-sweep, transforms.png with --transform-sweep) and the "
+    "registries of the methods with a transformation."
+  )
   config = Config
   presets = PRESETS
   path_flags = ("--reviews", "--meta")
   data_parallel = True
-  datasets = (f"one of {', '.join(GRAPH_DATASETS)}; --data-dir: a MovieLens folder of any variant, or Amazon "
-              f"reviews and metadata .json.gz of the 2014 or 2018 release")
+  datasets = (
+    f"one of {', '.join(GRAPH_DATASETS)}; --data-dir: a MovieLens folder of any variant, or Amazon "
+    f"reviews and metadata .json.gz of the 2014 or 2018 release"
+  )
 
   def add_arguments(self, parser):
     parser.add_argument("--reviews", help="Amazon: the reviews file itself (instead of --data-dir)")
-    parser.add_argument("--meta", help="Amazon: the product metadata file (optional: without it items have no "
-                                       "attributes and get learned id embeddings)")
+    parser.add_argument(
+      "--meta",
+      help="Amazon: the product metadata file (optional: without it items have no "
+      "attributes and get learned id embeddings)",
+    )
 
   def preset(self, args):
     base = preset(args.preset, args.dataset)
@@ -44,9 +51,12 @@ class BCAligner(harness.Experiment):
     if epochs is not None:
       # the evaluation cadence, the selection rule and fine-tuning scale with the schedule
       scale = epochs / base.epochs
-      base = dataclasses.replace(base, finetune_epochs=max(epochs // 2, 1),
-                                 eval_every=max(1, round(base.eval_every * scale)),
-                                 select_after=int(base.select_after * scale))
+      base = dataclasses.replace(
+        base,
+        finetune_epochs=max(epochs // 2, 1),
+        eval_every=max(1, round(base.eval_every * scale)),
+        select_after=int(base.select_after * scale),
+      )
     return base
 
   def check(self, args, cfg):
@@ -60,16 +70,20 @@ class BCAligner(harness.Experiment):
     if cfg.transform_sweep and cfg.lambda_sweep:
       raise harness.UsageError("--transform-sweep", "and --lambda-sweep each multiply the runs: give one of them")
     if cfg.transform_sweep and not set(cfg.methods) & set(LINEAR):
-      raise harness.UsageError("--transform-sweep", f"needs a method with a transformation ({', '.join(LINEAR)}) in "
-                                                    f"--methods")
+      raise harness.UsageError(
+        "--transform-sweep", f"needs a method with a transformation ({', '.join(LINEAR)}) in --methods"
+      )
     for flag, path in (("--reviews", args.reviews), ("--meta", args.meta), ("--data-dir", args.data_dir)):
       if path is not None and not os.path.exists(path):
         raise harness.UsageError(flag, f"{path} does not exist")
 
   def check_mesh(self, args, cfg, devices):
     if cfg.batch_size % devices:
-      raise harness.UsageError("--batch-size", f"{cfg.batch_size} is not divisible by the {devices} devices of the "
-                                               f"data mesh (--devices): each device takes an equal share of the rows")
+      raise harness.UsageError(
+        "--batch-size",
+        f"{cfg.batch_size} is not divisible by the {devices} devices of the "
+        f"data mesh (--devices): each device takes an equal share of the rows",
+      )
 
   def methods(self, cfg) -> tuple[str, ...]:
     return tuple(m for m in METHODS if m in set(cfg.methods) | set(BASELINES))
@@ -79,8 +93,9 @@ class BCAligner(harness.Experiment):
 
   def load(self, args, cfg):
     extra = {"reviews": args.reviews, "meta": args.meta} if args.reviews or args.meta else dict(cfg.synthetic)
-    graph = with_item_ids(load_graph_dataset(args.dataset, args.data_dir, download=args.download, seed=cfg.seed,
-                                             **extra))
+    graph = with_item_ids(
+      load_graph_dataset(args.dataset, args.data_dir, download=args.download, seed=cfg.seed, **extra)
+    )
     versions = version_data(graph)
     check_versions(versions)
     tau, left_out = plan_tasks([v.split for v in versions], cfg.item_std)
@@ -100,9 +115,11 @@ class BCAligner(harness.Experiment):
     sweep_runners = {lam: runner.with_lambda(lam) for lam in sweep if lam != cfg.lam}
     transformed = tuple(m for m in methods if m in LINEAR)  # the methods a transform sweep repeats
     kind_runners = {kind: runner.with_transform(kind) for kind in cfg.transform_sweep if kind != cfg.transform}
-    total = runner.epochs_needed(methods) + sum(r.epochs_needed(("bc-aligner",), shared=False)
-                                                for r in sweep_runners.values()) + \
-        sum(r.epochs_needed(transformed, shared=False) for r in kind_runners.values())
+    total = (
+      runner.epochs_needed(methods)
+      + sum(r.epochs_needed(("bc-aligner",), shared=False) for r in sweep_runners.values())
+      + sum(r.epochs_needed(transformed, shared=False) for r in kind_runners.values())
+    )
     with tqdm(total=total, desc="embedding models (epochs)", disable=not run.progress) as bar:
       for r in (runner, *sweep_runners.values(), *kind_runners.values()):
         r.progress = bar
@@ -116,30 +133,51 @@ class BCAligner(harness.Experiment):
     published = {m: r.published for m, r in runs.items()}
     n_consumers = len(tasks) * (len(cfg.consumer_hidden) * len(cfg.consumer_dropout) + cfg.consumer_seeds)
     with tqdm(total=n_consumers, desc="consumer models", disable=not run.progress) as bar:
-      consumers = unintended_aucs(splits, runs["fix-m0"].published, published, tau, cfg, run.log, bar, tasks,
-                                  stage=run.stage)
+      consumers = unintended_aucs(
+        splits, runs["fix-m0"].published, published, tau, cfg, run.log, bar, tasks, stage=run.stage
+      )
     published_recalls = {m: [recall(z, vd)["recall@50"] for z, vd in zip(zs, versions)] for m, zs in published.items()}
-    summary = report.summarise({m: r.recall_by_version for m, r in runs.items()}, published, consumers,
-                               published_recalls, {m: r.chain for m, r in runs.items()})
-    results = {"dataset": args.dataset, "preset": args.preset, "seed": cfg.seed,
-               "config": {"lam": cfg.lam, "transform": cfg.transform,
-                          "transform_hparams": _hparams(runner.transform)},
-               "graph": {"users": graph.num_users, "items": graph.num_items, "edges": graph.num_edges,
-                         "versions": [{"users": s.num_users, "items": s.num_items, "train_edges": len(s.train_user),
-                                       "val_edges": len(s.val_user)} for s in splits]},
-               "data_notes": list(graph.notes), "consumers_left_out": left_out,
-               "methods": {m: summary[m] for m in methods},
-               "consumers": {t: {k: c[k] for k in ("config", "steps", "stop_auc")} for t, c in consumers.items()}}
+    summary = report.summarise(
+      {m: r.recall_by_version for m, r in runs.items()},
+      published,
+      consumers,
+      published_recalls,
+      {m: r.chain for m, r in runs.items()},
+    )
+    results = {
+      "dataset": args.dataset,
+      "preset": args.preset,
+      "seed": cfg.seed,
+      "config": {"lam": cfg.lam, "transform": cfg.transform, "transform_hparams": _hparams(runner.transform)},
+      "graph": {
+        "users": graph.num_users,
+        "items": graph.num_items,
+        "edges": graph.num_edges,
+        "versions": [
+          {"users": s.num_users, "items": s.num_items, "train_edges": len(s.train_user), "val_edges": len(s.val_user)}
+          for s in splits
+        ],
+      },
+      "data_notes": list(graph.notes),
+      "consumers_left_out": left_out,
+      "methods": {m: summary[m] for m in methods},
+      "consumers": {t: {k: c[k] for k in ("config", "steps", "stop_auc")} for t, c in consumers.items()},
+    }
     self._val_user_noise(results, runs, versions, cfg)
     if sweep:
-      results["lambda_sweep"] = {f"{lam:g}": summary["bc-aligner" if lam == cfg.lam else f"bc-aligner@{lam:g}"]
-                                 for lam in sweep}
+      results["lambda_sweep"] = {
+        f"{lam:g}": summary["bc-aligner" if lam == cfg.lam else f"bc-aligner@{lam:g}"] for lam in sweep
+      }
     if cfg.transform_sweep:
       # kind -> its name with hyper-parameters and the transformed methods' summaries (the run's own kind included)
       results["transform_sweep"] = {
-          kind: {"transform": transform_name(kind, _hparams(r.transform)),
-                 "methods": {m: summary[m if kind == cfg.transform else f"{m}[{kind}]"] for m in transformed}}
-          for kind, r in {cfg.transform: runner, **kind_runners}.items() if kind in cfg.transform_sweep}
+        kind: {
+          "transform": transform_name(kind, _hparams(r.transform)),
+          "methods": {m: summary[m if kind == cfg.transform else f"{m}[{kind}]"] for m in transformed},
+        }
+        for kind, r in {cfg.transform: runner, **kind_runners}.items()
+        if kind in cfg.transform_sweep
+      }
     results["seconds"] = time.perf_counter() - started
     return results
 

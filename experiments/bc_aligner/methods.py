@@ -31,13 +31,21 @@ from bcjax.versioning import Registry
 from bcjax.versioning._registry import MATRIX_KINDS
 from experiments.bc_aligner.configs import JOINT, POSTHOC, Config, transform_of
 from experiments.bc_aligner.data import VersionData
-from experiments.bc_aligner.train import AlignTarget, Trained, apply_model, new_model, recall, train_model, \
-    train_posthoc
+from experiments.bc_aligner.train import (
+  AlignTarget,
+  Trained,
+  apply_model,
+  new_model,
+  recall,
+  train_model,
+  train_posthoc,
+)
 from experiments.harness import Run
 
 
 class ChainStats(NamedTuple):
   """What a method's chain of matrix B_k does to errors, for k = 1..K."""
+
   norm: list[float]  # ‖W_1⋯W_k‖₂: how much the published chain can amplify an error of z_k
   # κ_k = tr R_k / D_(k-1) (multi_step_pull on W_1..W_(k-1), the reference's per-coordinate scaling): the multi-step
   # loss's pull at version k relative to the single-step loss's, for an isotropic residual (1 at k = 1)
@@ -59,9 +67,18 @@ def _version_key(key: jax.Array, k: int) -> jax.Array:
 class MethodRunner:
   """Runs methods on shared versions, training each shared model (M_0, non-bc's M_k) once per run."""
 
-  def __init__(self, versions: list[VersionData], attribute_sizes: tuple[int, ...], cfg: Config, key: jax.Array,
-               run: Run, progress=None, prefix: str = "", mesh: jax.sharding.Mesh | None = None,
-               transform_prefix: str = ""):
+  def __init__(
+    self,
+    versions: list[VersionData],
+    attribute_sizes: tuple[int, ...],
+    cfg: Config,
+    key: jax.Array,
+    run: Run,
+    progress=None,
+    prefix: str = "",
+    mesh: jax.sharding.Mesh | None = None,
+    transform_prefix: str = "",
+  ):
     self.versions, self.sizes, self.cfg, self.key = versions, attribute_sizes, cfg, key
     self.run_dir, self.progress, self.prefix, self.mesh = run, progress, prefix, mesh
     self.transform_prefix = transform_prefix  # post-hoc fits depend on the kind of B_k, not on λ
@@ -71,16 +88,34 @@ class MethodRunner:
   def with_lambda(self, lam: float) -> "MethodRunner":
     """A runner for another λ that shares this one's M_0 and Non-BC models; its stages and registries go under
     ``lam=<λ>/``."""
-    return MethodRunner(self.versions, self.sizes, dataclasses.replace(self.cfg, lam=lam), self.key, self.run_dir,
-                        self.progress, f"{self.transform_prefix}lam={lam:g}/", self.mesh, self.transform_prefix)
+    return MethodRunner(
+      self.versions,
+      self.sizes,
+      dataclasses.replace(self.cfg, lam=lam),
+      self.key,
+      self.run_dir,
+      self.progress,
+      f"{self.transform_prefix}lam={lam:g}/",
+      self.mesh,
+      self.transform_prefix,
+    )
 
   def with_transform(self, kind: str) -> "MethodRunner":
     """A runner whose methods with a transformation learn a B_k of ``kind`` (the run's ``--transform-rank`` and
     ``--transform-hidden``), sharing this one's M_0 and Non-BC models; its stages and registries go under
     ``transform=<kind>/``."""
     prefix = f"transform={kind}/"
-    return MethodRunner(self.versions, self.sizes, dataclasses.replace(self.cfg, transform=kind), self.key,
-                        self.run_dir, self.progress, prefix, self.mesh, prefix)
+    return MethodRunner(
+      self.versions,
+      self.sizes,
+      dataclasses.replace(self.cfg, transform=kind),
+      self.key,
+      self.run_dir,
+      self.progress,
+      prefix,
+      self.mesh,
+      prefix,
+    )
 
   def _fresh(self, k: int):
     layers, dim = self.cfg.versions[k]
@@ -94,27 +129,55 @@ class MethodRunner:
     return self.run_dir.stage(name if shared else self.prefix + name, compute)
 
   def m0(self) -> Trained:
-    return self._stage("m0", lambda: self.train(
-        self.versions[0], self._fresh(0), self.cfg, _version_key(self.key, 100), epochs=self.cfg.epochs,
-        select_after=0, log=self._logger("m0", 0), progress=self.progress), shared=True)
+    return self._stage(
+      "m0",
+      lambda: self.train(
+        self.versions[0],
+        self._fresh(0),
+        self.cfg,
+        _version_key(self.key, 100),
+        epochs=self.cfg.epochs,
+        select_after=0,
+        log=self._logger("m0", 0),
+        progress=self.progress,
+      ),
+      shared=True,
+    )
 
   def nobc(self) -> list[Trained]:
     models = [self.m0()]
     for k in range(1, len(self.versions)):
-      models.append(self._stage(f"non-bc/v{k}", lambda k=k: self.train(
-          self.versions[k], self._fresh(k), self.cfg, _version_key(self.key, 100 + k), epochs=self.cfg.epochs,
-          select_after=0, log=self._logger("non-bc", k), progress=self.progress), shared=True))
+      models.append(
+        self._stage(
+          f"non-bc/v{k}",
+          lambda k=k: self.train(
+            self.versions[k],
+            self._fresh(k),
+            self.cfg,
+            _version_key(self.key, 100 + k),
+            epochs=self.cfg.epochs,
+            select_after=0,
+            log=self._logger("non-bc", k),
+            progress=self.progress,
+          ),
+          shared=True,
+        )
+      )
     return models
 
-  def _publish(self, method: str, weights: list[np.ndarray], zs: list[np.ndarray],
-               notes: list[str]) -> tuple[list[np.ndarray], ChainStats | None]:
+  def _publish(
+    self, method: str, weights: list[np.ndarray], zs: list[np.ndarray], notes: list[str]
+  ) -> tuple[list[np.ndarray], ChainStats | None]:
     """Writes the method's keep-latest registry (complete or not at all) and publishes z̃_0 = B_1∘…∘B_k(z_k);
     with matrix B_k also the chain's :class:`ChainStats`, from the registry's stored maps."""
+
     def build(path):
-      registry = Registry.create(path, self.cfg.versions[0][1],
-                                 notes=f"{method}: W_k maps M_k's embeddings to M_(k-1)'s space")
+      registry = Registry.create(
+        path, self.cfg.versions[0][1], notes=f"{method}: W_k maps M_k's embeddings to M_(k-1)'s space"
+      )
       for w, note in zip(weights, notes):
         registry.append(w, notes=note, transform=self.transform)
+
     registry = Registry(self.run_dir.publish_dir(f"registries/{self.prefix}{method}", build))
     published = [zs[0]] + [registry.transform(z, to=0, source=k) for k, z in enumerate(zs[1:], start=1)]
     versions = range(1, len(zs))
@@ -122,11 +185,13 @@ class MethodRunner:
     if all(registry.info(k).kind in MATRIX_KINDS for k in versions):
       ws = [registry.compose(k - 1, source=k) for k in versions]  # W_k, of any matrix kind
       dims = [w.shape[0] for w in ws]  # D_0..D_(K-1)
-      pulls = [np.asarray(multi_step_pull(ws[:k - 1], dim=dims[k - 1], per_dim=True), np.float64) for k in versions]
+      pulls = [np.asarray(multi_step_pull(ws[: k - 1], dim=dims[k - 1], per_dim=True), np.float64) for k in versions]
       composed = itertools.accumulate(ws, np.matmul)  # W_1⋯W_k, k = 1..K, in float64 like the registry's
-      chain = ChainStats(norm=[float(np.linalg.norm(w, 2)) for w in composed],
-                         multistep_weight=[float(np.trace(r)) / r.shape[0] for r in pulls],
-                         pull_range=[[float(e[0]), float(e[-1])] for e in map(np.linalg.eigvalsh, pulls)])
+      chain = ChainStats(
+        norm=[float(np.linalg.norm(w, 2)) for w in composed],
+        multistep_weight=[float(np.trace(r)) / r.shape[0] for r in pulls],
+        pull_range=[[float(e[0]), float(e[-1])] for e in map(np.linalg.eigvalsh, pulls)],
+      )
     return published, chain
 
   def run(self, method: str) -> MethodRun:
@@ -137,47 +202,86 @@ class MethodRunner:
       return MethodRun([recall(z, vd) for z, vd in zip(zs, self.versions)], zs, zs)
     if method == "non-bc":
       models = self.nobc()
-      return MethodRun([m.recall for m in models], [np.asarray(notrans(m.z, d0)) for m in models],
-                       [m.z for m in models])
+      return MethodRun(
+        [m.recall for m in models], [np.asarray(notrans(m.z, d0)) for m in models], [m.z for m in models]
+      )
     if method == "keep-all":
       fixed, models = self.run("fix-m0"), self.nobc()
       return MethodRun([m.recall for m in models], fixed.published, [m.z for m in models])
     if method == "finetune-m0":
       runs = [self.m0()]
       for k in range(1, len(self.versions)):
-        runs.append(self._stage(f"{method}/v{k}", lambda k=k: self.train(
-            self.versions[k], runs[-1].model, self.cfg, _version_key(self.key, 200 + k),
-            epochs=self.cfg.finetune_epochs, select_after=0, log=self._logger(method, k), progress=self.progress),
-            shared=True))
+        runs.append(
+          self._stage(
+            f"{method}/v{k}",
+            lambda k=k: self.train(
+              self.versions[k],
+              runs[-1].model,
+              self.cfg,
+              _version_key(self.key, 200 + k),
+              epochs=self.cfg.finetune_epochs,
+              select_after=0,
+              log=self._logger(method, k),
+              progress=self.progress,
+            ),
+            shared=True,
+          )
+        )
       return MethodRun([r.recall for r in runs], [r.z for r in runs], [r.z for r in runs])
     if method in POSTHOC:
       nobc, history = self.nobc(), []
       for k in range(1, len(self.versions)):
         target = AlignTarget(apply_model(nobc[k - 1].model, self.versions[k]), tuple(history))
-        w, _ = self._stage(f"{self.transform_prefix}{method}/B{k}", lambda k=k, target=target: train_posthoc(
-            self.versions[k], nobc[k].z, target, POSTHOC[method], self.cfg, _version_key(self.key, 300 + k),
-            log=self._logger(method, k), mesh=self.mesh, transform=self.transform), shared=True)
+        w, _ = self._stage(
+          f"{self.transform_prefix}{method}/B{k}",
+          lambda k=k, target=target: train_posthoc(
+            self.versions[k],
+            nobc[k].z,
+            target,
+            POSTHOC[method],
+            self.cfg,
+            _version_key(self.key, 300 + k),
+            log=self._logger(method, k),
+            mesh=self.mesh,
+            transform=self.transform,
+          ),
+          shared=True,
+        )
         history.append(w)
-      published, chain = self._publish(method, history, [m.z for m in nobc],
-                                       ["post-hoc, selected by single-step error"] * len(history))
+      published, chain = self._publish(
+        method, history, [m.z for m in nobc], ["post-hoc, selected by single-step error"] * len(history)
+      )
       return MethodRun([m.recall for m in nobc], published, [m.z for m in nobc], chain)
     if method in JOINT:
       kind = JOINT[method]
       runs, history = [self.m0()], []
       for k in range(1, len(self.versions)):
         target = AlignTarget(apply_model(runs[-1].model, self.versions[k]), tuple(history))
-        run = self._stage(f"{method}/v{k}", lambda k=k, target=target: self.train(
-            self.versions[k], self._fresh(k), self.cfg, _version_key(self.key, 100 + k), epochs=self.cfg.epochs,
-            select_after=self.cfg.select_after, kind=kind, target=target, log=self._logger(method, k),
-            progress=self.progress, transform=self.transform))
+        run = self._stage(
+          f"{method}/v{k}",
+          lambda k=k, target=target: self.train(
+            self.versions[k],
+            self._fresh(k),
+            self.cfg,
+            _version_key(self.key, 100 + k),
+            epochs=self.cfg.epochs,
+            select_after=self.cfg.select_after,
+            kind=kind,
+            target=target,
+            log=self._logger(method, k),
+            progress=self.progress,
+            transform=self.transform,
+          ),
+        )
         runs.append(run)
         if kind != "notrans":
           history.append(run.w)
       if kind == "notrans":
         published, chain = [runs[0].z] + [np.asarray(notrans(r.z, d0)) for r in runs[1:]], None
       else:
-        published, chain = self._publish(method, history, [r.z for r in runs],
-                                         [f"joint, λ={self.cfg.lam}, epoch {r.epoch}" for r in runs[1:]])
+        published, chain = self._publish(
+          method, history, [r.z for r in runs], [f"joint, λ={self.cfg.lam}, epoch {r.epoch}" for r in runs[1:]]
+        )
       return MethodRun([r.recall for r in runs], published, [r.z for r in runs], chain)
     raise ValueError(f"unknown method {method!r}")
 

@@ -47,8 +47,9 @@ def intended_intervals(per_user: dict[str, list], x0: float, key: jax.Array) -> 
   Keep-All's intended Recall@50 (the mean over versions)."""
   out = {}
   for i, method in enumerate(sorted(per_user)):
-    iv = paired_bootstrap(_differences(per_user[method], per_user[REFERENCE]), jax.random.fold_in(key, i),
-                          weights=_weights(per_user, x0))
+    iv = paired_bootstrap(
+      _differences(per_user[method], per_user[REFERENCE]), jax.random.fold_in(key, i), weights=_weights(per_user, x0)
+    )
     out[method] = [iv.low, iv.high]
   return out
 
@@ -66,6 +67,10 @@ def gap_interval(results: dict, per_user: dict[str, list], key: jax.Array) -> di
   x0 = methods[REFERENCE]["intended_recall50_mean"]
   iv = paired_bootstrap(_differences(per_user[best], per_user[runner_up]), key, weights=_weights(per_user, x0))
   unintended = methods[best]["unintended_degradation_pct"] - methods[runner_up]["unintended_degradation_pct"]
-  return {"best": best, "next": runner_up,
-          "gap_pct": methods[best]["combined_degradation_pct"] - methods[runner_up]["combined_degradation_pct"],
-          "intended_ci95": [iv.low, iv.high], "ci95": [iv.low + unintended, iv.high + unintended]}
+  return {
+    "best": best,
+    "next": runner_up,
+    "gap_pct": methods[best]["combined_degradation_pct"] - methods[runner_up]["combined_degradation_pct"],
+    "intended_ci95": [iv.low, iv.high],
+    "ci95": [iv.low + unintended, iv.high + unintended],
+  }

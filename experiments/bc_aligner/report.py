@@ -21,9 +21,13 @@ def alignment_errors(published: list[np.ndarray], reference: list[np.ndarray]) -
   return [float(np.mean(np.linalg.norm(p.astype(np.float64) - r, axis=1))) for p, r in zip(published, reference)]
 
 
-def summarise(recalls: dict[str, list[dict]], published: dict[str, list[np.ndarray]], consumers: dict,
-              published_recalls: dict[str, list[float]] | None = None,
-              chains: dict | None = None) -> dict:
+def summarise(
+  recalls: dict[str, list[dict]],
+  published: dict[str, list[np.ndarray]],
+  consumers: dict,
+  published_recalls: dict[str, list[float]] | None = None,
+  chains: dict | None = None,
+) -> dict:
   r"""The ``methods`` block of results.json (keys of the issue's schema) for every method in ``recalls``.
 
   Beyond the paper: ``negative_flip_pct`` (mean over tasks of the consumers' negative-flip rate, in %, averaged over
@@ -51,22 +55,27 @@ def summarise(recalls: dict[str, list[dict]], published: dict[str, list[np.ndarr
     for c in consumers.values():
       for s, col in zip(c["steps"], np.mean(c["auc"][m], axis=0)):
         by_step.setdefault(s, []).append(float(col))
-    flips = {t: 100.0 * float(np.mean(c["negative_flips"][m])) for t, c in consumers.items()
-             if "negative_flips" in c}  # a consumers stage saved before flips were measured has none
+    flips = {
+      t: 100.0 * float(np.mean(c["negative_flips"][m])) for t, c in consumers.items() if "negative_flips" in c
+    }  # a consumers stage saved before flips were measured has none
     errors = alignment_errors(published[m], published["fix-m0"])
     di = 100.0 * (intended[m] - x0) / x0
     du = None if y0 is None else 100.0 * (unintended[m] - y0) / y0
-    out[m] = {"intended_recall50_by_version": [r["recall@50"] for r in recalls[m]],
-              "intended_recall_by_version": recalls[m],
-              "intended_recall50_mean": intended[m],
-              "unintended_auc_by_task": by_task[m],
-              "unintended_auc_by_step": {str(s): float(np.mean(v)) for s, v in sorted(by_step.items())},
-              "unintended_auc_mean": unintended[m],
-              "intended_degradation_pct": di, "unintended_degradation_pct": du,
-              "combined_degradation_pct": None if du is None else di + du,
-              "alignment_error_by_version": errors, "alignment_error": float(np.mean(errors)),
-              "negative_flip_pct_by_task": flips,
-              "negative_flip_pct": float(np.mean(list(flips.values()))) if flips else None}
+    out[m] = {
+      "intended_recall50_by_version": [r["recall@50"] for r in recalls[m]],
+      "intended_recall_by_version": recalls[m],
+      "intended_recall50_mean": intended[m],
+      "unintended_auc_by_task": by_task[m],
+      "unintended_auc_by_step": {str(s): float(np.mean(v)) for s, v in sorted(by_step.items())},
+      "unintended_auc_mean": unintended[m],
+      "intended_degradation_pct": di,
+      "unintended_degradation_pct": du,
+      "combined_degradation_pct": None if du is None else di + du,
+      "alignment_error_by_version": errors,
+      "alignment_error": float(np.mean(errors)),
+      "negative_flip_pct_by_task": flips,
+      "negative_flip_pct": float(np.mean(list(flips.values()))) if flips else None,
+    }
     if published_recalls is not None:
       out[m]["published_recall50_by_version"] = published_recalls[m]
       out[m]["recall_recovery_pct"] = 100.0 * float(np.mean(published_recalls[m])) / x0
@@ -109,27 +118,59 @@ def table_3(results: dict) -> str:
     r = results["methods"].get(m)
     if r is None:
       continue
-    rows.append([m, _backward_column(m, results["config"]), _pct(r["intended_degradation_pct"]),
-                 _interval(r.get("intended_degradation_ci95")), _pct(r["unintended_degradation_pct"]), _pct(r["combined_degradation_pct"]),
-                 r["intended_recall50_mean"], "n/a" if r["unintended_auc_mean"] is None else r["unintended_auc_mean"],
-                 r["alignment_error"], r["alignment_error_by_version"][-1], _plain(r.get("negative_flip_pct")),
-                 _plain(r.get("recall_recovery_pct")), *_chain_columns(r)])
+    rows.append(
+      [
+        m,
+        _backward_column(m, results["config"]),
+        _pct(r["intended_degradation_pct"]),
+        _interval(r.get("intended_degradation_ci95")),
+        _pct(r["unintended_degradation_pct"]),
+        _pct(r["combined_degradation_pct"]),
+        r["intended_recall50_mean"],
+        "n/a" if r["unintended_auc_mean"] is None else r["unintended_auc_mean"],
+        r["alignment_error"],
+        r["alignment_error_by_version"][-1],
+        _plain(r.get("negative_flip_pct")),
+        _plain(r.get("recall_recovery_pct")),
+        *_chain_columns(r),
+      ]
+    )
   left_out = results.get("consumers_left_out") or {}
-  tasks = "the consumer tasks" if not left_out else \
-      f"the {5 - len(left_out)} consumer tasks run ({', '.join(sorted(left_out))} left out: see results.json)"
-  head = (f"Dataset {results['dataset']}, preset {results['preset']}, seed {results['seed']}, "
-          f"λ={results['config']['lam']}, B_k: {_transform_name(results['config'])}. Degradation (%) relative to "
-          f"Keep-All; Recall@50 = mean over versions "
-          f"0-4; AUC = mean over {tasks}, seeds and reported steps. Negative flips: % of consumer examples right on "
-          f"true version-0 embeddings and wrong on the published ones; recall recovery: Recall@50 of the published "
-          f"version-0-space embeddings as % of re-embedding with M_k; intended 95 %: the intended degradation's "
-          f"interval over redrawn val users (the models held fixed); ‖W_1⋯W_K‖₂: the spectral norm of the latest "
-          f"version's composed backward map, by which it can amplify an error of z_K; multi-step κ_K: the multi-step "
-          f"loss's pull at the latest version on that method's chain, relative to the single-step loss's, for an "
-          f"isotropic residual (below 1, it relaxes the alignment on average).\n\n")
+  tasks = (
+    "the consumer tasks"
+    if not left_out
+    else f"the {5 - len(left_out)} consumer tasks run ({', '.join(sorted(left_out))} left out: see results.json)"
+  )
+  head = (
+    f"Dataset {results['dataset']}, preset {results['preset']}, seed {results['seed']}, "
+    f"λ={results['config']['lam']}, B_k: {_transform_name(results['config'])}. Degradation (%) relative to "
+    f"Keep-All; Recall@50 = mean over versions "
+    f"0-4; AUC = mean over {tasks}, seeds and reported steps. Negative flips: % of consumer examples right on "
+    f"true version-0 embeddings and wrong on the published ones; recall recovery: Recall@50 of the published "
+    f"version-0-space embeddings as % of re-embedding with M_k; intended 95 %: the intended degradation's "
+    f"interval over redrawn val users (the models held fixed); ‖W_1⋯W_K‖₂: the spectral norm of the latest "
+    f"version's composed backward map, by which it can amplify an error of z_K; multi-step κ_K: the multi-step "
+    f"loss's pull at the latest version on that method's chain, relative to the single-step loss's, for an "
+    f"isotropic residual (below 1, it relaxes the alignment on average).\n\n"
+  )
   return head + common.markdown_table(
-      ["method", "B_k", "intended degr. %", "intended 95 %", "unintended degr. %", "combined degr. %", "Recall@50", "unintended AUC",
-       "align. err (mean)", "align. err (last)", "neg. flips %", "recall recovery %", *CHAIN_HEADER], rows)
+    [
+      "method",
+      "B_k",
+      "intended degr. %",
+      "intended 95 %",
+      "unintended degr. %",
+      "combined degr. %",
+      "Recall@50",
+      "unintended AUC",
+      "align. err (mean)",
+      "align. err (last)",
+      "neg. flips %",
+      "recall recovery %",
+      *CHAIN_HEADER,
+    ],
+    rows,
+  )
 
 
 CHAIN_HEADER = ("‖W_1⋯W_K‖₂", "multi-step κ_K")
@@ -138,19 +179,29 @@ CHAIN_HEADER = ("‖W_1⋯W_K‖₂", "multi-step κ_K")
 def _chain_columns(r: dict) -> list[str]:
   """The latest version's ‖W_1⋯W_K‖₂ and κ_K; dashes for methods without a matrix chain (and runs from before
   them)."""
-  return ["—" if not r.get(key) else f"{r[key][-1]:.2f}"
-          for key in ("chain_norm_by_version", "multistep_weight_by_version")]
+  return [
+    "—" if not r.get(key) else f"{r[key][-1]:.2f}" for key in ("chain_norm_by_version", "multistep_weight_by_version")
+  ]
 
 
-BACKWARD_COMPATIBLE = ("fix-m0", "finetune-m0", "post-lin-sloss", "post-lin-mloss", "joint-notrans", "joint-lin-sloss",
-                       "bc-aligner")  # the methods whose published embeddings a version-0 consumer can read
+BACKWARD_COMPATIBLE = (
+  "fix-m0",
+  "finetune-m0",
+  "post-lin-sloss",
+  "post-lin-mloss",
+  "joint-notrans",
+  "joint-lin-sloss",
+  "bc-aligner",
+)  # the methods whose published embeddings a version-0 consumer can read
 
 
 def rank_backward_compatible(results: dict) -> list[str]:
   """The backward-compatible methods of a run, best combined degradation first (those without one left out)."""
   methods = results["methods"]
-  return sorted((m for m in BACKWARD_COMPATIBLE if m in methods and methods[m]["combined_degradation_pct"] is not None),
-                key=lambda m: -methods[m]["combined_degradation_pct"])
+  return sorted(
+    (m for m in BACKWARD_COMPATIBLE if m in methods and methods[m]["combined_degradation_pct"] is not None),
+    key=lambda m: -methods[m]["combined_degradation_pct"],
+  )
 
 
 def same_models(gap: dict) -> bool:
@@ -168,21 +219,30 @@ def headline(results: dict) -> str:
   best, rest = ranked[0], ranked[1:]
   r = methods[best]
   runner_up = f"; next: {rest[0]} {methods[rest[0]]['combined_degradation_pct']:+.2f} %" if rest else ""
-  line = (f"Best backward-compatible trade-off: {best}, combined {r['combined_degradation_pct']:+.2f} % "
-          f"(intended {r['intended_degradation_pct']:+.2f} % vs Keep-All, unintended "
-          f"{r['unintended_degradation_pct']:+.2f} % vs Fix-M0){runner_up}.")
+  line = (
+    f"Best backward-compatible trade-off: {best}, combined {r['combined_degradation_pct']:+.2f} % "
+    f"(intended {r['intended_degradation_pct']:+.2f} % vs Keep-All, unintended "
+    f"{r['unintended_degradation_pct']:+.2f} % vs Fix-M0){runner_up}."
+  )
   gap = results.get("gap")  # runs finished before the val-user intervals have none
   if gap is None or gap["best"] != best:
     return line
   low, high = gap["ci95"]
   if same_models(gap):
-    return (f"{line} Both serve the same models, so the lead of {gap['gap_pct']:.2f} points is all on the consumer "
-            f"tasks, whose noise one run does not measure.")
-  verdict = ("it holds when the val users are redrawn" if low > 0 else
-             "within the noise of the val users' draw: one run does not order the two (compare seeds with "
-             "python -m experiments.bc_aligner.seeds)")
-  return (f"{line} The lead of {gap['gap_pct']:.2f} points has a 95 % interval of [{low:+.2f}, {high:+.2f}] "
-          f"over redrawn val users (consumer AUCs held fixed): {verdict}.")
+    return (
+      f"{line} Both serve the same models, so the lead of {gap['gap_pct']:.2f} points is all on the consumer "
+      f"tasks, whose noise one run does not measure."
+    )
+  verdict = (
+    "it holds when the val users are redrawn"
+    if low > 0
+    else "within the noise of the val users' draw: one run does not order the two (compare seeds with "
+    "python -m experiments.bc_aligner.seeds)"
+  )
+  return (
+    f"{line} The lead of {gap['gap_pct']:.2f} points has a 95 % interval of [{low:+.2f}, {high:+.2f}] "
+    f"over redrawn val users (consumer AUCs held fixed): {verdict}."
+  )
 
 
 def transform_table(results: dict) -> str:
@@ -190,29 +250,58 @@ def transform_table(results: dict) -> str:
   rows = []
   for sweep in results["transform_sweep"].values():
     for m, r in sweep["methods"].items():
-      rows.append([sweep["transform"], m, "joint" if m in JOINT else "post-hoc",
-                   _pct(r["combined_degradation_pct"]), _pct(r["intended_degradation_pct"]),
-                   _pct(r["unintended_degradation_pct"]), r["alignment_error"], _plain(r.get("negative_flip_pct")),
-                   _plain(r.get("recall_recovery_pct")), *_chain_columns(r)])
-  head = ("Backward transformation kinds (--transform-sweep): each method with a transformation trained with a B_k of "
-          "every kind on the same M_0 and Non-BC models. Degradations (%) as above; alignment error = mean distance "
-          "of the published version-0-space embeddings to M_0's, averaged over versions.\n\n")
+      rows.append(
+        [
+          sweep["transform"],
+          m,
+          "joint" if m in JOINT else "post-hoc",
+          _pct(r["combined_degradation_pct"]),
+          _pct(r["intended_degradation_pct"]),
+          _pct(r["unintended_degradation_pct"]),
+          r["alignment_error"],
+          _plain(r.get("negative_flip_pct")),
+          _plain(r.get("recall_recovery_pct")),
+          *_chain_columns(r),
+        ]
+      )
+  head = (
+    "Backward transformation kinds (--transform-sweep): each method with a transformation trained with a B_k of "
+    "every kind on the same M_0 and Non-BC models. Degradations (%) as above; alignment error = mean distance "
+    "of the published version-0-space embeddings to M_0's, averaged over versions.\n\n"
+  )
   return head + common.markdown_table(
-      ["B_k", "method", "training", "combined degr. %", "intended degr. %", "unintended degr. %", "align. err (mean)",
-       "neg. flips %", "recall recovery %", *CHAIN_HEADER], rows)
+    [
+      "B_k",
+      "method",
+      "training",
+      "combined degr. %",
+      "intended degr. %",
+      "unintended degr. %",
+      "align. err (mean)",
+      "neg. flips %",
+      "recall recovery %",
+      *CHAIN_HEADER,
+    ],
+    rows,
+  )
 
 
 def transform_headline(results: dict) -> str:
   """One line per training mode: the B_k kind with the best combined degradation, and its intended cost."""
   lines = []
   for mode, in_mode in (("joint", lambda m: m in JOINT), ("post-hoc", lambda m: m not in JOINT)):
-    scored = [(r["combined_degradation_pct"], sweep["transform"], m, r)
-              for sweep in results["transform_sweep"].values() for m, r in sweep["methods"].items()
-              if in_mode(m) and r["combined_degradation_pct"] is not None]
+    scored = [
+      (r["combined_degradation_pct"], sweep["transform"], m, r)
+      for sweep in results["transform_sweep"].values()
+      for m, r in sweep["methods"].items()
+      if in_mode(m) and r["combined_degradation_pct"] is not None
+    ]
     if scored:
       combined, kind, m, r = max(scored, key=lambda row: row[0])
-      lines.append(f"Best B_k, {mode}: {kind} ({m}), combined {combined:+.2f} % (intended "
-                   f"{r['intended_degradation_pct']:+.2f} %, negative flips {_plain(r.get('negative_flip_pct'))} %).")
+      lines.append(
+        f"Best B_k, {mode}: {kind} ({m}), combined {combined:+.2f} % (intended "
+        f"{r['intended_degradation_pct']:+.2f} %, negative flips {_plain(r.get('negative_flip_pct'))} %)."
+      )
   return "\n".join(lines)
 
 
@@ -227,8 +316,12 @@ def transform_figure(path: Path, results: dict) -> None:
   for i, kind in enumerate(kinds):
     for ax, key in zip(axes, ("combined_degradation_pct", "negative_flip_pct")):
       values = [sweep[kind]["methods"].get(m, {}).get(key) for m in methods]
-      ax.bar(np.arange(len(methods)) + i * width, [np.nan if v is None else v for v in values], width,
-             label=sweep[kind]["transform"])
+      ax.bar(
+        np.arange(len(methods)) + i * width,
+        [np.nan if v is None else v for v in values],
+        width,
+        label=sweep[kind]["transform"],
+      )
   for ax, title in zip(axes, ("combined degradation (%)", "negative flips (%)")):
     ax.set_xticks(np.arange(len(methods)) + width * (len(kinds) - 1) / 2, methods, fontsize=8)
     ax.set(title=title)
@@ -240,9 +333,11 @@ def transform_figure(path: Path, results: dict) -> None:
 
 
 def _plt():
-  import matplotlib  # pylint: disable=import-outside-toplevel
+  import matplotlib
+
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  import matplotlib.pyplot as plt
+
   return plt
 
 
@@ -255,13 +350,15 @@ def figure_3(path: Path, results: dict) -> None:
     if r is None:
       continue
     style = "-" if m == "bc-aligner" else "--" if m in ("keep-all", "fix-m0", "non-bc") else ":"
-    axes[0].plot(range(len(r["intended_recall50_by_version"])), r["intended_recall50_by_version"], style,
-                 marker="o", label=m)
+    axes[0].plot(
+      range(len(r["intended_recall50_by_version"])), r["intended_recall50_by_version"], style, marker="o", label=m
+    )
     steps = sorted(r["unintended_auc_by_step"], key=int)
     axes[1].plot([int(s) for s in steps], [r["unintended_auc_by_step"][s] for s in steps], style, marker="o")
     axes[2].plot(range(len(r["alignment_error_by_version"])), r["alignment_error_by_version"], style, marker="o")
-  for ax, title in zip(axes, ("intended task: val Recall@50", "unintended tasks: ROC-AUC of C_0",
-                              "alignment error to M_0")):
+  for ax, title in zip(
+    axes, ("intended task: val Recall@50", "unintended tasks: ROC-AUC of C_0", "alignment error to M_0")
+  ):
     ax.set(xlabel="version k", title=title)
     ax.grid(alpha=0.3)
   axes[0].legend(fontsize=7)
@@ -275,13 +372,19 @@ def figure_5(path: Path, sweep: dict) -> None:
   plt = _plt()
   lams = sorted(sweep, key=float)
   fig, ax = plt.subplots(figsize=(6, 4))
-  for key, label in (("intended_degradation_pct", "intended"), ("unintended_degradation_pct", "unintended"),
-                     ("combined_degradation_pct", "combined")):
-    ax.plot([float(x) for x in lams], [np.nan if sweep[x][key] is None else sweep[x][key] for x in lams], marker="o",
-            label=label)
+  for key, label in (
+    ("intended_degradation_pct", "intended"),
+    ("unintended_degradation_pct", "unintended"),
+    ("combined_degradation_pct", "combined"),
+  ):
+    ax.plot(
+      [float(x) for x in lams],
+      [np.nan if sweep[x][key] is None else sweep[x][key] for x in lams],
+      marker="o",
+      label=label,
+    )
   ax.set(xscale="log", xlabel="λ", ylabel="degradation (%)", title="BC-Aligner: effect of λ")
   ax.grid(alpha=0.3)
   ax.legend()
   fig.tight_layout()
   common.save_figure(fig, path)
-

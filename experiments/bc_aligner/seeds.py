@@ -43,8 +43,11 @@ class FinishedRun:
     self.path = path
     for name in ("config.json", "results.json"):
       if not (path / name).is_file():
-        hint = " (not finished: `python -m experiments.bc_aligner --resume DIR` finishes it)" \
-            if name == "results.json" and (path / "config.json").is_file() else ""
+        hint = (
+          " (not finished: `python -m experiments.bc_aligner --resume DIR` finishes it)"
+          if name == "results.json" and (path / "config.json").is_file()
+          else ""
+        )
         raise ValueError(f"run {path}: no {name}{hint}")
     self.config = json.loads((path / "config.json").read_text())
     self.results = json.loads((path / "results.json").read_text())
@@ -69,13 +72,16 @@ def check_same_protocol(runs: list[FinishedRun]) -> None:
     other = run.protocol()
     for key in sorted(set(first) | set(other)):
       if first.get(key) != other.get(key):
-        raise ValueError(f"runs {runs[0].path} and {run.path} differ in {key}: {first.get(key)!r} vs "
-                         f"{other.get(key)!r}; only the seed may differ")
+        raise ValueError(
+          f"runs {runs[0].path} and {run.path} differ in {key}: {first.get(key)!r} vs "
+          f"{other.get(key)!r}; only the seed may differ"
+        )
   seeds = [run.seed for run in runs]
   repeated = sorted({s for s in seeds if seeds.count(s) > 1})
   if repeated:
-    raise ValueError(f"seed {repeated[0]} appears in more than one run ({[str(r.path) for r in runs]}); give each "
-                     "seed once")
+    raise ValueError(
+      f"seed {repeated[0]} appears in more than one run ({[str(r.path) for r in runs]}); give each seed once"
+    )
 
 
 def trade_off(results: dict) -> dict:
@@ -84,10 +90,12 @@ def trade_off(results: dict) -> dict:
   ranked = rank_backward_compatible(results)
   finetune = methods.get("finetune-m0", {}).get("intended_degradation_pct")
   bc = methods.get("bc-aligner", {})
-  return {"keep_all_at_least_finetune": None if finetune is None else finetune <= 0.0,
-          "best": ranked[0] if ranked else None,
-          "bc_aligner_intended_pct": bc.get("intended_degradation_pct"),
-          "gap": results.get("gap") if ranked and results.get("gap", {}).get("best") == ranked[0] else None}
+  return {
+    "keep_all_at_least_finetune": None if finetune is None else finetune <= 0.0,
+    "best": ranked[0] if ranked else None,
+    "bc_aligner_intended_pct": bc.get("intended_degradation_pct"),
+    "gap": results.get("gap") if ranked and results.get("gap", {}).get("best") == ranked[0] else None,
+  }
 
 
 def _gap_cell(gap: dict | None) -> str:
@@ -116,8 +124,10 @@ def _lead_cell(leads: list[float]) -> str:
   """Mean lead, its 95 % t-interval over runs, and on how many runs it is positive."""
   if len(leads) < 2:
     return "n/a"
-  mean, half = float(np.mean(leads)), float(stats.t.ppf(0.975, len(leads) - 1) * np.std(leads, ddof=1) /
-                                            np.sqrt(len(leads)))
+  mean, half = (
+    float(np.mean(leads)),
+    float(stats.t.ppf(0.975, len(leads) - 1) * np.std(leads, ddof=1) / np.sqrt(len(leads))),
+  )
   return f"{mean:+.2f} [{mean - half:+.2f}, {mean + half:+.2f}] ({sum(v > 0 for v in leads)} / {len(leads)})"
 
 
@@ -127,13 +137,20 @@ def lead_table(results: list[dict]) -> str:
   for m in BACKWARD_COMPATIBLE:
     if m == "bc-aligner" or not all(m in r["methods"] for r in results):
       continue
-    rows.append([m, *(_lead_cell(_paired(results, "bc-aligner", m, f"{kind}_degradation_pct"))
-                      for kind in DEGRADATIONS),
-                 _lead_cell(_paired(results, m, "bc-aligner", "negative_flip_pct"))])
-  head = ("BC-Aligner's lead over each backward-compatible method, run by run, by component (positive: BC-Aligner "
-          "ahead): mean [95 % t-interval over seeds] (runs ahead / runs).\n\n")
-  return head + common.markdown_table(["method", "combined (points)", "intended (points)", "unintended (points)",
-                                       "negative flips (points)"], rows)
+    rows.append(
+      [
+        m,
+        *(_lead_cell(_paired(results, "bc-aligner", m, f"{kind}_degradation_pct")) for kind in DEGRADATIONS),
+        _lead_cell(_paired(results, m, "bc-aligner", "negative_flip_pct")),
+      ]
+    )
+  head = (
+    "BC-Aligner's lead over each backward-compatible method, run by run, by component (positive: BC-Aligner "
+    "ahead): mean [95 % t-interval over seeds] (runs ahead / runs).\n\n"
+  )
+  return head + common.markdown_table(
+    ["method", "combined (points)", "intended (points)", "unintended (points)", "negative flips (points)"], rows
+  )
 
 
 def report(runs: list[FinishedRun]) -> str:
@@ -156,30 +173,50 @@ def report(runs: list[FinishedRun]) -> str:
     else:
       best = ahead = "—"
     rows.append([m, *cells, best, ahead])
-  head = (f"Dataset {first['dataset']}, preset {first['preset']}, seeds {seeds}: degradation (%) relative to "
-          f"Keep-All, mean ± std over {len(runs)} runs; best = runs on which the method has the best combined "
-          "degradation of the backward-compatible methods; BC-Aligner ahead = its combined degradation minus the "
-          "method's, run by run (positive: BC-Aligner degrades less).\n\n")
-  table = common.markdown_table(["method", "combined degr. %", "intended degr. %", "unintended degr. %", "best",
-                                 "BC-Aligner ahead (points)"], rows)
+  head = (
+    f"Dataset {first['dataset']}, preset {first['preset']}, seeds {seeds}: degradation (%) relative to "
+    f"Keep-All, mean ± std over {len(runs)} runs; best = runs on which the method has the best combined "
+    "degradation of the backward-compatible methods; BC-Aligner ahead = its combined degradation minus the "
+    "method's, run by run (positive: BC-Aligner degrades less).\n\n"
+  )
+  table = common.markdown_table(
+    ["method", "combined degr. %", "intended degr. %", "unintended degr. %", "best", "BC-Aligner ahead (points)"], rows
+  )
   per_run = []
   for run, c in zip(runs, checks):
     bc = c["bc_aligner_intended_pct"]
-    per_run.append([str(run.seed), "n/a" if c["keep_all_at_least_finetune"] is None else
-                    ("yes" if c["keep_all_at_least_finetune"] else "no"), c["best"] or "n/a",
-                    _gap_cell(c["gap"]), "n/a" if bc is None else f"{bc:+.2f}"])
-  per_run_table = common.markdown_table(["seed", "Keep-All ≥ Finetune-M0 (intended)", "best backward-compatible",
-                                         "its lead (points, 95 % over val users)", "BC-Aligner intended %"], per_run)
+    per_run.append(
+      [
+        str(run.seed),
+        "n/a" if c["keep_all_at_least_finetune"] is None else ("yes" if c["keep_all_at_least_finetune"] else "no"),
+        c["best"] or "n/a",
+        _gap_cell(c["gap"]),
+        "n/a" if bc is None else f"{bc:+.2f}",
+      ]
+    )
+  per_run_table = common.markdown_table(
+    [
+      "seed",
+      "Keep-All ≥ Finetune-M0 (intended)",
+      "best backward-compatible",
+      "its lead (points, 95 % over val users)",
+      "BC-Aligner intended %",
+    ],
+    per_run,
+  )
   measured = [c["keep_all_at_least_finetune"] for c in checks if c["keep_all_at_least_finetune"] is not None]
-  finetune = (f"Keep-All ≥ Finetune-M0 on {sum(measured)} of {len(measured)} seeds" if measured else
-              "Finetune-M0 not run")
+  finetune = (
+    f"Keep-All ≥ Finetune-M0 on {sum(measured)} of {len(measured)} seeds" if measured else "Finetune-M0 not run"
+  )
   wins = sum(c["best"] == "bc-aligner" for c in checks)
   summary = f"{finetune}; BC-Aligner has the best combined degradation on {wins} of {len(runs)}"
   gaps = [c["gap"] for c in checks if c["gap"] is not None and not same_models(c["gap"])]
   if gaps:
     beyond = sum(g["ci95"][0] > 0 for g in gaps)
-    summary += (f"; the best method's lead is beyond the val users' sampling noise on {beyond} of the {len(gaps)} "
-                "runs that measured it")
+    summary += (
+      f"; the best method's lead is beyond the val users' sampling noise on {beyond} of the {len(gaps)} "
+      "runs that measured it"
+    )
   summary += "."
   sections = [head + table]
   if all("bc-aligner" in r["methods"] for r in results):
@@ -188,8 +225,7 @@ def report(runs: list[FinishedRun]) -> str:
 
 
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(prog="python -m experiments.bc_aligner.seeds",
-                                   description=__doc__.split("\n\n")[0])
+  parser = argparse.ArgumentParser(prog="python -m experiments.bc_aligner.seeds", description=__doc__.split("\n\n")[0])
   parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="finished run directories of one protocol")
   parser.add_argument("--out", metavar="FILE", help="also write the report here (never over an existing file)")
   args = parser.parse_args(argv)

@@ -37,6 +37,7 @@ from experiments.common import adam, split_train_eval, to_host
 
 class Model(NamedTuple):
   """A model split for pure functions: graph definitions for training and evaluation mode plus its state."""
+
   train_def: nnx.GraphDef
   eval_def: nnx.GraphDef
   params: nnx.State
@@ -52,6 +53,7 @@ def new_model(attribute_sizes: tuple[int, ...], layers: int, dim: int, key: jax.
 class AlignTarget(NamedTuple):
   """Fixed alignment data of version k: :math:`z_{k-1}` on the version-k graph [N, d_(k-1)] and the frozen
   :math:`W_1, \\dots, W_{k-1}`."""
+
   z_prev: jax.Array
   history: tuple[jax.Array, ...]
 
@@ -82,9 +84,15 @@ class TrainState(NamedTuple):
 
 
 @functools.lru_cache(maxsize=None)
-def make_train_step(train_def: nnx.GraphDef, kind: str | None, learning_rate: float, weight_decay: float,
-                    lam: float, mesh: jax.sharding.Mesh | None = None,
-                    transform: BackwardTransform | None = None) -> Callable:
+def make_train_step(
+  train_def: nnx.GraphDef,
+  kind: str | None,
+  learning_rate: float,
+  weight_decay: float,
+  lam: float,
+  mesh: jax.sharding.Mesh | None = None,
+  transform: BackwardTransform | None = None,
+) -> Callable:
   """Returns the jitted ``train_step(state, inputs: StepInputs, rng) -> (state, metrics)``; ``state`` is donated.
   ``kind`` None trains BPR only (no alignment target). ``transform``: the kind of B_k (None: the linear W_k).
 
@@ -109,8 +117,20 @@ def make_train_step(train_def: nnx.GraphDef, kind: str | None, learning_rate: fl
     if kind is not None:
       target = inputs.target
       history = jax.lax.stop_gradient(tuple(target.history))
-      align = sum(alignment_loss(kind, h[rows], target.z_prev[rows], params.get("w"), history, per_dim=True,
-                                 where=b.mask, axis_name=axis, transform=transform) for rows in (b.user, b.pos, b.neg))
+      align = sum(
+        alignment_loss(
+          kind,
+          h[rows],
+          target.z_prev[rows],
+          params.get("w"),
+          history,
+          per_dim=True,
+          where=b.mask,
+          axis_name=axis,
+          transform=transform,
+        )
+        for rows in (b.user, b.pos, b.neg)
+      )
       loss = loss + lam * align
       metrics["align"] = align
     metrics["loss"] = loss
@@ -120,8 +140,12 @@ def make_train_step(train_def: nnx.GraphDef, kind: str | None, learning_rate: fl
   if mesh is not None:
     # everything replicated but the batch rows; shard_map's autodiff sums the replicated parameters' gradients
     batch_spec = Batch(*(jax.P(DATA_AXIS),) * len(Batch._fields))
-    grad_fn = jax.shard_map(grad_fn, mesh=mesh, out_specs=jax.P(),
-                            in_specs=(jax.P(), jax.P(), StepInputs(jax.P(), batch_spec, jax.P(), jax.P())))
+    grad_fn = jax.shard_map(
+      grad_fn,
+      mesh=mesh,
+      out_specs=jax.P(),
+      in_specs=(jax.P(), jax.P(), StepInputs(jax.P(), batch_spec, jax.P(), jax.P())),
+    )
 
   @functools.partial(jax.jit, donate_argnums=(0,))
   def train_step(state: TrainState, inputs: StepInputs, rng: jax.Array):
@@ -147,9 +171,15 @@ def _val_retrieval(z, vd: VersionData, ks: tuple[int, ...], per_query: bool = Fa
   """The reference's RecallEvaluator: users with a val edge rank all items up to t_(k+1) except their train items;
   the denominator counts their distinct val items."""
   s = vd.split
-  return evaluate_retrieval(z[:s.num_users], z[s.num_users:], (s.val_user, s.val_item),
-                            exclude=(s.train_user, s.train_item), ks=ks, rank_excluded_relevant=False,
-                            per_query=per_query)
+  return evaluate_retrieval(
+    z[: s.num_users],
+    z[s.num_users :],
+    (s.val_user, s.val_item),
+    exclude=(s.train_user, s.train_item),
+    ks=ks,
+    rank_excluded_relevant=False,
+    per_query=per_query,
+  )
 
 
 def recall(z: jax.Array, vd: VersionData) -> dict[str, float]:
@@ -173,10 +203,21 @@ class Trained(NamedTuple):
   z: np.ndarray  # eval-mode embeddings of the selected checkpoint on the version's graph [N, d]
 
 
-def train_model(vd: VersionData, model: Model, cfg: Config, key: jax.Array, *, epochs: int, select_after: int,
-                kind: str | None = None, target: AlignTarget | None = None, log: Callable | None = None,
-                progress=None, mesh: jax.sharding.Mesh | None = None,
-                transform: BackwardTransform | None = None) -> Trained:
+def train_model(
+  vd: VersionData,
+  model: Model,
+  cfg: Config,
+  key: jax.Array,
+  *,
+  epochs: int,
+  select_after: int,
+  kind: str | None = None,
+  target: AlignTarget | None = None,
+  log: Callable | None = None,
+  progress=None,
+  mesh: jax.sharding.Mesh | None = None,
+  transform: BackwardTransform | None = None,
+) -> Trained:
   """Trains ``model`` (fresh Adam at ``cfg.learning_rate`` times ``lr_scale(cfg.lr_schedule, epoch, epochs)``) for
   ``epochs`` and keeps the checkpoint with the strictly highest val Recall@50 among the evaluations at epochs >
   ``select_after`` (all of them when there are none such)."""
@@ -187,12 +228,23 @@ def train_model(vd: VersionData, model: Model, cfg: Config, key: jax.Array, *, e
   if kind is not None and kind != "notrans":
     params["w"] = init_map(transform, w_key, target.z_prev.shape[1], model.dim)
   optimizer = adam(cfg.learning_rate)
-  state = TrainState(jax.tree.map(jnp.array, params), jax.tree.map(jnp.array, model.batch_stats),
-                     optimizer.init(params), jnp.zeros((), jnp.int32))
+  state = TrainState(
+    jax.tree.map(jnp.array, params),
+    jax.tree.map(jnp.array, model.batch_stats),
+    optimizer.init(params),
+    jnp.zeros((), jnp.int32),
+  )
   if mesh is not None:  # placed as the step's outputs are, so the step compiles once, not again after its first call
     state = replicate(mesh, state)
-  step = make_train_step(model.train_def, kind, cfg.learning_rate, cfg.weight_decay, cfg.lam, mesh,
-                         None if kind in (None, "notrans") else transform)
+  step = make_train_step(
+    model.train_def,
+    kind,
+    cfg.learning_rate,
+    cfg.weight_decay,
+    cfg.lam,
+    mesh,
+    None if kind in (None, "notrans") else transform,
+  )
   sampler = BPRSampler(vd.split, cfg.batch_size)
   rng = np.random.default_rng(np.asarray(jax.random.key_data(np_key)).ravel())
   best, best_score = None, -1.0
@@ -213,9 +265,13 @@ def train_model(vd: VersionData, model: Model, cfg: Config, key: jax.Array, *, e
         log(epoch=epoch, **{k: float(v) for k, v in metrics.items()}, **rec)
       if epoch > select_after and rec["recall@50"] > best_score:
         best_score = rec["recall@50"]
-        best = Trained(model._replace(params=to_host(state.params["model"]), batch_stats=to_host(state.batch_stats)),
-                       None if "w" not in state.params else to_host(state.params["w"]), rec, epoch,
-                       np.asarray(z))
+        best = Trained(
+          model._replace(params=to_host(state.params["model"]), batch_stats=to_host(state.batch_stats)),
+          None if "w" not in state.params else to_host(state.params["w"]),
+          rec,
+          epoch,
+          np.asarray(z),
+        )
   return best
 
 
@@ -228,8 +284,9 @@ def init_map(transform: BackwardTransform | None, key: jax.Array, d_prev: int, d
   return init_backward(key, d_prev, d_new) if transform is None else transform.init(key, d_prev, d_new)
 
 
-def single_step_error(z_new: jax.Array, z_prev: jax.Array, w, num_users: int,
-                      transform: BackwardTransform | None = None) -> jax.Array:
+def single_step_error(
+  z_new: jax.Array, z_prev: jax.Array, w, num_users: int, transform: BackwardTransform | None = None
+) -> jax.Array:
   """The post-hoc selection criterion: ½(MSE over all users + MSE over all items) of :math:`B_k(z_k) - z_{k-1}`."""
   sq = ((z_new @ w.T if transform is None else transform.apply(w, z_new)) - z_prev) ** 2
   return 0.5 * (jnp.mean(sq[:num_users]) + jnp.mean(sq[num_users:]))
@@ -237,6 +294,7 @@ def single_step_error(z_new: jax.Array, z_prev: jax.Array, w, num_users: int,
 
 class NodeWeights(NamedTuple):
   """A batch's rows folded into distinct nodes: ``node`` [R] with multiplicity ``count`` [R] (0 on padding)."""
+
   node: jax.Array
   count: jax.Array
 
@@ -256,25 +314,50 @@ def fold_batch(batch: Batch, num_nodes: int, multiple: int = 1) -> NodeWeights:
   else:
     node, count = np.unique(rows, return_counts=True)
   pad = size + (-size % multiple) - len(node)
-  return NodeWeights(jnp.asarray(np.concatenate([node, np.zeros(pad, node.dtype)]), jnp.int32),
-                     jnp.asarray(np.concatenate([count, np.zeros(pad, count.dtype)]), jnp.float32))
+  return NodeWeights(
+    jnp.asarray(np.concatenate([node, np.zeros(pad, node.dtype)]), jnp.int32),
+    jnp.asarray(np.concatenate([count, np.zeros(pad, count.dtype)]), jnp.float32),
+  )
 
 
 @functools.lru_cache(maxsize=None)
-def _sharded_posthoc(mesh: jax.sharding.Mesh, loss: str, optimizer: optax.GradientTransformation,
-                     transform: BackwardTransform | None) -> Callable:
+def _sharded_posthoc(
+  mesh: jax.sharding.Mesh, loss: str, optimizer: optax.GradientTransformation, transform: BackwardTransform | None
+) -> Callable:
   """``fit(z_new, z_prev, history, batches, init) -> PosthocFit`` with every step's rows split over the mesh."""
+
   def fit(z_new, z_prev, history, batches, init):
-    return fit_posthoc(z_new, z_prev, history, loss=loss, per_dim=True, optimizer=optimizer, batches=batches,
-                       init=init, axis_name=DATA_AXIS, transform=transform, history_transforms=transform)
+    return fit_posthoc(
+      z_new,
+      z_prev,
+      history,
+      loss=loss,
+      per_dim=True,
+      optimizer=optimizer,
+      batches=batches,
+      init=init,
+      axis_name=DATA_AXIS,
+      transform=transform,
+      history_transforms=transform,
+    )
+
   columns = jax.P(None, DATA_AXIS)
-  return jax.jit(jax.shard_map(fit, mesh=mesh, in_specs=(jax.P(), jax.P(), jax.P(), (columns, columns), jax.P()),
-                               out_specs=jax.P()))
+  return jax.jit(
+    jax.shard_map(fit, mesh=mesh, in_specs=(jax.P(), jax.P(), jax.P(), (columns, columns), jax.P()), out_specs=jax.P())
+  )
 
 
-def train_posthoc(vd: VersionData, z_new: np.ndarray, target: AlignTarget, kind: str, cfg: Config,
-                  key: jax.Array, log: Callable | None = None, mesh: jax.sharding.Mesh | None = None,
-                  transform: BackwardTransform | None = None) -> tuple[np.ndarray | dict, float]:
+def train_posthoc(
+  vd: VersionData,
+  z_new: np.ndarray,
+  target: AlignTarget,
+  kind: str,
+  cfg: Config,
+  key: jax.Array,
+  log: Callable | None = None,
+  mesh: jax.sharding.Mesh | None = None,
+  transform: BackwardTransform | None = None,
+) -> tuple[np.ndarray | dict, float]:
   """Fits B_k alone with :func:`bcjax.fit_posthoc` on the reference's batches (``posthoc_epochs`` epochs of the
   BPR sampler's user, positive and negative rows, folded into distinct nodes with counts; no λ) and keeps the W_k
   with the lowest full-node single-step error among evaluations at epochs > ``select_after``. With ``mesh`` each
@@ -293,17 +376,27 @@ def train_posthoc(vd: VersionData, z_new: np.ndarray, target: AlignTarget, kind:
   select_after = cfg.select_after if any(e > cfg.select_after for e in eval_epochs) else 0
   best, best_err = None, np.inf
   for epoch in range(1, cfg.posthoc_epochs + 1):
-    folds = [fold_batch(batch, len(z_new), 1 if mesh is None else mesh.devices.size)
-             for batch in sampler.epoch(rng)]
+    folds = [fold_batch(batch, len(z_new), 1 if mesh is None else mesh.devices.size) for batch in sampler.epoch(rng)]
     batches = (jnp.stack([f.node for f in folds]), jnp.stack([f.count for f in folds]))
     start = fit._replace(losses=None)  # the fit reads only w and the optimiser state: one pytree, one compile
     if mesh is None:
-      fit = fit_posthoc(z_new, target.z_prev, target.history, loss=loss, per_dim=True, optimizer=optimizer,
-                        batches=batches, init=start, transform=transform, history_transforms=transform)
+      fit = fit_posthoc(
+        z_new,
+        target.z_prev,
+        target.history,
+        loss=loss,
+        per_dim=True,
+        optimizer=optimizer,
+        batches=batches,
+        init=start,
+        transform=transform,
+        history_transforms=transform,
+      )
     else:
       batches = split_rows(mesh, batches, axis=1)
-      fit = _sharded_posthoc(mesh, loss, optimizer, transform)(z_new, target.z_prev, tuple(target.history), batches,
-                                                               start)
+      fit = _sharded_posthoc(mesh, loss, optimizer, transform)(
+        z_new, target.z_prev, tuple(target.history), batches, start
+      )
     if epoch in eval_epochs:
       err = float(single_step_error(z_new, target.z_prev, fit.w, vd.split.num_users, transform))
       if log is not None:

@@ -15,10 +15,16 @@ from experiments.harness import option
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  alpha: str = option("1", help="aperture α of every conceptor: a positive number (paper: 1), or 'auto' to pick each "
-                               "conceptor's from its own correlation matrix by --alpha-rule (no labels used)")
-  alpha_rule: str = option("jaeger", help="rule of --alpha auto: Jaeger's norm-gradient optimum, or the mean "
-                                          "eigenvalue put at x = 2", choices=tuple(APERTURE_RULES))
+  alpha: str = option(
+    "1",
+    help="aperture α of every conceptor: a positive number (paper: 1), or 'auto' to pick each "
+    "conceptor's from its own correlation matrix by --alpha-rule (no labels used)",
+  )
+  alpha_rule: str = option(
+    "jaeger",
+    help="rule of --alpha auto: Jaeger's norm-gradient optimum, or the mean eigenvalue put at x = 2",
+    choices=tuple(APERTURE_RULES),
+  )
   sif_a: float = option(1e-3, help="SIF constant a (paper: 1e-3)", low=0.0, low_open=True)
   seed: int = option(0, help="seed of the synthetic default corpus", low=0)
 
@@ -37,8 +43,9 @@ def aperture(cfg: Config) -> float | str:
   if not (value > 0 and np.isfinite(value)):
     raise harness.UsageError("--alpha", f"must be a positive finite number or 'auto', got {cfg.alpha!r}")
   if cfg.alpha_rule != Config.alpha_rule:  # a rule would be ignored by a fixed aperture: refuse, do not drop it
-    raise harness.UsageError("--alpha-rule", f"{cfg.alpha_rule!r} applies only with --alpha auto, got --alpha "
-                                             f"{cfg.alpha}")
+    raise harness.UsageError(
+      "--alpha-rule", f"{cfg.alpha_rule!r} applies only with --alpha auto, got --alpha {cfg.alpha}"
+    )
   return value
 
 
@@ -62,16 +69,21 @@ def aperture_line(results: dict) -> str:
     return f"Aperture α = {results['alpha']} for every conceptor."
   rule = f"--alpha auto ({results['alpha']} rule)" if isinstance(results["alpha"], str) else f"α = {results['alpha']:g}"
   spread = results["alpha_spread"]
-  return (f"Apertures, {rule}: " + ", ".join(f"{k} {v:.3g}" for k, v in by_step.items())
-          + f" (geometric mean {spread['geometric_mean']:.3g}, max/min {spread['max_over_min']:.3g}). Quota of C_0, "
-          "then of C_t: " + ", ".join(f"{v:.3f}" for v in results["quota_by_step"].values()) + ".")
+  return (
+    f"Apertures, {rule}: "
+    + ", ".join(f"{k} {v:.3g}" for k, v in by_step.items())
+    + f" (geometric mean {spread['geometric_mean']:.3g}, max/min {spread['max_over_min']:.3g}). Quota of C_0, "
+    "then of C_t: " + ", ".join(f"{v:.3f}" for v in results["quota_by_step"].values()) + "."
+  )
 
 
 def figure_2(path: Path, results: dict) -> None:
   """Per-genre PCC over the corpora seen, in the layout of the paper's Figure 2."""
-  import matplotlib  # pylint: disable=import-outside-toplevel
+  import matplotlib
+
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  import matplotlib.pyplot as plt
+
   genres = results["genres"]
   steps = np.arange(1, len(genres) + 1)
   fig, axes = plt.subplots(1, len(genres), figsize=(4 * len(genres), 3.6), sharex=True)
@@ -90,10 +102,12 @@ def figure_2(path: Path, results: dict) -> None:
 
 class ConceptorsSTS(harness.Experiment):
   name = "conceptors_sts"
-  description = ("Continual sentence encoders with conceptors: the STS time-course protocol (train-from-scratch "
-                 "SIF, zero-shot CA, CA). Without --vectors/--freq/--sts-dir it runs on the embedded synthetic "
-                 "corpus. Writes config.json, metrics.jsonl, stages/, results.json, table.md (Table 1 layout), "
-                 "figure2.png.")
+  description = (
+    "Continual sentence encoders with conceptors: the STS time-course protocol (train-from-scratch "
+    "SIF, zero-shot CA, CA). Without --vectors/--freq/--sts-dir it runs on the embedded synthetic "
+    "corpus. Writes config.json, metrics.jsonl, stages/, results.json, table.md (Table 1 layout), "
+    "figure2.png."
+  )
   config = Config
   presets = PRESETS
   path_flags = ("--vectors", "--freq", "--sts-dir")
@@ -108,8 +122,9 @@ class ConceptorsSTS(harness.Experiment):
     aperture(cfg)
     given = [p is not None for p in (args.vectors, args.freq, args.sts_dir)]
     if any(given) and not all(given):
-      raise harness.UsageError("--vectors", "--freq and --sts-dir go together (omit all three for the synthetic "
-                                            "default)")
+      raise harness.UsageError(
+        "--vectors", "--freq and --sts-dir go together (omit all three for the synthetic default)"
+      )
     for flag, path in (("--vectors", args.vectors), ("--freq", args.freq), ("--sts-dir", args.sts_dir)):
       if path is not None and not os.path.exists(path):
         raise harness.UsageError(flag, f"{path} does not exist")
@@ -136,19 +151,27 @@ class ConceptorsSTS(harness.Experiment):
     vectors, counts, genres = data
     alpha = aperture(cfg)
     label = f"auto-{alpha}" if isinstance(alpha, str) else f"{alpha:g}"
-    results = run.stage(f"time_course/alpha={label}", lambda: run_time_course(
-        vectors, counts, genres, alpha=alpha, a=cfg.sif_a, progress=run.progress, log=run.log,
-        mesh=args.mesh))
+    results = run.stage(
+      f"time_course/alpha={label}",
+      lambda: run_time_course(
+        vectors, counts, genres, alpha=alpha, a=cfg.sif_a, progress=run.progress, log=run.log, mesh=args.mesh
+      ),
+    )
     return dict(results, data=self.source(args, cfg))
 
   def report(self, run, args, cfg, results):
     table = table_1(results) + "\n" + aperture_line(results) + "\n"
     run.write_text("table.md", table)
     figure_2(run.out / "figure2.png", results)
-    wins = [g for g in results["genres"] if results["methods"]["ca"]["time_course_average"][g]
-            > results["methods"]["sif"]["time_course_average"][g]]
-    return (f"\nTime-course averaged PCC x 100 (Table 1 layout):\n\n{table}\nCA beats train-from-scratch SIF on "
-            f"{len(wins)}/{len(results['genres'])} genres: {', '.join(wins)}")
+    wins = [
+      g
+      for g in results["genres"]
+      if results["methods"]["ca"]["time_course_average"][g] > results["methods"]["sif"]["time_course_average"][g]
+    ]
+    return (
+      f"\nTime-course averaged PCC x 100 (Table 1 layout):\n\n{table}\nCA beats train-from-scratch SIF on "
+      f"{len(wins)}/{len(results['genres'])} genres: {', '.join(wins)}"
+    )
 
 
 EXPERIMENT = ConceptorsSTS()

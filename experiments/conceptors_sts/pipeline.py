@@ -22,9 +22,21 @@ from tqdm.auto import tqdm
 
 from bcjax.conceptors import correlation, disjunction, optimal_aperture, quota, relative_aperture
 from bcjax.parallel import DATA_AXIS, shard_padded_rows
-from bcjax.sentence import (NLTK_ENGLISH_STOPWORDS, StsPairs, WordVectors, ca_embed, conceptor_with_aperture,
-                            cosine_similarity, encode_token_ids, pearson, principal_direction, remove_direction,
-                            sif_weights, stopword_correlation, weighted_average)
+from bcjax.sentence import (
+  NLTK_ENGLISH_STOPWORDS,
+  StsPairs,
+  WordVectors,
+  ca_embed,
+  conceptor_with_aperture,
+  cosine_similarity,
+  encode_token_ids,
+  pearson,
+  principal_direction,
+  remove_direction,
+  sif_weights,
+  stopword_correlation,
+  weighted_average,
+)
 
 # --alpha auto: each conceptor's aperture from its own correlation matrix, so no labelled data picks it.
 APERTURE_RULES = {"jaeger": optimal_aperture, "relative": relative_aperture}
@@ -32,8 +44,14 @@ APERTURE_RULES = {"jaeger": optimal_aperture, "relative": relative_aperture}
 
 @functools.lru_cache(maxsize=None)
 def _sharded_correlation(mesh: jax.sharding.Mesh):
-  return jax.jit(jax.shard_map(lambda x, m: correlation(x, where=m, axis_name=DATA_AXIS), mesh=mesh,
-                               in_specs=(jax.P(DATA_AXIS), jax.P(DATA_AXIS)), out_specs=jax.P()))
+  return jax.jit(
+    jax.shard_map(
+      lambda x, m: correlation(x, where=m, axis_name=DATA_AXIS),
+      mesh=mesh,
+      in_specs=(jax.P(DATA_AXIS), jax.P(DATA_AXIS)),
+      out_specs=jax.P(),
+    )
+  )
 
 
 def _correlation(q, mesh) -> jax.Array:
@@ -53,34 +71,49 @@ def _pcc(e1, e2, gold) -> float:
   return 100.0 * float(pearson(cosine_similarity(e1, e2), gold))
 
 
-def check_inputs(vectors: WordVectors, genres: Mapping[str, StsPairs],
-                 stopwords: Sequence[str] = NLTK_ENGLISH_STOPWORDS) -> None:
+def check_inputs(
+  vectors: WordVectors, genres: Mapping[str, StsPairs], stopwords: Sequence[str] = NLTK_ENGLISH_STOPWORDS
+) -> None:
   """What would fail after the embeddings are built, checked first: every genre needs two scored pairs with
   scores that vary (Pearson's r is undefined otherwise) and a sentence with a word in the vocabulary, and some stop
   word must have a vector (C_0)."""
   if not any(w in vectors.index for w in stopwords):
-    raise ValueError("none of the stop words is in the word-vector vocabulary; C_0 cannot be built (are the vectors "
-                     "lower-cased, as the protocol expects?)")
+    raise ValueError(
+      "none of the stop words is in the word-vector vocabulary; C_0 cannot be built (are the vectors "
+      "lower-cased, as the protocol expects?)"
+    )
   for g, pairs in genres.items():
     if len(pairs.scores) < 2 or np.ptp(pairs.scores) == 0:
-      raise ValueError(f"genre {g!r} has {len(pairs.scores)} scored pair(s) with scores spanning "
-                       f"{np.ptp(pairs.scores) if len(pairs.scores) else 0}; Pearson's r needs two or more that vary")
+      raise ValueError(
+        f"genre {g!r} has {len(pairs.scores)} scored pair(s) with scores spanning "
+        f"{np.ptp(pairs.scores) if len(pairs.scores) else 0}; Pearson's r needs two or more that vary"
+      )
     _, mask = encode_token_ids(pairs.sentence1 + pairs.sentence2, vectors.index)
     if not mask.any():
       raise ValueError(f"genre {g!r}: no sentence has a word in the word-vector vocabulary")
 
 
-def run_time_course(vectors: WordVectors, counts: Mapping[str, int], genres: Mapping[str, StsPairs], *,
-                    alpha: float | str = 1.0, a: float = 1e-3, stopwords: Sequence[str] = NLTK_ENGLISH_STOPWORDS,
-                    progress: bool = True, log=None, mesh: jax.sharding.Mesh | None = None) -> dict:
+def run_time_course(
+  vectors: WordVectors,
+  counts: Mapping[str, int],
+  genres: Mapping[str, StsPairs],
+  *,
+  alpha: float | str = 1.0,
+  a: float = 1e-3,
+  stopwords: Sequence[str] = NLTK_ENGLISH_STOPWORDS,
+  progress: bool = True,
+  log=None,
+  mesh: jax.sharding.Mesh | None = None,
+) -> dict:
   """Runs the protocol in float64; returns the results dictionary (PCC x 100). ``alpha`` is a fixed aperture or the
   name of a rule in :data:`APERTURE_RULES` that picks every conceptor's aperture (C_0's and each step's) from its own
   correlation matrix; the apertures used are in ``alpha_by_step``. With ``mesh`` the corpora's correlation matrices
   (the conceptors' R_t and SIF's principal directions) are summed over its devices, each holding a block of the
   sentences."""
   if isinstance(alpha, str) and alpha not in APERTURE_RULES:
-    raise ValueError(f"run_time_course: `alpha` must be a positive number or one of {sorted(APERTURE_RULES)}, got "
-                     f"{alpha!r}")
+    raise ValueError(
+      f"run_time_course: `alpha` must be a positive number or one of {sorted(APERTURE_RULES)}, got {alpha!r}"
+    )
   aperture = APERTURE_RULES.get(alpha, alpha)
   names = list(genres)
   with jax.enable_x64(True):
@@ -110,14 +143,15 @@ def run_time_course(vectors: WordVectors, counts: Mapping[str, int], genres: Map
     sif_steps, ca_steps = [], []
     c = c0
     for t in tqdm(range(len(names)), desc="corpora", disable=not progress):
-      u = _principal_direction(jnp.concatenate([corpus[g] for g in names[:t + 1]]), mesh)
+      u = _principal_direction(jnp.concatenate([corpus[g] for g in names[: t + 1]]), mesh)
       # C_t = C_{t-1} OR C(R_t, alpha), as bcjax.sentence.ca_update, with R_t possibly from many devices
       c_t, alphas[names[t]] = conceptor_with_aperture(_correlation(corpus[names[t]], mesh), aperture)
       alphas[names[t]] = float(alphas[names[t]])
       c = disjunction(c, c_t)
       quotas[names[t]] = float(quota(c))
-      sif_steps.append([_pcc(remove_direction(raw[g][0], u), remove_direction(raw[g][1], u), genres[g].scores)
-                        for g in names])
+      sif_steps.append(
+        [_pcc(remove_direction(raw[g][0], u), remove_direction(raw[g][1], u), genres[g].scores) for g in names]
+      )
       ca_steps.append([_pcc(ca_embed(raw[g][0], c), ca_embed(raw[g][1], c), genres[g].scores) for g in names])
       if log is not None:
         for method, row in (("sif", sif_steps[-1]), ("ca", ca_steps[-1])):
@@ -127,20 +161,30 @@ def run_time_course(vectors: WordVectors, counts: Mapping[str, int], genres: Map
     return {"pcc_by_step": steps, "time_course_average": dict(zip(names, np.mean(steps, axis=0).tolist()))}
 
   return {
-      "genres": names,
-      "methods": {"sif": course(sif_steps), "zero-shot-ca": course([[zero_shot[g] for g in names]] * len(names)),
-                  "ca": course(ca_steps)},
-      "corpus_specialized_sif": specialized,
-      "pairs": {g: int(len(genres[g].scores)) for g in names},
-      "sentences_without_tokens": empty,
-      "stopwords_in_vocabulary": stop_count,
-      "alpha": alpha, "sif_a": a,
-      "alpha_by_step": alphas, "quota_by_step": quotas, "alpha_spread": aperture_spread(list(alphas.values())),
+    "genres": names,
+    "methods": {
+      "sif": course(sif_steps),
+      "zero-shot-ca": course([[zero_shot[g] for g in names]] * len(names)),
+      "ca": course(ca_steps),
+    },
+    "corpus_specialized_sif": specialized,
+    "pairs": {g: int(len(genres[g].scores)) for g in names},
+    "sentences_without_tokens": empty,
+    "stopwords_in_vocabulary": stop_count,
+    "alpha": alpha,
+    "sif_a": a,
+    "alpha_by_step": alphas,
+    "quota_by_step": quotas,
+    "alpha_spread": aperture_spread(list(alphas.values())),
   }
 
 
 def aperture_spread(alphas: Sequence[float]) -> dict:
   """Summary of the apertures used: range, geometric mean and max/min ratio (1 for a fixed aperture)."""
   values = np.asarray(alphas, np.float64)
-  return {"min": float(values.min()), "max": float(values.max()),
-          "geometric_mean": float(np.exp(np.log(values).mean())), "max_over_min": float(values.max() / values.min())}
+  return {
+    "min": float(values.min()),
+    "max": float(values.max()),
+    "geometric_mean": float(np.exp(np.log(values).mean())),
+    "max_over_min": float(values.max() / values.min()),
+  }

@@ -26,10 +26,18 @@ def _name(i: int, prefix: str) -> str:
   return prefix + "".join(reversed(letters))
 
 
-def make_synthetic_sts(seed: int = 0, *, dim: int = 50, pairs_per_genre=(600, 500, 400, 300, 200),
-                       content_words: int = 2000, genre_words: int = 12, content_per_sentence: int = 6,
-                       stop_per_sentence: int = 5, genre_per_sentence: int = 4, discourse_scale: float = 3.0
-                       ) -> tuple[WordVectors, dict[str, int], dict[str, StsPairs]]:
+def make_synthetic_sts(
+  seed: int = 0,
+  *,
+  dim: int = 50,
+  pairs_per_genre=(600, 500, 400, 300, 200),
+  content_words: int = 2000,
+  genre_words: int = 12,
+  content_per_sentence: int = 6,
+  stop_per_sentence: int = 5,
+  genre_per_sentence: int = 4,
+  discourse_scale: float = 3.0,
+) -> tuple[WordVectors, dict[str, int], dict[str, StsPairs]]:
   """Returns ``(vectors, counts, genres)`` shaped like the real inputs of the experiment."""
   rng = np.random.default_rng(seed)
   unit = lambda v: v / np.linalg.norm(v)
@@ -66,8 +74,11 @@ def make_synthetic_sts(seed: int = 0, *, dim: int = 50, pairs_per_genre=(600, 50
       other = list(rng.choice(content, size=content_per_sentence - shared, replace=False))
       sentences = []
       for words_of in (meaning, meaning[:shared] + other):
-        tokens = (list(words_of) + list(rng.choice(stop, stop_per_sentence))
-                  + list(rng.choice(genre_vocab[t], genre_per_sentence)))
+        tokens = (
+          list(words_of)
+          + list(rng.choice(stop, stop_per_sentence))
+          + list(rng.choice(genre_vocab[t], genre_per_sentence))
+        )
         rng.shuffle(tokens)
         sentences.append(" ".join(tokens).capitalize() + ".")
       s1.append(sentences[0])

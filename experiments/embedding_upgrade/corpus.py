@@ -63,13 +63,24 @@ def from_sts(sts_dir, *, max_sentences: int, max_queries: int, seed: int) -> Cor
   # Renumber to the kept sentences only.
   new_row = {int(r): i for i, r in enumerate(keep)}
   position = {int(r): i for i, r in enumerate(index)}
-  train = np.array([(new_row[a], new_row[b]) for a, b in similar
-                    if a in new_row and b in new_row and a not in taken and b not in taken], np.int64).reshape(-1, 2)
-  return Corpus(tuple(sentences[r] for r in keep), np.array([new_row[int(r)] for r in index], np.int64),
-                np.array([new_row[q] for q in queries], np.int64),
-                (np.array([new_row[q] for q in queries], np.int64), np.array([position[p] for p in partners],
-                                                                             np.int64)),
-                np.array([labels[r] for r in keep], np.int64), tuple(genres), f"STS genres ({sts_dir})", train)
+  train = np.array(
+    [
+      (new_row[a], new_row[b])
+      for a, b in similar
+      if a in new_row and b in new_row and a not in taken and b not in taken
+    ],
+    np.int64,
+  ).reshape(-1, 2)
+  return Corpus(
+    tuple(sentences[r] for r in keep),
+    np.array([new_row[int(r)] for r in index], np.int64),
+    np.array([new_row[q] for q in queries], np.int64),
+    (np.array([new_row[q] for q in queries], np.int64), np.array([position[p] for p in partners], np.int64)),
+    np.array([labels[r] for r in keep], np.int64),
+    tuple(genres),
+    f"STS genres ({sts_dir})",
+    train,
+  )
 
 
 def from_lines(path, *, max_sentences: int, max_queries: int, seed: int) -> Corpus:
@@ -80,5 +91,6 @@ def from_lines(path, *, max_sentences: int, max_queries: int, seed: int) -> Corp
   sentences = tuple(lines[r] for r in np.sort(rows))
   order = rng.permutation(len(sentences))
   n_queries = min(max_queries, len(sentences) // 5)
-  return Corpus(sentences, np.sort(order[n_queries:]), np.sort(order[:n_queries]), None, None, (),
-                f"passages of {path}")
+  return Corpus(
+    sentences, np.sort(order[n_queries:]), np.sort(order[:n_queries]), None, None, (), f"passages of {path}"
+  )

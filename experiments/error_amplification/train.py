@@ -32,15 +32,22 @@ from experiments.error_amplification.model import Encoder, VersionModel
 from experiments.harness import Run
 
 
-
 class TrainState(NamedTuple):
   params: nnx.State  # encoder (and B_k) parameters
   opt_state: optax.OptState
   step: jax.Array  # shape=(), dtype=int32
 
 
-def _objective(model: VersionModel, batch: dict, method: str, history: tuple, lam: float, l2: float,
-               axis_name: str | None = None, transform: BackwardTransform | None = None):
+def _objective(
+  model: VersionModel,
+  batch: dict,
+  method: str,
+  history: tuple,
+  lam: float,
+  l2: float,
+  axis_name: str | None = None,
+  transform: BackwardTransform | None = None,
+):
   """Eq. (3): intended loss + L2 on embeddings + lambda * alignment (the last only for joint methods); with
   ``axis_name`` the batch is split over devices and every mean is global."""
   z, y_hat = model.encoder(batch["x"])
@@ -53,9 +60,16 @@ def _objective(model: VersionModel, batch: dict, method: str, history: tuple, la
   return loss + lam * align, {"task": task, "align": align}
 
 
-def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation, method: str,
-                    history: tuple, lam: float, l2: float, mesh: jax.sharding.Mesh | None = None,
-                    transform: BackwardTransform | None = None) -> Callable:
+def make_train_step(
+  graphdef: nnx.GraphDef,
+  optimizer: optax.GradientTransformation,
+  method: str,
+  history: tuple,
+  lam: float,
+  l2: float,
+  mesh: jax.sharding.Mesh | None = None,
+  transform: BackwardTransform | None = None,
+) -> Callable:
   """Returns the jitted ``train_step(state, batch, rng) -> (state, metrics)`` with the state donated; with
   ``mesh`` the batch rows are split over its devices inside ``jax.shard_map`` (parameters replicated). ``transform``
   is the kind of B_k (None: the linear W_k)."""
@@ -66,8 +80,7 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
 
   value_and_grad = jax.value_and_grad(loss_fn, has_aux=True)
   if mesh is not None:
-    value_and_grad = jax.shard_map(value_and_grad, mesh=mesh, in_specs=(jax.P(), jax.P(DATA_AXIS)),
-                                   out_specs=jax.P())
+    value_and_grad = jax.shard_map(value_and_grad, mesh=mesh, in_specs=(jax.P(), jax.P(DATA_AXIS)), out_specs=jax.P())
 
   @functools.partial(jax.jit, donate_argnums=(0,))
   def train_step(state: TrainState, batch: dict, rng: jax.Array):
@@ -82,9 +95,18 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
   return train_step
 
 
-def train_version(cfg: Config, method: str, k: int, data: ChainData, z_prev: jax.Array | None, history: tuple,
-                  log, bar, mesh: jax.sharding.Mesh | None = None,
-                  transform: BackwardTransform | None = None) -> VersionModel:
+def train_version(
+  cfg: Config,
+  method: str,
+  k: int,
+  data: ChainData,
+  z_prev: jax.Array | None,
+  history: tuple,
+  log,
+  bar,
+  mesh: jax.sharding.Mesh | None = None,
+  transform: BackwardTransform | None = None,
+) -> VersionModel:
   """Trains M_k (and B_k, of ``transform``'s kind, for the joint methods with a transformation) for ``cfg.steps``
   steps."""
   # Every method gets the same initialisation and batch order at version k (common random numbers).
@@ -94,15 +116,17 @@ def train_version(cfg: Config, method: str, k: int, data: ChainData, z_prev: jax
   encoder = Encoder(cfg.in_dim, cfg.dims[k], cfg.out_dim, cfg.layers[k], rngs=rngs)
   backward = None
   if method in LINEAR and k:
-    backward = (BackwardLinear(cfg.dims[k - 1], cfg.dims[k], rngs=rngs) if transform is None else
-                BackwardMap(transform, cfg.dims[k - 1], cfg.dims[k], rngs=rngs))
+    backward = (
+      BackwardLinear(cfg.dims[k - 1], cfg.dims[k], rngs=rngs)
+      if transform is None
+      else BackwardMap(transform, cfg.dims[k - 1], cfg.dims[k], rngs=rngs)
+    )
   graphdef, params = nnx.split(VersionModel(encoder, backward))
   optimizer = common.adam(cfg.learning_rate)
   state = TrainState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
   if mesh is not None:  # placed as the step leaves it, so the step compiles once
     state = replicate(mesh, state)
-  step_fn = make_train_step(graphdef, optimizer, method if k else "non-bc", history, cfg.lam, cfg.l2, mesh,
-                            transform)
+  step_fn = make_train_step(graphdef, optimizer, method if k else "non-bc", history, cfg.lam, cfg.l2, mesh, transform)
   rows = common.endless_batches(batch_key, cfg.n_train, cfg.batch_size)
   for step in range(cfg.steps):
     idx = next(rows)
@@ -140,25 +164,42 @@ def train_and_evaluate(cfg: Config, run: Run, mesh: jax.sharding.Mesh | None = N
   if len(cfg.layers) != len(cfg.dims) or len(cfg.dims) < 2:
     raise ValueError(f"`dims` {cfg.dims} and `layers` {cfg.layers} must have the same length >= 2")
   num_versions = len(cfg.dims)
-  data = make_chain(jax.random.fold_in(jax.random.key(cfg.seed), 10_000), num_versions=num_versions,
-                    n_train=cfg.n_train, n_test=cfg.n_test, in_dim=cfg.in_dim, out_dim=cfg.out_dim, drift=cfg.drift)
+  data = make_chain(
+    jax.random.fold_in(jax.random.key(cfg.seed), 10_000),
+    num_versions=num_versions,
+    n_train=cfg.n_train,
+    n_test=cfg.n_test,
+    in_dim=cfg.in_dim,
+    out_dim=cfg.out_dim,
+    drift=cfg.drift,
+  )
   need_nonbc = any(m in POSTHOC or m == "non-bc" for m in cfg.methods)
   joint = [m for m in cfg.methods if m in JOINT]
   other_kinds = [kind for kind in cfg.transform_sweep if kind != cfg.transform]
   swept = [m for m in cfg.methods if m in LINEAR]
   models_trained = len(joint) + need_nonbc + len(other_kinds) * sum(m in JOINT for m in swept)
-  with tqdm(total=cfg.steps * (1 + (num_versions - 1) * models_trained), desc="training", disable=not run.progress,
-            unit="step", mininterval=1.0) as bar:
+  with tqdm(
+    total=cfg.steps * (1 + (num_versions - 1) * models_trained),
+    desc="training",
+    disable=not run.progress,
+    unit="step",
+    mininterval=1.0,
+  ) as bar:
     chain = _Chain(cfg, data, run, bar, mesh)
     results = {m: chain.evaluate(m, _transform(cfg, cfg.transform), "") for m in cfg.methods}
-    sweep = {kind: {m: chain.evaluate(m, _transform(cfg, kind), f"transform={kind}/") for m in swept}
-             for kind in other_kinds}
+    sweep = {
+      kind: {m: chain.evaluate(m, _transform(cfg, kind), f"transform={kind}/") for m in swept} for kind in other_kinds
+    }
   out = summarise(cfg, results, chain.mse0, sweep)
   if cfg.transform_sweep:
     kinds = {cfg.transform: results, **sweep}
-    out["transform_sweep"] = {kind: {"transform": transform_name(kind, _hparams(_transform(cfg, kind))),
-                                     "methods": {m: kinds[kind][m] for m in swept}}
-                              for kind in cfg.transform_sweep}
+    out["transform_sweep"] = {
+      kind: {
+        "transform": transform_name(kind, _hparams(_transform(cfg, kind))),
+        "methods": {m: kinds[kind][m] for m in swept},
+      }
+      for kind in cfg.transform_sweep
+    }
   out["transform"] = transform_name(cfg.transform, _hparams(_transform(cfg, cfg.transform)))
   return out
 
@@ -190,8 +231,14 @@ class _Chain:
 
   def _version(self, method, k, z_prev, history, transform, prefix) -> VersionModel:
     log = functools.partial(self.run.log, sweep=prefix.rstrip("/")) if prefix else self.run.log
-    return _restored(self.run.stage(f"{prefix}{method}/v{k}", lambda: _stored(train_version(
-        self.cfg, method, k, self.data, z_prev, history, log, self.bar, self.mesh, transform=transform))))
+    return _restored(
+      self.run.stage(
+        f"{prefix}{method}/v{k}",
+        lambda: _stored(
+          train_version(self.cfg, method, k, self.data, z_prev, history, log, self.bar, self.mesh, transform=transform)
+        ),
+      )
+    )
 
   def trained(self, method: str, transform, prefix: str) -> list[VersionModel]:
     """M_0 ... M_K of a trained method (Non-BC's are shared by every kind)."""
@@ -218,12 +265,21 @@ class _Chain:
       z_old = self.z0_train if k == 1 else _evaluate(nobc[k - 1], data.x_train, data.y_train[k])[0]
 
       def fit(z_new=z_new, z_old=z_old, k=k):
-        fitted = fit_posthoc(z_new, z_old, fitted_maps, key=jax.random.fold_in(jax.random.key(cfg.seed), 100 + k),
-                             loss=POSTHOC_LOSS[POSTHOC[method]], steps=cfg.steps, batch_size=cfg.batch_size,
-                             learning_rate=cfg.posthoc_learning_rate, transform=transform,
-                             history_transforms=transform)
+        fitted = fit_posthoc(
+          z_new,
+          z_old,
+          fitted_maps,
+          key=jax.random.fold_in(jax.random.key(cfg.seed), 100 + k),
+          loss=POSTHOC_LOSS[POSTHOC[method]],
+          steps=cfg.steps,
+          batch_size=cfg.batch_size,
+          learning_rate=cfg.posthoc_learning_rate,
+          transform=transform,
+          history_transforms=transform,
+        )
         self.run.log(method=prefix + method, version=k, step=cfg.steps, loss=float(fitted.losses[-1]))
         return jax.tree.map(np.asarray, fitted.w)
+
       fitted_maps.append(jax.tree.map(jnp.asarray, self.run.stage(f"{prefix}{method}/B{k}", fit)))
     return fitted_maps
 
@@ -235,13 +291,13 @@ class _Chain:
     models = self.trained(source, transform, prefix)
     registry = None
     if method in LINEAR:
-      maps = self.posthoc(method, transform, prefix) if method in POSTHOC else [_params(m.backward)
-                                                                                 for m in models[1:]]
+      maps = self.posthoc(method, transform, prefix) if method in POSTHOC else [_params(m.backward) for m in models[1:]]
 
       def build(path):
         reg = Registry.create(path, cfg.dims[0], notes=f"{method}: M_0")
         for k, params in enumerate(maps, start=1):
           reg.append(jax.tree.map(np.asarray, params), notes=f"{method}: B_{k}", transform=transform)
+
       registry = Registry(self.run.publish_dir(f"registries/{prefix}{method}", build))
     per_version = {"alignment_error_to_v0": [], "single_step_error": [], "intended_mse": [], "composed_gain": []}
     z_prev_test = self.z0_test
@@ -255,8 +311,11 @@ class _Chain:
         z0_tilde = jnp.asarray(registry.transform(np.asarray(z_k), to=0, source=k))
         one_step = jnp.asarray(registry.transform(np.asarray(z_k), to=k - 1, source=k))
         # affine and MLP maps have no single gain (a bias, a non-linear branch): None, never NaN
-        gain = (float(np.linalg.norm(registry.compose(0, source=k), ord=2))
-                if transform is None or transform.kind == "orthogonal" else None)
+        gain = (
+          float(np.linalg.norm(registry.compose(0, source=k), ord=2))
+          if transform is None or transform.kind == "orthogonal"
+          else None
+        )
       z_prev_test = z_prev_test if k == 1 else _evaluate(models[k - 1], data.x_test, data.y_test[k])[0]
       per_version["alignment_error_to_v0"].append(float(alignment_error(z0_tilde, self.z0_test)))
       per_version["single_step_error"].append(float(alignment_error(one_step, z_prev_test)))
@@ -273,44 +332,67 @@ def summarise(cfg: Config, results: dict, mse0: float, sweep: dict | None = None
     base = results["non-bc"]["intended_mse"]
     for res in [*results.values(), *(r for runs in (sweep or {}).values() for r in runs.values())]:
       res["intended_degradation_pct"] = [100.0 * (m - b) / b for m, b in zip(res["intended_mse"], base)]
-  return {"dataset": "synthetic-chain", "preset_config": dataclasses.asdict(cfg), "seed": cfg.seed,
-          "versions": versions, "v0_intended_mse": mse0, "methods": results}
+  return {
+    "dataset": "synthetic-chain",
+    "preset_config": dataclasses.asdict(cfg),
+    "seed": cfg.seed,
+    "versions": versions,
+    "v0_intended_mse": mse0,
+    "methods": results,
+  }
 
 
 def _row(method: str, kind: str, res: dict) -> list:
   gain = res["composed_gain"][-1]
-  return [method, kind, *res["alignment_error_to_v0"], res["single_step_error"][-1],
-          "n/a" if gain is None else gain, float(np.mean(res["intended_mse"])),
-          float(np.mean(res["intended_degradation_pct"])) if "intended_degradation_pct" in res else "n/a"]
+  return [
+    method,
+    kind,
+    *res["alignment_error_to_v0"],
+    res["single_step_error"][-1],
+    "n/a" if gain is None else gain,
+    float(np.mean(res["intended_mse"])),
+    float(np.mean(res["intended_degradation_pct"])) if "intended_degradation_pct" in res else "n/a",
+  ]
 
 
 def report(run: Run, results: dict) -> str:
   """Writes table.md (and, with a transform sweep, its kind × method table) and alignment_error.png; returns the
   tables. The B_k column names what maps z_k back to version 0: the kind, or NoTrans."""
   versions, methods = results["versions"], results["methods"]
-  header = ["method", "B_k"] + [f"err→v0 @v{k}" for k in versions] + [
-      f"1-step err @v{versions[-1]}", f"‖W^0_{versions[-1]}‖₂", "intended MSE (mean)", "intended degr. % (mean)"]
+  header = (
+    ["method", "B_k"]
+    + [f"err→v0 @v{k}" for k in versions]
+    + [f"1-step err @v{versions[-1]}", f"‖W^0_{versions[-1]}‖₂", "intended MSE (mean)", "intended degr. % (mean)"]
+  )
   kind = results.get("transform", "linear")
   table = common.markdown_table(header, [_row(m, kind if m in LINEAR else "NoTrans", r) for m, r in methods.items()])
   if "transform_sweep" in results:
-    rows = [_row(m, sweep["transform"], r) for sweep in results["transform_sweep"].values()
-            for m, r in sweep["methods"].items()]
-    table += ("\n\nBackward transformation kinds (--transform-sweep): the methods with a transformation, once per "
-              "kind, on the same M_0 and Non-BC models (‖W^0_k‖₂: n/a for maps no matrix represents).\n\n" +
-              common.markdown_table(header, rows))
+    rows = [
+      _row(m, sweep["transform"], r)
+      for sweep in results["transform_sweep"].values()
+      for m, r in sweep["methods"].items()
+    ]
+    table += (
+      "\n\nBackward transformation kinds (--transform-sweep): the methods with a transformation, once per "
+      "kind, on the same M_0 and Non-BC models (‖W^0_k‖₂: n/a for maps no matrix represents).\n\n"
+      + common.markdown_table(header, rows)
+    )
   run.write_text("table.md", table)
   _plot(run, versions, methods, results.get("transform_sweep", {}), kind)
   return table
 
 
 def _plot(run: Run, versions: list[int], results: dict, sweep: dict, kind: str) -> None:
-  import matplotlib  # pylint: disable=import-outside-toplevel
+  import matplotlib
+
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  import matplotlib.pyplot as plt
+
   fig, axes = plt.subplots(1, 2, figsize=(10, 4))
   curves = [(method, "-", res) for method, res in results.items()]
-  curves += [(f"{m} [{s['transform']}]", "--", res) for k, s in sweep.items() if k != kind
-             for m, res in s["methods"].items()]
+  curves += [
+    (f"{m} [{s['transform']}]", "--", res) for k, s in sweep.items() if k != kind for m, res in s["methods"].items()
+  ]
   for label, style, res in curves:
     axes[0].plot(versions, res["alignment_error_to_v0"], style, marker="o", label=label)
     axes[1].plot(versions, res["single_step_error"], style, marker="o", label=label)

@@ -1,7 +1,7 @@
 """Command line of the Gramian-estimation experiment (``--help`` for every flag).
 
-  python -m experiments.gramian_estimation --preset quick                          # synthetic default
-  python -m experiments.gramian_estimation --dataset movielens-100k --data-dir ml-100k/
+python -m experiments.gramian_estimation --preset quick                          # synthetic default
+python -m experiments.gramian_estimation --dataset movielens-100k --data-dir ml-100k/
 """
 
 import sys

@@ -27,9 +27,11 @@ def table(results: dict, cfg) -> str:
 
 
 def figures(out: Path, results: dict, cfg) -> None:
-  import matplotlib  # pylint: disable=import-outside-toplevel
+  import matplotlib
+
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  import matplotlib.pyplot as plt
+
   steps = results["steps"]
   curves = results["errors"]["left"]
   fig, axes = plt.subplots(1, len(cfg.batch_sizes), figsize=(5.5 * len(cfg.batch_sizes), 4), sharey=True)
@@ -56,9 +58,11 @@ def figures(out: Path, results: dict, cfg) -> None:
 
 class GramianEstimation(TwoTowerExperiment):
   name = "gramian_estimation"
-  description = ("Gramian estimation error of SAGram (both β), SOGram and the sampling baselines on one common "
-                 "training trajectory. Writes config.json, metrics.jsonl, stages/, results.json, table.md, "
-                 "figure2a.png, figure2b.png.")
+  description = (
+    "Gramian estimation error of SAGram (both β), SOGram and the sampling baselines on one common "
+    "training trajectory. Writes config.json, metrics.jsonl, stages/, results.json, table.md, "
+    "figure2a.png, figure2b.png."
+  )
   config = Config
   presets = PRESETS
 
@@ -72,11 +76,15 @@ class GramianEstimation(TwoTowerExperiment):
 
   def check_mesh(self, args, cfg, devices):
     if any(b % devices for b in cfg.batch_sizes):
-      raise harness.UsageError("--batch-sizes", f"{','.join(map(str, cfg.batch_sizes))}: every batch must be "
-                                                f"divisible by the {devices} devices of the data mesh (--devices)")
+      raise harness.UsageError(
+        "--batch-sizes",
+        f"{','.join(map(str, cfg.batch_sizes))}: every batch must be "
+        f"divisible by the {devices} devices of the data mesh (--devices)",
+      )
     if cfg.train_batch_size % devices:
-      raise harness.UsageError("--devices", f"{devices}: the trajectory's batch of {cfg.train_batch_size} is not "
-                                            f"divisible by it")
+      raise harness.UsageError(
+        "--devices", f"{devices}: the trajectory's batch of {cfg.train_batch_size} is not divisible by it"
+      )
 
   def load(self, args, cfg):
     corpus = super().load(args, cfg)
@@ -85,13 +93,14 @@ class GramianEstimation(TwoTowerExperiment):
       for side in ("left", "right"):
         n = getattr(corpus, side).num_entities
         if n % devices:
-          raise ValueError(f"--shard-tables: the {side} side has {n} entities, not divisible by the {devices} devices "
-                           f"(--devices) that would split SAGram's cache; choose a device count that divides it")
+          raise ValueError(
+            f"--shard-tables: the {side} side has {n} entities, not divisible by the {devices} devices "
+            f"(--devices) that would split SAGram's cache; choose a device count that divides it"
+          )
     return corpus
 
   def execute(self, run, args, cfg, corpus):
-    results = run.stage("trajectory", lambda: track(corpus, cfg, progress=run.progress, log=run.log,
-                                                    mesh=args.mesh))
+    results = run.stage("trajectory", lambda: track(corpus, cfg, progress=run.progress, log=run.log, mesh=args.mesh))
     return dict(results, dataset=args.dataset, preset=args.preset, seed=cfg.seed)
 
   def report(self, run, args, cfg, results):

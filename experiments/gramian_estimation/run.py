@@ -37,20 +37,34 @@ class Config:
   error_every: int = option(10, help="steps between exact-Gramian error measurements", low=1)
   batch_sizes: tuple[int, ...] = option((128, 1024), help="|B| of the estimators (Figure 2a)", low=1)
   alpha: float = option(0.1, help="SOGram's α in Figure 2a", low=0.0, high=1.0, low_open=True)
-  alphas: tuple[float, ...] = option((0.001, 0.01, 0.1, 0.5), help="SOGram's α values of Figure 2b", low=0.0,
-                                     high=1.0, low_open=True)
+  alphas: tuple[float, ...] = option(
+    (0.001, 0.01, 0.1, 0.5), help="SOGram's α values of Figure 2b", low=0.0, high=1.0, low_open=True
+  )
   smoothing: float = 1.0
   num_pages: int = 10_000
   num_links: int = 100_000
   seed: int = option(0, help="PRNG seed of the corpus, the model and the batches", low=0)
-  shard_tables: bool = option(False, help="split SAGram's caches by rows over the data mesh (--devices): each "
-                                          "device holds n / N rows; the estimates are unchanged")
+  shard_tables: bool = option(
+    False,
+    help="split SAGram's caches by rows over the data mesh (--devices): each "
+    "device holds n / N rows; the estimates are unchanged",
+  )
+
 
 PRESETS = {
-    "quick": Config(),
-    "paper": Config(steps=5000, error_every=25, num_pages=85_000, num_links=1_500_000),
-    "test": Config(input_dim=8, sizes=(16, 8), steps=12, error_every=4, batch_sizes=(16, 32), alphas=(0.1, 0.5),
-                   train_batch_size=64, num_pages=300, num_links=2000),
+  "quick": Config(),
+  "paper": Config(steps=5000, error_every=25, num_pages=85_000, num_links=1_500_000),
+  "test": Config(
+    input_dim=8,
+    sizes=(16, 8),
+    steps=12,
+    error_every=4,
+    batch_sizes=(16, 32),
+    alphas=(0.1, 0.5),
+    train_batch_size=64,
+    num_pages=300,
+    num_links=2000,
+  ),
 }
 
 
@@ -64,16 +78,20 @@ class Spec(NamedTuple):
 def specs(cfg: Config) -> list[Spec]:
   out = []
   for b in cfg.batch_sizes:
-    out += [Spec(f"sagram-sag B={b}", "sagram-sag", b, None), Spec(f"sagram-saga B={b}", "sagram-saga", b, None),
-            Spec(f"sogram(a={cfg.alpha}) B={b}", "sogram", b, cfg.alpha)]
+    out += [
+      Spec(f"sagram-sag B={b}", "sagram-sag", b, None),
+      Spec(f"sagram-saga B={b}", "sagram-saga", b, None),
+      Spec(f"sogram(a={cfg.alpha}) B={b}", "sogram", b, cfg.alpha),
+    ]
     out += [Spec(f"sampling-{s} B={b}", f"sampling-{s}", b, None) for s in ("uniform", "linear", "sqrt")]
   b = min(cfg.batch_sizes)
   out += [Spec(f"sogram(a={a}) B={b}", "sogram", b, a) for a in cfg.alphas if a != cfg.alpha]
   return out
 
 
-def _make(spec: Spec, n: int, entity_counts, smoothing: float, axis_name: str | None,
-          shard_cache: bool = False) -> tuple[GramianEstimator, Sampler]:
+def _make(
+  spec: Spec, n: int, entity_counts, smoothing: float, axis_name: str | None, shard_cache: bool = False
+) -> tuple[GramianEstimator, Sampler]:
   kind = spec.method.split("-")[-1] if spec.method.startswith("sampling") else "uniform"
   sampler = make_sampler(entity_counts, kind, smoothing)
   if spec.method.startswith("sagram"):
@@ -88,27 +106,43 @@ def _relative_error(estimate, truth):
   return jnp.linalg.norm(estimate - truth) / jnp.linalg.norm(truth)
 
 
-def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None,
-          mesh: jax.sharding.Mesh | None = None) -> dict:
+def track(
+  corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None, mesh: jax.sharding.Mesh | None = None
+) -> dict:
   """The trajectory and every estimator's error along it; with ``mesh`` the training step and every estimator's
   batch are split over its devices (the estimators sum their per-device Gramians; SAGram gathers the batch into its
   cache, replicated or, with ``cfg.shard_tables``, split by rows over the devices)."""
   axis = None if mesh is None else DATA_AXIS
   key = jax.random.key(cfg.seed)
-  model = TwoTower(corpus.vocab_size, cfg.input_dim, len(corpus.left.groups), len(corpus.right.groups), cfg.sizes,
-                   rngs=nnx.Rngs(params=jax.random.fold_in(key, 0)))
+  model = TwoTower(
+    corpus.vocab_size,
+    cfg.input_dim,
+    len(corpus.left.groups),
+    len(corpus.right.groups),
+    cfg.sizes,
+    rngs=nnx.Rngs(params=jax.random.fold_in(key, 0)),
+  )
   graphdef, params = nnx.split(model)
   optimizer = make_optimizer(cfg.optimizer, cfg.learning_rate)
   driver = batch_gramian(sampling="uniform", axis_name=axis)
   state = init_state(graphdef, params, optimizer, driver, cfg.sizes[-1])
-  train_step = make_train_step(graphdef, optimizer, driver, lam=cfg.lam, batch_size=cfg.train_batch_size,
-                               penalty_batch_size=cfg.train_batch_size, mesh=mesh)
+  train_step = make_train_step(
+    graphdef,
+    optimizer,
+    driver,
+    lam=cfg.lam,
+    batch_size=cfg.train_batch_size,
+    penalty_batch_size=cfg.train_batch_size,
+    mesh=mesh,
+  )
   data = train_data(corpus, "uniform", cfg.smoothing)
   if mesh is not None:
     state, data = replicate(mesh, state), replicate(mesh, data)
   embed = make_embedder(graphdef)
-  sides = {"left": (corpus.left, counts(corpus.train.left, corpus.left.num_entities), data.left_groups),
-           "right": (corpus.right, counts(corpus.train.right, corpus.right.num_entities), data.right_groups)}
+  sides = {
+    "left": (corpus.left, counts(corpus.train.left, corpus.left.num_entities), data.left_groups),
+    "right": (corpus.right, counts(corpus.train.right, corpus.right.num_entities), data.right_groups),
+  }
   all_specs = specs(cfg)
   estimators, estimator_states = {}, {}
 
@@ -135,8 +169,10 @@ def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None,
 
   def draw(rng):
     """Each estimator's own batch on the global view: entity ids and weights mu."""
-    return {(side, name): sample(sampler, jax.random.fold_in(rng, i), batch_of[name])
-            for i, ((side, name), (_, sampler)) in enumerate(ordered)}
+    return {
+      (side, name): sample(sampler, jax.random.fold_in(rng, i), batch_of[name])
+      for i, ((side, name), (_, sampler)) in enumerate(ordered)
+    }
 
   def update(params, est_states, features, draws):
     model = nnx.merge(graphdef, params)
@@ -152,11 +188,15 @@ def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None,
 
   if mesh is not None:
     # replicated states, or (--shard-tables) SAGram caches split by rows
-    state_specs = {(side, name): SAGramState(jax.P(DATA_AXIS, None), jax.P(), jax.P(), jax.P())
-                   if sharded(next(s for s in all_specs if s.name == name)) else jax.P()
-                   for (side, name), _ in ordered}
-    update = jax.shard_map(update, mesh=mesh, in_specs=(jax.P(), state_specs, jax.P(), jax.P(DATA_AXIS)),
-                           out_specs=(state_specs, jax.P()))
+    state_specs = {
+      (side, name): SAGramState(jax.P(DATA_AXIS, None), jax.P(), jax.P(), jax.P())
+      if sharded(next(s for s in all_specs if s.name == name))
+      else jax.P()
+      for (side, name), _ in ordered
+    }
+    update = jax.shard_map(
+      update, mesh=mesh, in_specs=(jax.P(), state_specs, jax.P(), jax.P(DATA_AXIS)), out_specs=(state_specs, jax.P())
+    )
 
   @jax.jit
   def update_all(params, est_states, features, rng):
@@ -172,8 +212,7 @@ def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None,
   rng = jax.random.fold_in(key, 1)
   steps, curves = [], {side: {s.name: [] for s in all_specs} for side in sides}
   for t in tqdm(range(cfg.steps), desc="trajectory", disable=not progress):
-    estimator_states, estimates = update_all(state.params, estimator_states, features,
-                                              jax.random.fold_in(rng, 2 * t))
+    estimator_states, estimates = update_all(state.params, estimator_states, features, jax.random.fold_in(rng, 2 * t))
     if t % cfg.error_every == 0 or t == cfg.steps - 1:
       exact = {side: gramian(embed(state.params, sides[side][2], side)) for side in sides}
       errs = jax.device_get(errors(estimates, exact))
@@ -185,5 +224,9 @@ def track(corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None,
     state, _ = train_step(state, data, jax.random.fold_in(rng, 2 * t + 1))
   half = len(steps) // 2
   summary = {side: {name: float(np.mean(v[half:])) for name, v in c.items()} for side, c in curves.items()}
-  return {"steps": steps, "errors": curves, "mean_error_second_half": summary,
-          "specs": [s._asdict() for s in all_specs]}
+  return {
+    "steps": steps,
+    "errors": curves,
+    "mean_error_second_half": summary,
+    "specs": [s._asdict() for s in all_specs],
+  }

@@ -1,7 +1,7 @@
 """Command line of the corpus-size curve (``--help`` for every flag).
 
-  python -m experiments.gramian_scaling --preset quick              # n = 10K, 100K, 1M synthetic link corpora
-  python -m experiments.gramian_scaling --preset quick --sizes 10000,100000 --seeds 1
+python -m experiments.gramian_scaling --preset quick              # n = 10K, 100K, 1M synthetic link corpora
+python -m experiments.gramian_scaling --preset quick --sizes 10000,100000 --seeds 1
 """
 
 import sys

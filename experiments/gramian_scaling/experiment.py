@@ -19,12 +19,25 @@ from experiments.two_tower.data import check_corpus
 def training_config(cfg: Config, n: int, seed: int, temperature: float):
   """The training comparison's config for one (n, seed): its quick protocol with this run's settings."""
   return dataclasses.replace(
-      TRAINING_PRESETS["quick"], num_pages=n, num_links=n * cfg.links_per_page, seed=seed, steps=cfg.steps,
-      eval_every=min(cfg.eval_every, cfg.steps), optimizer=cfg.optimizer, learning_rate=cfg.learning_rate,
-      batch_size=cfg.batch_size, penalty_batch_size=cfg.penalty_batch_size, alpha=cfg.alpha,
-      temperature=temperature, num_candidates=cfg.num_candidates, eval_queries=cfg.eval_queries,
-      track_error=cfg.track_error,
-      input_dim=cfg.input_dim, sizes=cfg.hidden, methods=cfg.methods)
+    TRAINING_PRESETS["quick"],
+    num_pages=n,
+    num_links=n * cfg.links_per_page,
+    seed=seed,
+    steps=cfg.steps,
+    eval_every=min(cfg.eval_every, cfg.steps),
+    optimizer=cfg.optimizer,
+    learning_rate=cfg.learning_rate,
+    batch_size=cfg.batch_size,
+    penalty_batch_size=cfg.penalty_batch_size,
+    alpha=cfg.alpha,
+    temperature=temperature,
+    num_candidates=cfg.num_candidates,
+    eval_queries=cfg.eval_queries,
+    track_error=cfg.track_error,
+    input_dim=cfg.input_dim,
+    sizes=cfg.hidden,
+    methods=cfg.methods,
+  )
 
 
 def best_temperature(sweep: dict[float, float]) -> float:
@@ -89,8 +102,9 @@ def summarise(runs: dict, methods: tuple[str, ...]) -> dict:
   sampling -> oracle gap and the share of it closed (:func:`oracle_gap`)."""
   out = {m: {} for m in methods}
   for n, by_seed in runs.items():
-    per_method = {m: {"final": [], "recall": [], "time_matched": [], "improvement": [], "gramian_error": []}
-                  for m in methods}
+    per_method = {
+      m: {"final": [], "recall": [], "time_matched": [], "improvement": [], "gramian_error": []} for m in methods
+    }
     for results in by_seed.values():
       budget = min(r["train_seconds"] for r in results.values())
       for m, r in results.items():
@@ -106,14 +120,19 @@ def summarise(runs: dict, methods: tuple[str, ...]) -> dict:
     for m, row in per_method.items():
       if not row["final"]:
         continue  # e.g. the oracle above --exact-max-pages
-      out[m][str(n)] = {f"{key}_{stat}": float(fn(values)) for key, values in row.items() if values
-                        for stat, fn in (("mean", np.mean), ("std", np.std))}
+      out[m][str(n)] = {
+        f"{key}_{stat}": float(fn(values))
+        for key, values in row.items()
+        if values
+        for stat, fn in (("mean", np.mean), ("std", np.std))
+      }
       out[m][str(n)]["seeds"] = len(row["final"])
       base, oracle = baseline_of(m), f"exact-{m.partition('-')[2]}"
       if m.startswith(("sogram-", "sagram-")) and per_method.get(oracle, {}).get("final"):
         paired = [s for s, r in by_seed.items() if {m, base, oracle} <= set(r)]
-        out[m][str(n)].update(oracle_gap(*(np.array([by_seed[s][x]["final_map@10"] for s in paired])
-                                           for x in (base, m, oracle))))
+        out[m][str(n)].update(
+          oracle_gap(*(np.array([by_seed[s][x]["final_map@10"] for s in paired]) for x in (base, m, oracle)))
+        )
   return out
 
 
@@ -126,27 +145,52 @@ def table(summary: dict) -> str:
   def closed(entry):
     if "oracle_gap_mean" not in entry:
       return "—"
-    gap = f"gap {entry['oracle_gap_mean']:+.4f}" + (f" ± {entry['oracle_gap_se']:.4f}" if "oracle_gap_se" in entry
-                                                    else "")
+    gap = f"gap {entry['oracle_gap_mean']:+.4f}" + (
+      f" ± {entry['oracle_gap_se']:.4f}" if "oracle_gap_se" in entry else ""
+    )
     return f"{entry['gap_closed']:.0f} ({gap})" if "gap_closed" in entry else f"unresolved ({gap})"
 
   rows = []
   for m, by_n in summary.items():
     for n, e in by_n.items():
-      rows.append([n, m, cell(e, "final", ".4f"), cell(e, "recall", ".4f"), cell(e, "time_matched", ".4f"),
-                   cell(e, "improvement", "+.1f"), closed(e), cell(e, "gramian_error", ".3f"),
-                   e["seeds"]])
+      rows.append(
+        [
+          n,
+          m,
+          cell(e, "final", ".4f"),
+          cell(e, "recall", ".4f"),
+          cell(e, "time_matched", ".4f"),
+          cell(e, "improvement", "+.1f"),
+          closed(e),
+          cell(e, "gramian_error", ".3f"),
+          e["seeds"],
+        ]
+      )
   rows.sort(key=lambda r: (int(r[0]), r[1]))
-  return common.markdown_table(["n", "method", "final MAP@10", "Recall@50 (exact)", "MAP@10 at equal time",
-                                "vs sampling %", "gap to oracle closed % (oracle - sampling ± SE)", "Gramian error", "seeds"], rows)
+  return common.markdown_table(
+    [
+      "n",
+      "method",
+      "final MAP@10",
+      "Recall@50 (exact)",
+      "MAP@10 at equal time",
+      "vs sampling %",
+      "gap to oracle closed % (oracle - sampling ± SE)",
+      "Gramian error",
+      "seeds",
+    ],
+    rows,
+  )
 
 
 def figure(path: Path, summary: dict) -> None:
   """Final MAP@10, the improvement over sampling (the paper's Table 2 points marked) and, where tracked, each
   estimator's Gramian error along training, against n (log axis)."""
-  import matplotlib  # pylint: disable=import-outside-toplevel
+  import matplotlib
+
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  import matplotlib.pyplot as plt
+
   fig, (left, right, error) = plt.subplots(1, 3, figsize=(16, 4))
   colors = {"uniform": "C0", "sqrt": "C1", "linear": "C2", "logq": "C3", "uncorrected": "C4"}
   styles = {"sogram": "o-", "sagram": "v-", "sampling": "s--", "exact": "^:", "softmax": "d-."}
@@ -166,8 +210,9 @@ def figure(path: Path, summary: dict) -> None:
   right.axhline(0.0, color="gray", lw=0.8)
   left.set(xscale="log", xlabel="corpus size n (pages)", ylabel="final validation MAP@10")
   right.set(xscale="log", xlabel="corpus size n (pages)", ylabel="improvement over sampling (%)")
-  error.set(xscale="log", yscale="log", xlabel="corpus size n (pages)",
-            ylabel="relative Gramian error (mean along training)")
+  error.set(
+    xscale="log", yscale="log", xlabel="corpus size n (pages)", ylabel="relative Gramian error (mean along training)"
+  )
   error.set_title(r"$\|\hat G - G\|_F \,/\, \|G\|_F$", fontsize=9)
   for ax in (left, right, error):
     ax.grid(alpha=0.3)
@@ -178,10 +223,12 @@ def figure(path: Path, summary: dict) -> None:
 
 class GramianScaling(harness.Experiment):
   name = "gramian_scaling"
-  description = ("The corpus-size curve of Gramian estimation: sampling, SOGram, the exact-Gramian oracle and "
-                 "sampled softmax trained on seeded synthetic link corpora of n pages, for every n of --sizes and "
-                 "--seeds seeds. Writes config.json, metrics.jsonl, stages/ (one per n, seed, method), results.json, "
-                 "table.md, scaling.png.")
+  description = (
+    "The corpus-size curve of Gramian estimation: sampling, SOGram, the exact-Gramian oracle and "
+    "sampled softmax trained on seeded synthetic link corpora of n pages, for every n of --sizes and "
+    "--seeds seeds. Writes config.json, metrics.jsonl, stages/ (one per n, seed, method), results.json, "
+    "table.md, scaling.png."
+  )
   config = Config
   presets = PRESETS
 
@@ -201,9 +248,16 @@ class GramianScaling(harness.Experiment):
       grid = list(cfg.temperatures)
       for _ in range(cfg.temperature_extensions + 1):  # a best τ on the grid's edge extends the grid past it
         for tau in grid:
-          tuned[tau] = run.stage(f"tune/{softmax[0]}/temperature={tau}", lambda n=n, tau=tau: train_method(
-              softmax[0], corpus(n, 0), training_config(cfg, n, 0, tau), progress=run.progress,
-              log=functools.partial(run.log, n=n, seed=0, temperature=tau)))
+          tuned[tau] = run.stage(
+            f"tune/{softmax[0]}/temperature={tau}",
+            lambda n=n, tau=tau: train_method(
+              softmax[0],
+              corpus(n, 0),
+              training_config(cfg, n, 0, tau),
+              progress=run.progress,
+              log=functools.partial(run.log, n=n, seed=0, temperature=tau),
+            ),
+          )
           sweep[tau] = tuned[tau]["final_map@10"]
         if (beyond := next_temperature(sweep)) is None:
           break
@@ -216,34 +270,58 @@ class GramianScaling(harness.Experiment):
         train_cfg = training_config(cfg, n, seed, temperature)
         runs[n][seed] = {}
         for method in cfg.methods:
-          if (method.startswith("exact-") and n > cfg.exact_max_pages or
-              method.startswith("sagram-") and n > cfg.sagram_max_pages):
+          if (
+            method.startswith("exact-")
+            and n > cfg.exact_max_pages
+            or method.startswith("sagram-")
+            and n > cfg.sagram_max_pages
+          ):
             continue
           if tuned and (method, n, seed) == (softmax[0], min(cfg.sizes), 0):
             # the tuning run at the chosen τ is this run: the same config, corpus and keys
             runs[n][seed][method] = tuned[temperature]
             continue
           runs[n][seed][method] = run.stage(
-              f"n={n}/seed={seed}/{method}",
-              lambda method=method, n=n, seed=seed, train_cfg=train_cfg: train_method(
-                  method, corpus(n, seed), train_cfg, progress=run.progress,
-                  log=functools.partial(run.log, n=n, seed=seed)))
-    return {"preset": args.preset, "sizes": list(cfg.sizes), "seeds": cfg.seeds,
-            "temperature": temperature, "temperature_sweep": {str(t): v for t, v in sorted(sweep.items())},
-            "temperature_on_edge": next_temperature(sweep) is not None,
-            "summary": summarise(runs, cfg.methods), "paper_points": PAPER_POINTS,
-            "runs": {str(n): {str(s): {m: {k: r[k] for k in ("final_map@10", "best_map@10", "exact",
-                                                               "train_seconds", "compile_seconds", "curve")}
-                                       for m, r in by_method.items()}
-                                   for s, by_method in by_seed.items()} for n, by_seed in runs.items()}}
+            f"n={n}/seed={seed}/{method}",
+            lambda method=method, n=n, seed=seed, train_cfg=train_cfg: train_method(
+              method, corpus(n, seed), train_cfg, progress=run.progress, log=functools.partial(run.log, n=n, seed=seed)
+            ),
+          )
+    return {
+      "preset": args.preset,
+      "sizes": list(cfg.sizes),
+      "seeds": cfg.seeds,
+      "temperature": temperature,
+      "temperature_sweep": {str(t): v for t, v in sorted(sweep.items())},
+      "temperature_on_edge": next_temperature(sweep) is not None,
+      "summary": summarise(runs, cfg.methods),
+      "paper_points": PAPER_POINTS,
+      "runs": {
+        str(n): {
+          str(s): {
+            m: {k: r[k] for k in ("final_map@10", "best_map@10", "exact", "train_seconds", "compile_seconds", "curve")}
+            for m, r in by_method.items()
+          }
+          for s, by_method in by_seed.items()
+        }
+        for n, by_seed in runs.items()
+      },
+    }
 
   def report(self, run, args, cfg, results):
     text = table(results["summary"])
     if results["temperature_sweep"]:
-      text += (f"\nSoftmax temperature τ = {results['temperature']}, tuned at the smallest n (seed 0); final MAP@10 "
-               f"by τ: " + ", ".join(f"{t}: {v:.4f}" for t, v in results["temperature_sweep"].items()) +
-               (" (the best τ is still on the grid's edge after --temperature-extensions steps)"
-                if results.get("temperature_on_edge") else "") + "\n")
+      text += (
+        f"\nSoftmax temperature τ = {results['temperature']}, tuned at the smallest n (seed 0); final MAP@10 "
+        f"by τ: "
+        + ", ".join(f"{t}: {v:.4f}" for t, v in results["temperature_sweep"].items())
+        + (
+          " (the best τ is still on the grid's edge after --temperature-extensions steps)"
+          if results.get("temperature_on_edge")
+          else ""
+        )
+        + "\n"
+      )
     run.write_text("table.md", text)
     figure(run.out / "scaling.png", results["summary"])
     return f"\nFinal validation MAP@10 and gains against corpus size (mean ± std over {cfg.seeds} seeds):\n\n{text}"

@@ -1,7 +1,7 @@
 """Command line of the training comparison (``--help`` for every flag).
 
-  python -m experiments.gramian_training --preset quick                          # synthetic default
-  python -m experiments.gramian_training --dataset movielens-100k --data-dir ml-100k/ --preset paper
+python -m experiments.gramian_training --preset quick                          # synthetic default
+python -m experiments.gramian_training --dataset movielens-100k --data-dir ml-100k/ --preset paper
 """
 
 import sys

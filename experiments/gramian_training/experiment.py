@@ -25,37 +25,65 @@ def table_2(results: dict) -> str:
       continue
     gain = 100.0 * (ours["final_map@10"] / base["final_map@10"] - 1.0) if base["final_map@10"] > 0 else float("nan")
     reach = time_to_reach(ours["curve"], base["final_map@10"])
-    closed = float("nan") if oracle is None else gap_closed(base["final_map@10"], ours["final_map@10"],
-                                                            oracle["final_map@10"])
-    rows.append([s, base["final_map@10"], ours["final_map@10"], f"{gain:+.1f}%",
-                 "never" if reach is None else f"{100 * reach / max(ours['train_seconds'], 1e-9):.0f}%",
-                 "—" if oracle is None else f"{oracle['final_map@10']:.4f}",
-                 f"{closed:.0f}%" if closed == closed else "—",
-                 base["exact"]["recall@50"], ours["exact"]["recall@50"]])
-  return common.markdown_table(["sampling", "baseline MAP@10", "SOGram MAP@10", "improvement",
-                                "SOGram time to baseline's final", "exact-oracle MAP@10", "gap closed by SOGram",
-                                "baseline Recall@50 (exact)", "SOGram Recall@50 (exact)"], rows)
+    closed = (
+      float("nan") if oracle is None else gap_closed(base["final_map@10"], ours["final_map@10"], oracle["final_map@10"])
+    )
+    rows.append(
+      [
+        s,
+        base["final_map@10"],
+        ours["final_map@10"],
+        f"{gain:+.1f}%",
+        "never" if reach is None else f"{100 * reach / max(ours['train_seconds'], 1e-9):.0f}%",
+        "—" if oracle is None else f"{oracle['final_map@10']:.4f}",
+        f"{closed:.0f}%" if closed == closed else "—",
+        base["exact"]["recall@50"],
+        ours["exact"]["recall@50"],
+      ]
+    )
+  return common.markdown_table(
+    [
+      "sampling",
+      "baseline MAP@10",
+      "SOGram MAP@10",
+      "improvement",
+      "SOGram time to baseline's final",
+      "exact-oracle MAP@10",
+      "gap closed by SOGram",
+      "baseline Recall@50 (exact)",
+      "SOGram Recall@50 (exact)",
+    ],
+    rows,
+  )
 
 
 def methods_table(results: dict) -> str:
   """Every method's final and best validation MAP@10, exact Recall@50 and training time, one row each."""
-  rows = [[name, r["final_map@10"], r["best_map@10"], r["exact"]["recall@50"], r["train_seconds"]]
-          for name, r in results["methods"].items()]
-  return common.markdown_table(["method", "final MAP@10", "best MAP@10", "Recall@50 (exact)", "train seconds"],
-                               rows)
+  rows = [
+    [name, r["final_map@10"], r["best_map@10"], r["exact"]["recall@50"], r["train_seconds"]]
+    for name, r in results["methods"].items()
+  ]
+  return common.markdown_table(["method", "final MAP@10", "best MAP@10", "Recall@50 (exact)", "train seconds"], rows)
 
 
 def figure_3(path: Path, results: dict) -> None:
-  import matplotlib  # pylint: disable=import-outside-toplevel
+  import matplotlib
+
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  import matplotlib.pyplot as plt
+
   fig, ax = plt.subplots(figsize=(6, 4))
   colors = dict(zip(SAMPLINGS, ("C0", "C1", "C2")))
   styles = {"sogram": "-", "sampling": "--", "exact": ":", "softmax": "-."}
   for name, res in results["methods"].items():
     kind, _, s = name.partition("-")
-    ax.plot([c["train_seconds"] for c in res["curve"]], [c["map@10"] for c in res["curve"]], styles[kind],
-            color=colors.get(s, "C3" if s == "logq" else "C4"), label=name)
+    ax.plot(
+      [c["train_seconds"] for c in res["curve"]],
+      [c["map@10"] for c in res["curve"]],
+      styles[kind],
+      color=colors.get(s, "C3" if s == "logq" else "C4"),
+      label=name,
+    )
   ax.set(xlabel="training time (s)", ylabel="validation MAP@10", title=results["dataset"])
   ax.grid(alpha=0.3)
   ax.legend(fontsize=8)
@@ -65,9 +93,12 @@ def figure_3(path: Path, results: dict) -> None:
 
 class GramianTraining(TwoTowerExperiment):
   name = "gramian_training"
-  description = ("Two-tower training with SOGram vs candidate sampling (uniform, linear, sqrt), the exact-Gramian "
-                 "oracle and in-batch sampled softmax with the logQ correction: validation MAP@10 over training time. Writes config.json, metrics.jsonl, stages/ (one per method), results.json, "
-                 "table.md (Table 2 layout), figure3.png.")
+  description = (
+    "Two-tower training with SOGram vs candidate sampling (uniform, linear, sqrt), the exact-Gramian "
+    "oracle and in-batch sampled softmax with the logQ correction: validation MAP@10 over training time. "
+    "Writes config.json, metrics.jsonl, stages/ (one per method), results.json, "
+    "table.md (Table 2 layout), figure3.png."
+  )
   config = Config
   presets = PRESETS
   data_parallel = True
@@ -75,8 +106,11 @@ class GramianTraining(TwoTowerExperiment):
   def check_mesh(self, args, cfg, devices):
     for flag, size in (("--batch-size", cfg.batch_size), ("--penalty-batch-size", cfg.penalty_batch_size)):
       if size % devices:
-        raise harness.UsageError(flag, f"{size} is not divisible by the {devices} devices of the data mesh "
-                                       f"(--devices): each device takes an equal share of the batch")
+        raise harness.UsageError(
+          flag,
+          f"{size} is not divisible by the {devices} devices of the data mesh "
+          f"(--devices): each device takes an equal share of the batch",
+        )
 
   def preset(self, args):
     cfg = preset(args.preset, args.dataset)
@@ -86,11 +120,17 @@ class GramianTraining(TwoTowerExperiment):
     return cfg
 
   def execute(self, run, args, cfg, corpus):
-    methods = {m: run.stage(m, lambda m=m: train_method(m, corpus, cfg, progress=run.progress, log=run.log,
-                                                     mesh=args.mesh))
-               for m in cfg.methods}
-    return {"dataset": args.dataset, "preset": args.preset, "seed": cfg.seed,
-            "corpus": self.corpus_summary(corpus), "methods": methods}
+    methods = {
+      m: run.stage(m, lambda m=m: train_method(m, corpus, cfg, progress=run.progress, log=run.log, mesh=args.mesh))
+      for m in cfg.methods
+    }
+    return {
+      "dataset": args.dataset,
+      "preset": args.preset,
+      "seed": cfg.seed,
+      "corpus": self.corpus_summary(corpus),
+      "methods": methods,
+    }
 
   def report(self, run, args, cfg, results):
     table = table_2(results) + "\n\nEvery method:\n\n" + methods_table(results)

@@ -15,8 +15,13 @@ from bcjax.parallel import DATA_AXIS, replicate
 from experiments.gramian_training.configs import Config
 from experiments.two_tower.data import train_data
 from experiments.two_tower.softmax import make_softmax_step
-from experiments.two_tower.train import (init_state, make_embedder, make_estimation_error, make_optimizer,
-                                         make_train_step)
+from experiments.two_tower.train import (
+  init_state,
+  make_embedder,
+  make_estimation_error,
+  make_optimizer,
+  make_train_step,
+)
 
 
 def method_step(method: str, graphdef, optimizer, cfg: Config, mesh=None, num_entities=(0, 0)):
@@ -25,8 +30,9 @@ def method_step(method: str, graphdef, optimizer, cfg: Config, mesh=None, num_en
   kind, _, variant = method.partition("-")
   axis_name = None if mesh is None else DATA_AXIS
   if kind == "softmax":
-    step = make_softmax_step(graphdef, optimizer, batch_size=cfg.batch_size, temperature=cfg.temperature,
-                             correct=variant == "logq", mesh=mesh)
+    step = make_softmax_step(
+      graphdef, optimizer, batch_size=cfg.batch_size, temperature=cfg.temperature, correct=variant == "logq", mesh=mesh
+    )
     return step, None, "uniform"
   if kind == "sogram":
     estimator = sogram(cfg.alpha, axis_name=axis_name)
@@ -41,8 +47,16 @@ def method_step(method: str, graphdef, optimizer, cfg: Config, mesh=None, num_en
     estimator = None
   else:
     raise ValueError(f"unknown method {method!r}")
-  step = make_train_step(graphdef, optimizer, estimator, lam=cfg.lam, batch_size=cfg.batch_size,
-                         penalty_batch_size=cfg.penalty_batch_size, mesh=mesh, exact_chunk_size=cfg.exact_chunk_size)
+  step = make_train_step(
+    graphdef,
+    optimizer,
+    estimator,
+    lam=cfg.lam,
+    batch_size=cfg.batch_size,
+    penalty_batch_size=cfg.penalty_batch_size,
+    mesh=mesh,
+    exact_chunk_size=cfg.exact_chunk_size,
+  )
   return step, estimator, variant
 
 
@@ -55,8 +69,9 @@ def validation_queries(corpus: PairCorpus, limit: int, seed: int) -> np.ndarray:
   return queries
 
 
-def evaluate(embed, params, corpus: PairCorpus, candidates: np.ndarray, queries: np.ndarray, *,
-             exact: bool = False) -> dict:
+def evaluate(
+  embed, params, corpus: PairCorpus, candidates: np.ndarray, queries: np.ndarray, *, exact: bool = False
+) -> dict:
   """MAP@10 / Recall@10 of the validation pairs of ``queries`` against the candidate set, or exact full-corpus
   metrics. Against candidates only the ranked items (the candidates and the queries' validation items) are embedded,
   so an evaluation costs the same at a thousand pages as at a million."""
@@ -76,20 +91,40 @@ def evaluate(embed, params, corpus: PairCorpus, candidates: np.ndarray, queries:
   u = embed(params, corpus.left.groups, "left", queries)
   v = embed(params, corpus.right.groups, "right", items)
   ks = (10, 50) if exact else (10,)
-  return evaluate_retrieval(u, v, (row[corpus.val.left[val_rows]], val_right), exclude=(train_left, train_right),
-                            ks=ks, candidates=None if exact else candidates)
+  return evaluate_retrieval(
+    u,
+    v,
+    (row[corpus.val.left[val_rows]], val_right),
+    exclude=(train_left, train_right),
+    ks=ks,
+    candidates=None if exact else candidates,
+  )
 
 
-def train_method(method: str, corpus: PairCorpus, cfg: Config, *, progress: bool = True, log=None,
-                 mesh: jax.sharding.Mesh | None = None) -> dict:
+def train_method(
+  method: str,
+  corpus: PairCorpus,
+  cfg: Config,
+  *,
+  progress: bool = True,
+  log=None,
+  mesh: jax.sharding.Mesh | None = None,
+) -> dict:
   """One method's training curve; with ``mesh`` (``--devices``) every step is data-parallel over it."""
   key = jax.random.key(cfg.seed)  # same initial model and batches for every method
-  model = TwoTower(corpus.vocab_size, cfg.input_dim, len(corpus.left.groups), len(corpus.right.groups), cfg.sizes,
-                   rngs=nnx.Rngs(params=jax.random.fold_in(key, 0)))
+  model = TwoTower(
+    corpus.vocab_size,
+    cfg.input_dim,
+    len(corpus.left.groups),
+    len(corpus.right.groups),
+    cfg.sizes,
+    rngs=nnx.Rngs(params=jax.random.fold_in(key, 0)),
+  )
   graphdef, params = nnx.split(model)
   optimizer = make_optimizer(cfg.optimizer, cfg.learning_rate)
-  step_fn, estimator, sampling = method_step(method, graphdef, optimizer, cfg, mesh,
-                                             (corpus.left.num_entities, corpus.right.num_entities))
+  step_fn, estimator, sampling = method_step(
+    method, graphdef, optimizer, cfg, mesh, (corpus.left.num_entities, corpus.right.num_entities)
+  )
   data = train_data(corpus, sampling, cfg.smoothing)
   embed = make_embedder(graphdef)
   caches = None
@@ -102,14 +137,19 @@ def train_method(method: str, corpus: PairCorpus, cfg: Config, *, progress: bool
   start = time.perf_counter()
   compiled = step_fn.lower(state, data, rng).compile()
   compile_seconds = time.perf_counter() - start
-  candidates = np.random.default_rng(cfg.seed).choice(corpus.right.num_entities,
-                                                      min(cfg.num_candidates, corpus.right.num_entities),
-                                                      replace=False)
+  candidates = np.random.default_rng(cfg.seed).choice(
+    corpus.right.num_entities, min(cfg.num_candidates, corpus.right.num_entities), replace=False
+  )
   queries = validation_queries(corpus, cfg.eval_queries, cfg.seed)
   # The Gramian estimates' error along training (not timed); the oracle's is 0, the softmax has no Gramian.
   track = cfg.track_error and mesh is None and estimator is not None
-  error = None if not track else make_estimation_error(graphdef, estimator, penalty_batch_size=cfg.penalty_batch_size,
-                                                       exact_chunk_size=cfg.exact_chunk_size)
+  error = (
+    None
+    if not track
+    else make_estimation_error(
+      graphdef, estimator, penalty_batch_size=cfg.penalty_batch_size, exact_chunk_size=cfg.exact_chunk_size
+    )
+  )
 
   def point(step: int, seconds: float, ev: dict) -> dict:
     out = {"step": step, "train_seconds": seconds, "map@10": ev["map@10"]}
@@ -140,8 +180,15 @@ def train_method(method: str, corpus: PairCorpus, cfg: Config, *, progress: bool
     else:
       train_seconds += time.perf_counter() - tic
   final = evaluate(embed, state.params, corpus, candidates, queries, exact=True)
-  return {"curve": curve, "final_map@10": curve[-1]["map@10"], "best_map@10": max(c["map@10"] for c in curve),
-          "exact": final, "train_seconds": train_seconds, "compile_seconds": compile_seconds, "steps": cfg.steps}
+  return {
+    "curve": curve,
+    "final_map@10": curve[-1]["map@10"],
+    "best_map@10": max(c["map@10"] for c in curve),
+    "exact": final,
+    "train_seconds": train_seconds,
+    "compile_seconds": compile_seconds,
+    "steps": cfg.steps,
+  }
 
 
 def time_to_reach(curve: list[dict], target: float) -> float | None:

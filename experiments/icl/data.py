@@ -14,8 +14,21 @@ import jraph
 import numpy as np
 from flax import nnx
 
-from bcjax.data import (GraphCollection, augment_graphs, bucket, from_graphs, graph_mask, local_degree_profile,
-                        normalize_rows, pad_graphs, read_gin, read_tu, repad_graphs, tu_dataset_path, with_features)
+from bcjax.data import (
+  GraphCollection,
+  augment_graphs,
+  bucket,
+  from_graphs,
+  graph_mask,
+  local_degree_profile,
+  normalize_rows,
+  pad_graphs,
+  read_gin,
+  read_tu,
+  repad_graphs,
+  tu_dataset_path,
+  with_features,
+)
 from bcjax.models import GCNEncoder
 from experiments.common import shuffled_batches
 
@@ -36,8 +49,7 @@ def synthetic_graphs(num_graphs: int = 300, seed: int = 0) -> GraphCollection:
       pairs |= {tuple(rng.choice(n, 2, replace=False)) for _ in range(n // 10)}
     else:  # two dense communities joined by one edge
       half = n // 2
-      pairs = {(a, b) for a in range(n) for b in range(a + 1, n)
-               if (a < half) == (b < half) and rng.uniform() < 0.35}
+      pairs = {(a, b) for a in range(n) for b in range(a + 1, n) if (a < half) == (b < half) and rng.uniform() < 0.35}
       pairs.add((0, n - 1))
     pairs = {(int(a), int(b)) for a, b in pairs if a != b}
     pairs |= {(b, a) for a, b in pairs}
@@ -57,12 +69,14 @@ def with_node_features(c: GraphCollection, ldp_std: str = "population") -> Graph
   gets local degree profiles instead, as the reference does for REDDIT-BINARY."""
   if c.node_features.shape[1] == 0:
     c = with_features(c, local_degree_profile(c, std=ldp_std))._replace(
-        notes=c.notes + ("node features: local degree profiles (the dataset has no node attributes or labels)",))
+      notes=c.notes + ("node features: local degree profiles (the dataset has no node attributes or labels)",)
+    )
   return with_features(c, normalize_rows(c.node_features))
 
 
-def load_graphs(name: str, data_dir: str | None = None, *, download: bool = False, seed: int = 0,
-                ldp_std: str = "population") -> GraphCollection:
+def load_graphs(
+  name: str, data_dir: str | None = None, *, download: bool = False, seed: int = 0, ldp_std: str = "population"
+) -> GraphCollection:
   """The dataset with the reference's features: PROTEINS(_full) attributes ‖ one-hot labels, REDDIT-BINARY local
   degree profiles (from the GIN-format zip or a TU folder), each row-normalised; ``synthetic-graphs`` as is;
   ``tu:NAME`` any TU dataset (a folder or zip in ``data_dir``, ``data_dir`` itself, or the cache), with its
@@ -70,7 +84,7 @@ def load_graphs(name: str, data_dir: str | None = None, *, download: bool = Fals
   if name == "synthetic-graphs":
     return synthetic_graphs(seed=seed)
   if name.startswith(TU_PREFIX) and len(name) > len(TU_PREFIX):
-    tu = name[len(TU_PREFIX):]
+    tu = name[len(TU_PREFIX) :]
     return with_node_features(read_tu(tu_dataset_path(tu, data_dir, download=download), tu), ldp_std)
   if name in ("proteins", "proteins-full"):
     tu = "PROTEINS" if name == "proteins" else "PROTEINS_full"
@@ -78,14 +92,18 @@ def load_graphs(name: str, data_dir: str | None = None, *, download: bool = Fals
     return with_features(c, normalize_rows(c.node_features))
   if name == "reddit-binary":
     gin = sorted(Path(data_dir).glob("REDDIT-BINARY*gin*.zip")) if data_dir is not None else []
-    c = read_gin(gin[0]) if gin else read_tu(tu_dataset_path("REDDIT-BINARY", data_dir, download=download),
-                                             "REDDIT-BINARY")
+    c = (
+      read_gin(gin[0])
+      if gin
+      else read_tu(tu_dataset_path("REDDIT-BINARY", data_dir, download=download), "REDDIT-BINARY")
+    )
     return with_node_features(with_features(c, np.zeros((c.node_features.shape[0], 0), np.float32)), ldp_std)
   raise ValueError(f"unknown dataset {name!r}; choose from {DATASETS}")
 
 
 class Views(NamedTuple):
   """A padded batch of anchors and positives (same sample order) and the mask of its real samples."""
+
   anchor: jraph.GraphsTuple  # or an ImageBatch
   positive: jraph.GraphsTuple
   mask: np.ndarray
@@ -114,8 +132,9 @@ class Cycle:
     return self.indices[batch]
 
 
-def typical_budget(c: GraphCollection, batch_size: int, devices: int = 1, quantile: float = 0.99,
-                   samples: int = 1000) -> tuple[int, int]:
+def typical_budget(
+  c: GraphCollection, batch_size: int, devices: int = 1, quantile: float = 0.99, samples: int = 1000
+) -> tuple[int, int]:
   """The node and edge budgets (power-of-two buckets) that hold ``quantile`` of random batches of ``batch_size``
   graphs, from the graph sizes alone (a fixed seed: the training streams are not touched). Batches padded to at
   least these budgets take one shape in the common case, so a run compiles its fused steps for few shapes, at little
@@ -125,13 +144,20 @@ def typical_budget(c: GraphCollection, batch_size: int, devices: int = 1, quanti
   rng = np.random.default_rng(0)
   per = max(min(batch_size, c.num_graphs) // devices, 1)
   picks = rng.integers(0, c.num_graphs, (samples, devices, per))
-  largest = lambda sizes: int(np.quantile(sizes[picks].sum(axis=2).max(axis=1), quantile))  # noqa: E731
+  largest = lambda sizes: int(np.quantile(sizes[picks].sum(axis=2).max(axis=1), quantile))
   return bucket(largest(c.n_node)), bucket(largest(c.n_edge))
 
 
-def graph_views(c: GraphCollection, index: np.ndarray, batch_size: int, rng: np.random.Generator,
-          extra: np.ndarray | None = None, extra_graphs: int = 0,
-          min_budget: tuple[int, int] = (0, 0), devices: int = 1) -> tuple[Views, Negatives | None]:
+def graph_views(
+  c: GraphCollection,
+  index: np.ndarray,
+  batch_size: int,
+  rng: np.random.Generator,
+  extra: np.ndarray | None = None,
+  extra_graphs: int = 0,
+  min_budget: tuple[int, int] = (0, 0),
+  devices: int = 1,
+) -> tuple[Views, Negatives | None]:
   """Anchor/positive views of graphs ``index`` and, with ``extra``, unaugmented negatives ``extra`` padded to
   ``extra_graphs`` graphs (at least one slot, all masked when ``extra`` is empty). All padded to one common node and
   edge budget, at least ``min_budget`` (per device block: :func:`typical_budget` with ``devices``), so a step's
@@ -149,7 +175,8 @@ def graph_views(c: GraphCollection, index: np.ndarray, batch_size: int, rng: np.
   empty = (np.zeros((0, c.node_features.shape[1]), np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64))
 
   def blocks(items, size):
-    return [items[d * size:(d + 1) * size] or [empty] for d in range(devices)]
+    return [items[d * size : (d + 1) * size] or [empty] for d in range(devices)]
+
   sets = [blocks(graphs, per), blocks(positives, per)] + ([blocks(others, per_other)] if others is not None else [])
   node_budget = max(bucket(max(sum(len(x) for x, _, _ in b) for g in sets for b in g)), min_budget[0])
   edge_budget = max(bucket(max(sum(len(s) for _, s, _ in b) for g in sets for b in g)), min_budget[1])
@@ -157,6 +184,7 @@ def graph_views(c: GraphCollection, index: np.ndarray, batch_size: int, rng: np.
   def padded(block_list, size):
     out = [pad_graphs(b, size, node_budget=node_budget, edge_budget=edge_budget) for b in block_list]
     return out[0] if devices == 1 else stack_batches(out)
+
   anchor, positive = padded(sets[0], per), padded(sets[1], per)
   out = Views(anchor, positive, _graph_masks(anchor))
   if others is None:
@@ -180,8 +208,7 @@ def _is_graphs(x) -> bool:
 def _repad(g: jraph.GraphsTuple, nodes: int, edges: int) -> jraph.GraphsTuple:
   if np.ndim(g.n_node) == 1:
     return repad_graphs(g, nodes, edges)
-  return stack_batches([repad_graphs(jax.tree.map(lambda x, d=d: x[d], g), nodes, edges)
-                        for d in range(len(g.n_node))])
+  return stack_batches([repad_graphs(jax.tree.map(lambda x, d=d: x[d], g), nodes, edges) for d in range(len(g.n_node))])
 
 
 def common_budget(batches) -> list:
@@ -193,7 +220,7 @@ def common_budget(batches) -> list:
     return list(batches)
   nodes = max(g.nodes.shape[-2] for g in graphs)
   edges = max(g.senders.shape[-1] for g in graphs)
-  grow = lambda x: _repad(x, nodes, edges) if _is_graphs(x) else x  # noqa: E731
+  grow = lambda x: _repad(x, nodes, edges) if _is_graphs(x) else x
   return [jax.tree.map(grow, b, is_leaf=_is_graphs) for b in batches]
 
 
@@ -214,21 +241,30 @@ class GraphData:
     self.notes = collection.notes
     self._budgets = {}  # (batch size, devices) → typical_budget
 
-  def views(self, index, batch_size: int, rng: np.random.Generator, extra=None, extra_n: int = 0, timer=None,
-            devices: int = 1):
+  def views(
+    self, index, batch_size: int, rng: np.random.Generator, extra=None, extra_n: int = 0, timer=None, devices: int = 1
+  ):
     del timer  # graph views are built on the host; nothing compiles
     if (batch_size, devices) not in self._budgets:
       self._budgets[batch_size, devices] = typical_budget(self.collection, batch_size, devices)
-    return graph_views(self.collection, index, batch_size, rng, extra, extra_n, self._budgets[batch_size, devices],
-                       devices)
+    return graph_views(
+      self.collection, index, batch_size, rng, extra, extra_n, self._budgets[batch_size, devices], devices
+    )
 
   def raw_batches(self, index: np.ndarray, size: int = 128) -> Iterator[tuple[jraph.GraphsTuple, int]]:
     """Unaugmented graphs ``index`` in padded batches of ``size`` (node budgets bucketed, so few shapes compile)."""
     for start in range(0, len(index), size):
-      chunk = [self.collection.graph(i) for i in index[start:start + size]]
+      chunk = [self.collection.graph(i) for i in index[start : start + size]]
       yield pad_graphs(chunk, size), len(chunk)
 
   def new_model(self, cfg, key, axis_name: str | None = None):
     """A fresh GCN; ``axis_name``: the mesh axis its batches are split over (global BatchNorm statistics)."""
-    return GCNEncoder(self.collection.node_features.shape[1], cfg.hidden, cfg.layers, cfg.dropout,
-                      self_loops=cfg.gcn_self_loops, axis_name=axis_name, rngs=nnx.Rngs(params=key))
+    return GCNEncoder(
+      self.collection.node_features.shape[1],
+      cfg.hidden,
+      cfg.layers,
+      cfg.dropout,
+      self_loops=cfg.gcn_self_loops,
+      axis_name=axis_name,
+      rngs=nnx.Rngs(params=key),
+    )

@@ -10,8 +10,15 @@ def known_dataset(name: str) -> bool:
   return is_graph_dataset(name) or name in IMAGE_DATASETS
 
 
-def load_dataset(name: str, data_dir: str | None = None, *, download: bool = False, seed: int = 0,
-                 image_size: int | None = None, ldp_std: str = "population"):
+def load_dataset(
+  name: str,
+  data_dir: str | None = None,
+  *,
+  download: bool = False,
+  seed: int = 0,
+  image_size: int | None = None,
+  ldp_std: str = "population",
+):
   if is_graph_dataset(name):
     return GraphData(load_graphs(name, data_dir, download=download, seed=seed, ldp_std=ldp_std))
   if name in IMAGE_DATASETS:

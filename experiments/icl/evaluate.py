@@ -23,8 +23,9 @@ def embed(encoder: Encoder, data, index: np.ndarray) -> np.ndarray:
   return np.concatenate(parts).astype(np.float64)
 
 
-def svm_accuracy(x: np.ndarray, y: np.ndarray, folds: int = 5, seed: int = 0,
-                 c_grid: tuple[float, ...] = C_GRID) -> float:
+def svm_accuracy(
+  x: np.ndarray, y: np.ndarray, folds: int = 5, seed: int = 0, c_grid: tuple[float, ...] = C_GRID
+) -> float:
   """Mean outer-fold accuracy of the SVC grid-searched over ``c_grid`` on embeddings ``x`` [N, D] with labels
   ``y`` [N].
 
@@ -41,8 +42,7 @@ def svm_accuracy(x: np.ndarray, y: np.ndarray, folds: int = 5, seed: int = 0,
     raise ValueError(f"svm_accuracy: c_grid must hold positive finite values, got {tuple(c_grid)}")
   counts = np.bincount(y)
   if len(counts) < 2 or counts.min() < folds:
-    raise ValueError(f"svm_accuracy: every class needs at least `folds`={folds} samples, got counts "
-                     f"{counts.tolist()}")
+    raise ValueError(f"svm_accuracy: every class needs at least `folds`={folds} samples, got counts {counts.tolist()}")
   outer = StratifiedKFold(folds, shuffle=True, random_state=seed)
   scores = []
   for train, test in outer.split(x, y):
@@ -63,16 +63,22 @@ def check_splits(labels: np.ndarray, splits: dict, folds: int) -> None:
     for subset, index in (("all", np.concatenate([old, new])), ("old", old), ("new", new)):
       counts = np.array([np.sum(labels[index] == c) for c in classes])
       if (counts > 0).sum() < 2 or counts[counts > 0].min() < folds:
-        raise ValueError(f"{what}: the {subset} data has class counts {counts.tolist()}; the SVM evaluation needs at "
-                         f"least two classes with >= {folds} samples each (a smaller --alpha, more data, or fewer "
-                         f"folds)")
+        raise ValueError(
+          f"{what}: the {subset} data has class counts {counts.tolist()}; the SVM evaluation needs at "
+          f"least two classes with >= {folds} samples each (a smaller --alpha, more data, or fewer "
+          f"folds)"
+        )
 
 
-def accuracies(encoder: Encoder, data, old: np.ndarray, new: np.ndarray, folds: int, seed: int,
-               c_grid: tuple[float, ...] = C_GRID) -> dict:
+def accuracies(
+  encoder: Encoder, data, old: np.ndarray, new: np.ndarray, folds: int, seed: int, c_grid: tuple[float, ...] = C_GRID
+) -> dict:
   """SVM accuracy (in %) on all of X' = X ∪ ΔX, on the old data X and on the new data ΔX."""
   z_old, z_new = embed(encoder, data, old), embed(encoder, data, new)
   y_old, y_new = data.labels[old], data.labels[new]
-  score = lambda x, y: 100 * svm_accuracy(x, y, folds, seed, c_grid)  # noqa: E731
-  return {"all": score(np.concatenate([z_old, z_new]), np.concatenate([y_old, y_new])),
-          "old": score(z_old, y_old), "new": score(z_new, y_new)}
+  score = lambda x, y: 100 * svm_accuracy(x, y, folds, seed, c_grid)
+  return {
+    "all": score(np.concatenate([z_old, z_new]), np.concatenate([y_old, y_new])),
+    "old": score(z_old, y_old),
+    "new": score(z_new, y_new),
+  }

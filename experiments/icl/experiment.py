@@ -29,8 +29,11 @@ def methods_of(cfg: Config) -> tuple[str, ...]:
 
 def planned_splits(num: int, alphas, cfg) -> dict:
   """The old/new split of every (α, run), exactly as :func:`run_alpha` will draw it."""
-  return {f"α = {alpha:g}, run {run}": growth_split(num, alpha, np.random.default_rng(cfg.seed + 1000 * run))
-          for alpha in alphas for run in range(cfg.runs)}
+  return {
+    f"α = {alpha:g}, run {run}": growth_split(num, alpha, np.random.default_rng(cfg.seed + 1000 * run))
+    for alpha in alphas
+    for run in range(cfg.runs)
+  }
 
 
 def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar, mesh=None) -> tuple[dict, dict, dict]:
@@ -48,16 +51,23 @@ def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar, mesh=None) -
     def write(**record):
       log(alpha=alpha, run=run, **record)
       bar.set_postfix(alpha=alpha, run=run, method=name, epoch=record["epoch"], loss=f"{record['loss']:.4f}")
+
     return write
+
   pre, loss0 = pretrain(ctx, fresh, k_pre, seed, logger("pretrain"))
   bar.update()
-  svm = lambda encoder: accuracies(encoder, data, old, new, cfg.svm_folds, seed, cfg.svm_c_grid)  # noqa: E731
+  svm = lambda encoder: accuracies(encoder, data, old, new, cfg.svm_folds, seed, cfg.svm_c_grid)
   pre_acc = svm(pre.encoder)
   records, losses = {}, {}
   for i, m in enumerate(methods):
     r = train_method(m, ctx, pre.encoder, fresh, loss0, jax.random.fold_in(k_methods, i), seed + i + 1, logger(m))
-    records[m] = {"epochs": r.epochs, "train_seconds": r.train_seconds, "compile_seconds": r.compile_seconds,
-                  "stopped": r.stopped, "accuracy": svm(r.encoder)}
+    records[m] = {
+      "epochs": r.epochs,
+      "train_seconds": r.train_seconds,
+      "compile_seconds": r.compile_seconds,
+      "stopped": r.stopped,
+      "accuracy": svm(r.encoder),
+    }
     losses[m] = r.losses
     bar.update()
   return records, losses, pre_acc
@@ -65,17 +75,21 @@ def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar, mesh=None) -
 
 class ICL(harness.Experiment):
   name = "icl"
-  description = ("Incremental contrastive learning: pre-train on the old data X, then grow it by ΔX (growth ratio "
-                 "α = |ΔX| / |X ∪ ΔX|) and train each method until convergence; speed-ups vs retraining, SVM "
-                 "accuracy on all/old/new data. Writes config.json, metrics.jsonl, stages/ (one per α and run), "
-                 "results.json, table.md, figure5.png (and figure4.png with --alpha-sweep).")
+  description = (
+    "Incremental contrastive learning: pre-train on the old data X, then grow it by ΔX (growth ratio "
+    "α = |ΔX| / |X ∪ ΔX|) and train each method until convergence; speed-ups vs retraining, SVM "
+    "accuracy on all/old/new data. Writes config.json, metrics.jsonl, stages/ (one per α and run), "
+    "results.json, table.md, figure5.png (and figure4.png with --alpha-sweep)."
+  )
   config = Config
   presets = PRESETS
   data_parallel = True
   default_dataset = "synthetic-graphs"
-  datasets = (f"one of {', '.join(DATASETS)}; tu:NAME reads any TU dataset (e.g. tu:IMDB-BINARY) from --data-dir "
-              f"(its folder or zip, or a folder holding NAME/ or NAME.zip) or, with --download, from the TU Dortmund "
-              f"collection")
+  datasets = (
+    f"one of {', '.join(DATASETS)}; tu:NAME reads any TU dataset (e.g. tu:IMDB-BINARY) from --data-dir "
+    f"(its folder or zip, or a folder holding NAME/ or NAME.zip) or, with --download, from the TU Dortmund "
+    f"collection"
+  )
 
   def check(self, args, cfg):
     if not known_dataset(args.dataset):
@@ -83,15 +97,19 @@ class ICL(harness.Experiment):
 
   def check_mesh(self, args, cfg, devices):
     if cfg.batch_size % devices:
-      raise harness.UsageError("--devices", f"{devices} devices do not divide the batch of {cfg.batch_size} samples "
-                                            f"(batch_size): each device takes an equal block of every batch")
+      raise harness.UsageError(
+        "--devices",
+        f"{devices} devices do not divide the batch of {cfg.batch_size} samples "
+        f"(batch_size): each device takes an equal block of every batch",
+      )
 
   def describe(self, args, cfg):
     return {"dataset": args.dataset, "alphas": alphas_of(cfg), "methods": methods_of(cfg)}
 
   def load(self, args, cfg):
-    data = load_dataset(args.dataset, args.data_dir, download=args.download, seed=cfg.seed,
-                        image_size=cfg.image_size, ldp_std=cfg.ldp_std)
+    data = load_dataset(
+      args.dataset, args.data_dir, download=args.download, seed=cfg.seed, image_size=cfg.image_size, ldp_std=cfg.ldp_std
+    )
     check_splits(data.labels, planned_splits(data.num, alphas_of(cfg), cfg), cfg.svm_folds)
     for note in data.notes:
       print(f"data: {note}")
@@ -101,13 +119,16 @@ class ICL(harness.Experiment):
     started = time.perf_counter()
     alphas, methods = alphas_of(cfg), methods_of(cfg)
     sweep, pretrained, curves = {}, {}, {}
-    with tqdm(total=len(alphas) * cfg.runs * (len(methods) + 1), desc="pre-training + methods",
-              disable=not run.progress) as bar:
+    with tqdm(
+      total=len(alphas) * cfg.runs * (len(methods) + 1), desc="pre-training + methods", disable=not run.progress
+    ) as bar:
       for alpha in alphas:
         per_run, pre_runs = {m: [] for m in methods}, []
         for r in range(cfg.runs):
-          records, losses, pre_acc = run.stage(f"alpha={alpha:g}/run{r}", lambda alpha=alpha, r=r: run_alpha(
-              data, alpha, methods, cfg, r, run.log, bar, args.mesh))
+          records, losses, pre_acc = run.stage(
+            f"alpha={alpha:g}/run{r}",
+            lambda alpha=alpha, r=r: run_alpha(data, alpha, methods, cfg, r, run.log, bar, args.mesh),
+          )
           for m, rec in records.items():
             per_run[m].append(rec)
           pre_runs.append(pre_acc)
@@ -116,10 +137,20 @@ class ICL(harness.Experiment):
         sweep[f"{alpha:g}"] = {"methods": report.summarise(per_run)}
         pretrained[f"{alpha:g}"] = {s: float(np.mean([p[s] for p in pre_runs])) for s in ("all", "old", "new")}
     main_alpha = f"{alphas[0]:g}"
-    return {"dataset": args.dataset, "alpha": alphas[0], "methods": sweep[main_alpha]["methods"],
-            "preset": args.preset, "runs": cfg.runs, "seed": cfg.seed, "num_samples": data.num,
-            "pretrained": pretrained, "alpha_sweep": sweep, "data_notes": list(data.notes),
-            "loss_curves": curves, "seconds": time.perf_counter() - started}
+    return {
+      "dataset": args.dataset,
+      "alpha": alphas[0],
+      "methods": sweep[main_alpha]["methods"],
+      "preset": args.preset,
+      "runs": cfg.runs,
+      "seed": cfg.seed,
+      "num_samples": data.num,
+      "pretrained": pretrained,
+      "alpha_sweep": sweep,
+      "data_notes": list(data.notes),
+      "loss_curves": curves,
+      "seconds": time.perf_counter() - started,
+    }
 
   def report(self, run, args, cfg, results):
     table = report.tables(results)
@@ -127,8 +158,9 @@ class ICL(harness.Experiment):
     main_alpha = f"{results['alpha']:g}"
     report.figure_5(run.out / "figure5.png", results["loss_curves"][main_alpha], f"{args.dataset}, α = {main_alpha}")
     if len(results["alpha_sweep"]) > 1:
-      report.figure_4(run.out / "figure4.png", {a: b["methods"] for a, b in results["alpha_sweep"].items()},
-                      args.dataset)
+      report.figure_4(
+        run.out / "figure4.png", {a: b["methods"] for a, b in results["alpha_sweep"].items()}, args.dataset
+      )
     return f"{table}\n({results['seconds']:.0f} s)"
 
 

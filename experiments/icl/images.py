@@ -44,7 +44,8 @@ class ImageEncoder(nnx.Module):
 def load_images(name: str, data_dir: str | None = None, *, download: bool = False) -> tuple[np.ndarray, np.ndarray]:
   """(images [N, H, W, 3] float32 in [0, 1], labels [N]) of a two-class image set."""
   if name == "digits-2":
-    from sklearn.datasets import load_digits  # pylint: disable=import-outside-toplevel
+    from sklearn.datasets import load_digits
+
     digits = load_digits()
     keep = digits.target < 2
     grey, labels = digits.images[keep] / 16.0, digits.target[keep]
@@ -103,8 +104,9 @@ class ImageData:
       x = timer.dispatch(fn, key, padded) if timer is not None else fn(key, padded)
     return ImageBatch(x, jnp.arange(rows) < len(index))
 
-  def views(self, index, batch_size: int, rng: np.random.Generator, extra=None, extra_n: int = 0, timer=None,
-            devices: int = 1):
+  def views(
+    self, index, batch_size: int, rng: np.random.Generator, extra=None, extra_n: int = 0, timer=None, devices: int = 1
+  ):
     """Views of images ``index`` (and negatives ``extra`` in ``extra_n`` slots); with ``devices`` = N > 1 every
     array is cut into N blocks of consecutive rows on a new leading axis (the negatives' slots rounded up to a
     multiple of N, the extra slots masked), which a mesh splits over its devices."""
@@ -122,7 +124,7 @@ class ImageData:
 
   def raw_batches(self, index: np.ndarray, size: int = 128):
     for start in range(0, len(index), size):
-      chunk = index[start:start + size]
+      chunk = index[start : start + size]
       yield self._batch(chunk, size, None), len(chunk)
 
   def new_model(self, cfg, key, axis_name: str | None = None):

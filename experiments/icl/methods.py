@@ -64,12 +64,20 @@ class _Trainer:
   """One method's run: the donated step carry (θ, BatchNorm statistics, Adam, the agents), PRNG streams, the timer
   and the epoch's losses, kept on the device until the epoch ends."""
 
-  def __init__(self, ctx: Context, encoder: Encoder, key: jax.Array, seed: int, agent: AgentConfig | None = None,
-               initial_loss: float | None = None):
+  def __init__(
+    self,
+    ctx: Context,
+    encoder: Encoder,
+    key: jax.Array,
+    seed: int,
+    agent: AgentConfig | None = None,
+    initial_loss: float | None = None,
+  ):
     self.ctx, self.cfg, self.enc = ctx, ctx.cfg, encoder
     self.key, k_agents = jax.random.split(key)
-    self.carry = init_carry(encoder.params, encoder.stats, self.cfg.learning_rate, self.cfg.weight_decay, agent,
-                            k_agents, initial_loss)
+    self.carry = init_carry(
+      encoder.params, encoder.stats, self.cfg.learning_rate, self.cfg.weight_decay, agent, k_agents, initial_loss
+    )
     self.mesh = ctx.mesh
     self.devices = 1 if ctx.mesh is None else ctx.mesh.devices.size
     if ctx.mesh is not None:  # replicated on every device; the steps keep it so
@@ -103,14 +111,23 @@ class _Trainer:
 
   def adam_step(self, kind: str, static_extra=None, teacher: Encoder | None = None):
     c = self.cfg
-    return adam_step(self.enc.train_def, kind, c.temperature, c.learning_rate, c.weight_decay, static_extra,
-                     None if teacher is None else teacher.eval_def, self.mesh)
+    return adam_step(
+      self.enc.train_def,
+      kind,
+      c.temperature,
+      c.learning_rate,
+      c.weight_decay,
+      static_extra,
+      None if teacher is None else teacher.eval_def,
+      self.mesh,
+    )
 
   def views(self, index, extra=None, extra_graphs: int = 0, place: bool = True):
     """A batch of views (with negatives ``extra`` in ``extra_graphs`` slots); on a mesh in device blocks, placed
     on it unless ``place`` is False (batches that are stacked first)."""
-    batch, others = self.ctx.data.views(index, self.cfg.batch_size, self.rng, extra, extra_graphs, self.timer,
-                                        self.devices)
+    batch, others = self.ctx.data.views(
+      index, self.cfg.batch_size, self.rng, extra, extra_graphs, self.timer, self.devices
+    )
     batch = batch if extra is None else (batch, others)
     return self.place(batch) if place else batch
 
@@ -141,8 +158,9 @@ class _Incremental:
     self.old_cycle = Cycle(ctx.old, self.old_num, t.rng)  # old_num old negatives per new anchor
     self.support_cycle = Cycle(ctx.old, b, t.rng)
     old_batches, new_batches = math.ceil(len(ctx.old) / b), math.ceil(len(ctx.new) / b)
-    self.n_inner = inner_step_count(ctx.alpha, rule=ctx.cfg.inner_rule, old_batches=old_batches,
-                                    new_batches=new_batches)
+    self.n_inner = inner_step_count(
+      ctx.alpha, rule=ctx.cfg.inner_rule, old_batches=old_batches, new_batches=new_batches
+    )
 
   def support_views(self, t: _Trainer, index, place: bool = True):
     """An NCE-II batch: old anchors with B − 1 new negatives each."""
@@ -157,8 +175,9 @@ def _two_phase_epoch(t: _Trainer, inc: _Incremental, learned: bool) -> float:
   """All old batches (NCE-II) then all new batches (mixed NCE-I): Adam, or SGD with the agents' rates."""
   c = t.cfg
   alpha = np.float32(t.ctx.alpha)
-  for which, (indices, views, kind, extra) in enumerate(((t.ctx.old, inc.support_views, "nce-ii", None),
-                                                         (t.ctx.new, inc.query_views, "mixed", inc.new_num))):
+  for which, (indices, views, kind, extra) in enumerate(
+    ((t.ctx.old, inc.support_views, "nce-ii", None), (t.ctx.new, inc.query_views, "mixed", inc.new_num))
+  ):
     if learned:
       step = agent_step(t.enc.train_def, kind, c.temperature, agent_config(c), which, extra, t.mesh)
     else:
@@ -176,8 +195,15 @@ def _meta_epoch(t: _Trainer, inc: _Incremental, learned: bool) -> float:
   """Per query batch one fused :func:`experiments.icl.steps.meta_step`: n_inner support SGD steps from θ (the
   agent's rates or lr_s), the query gradient at θ' and the outer step on θ."""
   c = t.cfg
-  rule = MetaRule(agent_config(c) if learned else None, c.inner_learning_rate, "sgd" if learned else c.meta_outer,
-                  c.outer_learning_rate, c.learning_rate, c.weight_decay, unroll=t.ctx.data.kind == "images")
+  rule = MetaRule(
+    agent_config(c) if learned else None,
+    c.inner_learning_rate,
+    "sgd" if learned else c.meta_outer,
+    c.outer_learning_rate,
+    c.learning_rate,
+    c.weight_decay,
+    unroll=t.ctx.data.kind == "images",
+  )
   step = meta_step(t.enc.train_def, c.temperature, inc.new_num, rule, t.mesh)
   alpha = np.float32(t.ctx.alpha)
   for index in shuffled_batches(len(t.ctx.new), c.batch_size, t.rng):
@@ -187,8 +213,16 @@ def _meta_epoch(t: _Trainer, inc: _Incremental, learned: bool) -> float:
   return t.epoch_loss()
 
 
-def train_method(method: str, ctx: Context, pretrained: Encoder, fresh: Encoder, initial_loss: float,
-                 key: jax.Array, seed: int, log=None) -> Run:
+def train_method(
+  method: str,
+  ctx: Context,
+  pretrained: Encoder,
+  fresh: Encoder,
+  initial_loss: float,
+  key: jax.Array,
+  seed: int,
+  log=None,
+) -> Run:
   """Trains one method to convergence (see the module docstring)."""
   if method not in METHODS:
     raise ValueError(f"unknown method {method!r}; choose from {METHODS}")
@@ -248,8 +282,14 @@ def converge(t: _Trainer, epoch, rule: Rule, max_epochs: int, name: str, log=Non
       break
   if best_state is None:
     raise FloatingPointError(f"{name}: the first epoch's loss is not finite ({losses[0]}); lower the learning rate")
-  return Run(t.enc._replace(params=best_state[0], stats=best_state[1]), best_epoch + 1, at_best,
-             t.timer.compile_seconds, losses, stopped)
+  return Run(
+    t.enc._replace(params=best_state[0], stats=best_state[1]),
+    best_epoch + 1,
+    at_best,
+    t.timer.compile_seconds,
+    losses,
+    stopped,
+  )
 
 
 def pretrain(ctx: Context, fresh: Encoder, key: jax.Array, seed: int, log=None) -> tuple[Run, float]:
@@ -263,5 +303,6 @@ def pretrain(ctx: Context, fresh: Encoder, key: jax.Array, seed: int, log=None) 
       t.run(step, t.views(ctx.old[index]), t.next_key(), np.float32(0.0), None)
     last.append(t.pending[-1])
     return t.epoch_loss()
+
   run = converge(t, epoch, rule_of(ctx.cfg), ctx.cfg.max_epochs, "pretrain", log)
   return run, float(last[-1])

@@ -40,8 +40,15 @@ class Carry(NamedTuple):
   agents: tuple  # () or (support agent, query agent) states
 
 
-def init_carry(params, stats, learning_rate: float, weight_decay: float, agent: AgentConfig | None,
-               key: jax.Array, initial_loss: float | None = None) -> Carry:
+def init_carry(
+  params,
+  stats,
+  learning_rate: float,
+  weight_decay: float,
+  agent: AgentConfig | None,
+  key: jax.Array,
+  initial_loss: float | None = None,
+) -> Carry:
   """Device copies of θ and the statistics, a fresh Adam state and, with ``agent``, two fresh agents that have seen
   ``initial_loss`` (the pre-training's last mini-batch loss)."""
   params, stats = jax.tree.map(jnp.array, params), jax.tree.map(jnp.array, stats)
@@ -61,9 +68,12 @@ def _on_mesh(step, mesh, block_axes: tuple):
     return step
 
   def local(carry, *args):
-    args = [a if axis is None else jax.tree.map(lambda x, axis=axis: jnp.squeeze(x, axis), a)
-            for a, axis in zip(args, block_axes)]
+    args = [
+      a if axis is None else jax.tree.map(lambda x, axis=axis: jnp.squeeze(x, axis), a)
+      for a, axis in zip(args, block_axes)
+    ]
     return step(carry, *args)
+
   specs = tuple(jax.P() if axis is None else jax.P(*([None] * axis), DATA_AXIS) for axis in block_axes)
   return jax.shard_map(local, mesh=mesh, in_specs=(jax.P(),) + specs, out_specs=jax.P())
 
@@ -74,8 +84,16 @@ def _adam_apply(optimizer, params, opt_state, grads):
 
 
 @functools.lru_cache(maxsize=None)
-def adam_step(train_def: nnx.GraphDef, kind: str, temperature: float, learning_rate: float, weight_decay: float,
-              static_extra=None, teacher_def: nnx.GraphDef | None = None, mesh=None):
+def adam_step(
+  train_def: nnx.GraphDef,
+  kind: str,
+  temperature: float,
+  learning_rate: float,
+  weight_decay: float,
+  static_extra=None,
+  teacher_def: nnx.GraphDef | None = None,
+  mesh=None,
+):
   """``step(carry, views, key, extra, teacher) -> (carry, loss)``: ``kind``'s loss on one batch and one Adam step.
   With ``teacher_def`` (distillation) ``teacher = (params, stats)`` of the frozen encoder embeds the anchors inside
   the step; otherwise pass ``None``."""
@@ -88,12 +106,14 @@ def adam_step(train_def: nnx.GraphDef, kind: str, temperature: float, learning_r
     (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(carry.params, carry.stats, (views, key, extra))
     params, opt_state = _adam_apply(optimizer, carry.params, carry.opt_state, grads)
     return carry._replace(params=params, stats=stats, opt_state=opt_state), loss
+
   return jax.jit(_on_mesh(step, mesh, (0, None, None, None)), donate_argnums=(0,))
 
 
 @functools.lru_cache(maxsize=None)
-def agent_step(train_def: nnx.GraphDef, kind: str, temperature: float, agent: AgentConfig, which: int,
-               static_extra=None, mesh=None):
+def agent_step(
+  train_def: nnx.GraphDef, kind: str, temperature: float, agent: AgentConfig, which: int, static_extra=None, mesh=None
+):
   """``step(carry, views, key, extra) -> (carry, loss)``: ``kind``'s loss on one batch and an SGD step with the rate
   that agent ``which`` (0 support, 1 query) picks from that loss."""
   loss_fn = batch_loss(train_def, kind, temperature, static_extra, None if mesh is None else DATA_AXIS)
@@ -101,17 +121,18 @@ def agent_step(train_def: nnx.GraphDef, kind: str, temperature: float, agent: Ag
 
   def step(carry: Carry, views, key, extra):
     k_loss, k_agent = jax.random.split(key)
-    (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(carry.params, carry.stats,
-                                                                     (views, k_loss, extra))
+    (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(carry.params, carry.stats, (views, k_loss, extra))
     rate, agent_state, _ = observe(carry.agents[which], loss, k_agent)
     agents = tuple(agent_state if i == which else a for i, a in enumerate(carry.agents))
     return carry._replace(params=sgd_step(carry.params, grads, rate), stats=stats, agents=agents), loss
+
   return jax.jit(_on_mesh(step, mesh, (0, None, None)), donate_argnums=(0,))
 
 
 class MetaRule(NamedTuple):
   """How :func:`meta_step` picks its rates: learned by the two agents (``agent``), or fixed ``inner_rate`` and an
   outer SGD step with ``outer_rate`` (``outer="sgd"``, eq. 12) or Adam (``outer="adam"``, the reference code)."""
+
   agent: AgentConfig | None
   inner_rate: float
   outer: str
@@ -144,13 +165,23 @@ def meta_step(train_def: nnx.GraphDef, temperature: float, new_num: int, rule: M
     if observe is None:
       rates, rate_state = rule.inner_rate, None
     else:
+
       def rates(agent_state, i, loss):
         lr, agent_state, _ = observe(agent_state, loss, jax.random.fold_in(k_agents, i))
         return lr, agent_state
+
       rate_state = carry.agents[0]
-    meta = first_order_meta_gradient(support_loss, query_loss, carry.params, carry.stats, batches,
-                                     (query, k_query, new_num), rates, stacked=not rule.unroll,
-                                     rate_state=rate_state)
+    meta = first_order_meta_gradient(
+      support_loss,
+      query_loss,
+      carry.params,
+      carry.stats,
+      batches,
+      (query, k_query, new_num),
+      rates,
+      stacked=not rule.unroll,
+      rate_state=rate_state,
+    )
     agents = carry.agents
     if observe is not None:
       lr_q, agent_q, _ = observe(carry.agents[1], meta.query_loss, k_outer)
@@ -160,4 +191,5 @@ def meta_step(train_def: nnx.GraphDef, temperature: float, new_num: int, rule: M
     else:
       params, opt_state = sgd_step(carry.params, meta.grads, rule.outer_rate), carry.opt_state
     return Carry(params, meta.aux, opt_state, agents), (meta.query_loss, meta.support_losses)
+
   return jax.jit(_on_mesh(step, mesh, (1, 0, None, None)), donate_argnums=(0,))

@@ -42,8 +42,9 @@ def _gathered(x: jax.Array, axis_name: str | None) -> jax.Array:
   return x if axis_name is None else jax.lax.all_gather(x, axis_name, tiled=True)
 
 
-def _relation_kl(z_new: jax.Array, z_old: jax.Array, mask: jax.Array, temperature: float,
-                 axis_name: str | None = None) -> jax.Array:
+def _relation_kl(
+  z_new: jax.Array, z_old: jax.Array, mask: jax.Array, temperature: float, axis_name: str | None = None
+) -> jax.Array:
   r"""Co2L-style instance-relation distillation: :math:`\mathrm{KL}(p^{old}_i \Vert p^{new}_i)` between the softmax
   over the other batch samples of the cosine similarities / τ under the frozen old and the current encoder, averaged
   over the real anchors (of every device under ``axis_name``: the other samples are those of the whole batch)."""
@@ -57,6 +58,7 @@ def _relation_kl(z_new: jax.Array, z_old: jax.Array, mask: jax.Array, temperatur
     valid = every[None, :] & (jnp.arange(every.shape[0])[None, :] != own[:, None])
     logits = jnp.where(valid, logits, -jnp.inf)
     return jax.nn.log_softmax(logits, axis=-1), valid
+
   lp_new, valid = log_p(z_new)
   lp_old, _ = log_p(jax.lax.stop_gradient(z_old))
   kl = jnp.sum(jnp.where(valid, jnp.exp(lp_old) * (lp_old - lp_new), 0.0), axis=-1)
@@ -89,6 +91,7 @@ def loss_fn(train_def: nnx.GraphDef, kind: str, temperature: float, axis_name: s
   that of the whole batch: global InfoNCE denominators and negative sets, and the model's BatchNorm statistics (an
   encoder built with the same ``axis_name``).
   """
+
   def loss(params, stats, batch, key, extra):
     k1, k2, k3 = jax.random.split(key, 3)
     views = batch[0] if kind != "nce-i" else batch
@@ -102,19 +105,37 @@ def loss_fn(train_def: nnx.GraphDef, kind: str, temperature: float, axis_name: s
     other = batch[1]
     z_o, stats = _encode(train_def, params, stats, other.inputs, k3, axis_name)
     if kind == "nce-ii":
-      return nce_ii(z_a, z_p, z_o, extra, new_negatives_where=other.mask, where=views.mask,
-                    temperature=temperature, axis_name=axis_name), stats
+      return nce_ii(
+        z_a,
+        z_p,
+        z_o,
+        extra,
+        new_negatives_where=other.mask,
+        where=views.mask,
+        temperature=temperature,
+        axis_name=axis_name,
+      ), stats
     if kind == "mixed":
-      return mixed_info_nce(z_a, z_p, z_o, extra, old_negatives_where=other.mask, where=views.mask,
-                            temperature=temperature, positions=_positions(views, axis_name),
-                            axis_name=axis_name), stats
+      return mixed_info_nce(
+        z_a,
+        z_p,
+        z_o,
+        extra,
+        old_negatives_where=other.mask,
+        where=views.mask,
+        temperature=temperature,
+        positions=_positions(views, axis_name),
+        axis_name=axis_name,
+      ), stats
     raise ValueError(f"loss kind must be one of {KINDS}, got {kind!r}")
+
   return loss
 
 
 @functools.lru_cache(maxsize=None)
-def batch_loss(train_def: nnx.GraphDef, kind: str, temperature: float, static_extra=None,
-               axis_name: str | None = None) -> Callable:
+def batch_loss(
+  train_def: nnx.GraphDef, kind: str, temperature: float, static_extra=None, axis_name: str | None = None
+) -> Callable:
   """``loss(params, stats, (batch, key, extra)) -> (loss, stats)``: :func:`loss_fn` in the shape of
   :func:`bcjax.first_order_meta_gradient`'s losses. ``static_extra`` replaces ``extra`` when it sets a shape (mixed:
   new_num), so it is a compile-time constant."""
@@ -123,6 +144,7 @@ def batch_loss(train_def: nnx.GraphDef, kind: str, temperature: float, static_ex
   def run(params, stats, batch):
     views, key, extra = batch
     return loss(params, stats, views, key, extra if static_extra is None else static_extra)
+
   return run
 
 

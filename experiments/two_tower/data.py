@@ -7,20 +7,30 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcjax._buckets import pad_to_bucket
-from bcjax.data import (MOVIELENS_VARIANTS, PairCorpus, counts, load_movielens, load_wikipedia_links, movielens_corpus, movielens_dir,
-                        synthetic_link_corpus)
+from bcjax.data import (
+  MOVIELENS_VARIANTS,
+  PairCorpus,
+  counts,
+  load_movielens,
+  load_wikipedia_links,
+  movielens_corpus,
+  movielens_dir,
+  synthetic_link_corpus,
+)
 from bcjax.gramian import sampling_probabilities
 
 
 class Sampler(NamedTuple):
   """Draws entities from p (inverse CDF) and weights them by mu = 1 / (n p), so weighted batch Gramians estimate the
   uniform Gramian over all n entities without bias."""
+
   cdf: jax.Array  # [n], float32
   mu: jax.Array  # [n]
 
 
 class TrainData(NamedTuple):
   """Everything a train step reads, as device arrays (passed as an argument, never closed over)."""
+
   left_groups: tuple[jax.Array, ...]
   right_groups: tuple[jax.Array, ...]
   pair_left: jax.Array  # [E_pad] training pairs; rows num_pairs.. are padding (pair 0), never drawn
@@ -67,15 +77,20 @@ def pair_capacity(num_pairs: int) -> int:
 def train_data(corpus: PairCorpus, sampling: str, smoothing: float = 1.0) -> TrainData:
   n_left, n_right = corpus.left.num_entities, corpus.right.num_entities
   e = len(corpus.train.left)
-  pair_left, pair_right, pair_target = pad_to_bucket((corpus.train.left, corpus.train.right, corpus.train.target),
-                                                     (0, 0, 0), size=pair_capacity(e))
+  pair_left, pair_right, pair_target = pad_to_bucket(
+    (corpus.train.left, corpus.train.right, corpus.train.target), (0, 0, 0), size=pair_capacity(e)
+  )
   return TrainData(
-      left_groups=tuple(jnp.asarray(g) for g in corpus.left.groups),
-      right_groups=tuple(jnp.asarray(g) for g in corpus.right.groups),
-      pair_left=pair_left, pair_right=pair_right, pair_target=pair_target, num_pairs=jnp.asarray(e, jnp.int32),
-      left_sampler=make_sampler(counts(corpus.train.left, n_left), sampling, smoothing),
-      right_sampler=make_sampler(counts(corpus.train.right, n_right), sampling, smoothing),
-      right_log_q=jnp.asarray(log_in_batch_probability(corpus.train.right, n_right)))
+    left_groups=tuple(jnp.asarray(g) for g in corpus.left.groups),
+    right_groups=tuple(jnp.asarray(g) for g in corpus.right.groups),
+    pair_left=pair_left,
+    pair_right=pair_right,
+    pair_target=pair_target,
+    num_pairs=jnp.asarray(e, jnp.int32),
+    left_sampler=make_sampler(counts(corpus.train.left, n_left), sampling, smoothing),
+    right_sampler=make_sampler(counts(corpus.train.right, n_right), sampling, smoothing),
+    right_log_q=jnp.asarray(log_in_batch_probability(corpus.train.right, n_right)),
+  )
 
 
 def gather(groups: tuple[jax.Array, ...], idx: jax.Array) -> tuple[jax.Array, ...]:
@@ -85,8 +100,10 @@ def gather(groups: tuple[jax.Array, ...], idx: jax.Array) -> tuple[jax.Array, ..
 def check_corpus(corpus: PairCorpus) -> PairCorpus:
   """Before the first step: training needs pairs, and the evaluation needs held-out pairs to rank."""
   if len(corpus.train.left) == 0 or len(corpus.val.left) == 0:
-    raise ValueError(f"{corpus.name}: {len(corpus.train.left)} training and {len(corpus.val.left)} validation pairs; "
-                     f"both must be non-empty (too few interactions?)")
+    raise ValueError(
+      f"{corpus.name}: {len(corpus.train.left)} training and {len(corpus.val.left)} validation pairs; "
+      f"both must be non-empty (too few interactions?)"
+    )
   return corpus
 
 

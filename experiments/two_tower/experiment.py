@@ -7,20 +7,31 @@ from experiments.two_tower.data import check_corpus, load_corpus
 
 class TwoTowerExperiment(harness.Experiment):
   """An experiment on a two-tower link corpus: synthetic (embedded), MovieLens or Wikipedia."""
-  datasets = (f"synthetic (embedded default), movielens-{{{','.join(MOVIELENS_VARIANTS)}}} or wikipedia "
-              f"(--data-dir: the extracted MovieLens folder, or pages.tsv + links.tsv)")
+
+  datasets = (
+    f"synthetic (embedded default), movielens-{{{','.join(MOVIELENS_VARIANTS)}}} or wikipedia "
+    f"(--data-dir: the extracted MovieLens folder, or pages.tsv + links.tsv)"
+  )
 
   def check(self, args, cfg):
     variant = args.dataset.removeprefix("movielens-")
-    if not (args.dataset in ("synthetic", "wikipedia") or
-            (args.dataset.startswith("movielens-") and variant in MOVIELENS_VARIANTS)):
-      raise harness.UsageError("--dataset", f"must be synthetic, movielens-<{'|'.join(MOVIELENS_VARIANTS)}> or "
-                                            f"wikipedia; got {args.dataset!r}")
+    if not (
+      args.dataset in ("synthetic", "wikipedia")
+      or (args.dataset.startswith("movielens-") and variant in MOVIELENS_VARIANTS)
+    ):
+      raise harness.UsageError(
+        "--dataset", f"must be synthetic, movielens-<{'|'.join(MOVIELENS_VARIANTS)}> or wikipedia; got {args.dataset!r}"
+      )
 
   def load(self, args, cfg):
-    return check_corpus(load_corpus(args.dataset, args.data_dir, num_pages=cfg.num_pages, num_links=cfg.num_links,
-                                    seed=cfg.seed))
+    return check_corpus(
+      load_corpus(args.dataset, args.data_dir, num_pages=cfg.num_pages, num_links=cfg.num_links, seed=cfg.seed)
+    )
 
   def corpus_summary(self, corpus) -> dict:
-    return {"left": corpus.left.num_entities, "right": corpus.right.num_entities,
-            "train_pairs": len(corpus.train.left), "val_pairs": len(corpus.val.left)}
+    return {
+      "left": corpus.left.num_entities,
+      "right": corpus.right.num_entities,
+      "train_pairs": len(corpus.train.left),
+      "val_pairs": len(corpus.val.left),
+    }

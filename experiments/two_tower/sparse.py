@@ -33,6 +33,7 @@ TABLE = "inputs"  # the TwoTower attribute holding the shared input table
 class RowSparse(NamedTuple):
   """``table`` applied to the input-table rows a step uses, ``towers`` to every other parameter, densely (see the
   module docstring). Pass it where a train step takes an optimiser."""
+
   table: optax.GradientTransformation
   towers: optax.GradientTransformation
 
@@ -78,13 +79,11 @@ def update_rows(transform: optax.GradientTransformation, table, state, rows: jax
 
   params = jax.tree.map(at_rows, table)
   updates, part = transform.update(grads, jax.tree.map(at_rows, state), params)
-  table = jax.tree.map(lambda p, u: p.at[rows].add(u.astype(p.dtype), mode="drop", unique_indices=True), table,
-                       updates)
+  table = jax.tree.map(lambda p, u: p.at[rows].add(u.astype(p.dtype), mode="drop", unique_indices=True), table, updates)
   return table, jax.tree.map(write, state, part)
 
 
-def descend(optimizer, grad_fn: Callable, params: nnx.State, opt_state, groups, *args,
-            place: Callable | None = None):
+def descend(optimizer, grad_fn: Callable, params: nnx.State, opt_state, groups, *args, place: Callable | None = None):
   """One optimiser step: ``grads, aux = grad_fn(params, place(groups), *args)`` and the update of ``params`` and
   ``opt_state``. ``groups`` are the step's bags (a pytree of id arrays into the input table, replicated) and the
   loss may read the table only through them; ``place`` puts them where ``grad_fn`` reads them (e.g. split over a

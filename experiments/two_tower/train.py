@@ -73,16 +73,19 @@ def exact_gramians(graphdef: nnx.GraphDef, params, data: TrainData, chunk_size: 
   """The oracle: (G_u, G_v) of every left and right entity under the current parameters (a chunked forward pass
   over both corpora, constants for the gradient)."""
   model = nnx.merge(graphdef, jax.lax.stop_gradient(params))
-  g_u = full_gramian(lambda i: model.embed_left(gather(data.left_groups, i)), data.left_groups[0].shape[0],
-                     chunk_size=chunk_size)
-  g_v = full_gramian(lambda i: model.embed_right(gather(data.right_groups, i)), data.right_groups[0].shape[0],
-                     chunk_size=chunk_size)
+  g_u = full_gramian(
+    lambda i: model.embed_left(gather(data.left_groups, i)), data.left_groups[0].shape[0], chunk_size=chunk_size
+  )
+  g_v = full_gramian(
+    lambda i: model.embed_right(gather(data.right_groups, i)), data.right_groups[0].shape[0], chunk_size=chunk_size
+  )
   return g_u, g_v
 
 
 class StepGroups(NamedTuple):
   """The bags (feature ids per group) of one step's entities: the B' pairs' left and right entities and each side's
   entity batch. The loss reads the input table only through them (see :func:`~experiments.two_tower.sparse.descend`)."""
+
   pair_left: tuple[jax.Array, ...]
   pair_right: tuple[jax.Array, ...]
   left: tuple[jax.Array, ...]
@@ -92,6 +95,7 @@ class StepGroups(NamedTuple):
 class Rows(NamedTuple):
   """One step's sampled rows, drawn on the global batch so every device count sees the same ones: B' training pairs,
   and each side's entity batch with its weights mu = 1 / (n p)."""
+
   pairs: jax.Array  # [B]
   left_idx: jax.Array  # [B_p]
   left_mu: jax.Array
@@ -99,8 +103,17 @@ class Rows(NamedTuple):
   right_mu: jax.Array
 
 
-def make_train_step(graphdef: nnx.GraphDef, optimizer, estimator: Estimators, *, lam: float, batch_size: int,
-                    penalty_batch_size: int, mesh: jax.sharding.Mesh | None = None, exact_chunk_size: int = 4096):
+def make_train_step(
+  graphdef: nnx.GraphDef,
+  optimizer,
+  estimator: Estimators,
+  *,
+  lam: float,
+  batch_size: int,
+  penalty_batch_size: int,
+  mesh: jax.sharding.Mesh | None = None,
+  exact_chunk_size: int = 4096,
+):
   """Returns the jitted ``train_step(state, data, rng) -> (state, metrics)``; the state is donated.
 
   ``optimizer``: an optax transformation, or a :class:`~experiments.two_tower.sparse.RowSparse` one (see
@@ -120,8 +133,10 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer, estimator: Estimators, *,
   if mesh is not None:
     for name, size in (("batch_size", batch_size), ("penalty_batch_size", penalty_batch_size)):
       if size % mesh.devices.size:
-        raise ValueError(f"make_train_step: `{name}`={size} is not divisible by the {mesh.devices.size} devices of "
-                         f"the mesh (--devices)")
+        raise ValueError(
+          f"make_train_step: `{name}`={size} is not divisible by the {mesh.devices.size} devices of "
+          f"the mesh (--devices)"
+        )
 
   def mean(x):
     m = jnp.mean(x)
@@ -132,20 +147,21 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer, estimator: Estimators, *,
     u = model.embed_left(groups.pair_left)
     v = model.embed_right(groups.pair_right)
     residual = jnp.sum(u * v, axis=-1) - target
-    observed = 0.5 * mean(residual ** 2)
+    observed = 0.5 * mean(residual**2)
     u_b = model.embed_left(groups.left)
     v_b = model.embed_right(groups.right)
     if estimator is None:
       (g_u, g_v), left_state, right_state = exact, (), ()
     else:
       # The estimates include the current batch (Alg. 2 line 6) and are constants for the gradient (Prop. 1).
-      est_u, left_state = left_estimator.update(state.left_estimator, jax.lax.stop_gradient(u_b),
-                                                indices=rows.left_idx, weights=rows.left_mu)
-      est_v, right_state = right_estimator.update(state.right_estimator, jax.lax.stop_gradient(v_b),
-                                                  indices=rows.right_idx, weights=rows.right_mu)
+      est_u, left_state = left_estimator.update(
+        state.left_estimator, jax.lax.stop_gradient(u_b), indices=rows.left_idx, weights=rows.left_mu
+      )
+      est_v, right_state = right_estimator.update(
+        state.right_estimator, jax.lax.stop_gradient(v_b), indices=rows.right_idx, weights=rows.right_mu
+      )
       g_u, g_v = est_u.gramian, est_v.gramian
-    surrogate = penalty_surrogate(u_b, v_b, g_u, g_v, u_weights=rows.left_mu, v_weights=rows.right_mu,
-                                  axis_name=axis)
+    surrogate = penalty_surrogate(u_b, v_b, g_u, g_v, u_weights=rows.left_mu, v_weights=rows.right_mu, axis_name=axis)
     loss = observed + lam * surrogate
     metrics = {"loss": loss, "observed_loss": observed, "penalty_estimate": gramian_penalty(g_u, g_v)}
     return loss, (left_state, right_state, metrics)
@@ -153,34 +169,45 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer, estimator: Estimators, *,
   grad_fn = jax.grad(loss_fn, has_aux=True)
   if mesh is not None:
     # Replicated parameters used by every device's rows: shard_map's autodiff sums their gradient over the mesh.
-    grad_fn = jax.shard_map(grad_fn, mesh=mesh, in_specs=(jax.P(), jax.P(DATA_AXIS), jax.P(), jax.P(DATA_AXIS),
-                                                          jax.P(DATA_AXIS), jax.P()), out_specs=jax.P())
+    grad_fn = jax.shard_map(
+      grad_fn,
+      mesh=mesh,
+      in_specs=(jax.P(), jax.P(DATA_AXIS), jax.P(), jax.P(DATA_AXIS), jax.P(DATA_AXIS), jax.P()),
+      out_specs=jax.P(),
+    )
 
   @functools.partial(jax.jit, donate_argnums=(0,))
   def train_step(state: TrainState, data: TrainData, rng: jax.Array):
     k_pairs, k_left, k_right = jax.random.split(rng, 3)
     pairs = jax.random.randint(k_pairs, (batch_size,), 0, data.num_pairs)
-    rows = Rows(pairs, *sample(data.left_sampler, k_left, penalty_batch_size),
-                *sample(data.right_sampler, k_right, penalty_batch_size))
-    groups = StepGroups(gather(data.left_groups, data.pair_left[pairs]), gather(data.right_groups,
-                                                                                 data.pair_right[pairs]),
-                        gather(data.left_groups, rows.left_idx), gather(data.right_groups, rows.right_idx))
+    rows = Rows(
+      pairs,
+      *sample(data.left_sampler, k_left, penalty_batch_size),
+      *sample(data.right_sampler, k_right, penalty_batch_size),
+    )
+    groups = StepGroups(
+      gather(data.left_groups, data.pair_left[pairs]),
+      gather(data.right_groups, data.pair_right[pairs]),
+      gather(data.left_groups, rows.left_idx),
+      gather(data.right_groups, rows.right_idx),
+    )
     target, place = data.pair_target[pairs], None
     if mesh is not None:  # the rows are drawn replicated; each device takes its block
       rows, target = split_rows(mesh, (rows, target))
       place = functools.partial(split_rows, mesh)
     # The oracle's full-corpus pass runs in the global view, outside shard_map: with a mesh XLA partitions it.
     exact = None if estimator is not None else exact_gramians(graphdef, state.params, data, exact_chunk_size)
-    params, opt_state, (left_state, right_state, metrics) = descend(optimizer, grad_fn, state.params,
-                                                                    state.opt_state, groups, state, target, rows,
-                                                                    exact, place=place)
+    params, opt_state, (left_state, right_state, metrics) = descend(
+      optimizer, grad_fn, state.params, state.opt_state, groups, state, target, rows, exact, place=place
+    )
     return TrainState(params, opt_state, left_state, right_state, state.step + 1), metrics
 
   return train_step
 
 
-def make_estimation_error(graphdef: nnx.GraphDef, estimator: Estimators, *, penalty_batch_size: int,
-                          exact_chunk_size: int = 4096):
+def make_estimation_error(
+  graphdef: nnx.GraphDef, estimator: Estimators, *, penalty_batch_size: int, exact_chunk_size: int = 4096
+):
   r"""Returns the jitted ``error(state, data, rng) -> [2]``: the relative Frobenius error
   :math:`\lVert \hat G - G(\theta)\rVert_F / \lVert G(\theta)\rVert_F` of the (left, right) Gramian estimates the next
   step would use, against the exact Gramians of every entity at the state's parameters (as in Fig. 2 of the paper,
@@ -195,8 +222,9 @@ def make_estimation_error(graphdef: nnx.GraphDef, estimator: Estimators, *, pena
     exact = exact_gramians(graphdef, state.params, data, exact_chunk_size)
     out = []
     for side, est, est_state, sampler, groups, key, g in (
-        ("left", left_estimator, state.left_estimator, data.left_sampler, data.left_groups, 0, exact[0]),
-        ("right", right_estimator, state.right_estimator, data.right_sampler, data.right_groups, 1, exact[1])):
+      ("left", left_estimator, state.left_estimator, data.left_sampler, data.left_groups, 0, exact[0]),
+      ("right", right_estimator, state.right_estimator, data.right_sampler, data.right_groups, 1, exact[1]),
+    ):
       idx, mu = sample(sampler, jax.random.fold_in(rng, key), penalty_batch_size)
       x = (model.embed_left if side == "left" else model.embed_right)(gather(groups, idx))
       estimate, _ = est.update(est_state, x, indices=idx, weights=mu)
@@ -218,13 +246,14 @@ def make_embedder(graphdef: nnx.GraphDef, chunk_size: int = 8192):
     n = groups[0].shape[0] if idx is None else len(idx)
     out = []
     for start in range(0, n, chunk_size):
-      rows = jnp.arange(start, min(start + chunk_size, n)) if idx is None else jnp.asarray(idx[start:start +
-                                                                                                chunk_size])
+      rows = (
+        jnp.arange(start, min(start + chunk_size, n)) if idx is None else jnp.asarray(idx[start : start + chunk_size])
+      )
       chunk = gather(groups, rows)
       if rows.shape[0] < chunk_size and n > chunk_size:  # pad the last chunk: one compilation per side
         pad = chunk_size - rows.shape[0]
         chunk = tuple(jnp.pad(g, ((0, pad), (0, 0)), constant_values=-1) for g in chunk)
-        out.append(embed_chunk(params, chunk, side)[:rows.shape[0]])
+        out.append(embed_chunk(params, chunk, side)[: rows.shape[0]])
       else:
         out.append(embed_chunk(params, chunk, side))
     return jnp.concatenate(out, axis=0)
