@@ -2,7 +2,9 @@
 hold across modules, the Gramian estimators are interchangeable, and functions said to be jittable accept traced
 hyper-parameters."""
 
+import pytest
 import importlib
+import importlib.util
 import inspect
 from importlib import metadata
 import re
@@ -18,25 +20,36 @@ import bcjax
 from bcjax import gramian as gram
 from tests._tolerance import assert_close
 
-PACKAGES = ("bcjax",) + tuple(f"bcjax.{name}" for name in bcjax._SUBPACKAGES)  # pylint: disable=protected-access
-PLUMBING = ("DDPG", "DDPGState", "ReplayBuffer", "Transitions", "INNER_RULES", "torch_linear_init", "write_atomic",
-            "BasicBlock", "SOGramState", "SAGramState", "BatchGramianState", "default_tol")
-README = Path(__file__).resolve().parents[1] / "README.md"
+PACKAGES = ("bcjax",) + tuple(f"bcjax.{name}" for name in bcjax._SUBPACKAGES)
+PLUMBING = (
+  "DDPG",
+  "DDPGState",
+  "ReplayBuffer",
+  "Transitions",
+  "INNER_RULES",
+  "torch_linear_init",
+  "write_atomic",
+  "BasicBlock",
+  "SOGramState",
+  "SAGramState",
+  "BatchGramianState",
+  "default_tol",
+)
+GRAMIAN_GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "gramian.md"
 
 
 class NamespaceTest(parameterized.TestCase):
-
   @parameterized.parameters(*PACKAGES)
   def test_star_import_resolves_every_name(self, package):
     module = importlib.import_module(package)
     namespace = {}
-    exec(f"from {package} import *", namespace)  # pylint: disable=exec-used
+    exec(f"from {package} import *", namespace)
     self.assertEqual(len(set(module.__all__)), len(module.__all__), f"{package}.__all__ repeats a name")
     for name in module.__all__:
       self.assertIn(name, namespace, f"{package}.__all__ names {name}, which does not resolve")
 
   def test_sub_packages_are_attributes(self):
-    for name in bcjax._SUBPACKAGES:  # pylint: disable=protected-access
+    for name in bcjax._SUBPACKAGES:
       self.assertIs(getattr(bcjax, name), importlib.import_module(f"bcjax.{name}"))
     self.assertTrue(callable(bcjax.sentence.ca_embed))
 
@@ -53,13 +66,12 @@ class NamespaceTest(parameterized.TestCase):
       obj = getattr(bcjax, name)
       if isinstance(obj, type(bcjax)):
         continue
-      packages = bcjax._SUBPACKAGES  # pylint: disable=protected-access
+      packages = bcjax._SUBPACKAGES
       homes = [p for p in packages if getattr(getattr(bcjax, p), name, None) is obj]
       self.assertLen(homes, 1, f"bcjax.{name} should come from exactly one sub-package, found {homes}")
 
 
 class PackagingTest(absltest.TestCase):
-
   def test_the_version_has_one_source(self):
     pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
     self.assertNotRegex(pyproject, r'(?m)^version\s*=\s*"', "the version is written in pyproject.toml too")
@@ -71,9 +83,21 @@ class PackagingTest(absltest.TestCase):
       return
     self.assertEqual(installed, bcjax.__version__)
 
+  def test_every_core_dependency_is_imported_and_has_a_tested_floor(self):
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("floors", root / ".ci" / "floors.py")
+    floors = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(floors)
+    pins = floors.floors(root / "pyproject.toml")
+    self.assertIn("jax==0.7.0", pins)  # jax.P and jax.shard_map, used throughout, arrived in 0.7
+    source = "\n".join(path.read_text(encoding="utf-8") for path in (root / "bcjax").rglob("*.py"))
+    for pin in pins:
+      name = pin.split("==")[0]
+      module = {"jaxlib": "jax"}.get(name, name)  # jaxlib is jax's runtime, imported through jax
+      self.assertRegex(source, rf"(?m)^\s*(import|from) {module}\b", f"{name} is declared but never imported")
+
 
 class ConventionTest(absltest.TestCase):
-
   def test_backward_maps_take_d_prev_then_d_new(self):
     w = bcjax.init_backward(jax.random.key(0), 3, 5)
     module = bcjax.BackwardLinear(3, 5, rngs=nnx.Rngs(0))
@@ -100,44 +124,56 @@ class ConventionTest(absltest.TestCase):
 
   def test_options_are_keyword_only(self):
     with self.assertRaises(TypeError):
-      bcjax.init_backward(jax.random.key(0), 3, 5, jnp.float64)  # pylint: disable=too-many-function-args
+      bcjax.init_backward(jax.random.key(0), 3, 5, jnp.float64)
     with self.assertRaises(TypeError):
-      bcjax.least_squares_backward(jnp.ones((4, 2)), jnp.ones((4, 2)), 0.1)  # pylint: disable=too-many-function-args
+      bcjax.least_squares_backward(jnp.ones((4, 2)), jnp.ones((4, 2)), 0.1)
 
 
-def _readme_gramian_block() -> str:
-  blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+def _guide_gramian_block() -> str:
+  blocks = re.findall(r"```python\n(.*?)```", GRAMIAN_GUIDE.read_text(), flags=re.S)
   (block,) = [b for b in blocks if "estimator = sogram(" in b]
   return block
 
 
 class EstimatorSwapTest(parameterized.TestCase):
-  """The README promises that any estimator can replace SOGram in its example: each one runs it unchanged and the
+  """The Gramian guide promises that any estimator can replace SOGram in its example: each one runs it unchanged and the
   all-pairs penalty falls."""
 
-  def test_readme_names_every_alternative(self):
-    line = next(line for line in _readme_gramian_block().splitlines() if line.startswith("estimator = "))
-    self.assertEqual(re.findall(r"(sagram\([^)]*\)|batch_gramian\([^)]*\))", line),
-                     ['sagram(10_000, beta="saga")', 'sagram(10_000, beta="sag")', 'batch_gramian(sampling="uniform")'])
+  def test_the_guide_names_every_alternative(self):
+    line = next(line for line in _guide_gramian_block().splitlines() if line.startswith("estimator = "))
+    self.assertEqual(
+      re.findall(r"(sagram\([^)]*\)|batch_gramian\([^)]*\))", line),
+      ['sagram(10_000, beta="saga")', 'sagram(10_000, beta="sag")', 'batch_gramian(sampling="uniform")'],
+    )
 
-  @parameterized.parameters('sogram(alpha=0.1)', 'sagram(10_000, beta="saga")', 'sagram(10_000, beta="sag")',
-                            'batch_gramian(sampling="uniform")')
-  def test_each_estimator_runs_the_readme_example(self, estimator):
-    block = _readme_gramian_block()
+  @parameterized.parameters(
+    "sogram(alpha=0.1)",
+    'sagram(10_000, beta="saga")',
+    'sagram(10_000, beta="sag")',
+    'batch_gramian(sampling="uniform")',
+  )
+  @pytest.mark.heavy
+  def test_each_estimator_runs_the_guide_example(self, estimator):
+    block = _guide_gramian_block()
     block = re.sub(r"(?m)^estimator = .*$", f"estimator = {estimator}", block)
     block = block.replace("range(200)", "range(20)")  # the swap is what is tested, not the length of training
     namespace = {}
-    exec(compile(block, "README.md", "exec"), namespace)  # pylint: disable=exec-used
+    exec(compile(block, "docs/guides/gramian.md", "exec"), namespace)
     before = float(gram.gramian_penalty(gram.gramian(namespace["U"]), gram.gramian(namespace["V"])))
     self.assertLess(namespace["exact"], 0.9 * before)
 
+  @pytest.mark.heavy
   def test_one_update_signature(self):
     x = jnp.asarray(np.random.default_rng(0).normal(size=(6, 3)))
     idx = jnp.array([0, 1, 2, 3, 4, 5])
     where = jnp.array([True, True, True, True, False, False])
     padded = x.at[4:].set(jnp.nan)
-    for est in (gram.sogram(0.5), gram.sagram(6, beta="saga"), gram.sagram(6, beta="sag"),
-                gram.batch_gramian(sampling="uniform")):
+    for est in (
+      gram.sogram(0.5),
+      gram.sagram(6, beta="saga"),
+      gram.sagram(6, beta="sag"),
+      gram.batch_gramian(sampling="uniform"),
+    ):
       state = est.init(x)
       masked, _ = est.update(state, padded, indices=idx, where=where)
       kept, _ = est.update(state, x[:4], indices=idx[:4])
@@ -151,26 +187,28 @@ def _traced_cases():
   r = x.T @ x / 12
   c = bcjax.conceptor(x, 1.0)
   return {
-      "least_squares_backward": (lambda h: bcjax.least_squares_backward(x, y[:, :3], ridge=h), (0.0, 0.3)),
-      "conceptor": (lambda h: bcjax.conceptor(x, h), (0.5, 2.0)),
-      "conceptor_from_correlation": (lambda h: bcjax.conceptor_from_correlation(r, h), (0.5, 2.0)),
-      "aperture_adaptation": (lambda h: bcjax.aperture_adaptation(c, h), (0.5, 2.0)),
-      "info_nce": (lambda h: bcjax.info_nce(x, y, temperature=h), (0.1, 0.5)),
-      "nce_ii": (lambda h: bcjax.nce_ii(x, y, y[::-1], h, temperature=0.2), (0.3, 0.7)),
-      "mixed_info_nce": (lambda h: bcjax.mixed_info_nce(x, y, y[:5], 6, temperature=h), (0.1, 0.5)),
-      "icl_objective": (lambda h: bcjax.icl_objective(1.5, 2.0, h), (0.3, 0.7)),
-      "sgd_step": (lambda h: bcjax.sgd_step(x, y, h), (0.01, 0.5)),
-      "sogram": (lambda h: bcjax.sogram(h).update(bcjax.sogram(0.5).init(x), x)[0].gramian, (0.1, 1.0)),
-      "sampled_softmax_loss": (lambda h: bcjax.sampled_softmax_loss(x, y, jnp.arange(12), log_q=h * jnp.ones(12)),
-                               (0.0, 1.0)),
-      "alignment_error": (lambda h: bcjax.alignment_error(h * x, y), (0.5, 2.0)),
-      "log_similarity": (lambda h: bcjax.log_similarity(x, y, temperature=h), (0.1, 0.5)),
-      "log_change_ratio": (lambda h: bcjax.log_change_ratio(x, y, y[::-1], temperature=h), (0.1, 0.5)),
-      "nce_ii_from_log_ratio": (lambda h: bcjax.nce_ii_from_log_ratio(x[:, 0], h), (0.3, 0.7)),
-      "ca_update": (lambda h: bcjax.sentence.ca_update(c, y, h), (0.5, 2.0)),
-      "ca_initial": (lambda h: bcjax.sentence.ca_initial(x, h), (0.5, 2.0)),
-      "relative_aperture": (lambda h: bcjax.relative_aperture(r, ratio=h), (0.5, 2.0)),
-      "aperture_norm_gradient": (lambda h: bcjax.aperture_norm_gradient(r, h), (0.5, 2.0)),
+    "least_squares_backward": (lambda h: bcjax.least_squares_backward(x, y[:, :3], ridge=h), (0.0, 0.3)),
+    "conceptor": (lambda h: bcjax.conceptor(x, h), (0.5, 2.0)),
+    "conceptor_from_correlation": (lambda h: bcjax.conceptor_from_correlation(r, h), (0.5, 2.0)),
+    "aperture_adaptation": (lambda h: bcjax.aperture_adaptation(c, h), (0.5, 2.0)),
+    "info_nce": (lambda h: bcjax.info_nce(x, y, temperature=h), (0.1, 0.5)),
+    "nce_ii": (lambda h: bcjax.nce_ii(x, y, y[::-1], h, temperature=0.2), (0.3, 0.7)),
+    "mixed_info_nce": (lambda h: bcjax.mixed_info_nce(x, y, y[:5], 6, temperature=h), (0.1, 0.5)),
+    "icl_objective": (lambda h: bcjax.icl_objective(1.5, 2.0, h), (0.3, 0.7)),
+    "sgd_step": (lambda h: bcjax.sgd_step(x, y, h), (0.01, 0.5)),
+    "sogram": (lambda h: bcjax.sogram(h).update(bcjax.sogram(0.5).init(x), x)[0].gramian, (0.1, 1.0)),
+    "sampled_softmax_loss": (
+      lambda h: bcjax.sampled_softmax_loss(x, y, jnp.arange(12), log_q=h * jnp.ones(12)),
+      (0.0, 1.0),
+    ),
+    "alignment_error": (lambda h: bcjax.alignment_error(h * x, y), (0.5, 2.0)),
+    "log_similarity": (lambda h: bcjax.log_similarity(x, y, temperature=h), (0.1, 0.5)),
+    "log_change_ratio": (lambda h: bcjax.log_change_ratio(x, y, y[::-1], temperature=h), (0.1, 0.5)),
+    "nce_ii_from_log_ratio": (lambda h: bcjax.nce_ii_from_log_ratio(x[:, 0], h), (0.3, 0.7)),
+    "ca_update": (lambda h: bcjax.sentence.ca_update(c, y, h), (0.5, 2.0)),
+    "ca_initial": (lambda h: bcjax.sentence.ca_initial(x, h), (0.5, 2.0)),
+    "relative_aperture": (lambda h: bcjax.relative_aperture(r, ratio=h), (0.5, 2.0)),
+    "aperture_norm_gradient": (lambda h: bcjax.aperture_norm_gradient(r, h), (0.5, 2.0)),
   }
 
 
@@ -178,12 +216,14 @@ class TracedHyperParameterTest(parameterized.TestCase):
   """Each function runs under ``jit`` with its hyper-parameter traced and agrees with the eager call."""
 
   @parameterized.named_parameters(*((name, name) for name in _traced_cases()))
+  @pytest.mark.heavy
   def test_jit_with_traced_hyper_parameter(self, name):
     fn, values = _traced_cases()[name]
     jitted = jax.jit(fn)
     for value in values:
       assert_close(jitted(jnp.asarray(value)), fn(value), "linalg")
 
+  @pytest.mark.heavy
   def test_traced_ridge_sweep_under_vmap_matches_the_closed_form(self):
     rng = np.random.default_rng(1)
     z_new, z_prev = rng.normal(size=(20, 5)), rng.normal(size=(20, 3))

@@ -1,0 +1,96 @@
+"""The documentation: every public name has an API page, and every example in the guides runs as written, in
+float32, and prints what the page shows under it."""
+
+import pytest
+import re
+from pathlib import Path
+
+from absl.testing import absltest
+
+import bcjax
+from tests.test_readme import examples, run_float32
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+
+def documented_names(api_dir: Path) -> dict[str, set[str]]:
+  """sub-package -> the names its API page lists in an autosummary directive."""
+  out = {}
+  for page in sorted(api_dir.glob("*.md")):
+    module = re.search(r"\.\. currentmodule:: bcjax\.(\w+)", page.read_text(encoding="utf-8"))
+    if module is None:
+      continue
+    listing = re.search(r"\.\. autosummary::\n(?:   :[^\n]*\n)*\n((?:   \S+\n)+)", page.read_text(encoding="utf-8"))
+    out[module.group(1)] = set(listing.group(1).split()) if listing else set()
+  return out
+
+
+def missing_pages(documented: dict[str, set[str]]) -> list[str]:
+  """Public names without an API page: every name of a sub-package's ``__all__`` must be listed on that
+  sub-package's page, and every flat ``bcjax`` name must be one of them (the same object) or a sub-package."""
+  missing = []
+  for package in bcjax._SUBPACKAGES:
+    module = getattr(bcjax, package)
+    missing += [f"bcjax.{package}.{n}" for n in module.__all__ if n not in documented.get(package, set())]
+  for name in bcjax.__all__:
+    if name in bcjax._SUBPACKAGES:
+      continue
+    obj = getattr(bcjax, name)
+    homes = [p for p in bcjax._SUBPACKAGES if name in documented.get(p, ()) and getattr(getattr(bcjax, p), name) is obj]
+    if not homes:
+      missing.append(f"bcjax.{name}")
+  return missing
+
+
+class ApiCoverageTest(absltest.TestCase):
+  def test_every_public_name_has_a_page(self):
+    self.assertEqual(missing_pages(documented_names(DOCS / "api")), [])
+
+  def test_a_name_removed_from_its_page_is_reported(self):
+    documented = documented_names(DOCS / "api")
+    documented["alignment"] = documented["alignment"] - {"multi_step_loss"}
+    self.assertEqual(missing_pages(documented), ["bcjax.alignment.multi_step_loss", "bcjax.multi_step_loss"])
+    documented["versioning"] = set()
+    self.assertIn("bcjax.versioning.Registry", missing_pages(documented))
+
+  def test_every_sub_package_page_is_in_the_api_index(self):
+    index = (DOCS / "api" / "index.md").read_text(encoding="utf-8")
+    for package in bcjax._SUBPACKAGES:
+      self.assertTrue((DOCS / "api" / f"{package}.md").exists(), package)
+      self.assertRegex(index, rf"(?m)^{package}$")
+
+
+class GuidesTest(absltest.TestCase):
+  def test_every_guide_is_in_the_table_of_contents(self):
+    index = (DOCS / "index.md").read_text(encoding="utf-8")
+    for page in sorted((DOCS / "guides").glob("*.md")):
+      self.assertIn(f"guides/{page.stem}", index)
+    self.assertIn("reproduction", index)
+
+  @pytest.mark.heavy
+  def test_examples_print_what_the_pages_show_in_float32(self):
+    pages = sorted((DOCS / "guides").glob("*.md"))
+    for page in pages:
+      text = page.read_text(encoding="utf-8")
+      self.assertLen(examples(text), text.count("```python"), f"{page.name}: a ```python block without its output")
+      for code, printed in examples(text):
+        with self.subTest(page=page.name, first_line=printed.splitlines()[0]):
+          run = run_float32(code)
+          self.assertEqual(run.returncode, 0, run.stderr[-3000:])
+          self.assertEqual(run.stdout, printed)
+
+  def test_the_reproduction_report_covers_each_paper(self):
+    report = (DOCS / "reproduction.md").read_text(encoding="utf-8")
+    for paper in (
+      "Backward-compatible embeddings",
+      "Gramian estimation",
+      "Incremental contrastive learning",
+      "Conceptors",
+    ):
+      self.assertRegex(report, rf"(?m)^## \d\. {paper}")
+    self.assertGreaterEqual(report.count("| claim (paper) | bcjax | verdict |"), 4)
+
+
+if __name__ == "__main__":
+  absltest.main()
