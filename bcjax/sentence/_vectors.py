@@ -43,7 +43,7 @@ def load_word_vectors(
   member: str | None = None,
   skip_malformed: bool = False,
 ) -> WordVectors:
-  """Reads GloVe text format: ``word v_1 ... v_d`` per line, plain, ``.gz`` or ``.zip``.
+  """Reads GloVe text format: ``word v_1 … v_d`` per line, plain, ``.gz`` or ``.zip``.
 
   A first line of two integers (word2vec's ``count dim`` header) is skipped. A word may contain spaces, as some
   GloVe 840B entries do: the last d fields are the vector and the rest is the word. The first occurrence of a
