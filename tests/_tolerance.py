@@ -87,7 +87,7 @@ def assert_close(actual, desired, op: str = "reduction", *, scale=None, rtol=Non
     return
   # A per-entry floor (rtol times a per-entry scale), which np.testing.assert_allclose cannot report.
   a, d, floor = np.broadcast_arrays(a, d, atol)
-  bad = ~(np.abs(a - d) <= floor + rtol * np.abs(d))
+  bad = ~_within(a, d, rtol, floor)
   if bad.any():
     i = np.unravel_index(np.argmax(np.where(bad, np.abs(a - d) - floor - rtol * np.abs(d), -np.inf)), a.shape)
     raise AssertionError(
@@ -97,8 +97,13 @@ def assert_close(actual, desired, op: str = "reduction", *, scale=None, rtol=Non
     )
 
 
+def _within(a: np.ndarray, d: np.ndarray, rtol: float, atol) -> np.ndarray:
+  """The policy's entrywise test, ``|a - d| <= atol + rtol·|d|`` (False wherever either side is NaN)."""
+  return np.abs(a - d) <= atol + rtol * np.abs(d)
+
+
 def close(actual, desired, op: str = "reduction", *, scale=None, rtol=None, atol=None) -> bool:
   """Whether :func:`assert_close` would pass (for tests that assert two results differ)."""
   rtol, atol = tolerances(actual, desired, op, scale=scale, rtol=rtol, atol=atol)
   a, d = np.broadcast_arrays(np.asarray(actual, np.float64), np.asarray(desired, np.float64))
-  return bool(np.all(np.abs(a - d) <= atol + rtol * np.abs(d)))
+  return bool(np.all(_within(a, d, rtol, atol)))
