@@ -250,6 +250,11 @@ def parse_config(
 # Runs and stages -----------------------------------------------------------------------------------------------
 
 
+# A stage that raised one of these (bcjax's argument checks raise ValueError or TypeError) would raise it again on
+# --resume, which reruns the same stage on the same stored flags and data: the failure message does not offer it.
+REPEATED_ON_RESUME = (ValueError, TypeError)
+
+
 class StageFailed(RuntimeError):
   """A stage raised; ``stage`` names it."""
 
@@ -642,18 +647,25 @@ def main(experiment: Experiment, argv: Sequence[str] | None = None) -> int:
       except Exception as e:
         raise StageFailed("(between stages)", e) from e
     except StageFailed as e:
+      resumable = not isinstance(e.error, REPEATED_ON_RESUME)
       partial = {
         "failed_stage": e.stage,
         "error": f"{type(e.error).__name__}: {e.error}",
         "finished_stages": run.finished_stages(),
-        "resume": f"python -m experiments.{experiment.name} --resume {out}",
+        "resume": f"python -m experiments.{experiment.name} --resume {out}" if resumable else None,
       }
       # the run's own status file: a second failure after --resume replaces the first one's
       if writer:
         write_atomic(out / "results.partial.json", (json.dumps(partial, indent=2) + "\n").encode(), overwrite=True)
+      advice = (
+        f"after fixing the cause, continue with --resume {out}"
+        if resumable
+        else "the error follows from the run's stored flags and data, so resuming it would fail the same way: "
+        "start a new run with other flags"
+      )
       print(
         f"error{'' if writer else f' (process {args.process_id})'}: {e}\nfinished stages are kept in "
-        f"{out / 'stages'}; after fixing the cause, continue with --resume {out}",
+        f"{out / 'stages'}; {advice}",
         file=sys.stderr,
       )
       return 1

@@ -29,6 +29,7 @@ class Toy(harness.Experiment):
 
   def add_arguments(self, parser):
     parser.add_argument("--bad-data", action="store_true", help="make loading fail")
+    parser.add_argument("--invalid-in", help="a stage whose computation gets an argument it refuses (ValueError)")
 
   def load(self, args, cfg):
     if args.bad_data:
@@ -37,12 +38,15 @@ class Toy(harness.Experiment):
 
   def execute(self, run, args, cfg, data):
     sums = {}
+
+    def compute(kind, step):
+      if args.invalid_in == f"{kind}/{step}":
+        raise ValueError(f"toy: `step` {step} is refused")
+      return {"value": float(np.sum(data ** (step + 1)) * cfg.rate) + len(kind)}
+
     for kind in cfg.kinds:
       for step in range(cfg.steps):
-        sums[f"{kind}/{step}"] = run.stage(
-          f"{kind}/{step}",
-          lambda kind=kind, step=step: {"value": float(np.sum(data ** (step + 1)) * cfg.rate) + len(kind)},
-        )
+        sums[f"{kind}/{step}"] = run.stage(f"{kind}/{step}", lambda kind=kind, step=step: compute(kind, step))
         run.log(kind=kind, step=step, value=sums[f"{kind}/{step}"]["value"])
     total = run.stage("total", lambda: sum(v["value"] for v in sums.values()))
     return {"sums": sums, "total": total, "seconds": 0.0}

@@ -35,7 +35,7 @@ from bcjax.versioning import Registry
 from experiments.bc_aligner import __main__ as cli
 from experiments.bc_aligner.configs import KEEP_LATEST, METHODS, PRESETS
 from experiments.bc_aligner.consumers import ConsumerMLP, flip_rate, predict, score, train_consumer
-from experiments.bc_aligner.data import Batch, BPRSampler, attribute_sizes, version_data
+from experiments.bc_aligner.data import Batch, BPRSampler, VersionData, attribute_sizes, check_cutoffs, version_data
 from experiments.bc_aligner import noise, seeds
 from experiments.bc_aligner.experiment import EXPERIMENT
 from experiments.bc_aligner.report import (
@@ -597,6 +597,47 @@ class ValUserNoiseTest(absltest.TestCase):
 
 
 @pytest.mark.heavy
+class CutoffTest(absltest.TestCase):
+  """Recall@K cut-offs are checked against the items of every version before the first step (the test preset's
+  synthetic graph ranks 123, 125, 127, 134 and 141 items at versions 0..4)."""
+
+  def run_cli(self, *argv):
+    out = Path(self.create_tempdir().full_path) / "run"
+    err = io.StringIO()
+    with mock.patch("sys.stderr", err), mock.patch("sys.stdout", io.StringIO()):
+      code = cli.main(["--preset", "test", *argv, "--out", str(out), "--no-progress"])
+    return code, err.getvalue(), out
+
+  def test_a_cut_off_above_the_items_exits_2_before_anything_is_written(self):
+    code, err, out = self.run_cli("--ks", "10,20,50,124")
+    self.assertEqual(code, 2)
+    self.assertFalse(out.exists())
+    self.assertIn(
+      "--ks: cut-off(s) [124] exceed the ranked items: version 0 ranks 123 items (items by version: "
+      "[123, 125, 127, 134, 141]); e.g. --ks 10,20,50",
+      err,
+    )
+
+  def test_the_intended_metric_needs_its_k_items_at_every_version(self):
+    split = lambda n: VersionData(mock.Mock(num_items=n), None)
+    check_cutoffs([split(60), split(50), split(70)], (10,), 50)  # 50 items at every version: fine
+    with self.assertRaisesRegex(ValueError, r"too small for the intended metric Recall@50: version 1 ranks 49 "):
+      check_cutoffs([split(60), split(49), split(70)], (10,), 50)
+
+  def test_the_cut_offs_are_logged_and_recall_at_50_always_computed(self):
+    graph = synthetic_evolving_graph(**dict(PRESETS["test"].synthetic), seed=0)
+    vd = version_data(graph)[0]
+    z = jax.random.normal(jax.random.key(0), (vd.num_nodes, 4))
+    n = vd.split.num_items
+    self.assertEqual(list(recall(z, vd, (n, 5))), ["recall@5", "recall@50", f"recall@{n}"])
+    values = list(recall(z, vd, (n, 5)).values())
+    self.assertEqual(values, sorted(values))  # a longer list holds the shorter one's hits
+    self.assertEqual(recall(z, vd, (5,))["recall@50"], recall(z, vd)["recall@50"])
+    self.assertEqual(EXPERIMENT.parse(["--ks", "5,10"])[2].ks, (5, 10))
+    with self.assertRaises(SystemExit):
+      EXPERIMENT.parse(["--ks", "0,10"])
+
+
 class PresetTest(absltest.TestCase):
   def test_quick_widths_are_the_papers_over_eight_at_every_version(self):
     quick, paper = PRESETS["quick"].versions, PRESETS["paper"].versions

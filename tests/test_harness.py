@@ -196,6 +196,18 @@ class LifecycleTest(absltest.TestCase):
     self.assertIn("a/0", finished["stages_read_back"])
     self.assertTrue(any(e.get("event") == "resumed" for e in events))
 
+  def test_a_failure_that_resume_would_repeat_does_not_advise_resume(self):
+    """An argument error inside a stage comes from the stored flags and data that --resume reuses."""
+    out = self.tmp / "invalid"
+    code, err = quiet(toy.main, ["--invalid-in", "b/0", "--out", str(out), "--no-progress"])
+    self.assertEqual(code, 1, err)
+    self.assertIn("toy: `step` 0 is refused", err)
+    self.assertIn("would fail the same way: start a new run with other flags", err)
+    self.assertNotIn("--resume", err)
+    partial = json.loads((out / "results.partial.json").read_text())
+    self.assertIsNone(partial["resume"])
+    self.assertEqual(partial["finished_stages"], ["a/0", "a/1", "a/2"])
+
   @pytest.mark.heavy
   def test_a_failed_stage_leaves_partial_results_and_can_be_resumed(self):
     out = self.tmp / "failed"

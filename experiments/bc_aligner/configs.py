@@ -11,6 +11,7 @@ from experiments.harness import option
 KEEP_LATEST = ("non-bc", "post-lin-sloss", "post-lin-mloss", "joint-notrans", "joint-lin-sloss", "bc-aligner")
 BASELINES = ("fix-m0", "non-bc")  # the degradations are relative to these; they always run
 KS = (10, 20, 50, 100)
+INTENDED_K = 50  # the intended metric, Recall@50, which also selects checkpoints (the reference's choice)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +41,12 @@ class Config:
     choices=("constant", "cosine"),
     help="learning rate over each M_k's epochs: constant (the reference) or cosine decay "
     "from --learning-rate towards 0",
+  )
+  ks: tuple[int, ...] = option(
+    KS,
+    help=f"Recall@K cut-offs logged at each evaluation, e.g. 10,20,50 (Recall@{INTENDED_K}, the intended metric "
+    "that also selects checkpoints, is always computed); each must be at most the items of every version",
+    low=1,
   )
   weight_decay: float = 0.01  # L2 on the batch's output embeddings
   lam: float = option(16.0, help="alignment weight λ", flag="--lambda", low=0.0)

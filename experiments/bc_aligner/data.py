@@ -67,6 +67,24 @@ def check_versions(versions: list[VersionData]) -> None:
       )
 
 
+def check_cutoffs(versions: list[VersionData], ks: tuple[int, ...], intended_k: int) -> None:
+  """Every Recall@K cut-off against the items each version ranks (all items up to :math:`t_{k+1}`), before the
+  first step: a cut-off above them would otherwise stop the run at its first evaluation, and again on resume."""
+  items = [v.split.num_items for v in versions]
+  fewest = min(items)
+  too_large = sorted(k for k in {*ks, intended_k} if k > fewest)
+  if not too_large:
+    return
+  where = f"version {items.index(fewest)} ranks {fewest} items (items by version: {items})"
+  if intended_k in too_large:
+    raise ValueError(
+      f"this dataset is too small for the intended metric Recall@{intended_k}: {where}; use a dataset with at "
+      f"least {intended_k} items at every version"
+    )
+  fits = ",".join(str(k) for k in sorted(set(ks)) if k <= fewest)
+  raise ValueError(f"--ks: cut-off(s) {too_large} exceed the ranked items: {where}; e.g. --ks {fits}")
+
+
 def attribute_sizes(graph: EvolvingGraph) -> tuple[int, ...]:
   return tuple(len(b.vocab) for b in graph.item_attributes.values())
 

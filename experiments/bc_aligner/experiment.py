@@ -11,9 +11,9 @@ from bcjax.data import GRAPH_DATASETS, MOVIELENS_VARIANTS, TASKS, load_graph_dat
 from experiments import harness
 from experiments.bc_methods import check_transform_rank, transform_name
 from experiments.bc_aligner import noise, report
-from experiments.bc_aligner.configs import BASELINES, LINEAR, METHODS, PRESETS, Config, preset
+from experiments.bc_aligner.configs import BASELINES, INTENDED_K, LINEAR, METHODS, PRESETS, Config, preset
 from experiments.bc_aligner.consumers import plan_tasks, unintended_aucs
-from experiments.bc_aligner.data import attribute_sizes, check_versions, version_data, with_item_ids
+from experiments.bc_aligner.data import attribute_sizes, check_cutoffs, check_versions, version_data, with_item_ids
 from experiments.bc_aligner.methods import MethodRunner
 from experiments.bc_aligner.train import recall
 
@@ -98,6 +98,7 @@ class BCAligner(harness.Experiment):
     )
     versions = version_data(graph)
     check_versions(versions)
+    check_cutoffs(versions, cfg.ks, INTENDED_K)
     tau, left_out = plan_tasks([v.split for v in versions], cfg.item_std)
     for note in graph.notes:
       print(f"data: {note}")
@@ -136,7 +137,9 @@ class BCAligner(harness.Experiment):
       consumers = unintended_aucs(
         splits, runs["fix-m0"].published, published, tau, cfg, run.log, bar, tasks, stage=run.stage
       )
-    published_recalls = {m: [recall(z, vd)["recall@50"] for z, vd in zip(zs, versions)] for m, zs in published.items()}
+    published_recalls = {
+      m: [recall(z, vd, ())[f"recall@{INTENDED_K}"] for z, vd in zip(zs, versions)] for m, zs in published.items()
+    }
     summary = report.summarise(
       {m: r.recall_by_version for m, r in runs.items()},
       published,

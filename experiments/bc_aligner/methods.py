@@ -199,7 +199,7 @@ class MethodRunner:
     if method == "fix-m0":
       m0 = self.m0().model
       zs = [apply_model(m0, vd) for vd in self.versions]
-      return MethodRun([recall(z, vd) for z, vd in zip(zs, self.versions)], zs, zs)
+      return MethodRun([recall(z, vd, self.cfg.ks) for z, vd in zip(zs, self.versions)], zs, zs)
     if method == "non-bc":
       models = self.nobc()
       return MethodRun(

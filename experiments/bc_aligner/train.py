@@ -14,7 +14,7 @@ where every step runs the full-graph forward (BatchNorm over all nodes) and gath
 """
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import jax
@@ -28,7 +28,7 @@ from bcjax.alignment import BackwardTransform, PosthocFit, fit_posthoc, init_bac
 from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteInputs, BipartiteSAGE
 from bcjax.parallel import DATA_AXIS, replicate, split_rows
-from experiments.bc_aligner.configs import KS, Config
+from experiments.bc_aligner.configs import INTENDED_K, KS, Config
 from experiments.bc_aligner.data import Batch, BPRSampler, VersionData
 from experiments.bc_methods import POSTHOC_LOSS, alignment_loss
 
@@ -182,17 +182,18 @@ def _val_retrieval(z, vd: VersionData, ks: tuple[int, ...], per_query: bool = Fa
   )
 
 
-def recall(z: jax.Array, vd: VersionData) -> dict[str, float]:
-  """Exact val Recall@{10,20,50,100} (:func:`_val_retrieval`)."""
-  res = _val_retrieval(z, vd, KS)
-  return {f"recall@{k}": res[f"recall@{k}"] for k in KS}
+def recall(z: jax.Array, vd: VersionData, ks: Sequence[int] = KS) -> dict[str, float]:
+  """Exact val Recall@K for each K of ``ks`` and the intended metric's K (:func:`_val_retrieval`), ascending."""
+  cutoffs = tuple(sorted({*ks, INTENDED_K}))
+  res = _val_retrieval(z, vd, cutoffs)
+  return {f"recall@{k}": res[f"recall@{k}"] for k in cutoffs}
 
 
 def user_recall50(z: np.ndarray, vd: VersionData) -> tuple[np.ndarray, np.ndarray]:
   """(val users, ascending; each one's Recall@50) under :func:`recall`'s rules: the per-user values whose mean is
   the version's val Recall@50, for paired comparisons of two methods on the same val users."""
-  res = _val_retrieval(z, vd, (50,), per_query=True)
-  return res["query_ids"], res["per_query"]["recall@50"]
+  res = _val_retrieval(z, vd, (INTENDED_K,), per_query=True)
+  return res["query_ids"], res["per_query"][f"recall@{INTENDED_K}"]
 
 
 class Trained(NamedTuple):
@@ -260,11 +261,11 @@ def train_model(
       progress.update(1)
     if epoch in eval_epochs:
       z = embed(model.eval_def, state.params["model"], state.batch_stats, vd.inputs)
-      rec = recall(z, vd)
+      rec = recall(z, vd, cfg.ks)
       if log is not None:
         log(epoch=epoch, **{k: float(v) for k, v in metrics.items()}, **rec)
-      if epoch > select_after and rec["recall@50"] > best_score:
-        best_score = rec["recall@50"]
+      if epoch > select_after and rec[f"recall@{INTENDED_K}"] > best_score:
+        best_score = rec[f"recall@{INTENDED_K}"]
         best = Trained(
           model._replace(params=to_host(state.params["model"]), batch_stats=to_host(state.batch_stats)),
           None if "w" not in state.params else to_host(state.params["w"]),
