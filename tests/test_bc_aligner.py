@@ -17,7 +17,7 @@ import numpy as np
 import optax
 from absl.testing import absltest
 from flax import nnx
-from sklearn.metrics import recall_score
+from sklearn.metrics import recall_score, roc_auc_score
 import pytest
 
 from bcjax.alignment import (
@@ -34,7 +34,15 @@ from bcjax.models import BipartiteSAGE, bipartite_inputs
 from bcjax.versioning import Registry
 from experiments.bc_aligner import __main__ as cli
 from experiments.bc_aligner.configs import KEEP_LATEST, METHODS, PRESETS
-from experiments.bc_aligner.consumers import ConsumerMLP, flip_rate, predict, score, train_consumer
+from experiments.bc_aligner.consumers import (
+  ConsumerMLP,
+  above_chance,
+  flip_rate,
+  predict,
+  reference_check,
+  score,
+  train_consumer,
+)
 from experiments.bc_aligner.data import Batch, BPRSampler, VersionData, attribute_sizes, check_cutoffs, version_data
 from experiments.bc_aligner import noise, seeds
 from experiments.bc_aligner.experiment import EXPERIMENT
@@ -42,6 +50,7 @@ from experiments.bc_aligner.report import (
   figure_5,
   headline,
   summarise,
+  table_3,
   transform_figure,
   transform_headline,
   transform_table,
@@ -367,6 +376,40 @@ class ConsumerTest(absltest.TestCase):
     self.assertEqual(flip_rate(c, x[500:], x[500:], y[500:]), 0.0)
 
   @pytest.mark.heavy
+  def test_consumers_at_chance_are_left_out_and_one_class_predictions_are_named(self):
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(900, 5)).astype(np.float32)
+    learnable = (x[:, 0] > 0).astype(np.int32)
+    noise = rng.integers(0, 2, 900).astype(np.int32)  # labels the inputs say nothing about
+    cfg = PRESETS["test"].__class__(**{**PRESETS["test"].__dict__, "consumer_epochs": 10, "consumer_batch_size": 128})
+    checks = {}
+    for task, y in (("learnable", learnable), ("noise", noise)):
+      c = train_consumer(x[:400], y[:400], x[400:500], y[400:500], 16, 0.0, 0, cfg)
+      checks[task] = reference_check([c], [x[500:700], x[700:]], [y[500:700], y[700:]])
+      # the pooled AUC of the one consumer's logits over both evaluation sets, against sklearn
+      logits = np.concatenate([np.asarray(predict(c, x[500:700])), np.asarray(predict(c, x[700:]))])
+      assert_close(checks[task]["reference_auc"], roc_auc_score(y[500:], logits), scale=1.0)
+      self.assertEqual(checks[task]["predicted_positive_share"], float(np.mean(logits > 0)))
+    self.assertGreater(checks["learnable"]["reference_auc_ci95"][0], 0.9)
+    low, high = checks["noise"]["reference_auc_ci95"]
+    self.assertLess(low, 0.5)
+    self.assertGreater(high, 0.5)
+    kept, at_chance = above_chance({"a": checks["learnable"], "b": checks["noise"], "old": {}})
+    self.assertEqual(sorted(kept), ["a", "old"])  # a stage saved before the check is kept
+    self.assertEqual(list(at_chance), ["b"])
+    self.assertIn("not clearly above chance (0.5)", at_chance["b"])
+    # a consumer whose logits are all negative: every example one class, named under the table
+    results = {
+      "dataset": "d",
+      "preset": "p",
+      "seed": 0,
+      "config": {"lam": 1.0},
+      "methods": {},
+      "consumers": {"user-activity": {"predicted_positive_share": 0.0}, "binary-edge-rating": checks["learnable"]},
+    }
+    self.assertIn("The version-0 consumers of user-activity predict one class for every example", table_3(results))
+
+  @pytest.mark.heavy
   def test_second_block_has_no_relu(self):
     model = ConsumerMLP(3, 4, 0.0, rngs=nnx.Rngs(0))
     model.eval()
@@ -399,6 +442,11 @@ class ReportTest(absltest.TestCase):
     methods["fix-m0"] = row(-1.0, 0.0)
     self.assertIn("trade-off: fix-m0", headline({"methods": methods}))
     self.assertIn("left out", headline({"methods": {m: row(0.0, None) for m in methods}}))
+    reason = "1 consumer task(s) left with version-0 consumers clearly above chance (at least 2 needed)"
+    line = headline({"methods": {m: row(0.0, None) for m in methods}, "unintended_not_measurable": reason})
+    self.assertEqual(line.split(". ")[0], f"Unintended side not measurable on this data: {reason}")
+    self.assertIn("No best backward-compatible method is named", line)
+    self.assertNotIn("trade-off:", line)
 
   def test_headline_says_whether_the_lead_survives_redrawn_val_users(self):
     def row(i, u):
@@ -840,6 +888,11 @@ class SeedsTest(absltest.TestCase):
     unfinished = self.make_runs(d)
     (unfinished[1] / "results.json").unlink()
     cases["no results.json (not finished"] = unfinished
+    at_chance = self.make_runs(d)
+    results = json.loads((at_chance[1] / "results.json").read_text())
+    results["unintended_not_measurable"] = "0 consumer task(s) left"
+    (at_chance[1] / "results.json").write_text(json.dumps(results))
+    cases["its unintended side is not measurable on this data (0 consumer task(s) left)"] = at_chance
     for message, paths in cases.items():
       with mock.patch("sys.stderr", new_callable=io.StringIO) as stderr, self.assertRaises(SystemExit) as exit_:
         seeds.main([str(p) for p in paths])
@@ -860,6 +913,13 @@ class CommandLineTest(absltest.TestCase):
     "2",
     "--transform-sweep",
     "linear,orthogonal",
+    # M_0 at 10x the test preset's rate and consumers trained for 10 epochs: four of the five version-0
+    # consumers clearly above chance, so the unintended side is measured (at the preset's own settings every
+    # consumer is at chance and the run says the unintended side is not measurable).
+    "--learning-rate",
+    "0.01",
+    "--consumer-epochs",
+    "10",
   ]
 
   @classmethod
@@ -882,6 +942,12 @@ class CommandLineTest(absltest.TestCase):
     self.assertEqual(self.code, 0)
     results = json.loads((out / "results.json").read_text())
     self.assertEqual(set(results["methods"]), {"keep-all", "fix-m0", "non-bc", "post-lin-mloss", "bc-aligner"})
+    self.assertIsNone(results["unintended_not_measurable"])
+    measured = {t for t, c in results["consumers"].items() if c["reference_auc_ci95"][0] > 0.5}
+    self.assertGreaterEqual(len(measured), 2)
+    self.assertEqual(set(results["consumers"]) - measured, set(results["consumers_at_chance"]))
+    for m, r in results["methods"].items():  # the unintended side averages the measured tasks only
+      assert_close(r["unintended_auc_mean"], np.mean([r["unintended_auc_by_task"][t] for t in measured]), scale=1.0)
     for m, r in results["methods"].items():
       self.assertEqual(len(r["intended_recall50_by_version"]), 5)
       self.assertEqual(len(r["alignment_error_by_version"]), 5)

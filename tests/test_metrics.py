@@ -1,6 +1,7 @@
 """Ranking metrics against float64 NumPy references written here, and the chunked retrieval evaluation against a
 brute-force loop (full corpus and candidate sets)."""
 
+import functools
 import pytest
 from unittest import mock
 
@@ -14,6 +15,7 @@ from scipy import stats
 from sklearn.metrics import roc_auc_score
 
 from bcjax.metrics import (
+  roc_auc_interval,
   average_precision_at_k,
   evaluate_retrieval,
   mean_over_queries,
@@ -129,6 +131,68 @@ class RocAucTest(absltest.TestCase):
       roc_auc(scores, np.zeros(50, bool))
     with self.assertRaisesRegex(ValueError, "`labels` must be binary"):
       roc_auc(scores, np.full(50, 2))
+
+
+def delong_float64(scores, labels):
+  """DeLong's AUC and standard error from the O(n+ n-) pairwise placements, in float64."""
+  pos, neg = np.float64(scores[labels]), np.float64(scores[~labels])
+  kernel = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])
+  v10, v01 = kernel.mean(axis=1), kernel.mean(axis=0)
+  var = lambda v: np.var(v, ddof=1) if len(v) > 1 else 0.0
+  return kernel.mean(), np.sqrt(var(v10) / len(pos) + var(v01) / len(neg))
+
+
+class RocAucIntervalTest(absltest.TestCase):
+  def test_matches_the_pairwise_placements_in_float64_with_ties(self):
+    rng = np.random.default_rng(0)
+    for n, distinct in ((7, 3), (60, 1000), (301, 5)):
+      scores = np.float64(rng.integers(0, distinct, n))
+      labels = rng.random(n) < 0.3
+      labels[:2] = [True, False]
+      auc, se = delong_float64(scores, labels)
+      got = roc_auc_interval(scores, labels, level=0.9)
+      assert_close(float(got.auc), auc, scale=1.0)
+      assert_close(float(got.std_error), se, scale=se)
+      z = stats.norm.ppf(0.95)
+      assert_close([float(got.low), float(got.high)], np.clip([auc - z * se, auc + z * se], 0, 1), scale=1.0)
+
+  def test_the_95_percent_interval_covers_the_binormal_auc_about_95_percent_of_the_time(self):
+    """Scores N(0, 1) for negatives and N(1, 1) for positives: AUC = Φ(1/√2) = 0.7602."""
+    true_auc = stats.norm.cdf(1 / np.sqrt(2))
+    rng = np.random.default_rng(1)
+    interval = jax.jit(functools.partial(roc_auc_interval, level=0.95))
+    covered = 0
+    reps = 400
+    for _ in range(reps):
+      labels = rng.random(120) < 0.4
+      scores = rng.normal(size=120) + labels
+      got = interval(scores, labels)
+      covered += float(got.low) <= true_auc <= float(got.high)
+    # 400 draws of a 95 % interval: the count is Binomial(400, 0.95), sd 4.4 (DeLong is a little narrow at n=120)
+    self.assertBetween(covered / reps, 0.91, 0.98)
+
+  def test_padded_rows_holding_nan_or_huge_values_change_nothing_eager_or_jit(self):
+    rng = np.random.default_rng(2)
+    scores, labels = rng.normal(size=30), rng.random(30) < 0.5
+    want = roc_auc_interval(scores, labels)
+    for fill in (np.nan, 1e30):
+      padded = np.concatenate([scores, np.full(10, fill)])
+      pad_labels = np.concatenate([labels, np.ones(10, bool)])
+      where = np.arange(40) < 30
+      for fn in (roc_auc_interval, jax.jit(roc_auc_interval)):
+        got = fn(padded, pad_labels, where=where)
+        assert_close(np.array(got), np.array(want), scale=1.0, err_msg=str(fill))
+
+  def test_a_classifier_at_chance_has_an_interval_around_one_half_and_bad_input_is_named(self):
+    rng = np.random.default_rng(3)
+    labels = rng.random(400) < 0.5
+    got = roc_auc_interval(rng.normal(size=400), labels)  # scores independent of the labels
+    self.assertLess(float(got.low), 0.5)
+    self.assertGreater(float(got.high), 0.5)
+    with self.assertRaisesRegex(ValueError, r"roc_auc_interval: `level` must be in \(0, 1\), got 1.0"):
+      roc_auc_interval(rng.normal(size=4), [0, 1, 0, 1], level=1.0)
+    with self.assertRaisesRegex(ValueError, "needs both classes"):
+      roc_auc_interval(rng.normal(size=4), [1, 1, 1, 1])
 
 
 class RetrievalTest(parameterized.TestCase):

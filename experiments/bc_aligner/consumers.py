@@ -20,7 +20,7 @@ import optax
 from flax import nnx
 
 from bcjax.data import TASKS, TaskExamples, VersionSplit, item_rating_threshold, task_examples
-from bcjax.metrics import negative_flip_rate, roc_auc
+from bcjax.metrics import negative_flip_rate, roc_auc, roc_auc_interval
 from bcjax.models import torch_linear_init
 from experiments.bc_aligner.configs import Config
 from experiments.common import adam, split_train_eval, to_host
@@ -239,10 +239,12 @@ def _task_aucs(task: str, splits, reference, published, tau, cfg: Config, log, p
     xs = [consumer_inputs(ex, embeddings[s], splits[s].num_users) for ex, s in zip(evals, steps)]
     aucs[method] = [[score(c, x, ex.label) for x, ex in zip(xs, evals)] for c in consumers]
     flips[method] = [[flip_rate(c, x0, x, ex.label) for x0, x, ex in zip(x_ref, xs, evals)] for c in consumers]
+  chance = reference_check(consumers, x_ref, [ex.label for ex in evals])
   log(
     task=task,
     hidden=h,
     dropout=p,
+    **chance,
     stop_auc=[c.stop_auc for c in consumers],
     mean_auc={m: float(np.mean(a)) for m, a in aucs.items()},
     mean_negative_flips={m: float(np.mean(f)) for m, f in flips.items()},
@@ -251,6 +253,39 @@ def _task_aucs(task: str, splits, reference, published, tau, cfg: Config, log, p
     "config": {"hidden": h, "dropout": p},
     "steps": steps,
     "stop_auc": [c.stop_auc for c in consumers],
+    **chance,
     "auc": aucs,
     "negative_flips": flips,
   }
+
+
+def reference_check(consumers: list[Consumer], xs: list[np.ndarray], labels: list[np.ndarray]) -> dict:
+  """Whether the task's version-0 consumers mean something on its evaluation sets, before any method is compared
+  on them: the AUC of their seed-averaged logits on true version-0 embeddings, pooled over the reported steps, with
+  DeLong's 95 % interval over the examples (:func:`bcjax.metrics.roc_auc_interval`), and the share of examples
+  they classify positive (0 or 1: they predict one class, so a flip can only leave that class)."""
+  logits = [np.mean([np.asarray(predict(c, x)) for c in consumers], axis=0) for x in xs]
+  interval = roc_auc_interval(np.concatenate(logits), np.concatenate(labels).astype(bool))
+  predicted = np.concatenate([np.asarray(predict(c, x)) > 0 for c in consumers for x in xs])
+  return {
+    "reference_auc": float(interval.auc),
+    "reference_auc_ci95": [float(interval.low), float(interval.high)],
+    "predicted_positive_share": float(np.mean(predicted)),
+  }
+
+
+def above_chance(consumers: dict) -> tuple[dict, dict[str, str]]:
+  """``(kept, at_chance)``: the consumer tasks whose version-0 consumers are clearly above chance (the lower end of
+  their reference AUC's interval above 0.5), and ``{task: reason}`` for the others. Stages saved before the check
+  existed carry no interval and are kept."""
+  kept, at_chance = {}, {}
+  for task, c in consumers.items():
+    low, high = c.get("reference_auc_ci95", (1.0, 1.0))
+    if low > 0.5:
+      kept[task] = c
+    else:
+      at_chance[task] = (
+        f"its version-0 consumers score AUC {c['reference_auc']:.3f} on true version-0 embeddings, 95 % interval "
+        f"[{low:.3f}, {high:.3f}] over its evaluation examples: not clearly above chance (0.5)"
+      )
+  return kept, at_chance

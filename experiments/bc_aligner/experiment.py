@@ -12,10 +12,15 @@ from experiments import harness
 from experiments.bc_methods import check_transform_rank, transform_name
 from experiments.bc_aligner import noise, report
 from experiments.bc_aligner.configs import BASELINES, INTENDED_K, LINEAR, METHODS, PRESETS, Config, preset
-from experiments.bc_aligner.consumers import plan_tasks, unintended_aucs
+from experiments.bc_aligner.consumers import above_chance, plan_tasks, unintended_aucs
 from experiments.bc_aligner.data import attribute_sizes, check_cutoffs, check_versions, version_data, with_item_ids
 from experiments.bc_aligner.methods import MethodRunner
 from experiments.bc_aligner.train import recall
+
+
+# The unintended side averages tasks; one task alone is that task's noise, not a side of the trade-off.
+MIN_CONSUMER_TASKS = 2
+CHANCE_KEYS = ("reference_auc", "reference_auc_ci95", "predicted_positive_share")
 
 
 class BCAligner(harness.Experiment):
@@ -137,6 +142,17 @@ class BCAligner(harness.Experiment):
       consumers = unintended_aucs(
         splits, runs["fix-m0"].published, published, tau, cfg, run.log, bar, tasks, stage=run.stage
       )
+    kept, at_chance = above_chance(consumers)
+    measured = set(kept)
+    for task, reason in at_chance.items():
+      print(f"consumer task {task} left out of the unintended side: {reason}")
+    not_measurable = None
+    if len(measured) < MIN_CONSUMER_TASKS:
+      not_measurable = (
+        f"{len(measured)} consumer task(s) left with version-0 consumers clearly above chance "
+        f"(at least {MIN_CONSUMER_TASKS} needed): {len(left_out)} had one class, {len(at_chance)} were at chance"
+      )
+      measured = set()
     published_recalls = {
       m: [recall(z, vd, ())[f"recall@{INTENDED_K}"] for z, vd in zip(zs, versions)] for m, zs in published.items()
     }
@@ -146,6 +162,7 @@ class BCAligner(harness.Experiment):
       consumers,
       published_recalls,
       {m: r.chain for m, r in runs.items()},
+      measured=measured,
     )
     results = {
       "dataset": args.dataset,
@@ -163,8 +180,12 @@ class BCAligner(harness.Experiment):
       },
       "data_notes": list(graph.notes),
       "consumers_left_out": left_out,
+      "consumers_at_chance": at_chance,
+      "unintended_not_measurable": not_measurable,
       "methods": {m: summary[m] for m in methods},
-      "consumers": {t: {k: c[k] for k in ("config", "steps", "stop_auc")} for t, c in consumers.items()},
+      "consumers": {
+        t: {k: c[k] for k in ("config", "steps", "stop_auc", *CHANCE_KEYS) if k in c} for t, c in consumers.items()
+      },
     }
     self._val_user_noise(results, runs, versions, cfg)
     if sweep:

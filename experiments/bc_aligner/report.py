@@ -27,6 +27,7 @@ def summarise(
   consumers: dict,
   published_recalls: dict[str, list[float]] | None = None,
   chains: dict | None = None,
+  measured: set[str] | None = None,
 ) -> dict:
   r"""The ``methods`` block of results.json (keys of the issue's schema) for every method in ``recalls``.
 
@@ -44,20 +45,28 @@ def summarise(
   along one direction (1/k along directions no carried map reaches). κ_1 = 1: the two losses are equal at version 1.
   None for the other methods.
   """
+  measured = set(consumers) if measured is None else measured
   intended = {m: float(np.mean([r["recall@50"] for r in rs])) for m, rs in recalls.items()}
   by_task = {m: {t: float(np.mean(c["auc"][m])) for t, c in consumers.items()} for m in recalls}
-  # With every consumer task left out (degenerate data) there is no unintended measurement: None, never NaN.
-  unintended = {m: float(np.mean(list(v.values()))) if v else None for m, v in by_task.items()}
+  # Only the measured tasks (version-0 consumers above chance) enter the unintended side; without any (degenerate
+  # data) there is no unintended measurement: None, never NaN.
+  unintended = {
+    m: float(np.mean([a for t, a in v.items() if t in measured])) if measured & set(v) else None
+    for m, v in by_task.items()
+  }
   x0, y0 = intended["non-bc"], unintended["fix-m0"]
   out = {}
   for m in recalls:
     by_step = {}
-    for c in consumers.values():
+    for t, c in consumers.items():
+      if t not in measured:
+        continue
       for s, col in zip(c["steps"], np.mean(c["auc"][m], axis=0)):
         by_step.setdefault(s, []).append(float(col))
     flips = {
       t: 100.0 * float(np.mean(c["negative_flips"][m])) for t, c in consumers.items() if "negative_flips" in c
     }  # a consumers stage saved before flips were measured has none
+    measured_flips = [f for t, f in flips.items() if t in measured]
     errors = alignment_errors(published[m], published["fix-m0"])
     di = 100.0 * (intended[m] - x0) / x0
     du = None if y0 is None else 100.0 * (unintended[m] - y0) / y0
@@ -74,7 +83,7 @@ def summarise(
       "alignment_error_by_version": errors,
       "alignment_error": float(np.mean(errors)),
       "negative_flip_pct_by_task": flips,
-      "negative_flip_pct": float(np.mean(list(flips.values()))) if flips else None,
+      "negative_flip_pct": float(np.mean(measured_flips)) if measured_flips else None,
     }
     if published_recalls is not None:
       out[m]["published_recall50_by_version"] = published_recalls[m]
@@ -135,11 +144,21 @@ def table_3(results: dict) -> str:
         *_chain_columns(r),
       ]
     )
-  left_out = results.get("consumers_left_out") or {}
+  left_out = {**(results.get("consumers_left_out") or {}), **(results.get("consumers_at_chance") or {})}
   tasks = (
     "the consumer tasks"
     if not left_out
-    else f"the {5 - len(left_out)} consumer tasks run ({', '.join(sorted(left_out))} left out: see results.json)"
+    else f"the {5 - len(left_out)} consumer tasks measured ({', '.join(sorted(left_out))} left out: one class, "
+    f"or version-0 consumers not above chance; see results.json)"
+  )
+  one_class = sorted(
+    t for t, c in (results.get("consumers") or {}).items() if c.get("predicted_positive_share") in (0.0, 1.0)
+  )
+  flips_note = (
+    f" The version-0 consumers of {', '.join(one_class)} predict one class for every example, so their negative "
+    f"flips can only be examples leaving that class."
+    if one_class
+    else ""
   )
   head = (
     f"Dataset {results['dataset']}, preset {results['preset']}, seed {results['seed']}, "
@@ -151,7 +170,7 @@ def table_3(results: dict) -> str:
     f"interval over redrawn val users (the models held fixed); ‖W_1⋯W_K‖₂: the spectral norm of the latest "
     f"version's composed backward map, by which it can amplify an error of z_K; multi-step κ_K: the multi-step "
     f"loss's pull at the latest version on that method's chain, relative to the single-step loss's, for an "
-    f"isotropic residual (below 1, it relaxes the alignment on average).\n\n"
+    f"isotropic residual (below 1, it relaxes the alignment on average).{flips_note}\n\n"
   )
   return head + common.markdown_table(
     [
@@ -214,6 +233,12 @@ def headline(results: dict) -> str:
   intended cost."""
   methods = results["methods"]
   ranked = rank_backward_compatible(results)
+  reason = results.get("unintended_not_measurable")
+  if reason:
+    return (
+      f"Unintended side not measurable on this data: {reason}. No best backward-compatible method is named; the "
+      f"intended side stands alone in the table (consumers_left_out and consumers_at_chance in results.json)."
+    )
   if not ranked:
     return "No combined degradation: every consumer task was left out."
   best, rest = ranked[0], ranked[1:]

@@ -53,6 +53,12 @@ class FinishedRun:
     self.results = json.loads((path / "results.json").read_text())
     if self.config.get("experiment") != "bc_aligner":
       raise ValueError(f"run {path}: not a bc_aligner run (experiment {self.config.get('experiment')!r})")
+    reason = self.results.get("unintended_not_measurable")
+    if reason:
+      raise ValueError(
+        f"run {path}: its unintended side is not measurable on this data ({reason}), so its combined "
+        f"degradations cannot be compared across seeds"
+      )
 
   @property
   def seed(self) -> int:
