@@ -480,10 +480,18 @@ class Experiment(abc.ABC):
     args = parser.parse_args(argv)
     try:
       cfg = apply_flags(args, self.preset(args))
+      self.check_paths(args)
       self.check(args, cfg)
     except UsageError as e:
       parser.error(str(e))
     return parser, args, cfg
+
+  def check_paths(self, args: argparse.Namespace) -> None:
+    """Every input path given (``--data-dir`` and :attr:`path_flags`) exists, in every experiment's words."""
+    for flag in ("--data-dir", *self.path_flags):
+      path = getattr(args, flag.removeprefix("--").replace("-", "_"), None)
+      if path is not None and not os.path.exists(path):
+        raise UsageError(flag, f"{path} does not exist")
 
   def check_mesh(self, args: argparse.Namespace, cfg, devices: int) -> None:
     """Checks that need the mesh's device count (e.g. batch divisibility); raise :class:`UsageError`."""

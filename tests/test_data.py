@@ -171,6 +171,25 @@ class MovieLensTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "unknown MovieLens variant"):
       load_graph_dataset("movielens-5k", d)
 
+  def test_a_csv_header_is_read_by_name(self):
+    d = Path(self.create_tempdir()) / "ml-latest-small"
+    rows = "".join(f"{u},{m},{1000 + u},{(u + m) % 5 + 1}\n" for u in range(1, 30) for m in (31, 40))
+    write(d, "ratings.csv", "userId,movieId,timestamp,rating\n" + rows)  # rating and timestamp swapped
+    write(d, "movies.csv", "movieId,title,genres\n31,Heat (1995),Action\n40,Up (2009),Animation\n")
+    with self.assertRaisesRegex(
+      DataFormatError,
+      r"ratings.csv: line 1: the header is 'userId,movieId,timestamp,rating'; expected "
+      r"'userId,movieId,rating,timestamp'",
+    ):
+      load_movielens(d)
+    write(d, "ratings.csv", "userId,itemId,rating,timestamp\n1,31,2.5,1260759144\n")  # same first word
+    with self.assertRaisesRegex(DataFormatError, "the header is 'userId,itemId,rating,timestamp'"):
+      load_movielens(d)
+    write(d, "ratings.csv", "\ufeffUserID,movieId,rating,timestamp\n1,31,2.5,1260759144\n1,40,4,1260759145\n")
+    got = load_movielens(d)  # the names match (any case, a byte-order mark): read in GroupLens' order
+    np.testing.assert_array_equal(got.rating, [2.5, 4.0])
+    np.testing.assert_array_equal(got.timestamp, [1260759144, 1260759145])
+
   def test_movielens_corpus_features(self):
     c = movielens_corpus(load_movielens(ml100k(Path(self.create_tempdir()) / "ml")), val_fraction=0.34)
     self.assertEqual(c.right.names, ("movie", "year", "genre"))

@@ -312,6 +312,20 @@ class EveryCommandLineTest(parameterized.TestCase):
     self.assertEqual(quiet(harness.main, experiment, [*argv, "--out", str(out)])[0], 2)
     self.assertFalse(out.exists())
 
+  def test_a_missing_input_path_is_named_the_same_way_by_every_experiment(self):
+    tmp = Path(self.create_tempdir().full_path)
+    checked = 0
+    for experiment in EXPERIMENTS:
+      for flag in ("--data-dir", *experiment.path_flags):
+        if flag not in experiment.parser().format_help():
+          continue
+        code, err = quiet(harness.main, experiment, [flag, str(tmp / "nowhere"), "--out", str(tmp / "run")])
+        self.assertEqual(code, 2, (experiment.name, flag))
+        self.assertIn(f"{flag} {tmp / 'nowhere'} does not exist", err, (experiment.name, flag))
+        self.assertFalse((tmp / "run").exists())
+        checked += 1
+    self.assertGreaterEqual(checked, 9)  # five experiments' --data-dir, --reviews/--meta, the conceptors' three
+
   def test_every_experiment_has_help_presets_and_resume(self):
     for experiment in EXPERIMENTS:
       text = experiment.parser().format_help()

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from bcjax._textfile import DataFormatError, fail, iter_lines
-from bcjax.data._download import default_cache_dir, fetch
+from bcjax.data._download import default_cache_dir, download_hint, fetch
 from bcjax.data._evolving import EvolvingGraph, evolving_graph
 
 AMAZON_URLS = {
@@ -237,8 +237,8 @@ def amazon_files(
     if not download:
       raise FileNotFoundError(
         f"amazon_files: no reviews file ({' or '.join(review_names[::2])}) in "
-        f"{', '.join(map(str, folders))}; pass --data-dir, --reviews/--meta, or download=True "
-        f"to fetch {urls[0]}"
+        f"{', '.join(map(str, folders))}; pass --data-dir or --reviews/--meta, or fetch {urls[0]} with "
+        f"{download_hint(cache)}"
       )
     reviews = fetch(urls[0], cache)
   if meta is None and download:

@@ -16,6 +16,11 @@ from bcjax._textfile import DataFormatError, open_zip
 CACHE_ENV = "BCJAX_DATA"
 
 
+def download_hint(cache) -> str:
+  """How to fetch a missing file, for the Python caller and for the experiments' command line alike."""
+  return f"download=True in Python or --download on an experiment's command line (cached in {cache})"
+
+
 def default_cache_dir() -> Path:
   """``$BCJAX_DATA`` when set, else ``~/.cache/bcjax``."""
   return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "bcjax")

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from bcjax._textfile import DataFormatError, read_bytes
-from bcjax.data._download import default_cache_dir, fetch
+from bcjax.data._download import default_cache_dir, download_hint, fetch
 
 MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/{name}"
 # SHA-256 of the canonical gzipped files (TensorFlow Datasets' url_checksums/mnist.txt; the test set's two agree with
@@ -79,8 +79,8 @@ def mnist_path(
       if not download:
         raise FileNotFoundError(
           f"MNIST file {name} not found in {' or '.join(map(str, roots))}; pass the folder "
-          f"with the IDX files, or download {MNIST_URL.format(name=name)} "
-          f"(download=True uses the cache {cache})"
+          f"with the IDX files, or fetch {MNIST_URL.format(name=name)} "
+          f"with {download_hint(cache)}"
         )
       found.append(fetch(MNIST_URL.format(name=name), cache, sha256=MNIST_SHA256[name]))
   return found[0], found[1]

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bcjax._textfile import DECIMAL, INTEGER, DataFormatError, decode_text, fail, iter_lines, read_bytes
-from bcjax.data._download import default_cache_dir, extract_zip, fetch
+from bcjax.data._download import default_cache_dir, download_hint, extract_zip, fetch
 
 VARIANTS = ("100k", "1m", "10m", "20m", "25m", "32m", "latest-small")
 URLS = {v: f"https://files.grouplens.org/datasets/movielens/ml-{v}.zip" for v in VARIANTS}
@@ -99,6 +99,9 @@ def _fail(path: Path, lineno: int, what: str, line: str):
   fail(str(path), lineno, what, line)
 
 
+CSV_HEADER = ("userId", "movieId", "rating", "timestamp")
+
+
 def _int(text: str) -> int:
   """A plain ASCII decimal integer (Python's int() would also take '1_0', ' ١٢ ' or '+3')."""
   if not INTEGER.fullmatch(text):
@@ -120,9 +123,16 @@ def _read_ratings(path: Path, kind: str):
     if not line.strip():
       continue
     if kind == "csv":
-      if lineno == 1 and line.lower().startswith("userid"):
-        continue
       fields = line.split(",")
+      if lineno == 1 and not INTEGER.fullmatch(fields[0].strip().lstrip("\ufeff")):
+        # A header: read by position below, so its names must be GroupLens' in GroupLens' order.
+        found = [f.strip().lstrip("\ufeff") for f in fields]
+        if [f.lower() for f in found] != [f.lower() for f in CSV_HEADER]:
+          raise DataFormatError(
+            f"{path}: line 1: the header is {','.join(found)!r}; expected {','.join(CSV_HEADER)!r} "
+            f"(GroupLens' columns, in that order)"
+          )
+        continue
     elif kind == "dat":
       fields = line.split("::")
     else:
@@ -394,7 +404,7 @@ def movielens_dir(variant: str, data_dir: str | os.PathLike | None = None, *, do
   if not download:
     raise FileNotFoundError(
       f"MovieLens {variant} not found in {' or '.join(map(str, roots))}; pass the extracted "
-      f"folder, or download {URLS[variant]} (download=True uses the cache {roots[-1]})"
+      f"folder, or fetch {URLS[variant]} with {download_hint(roots[-1])}"
     )
   archive = fetch(URLS[variant], roots[-1], sha256=SHA256.get(variant))
   return extract_zip(archive, roots[-1]) / FOLDERS[variant]

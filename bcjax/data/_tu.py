@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from bcjax._textfile import DECIMAL, INTEGER, fail, iter_lines, open_zip
-from bcjax.data._download import default_cache_dir, extract_zip, fetch
+from bcjax.data._download import default_cache_dir, download_hint, extract_zip, fetch
 from bcjax.data._graph_collection import GraphCollection, from_graphs
 
 TU_URL = "https://www.chrsmrrs.com/graphkerneldatasets/{name}.zip"
@@ -310,6 +310,6 @@ def tu_dataset_path(name: str, data_dir: str | os.PathLike | None = None, *, dow
   if not download:
     raise FileNotFoundError(
       f"TU dataset {name} not found in {' or '.join(map(str, roots))}; pass its folder or zip, "
-      f"or download {TU_URL.format(name=name)} (download=True uses the cache {cache})"
+      f"or fetch {TU_URL.format(name=name)} with {download_hint(cache)}"
     )
   return extract_zip(fetch(TU_URL.format(name=name), cache), cache) / name

