@@ -6,18 +6,20 @@ import os
 import types
 from pathlib import Path
 
+import jax
 import numpy as np
 from absl.testing import absltest
 import pytest
 
-from bcjax.data import synthetic_link_corpus
+from bcjax.data import PAD, FeatureBags, PairCorpus, Pairs, synthetic_link_corpus
 
 from experiments.gramian_estimation.__main__ import main as estimation_main
 from experiments.gramian_estimation.experiment import EXPERIMENT as estimation
 from experiments.gramian_training.__main__ import main as training_main
+from experiments.gramian_training.experiment import oracle_gaps, table_2
 from tests._resume import assert_same_results, kill_then_resume
 from tests._tolerance import assert_close
-from experiments.two_tower.data import check_corpus, load_corpus
+from experiments.two_tower.data import check_corpus, corpus_notes, load_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("BCJAX_DATA_DIR", ROOT.parent / "shared" / "data"))
@@ -145,6 +147,62 @@ class ValidationQueriesTest(absltest.TestCase):
     assert_close(got["recall@10"], want["recall@10"])
 
 
+class CorpusNotesTest(absltest.TestCase):
+  def test_sizes_cold_entities_and_empty_feature_groups_are_noted(self):
+    left = FeatureBags((np.arange(3)[:, None], np.array([[5, PAD], [PAD, PAD], [6, 7]])), ("id", "genre"))
+    right = FeatureBags((np.arange(4)[:, None],), ("id",))
+    pairs = lambda l, r: Pairs(np.array(l), np.array(r), np.ones(len(l), np.float32))
+    corpus = PairCorpus(left, right, 8, pairs([0, 1, 2], [0, 0, 1]), pairs([0, 2], [1, 3]), "toy")
+    self.assertEqual(
+      corpus_notes(corpus),
+      (
+        "toy: 3 left entities, 4 right entities; 3 training and 2 validation pairs",
+        "2 of 4 right entities are in no training pair; 1 of 2 validation pairs have one as their target",
+        "1 of 3 left entities have no 'genre' feature",
+      ),
+    )
+
+
+class OracleGapsTest(absltest.TestCase):
+  """The share of the sampling -> oracle gap SOGram closes, only where the gap is outside the validation queries'
+  noise, and never above 100 %."""
+
+  def methods(self, base_ap, ours_map, oracle_ap):
+    queries = np.arange(len(base_ap))
+    row = lambda ap, final: {"final_ap@10_by_query": (queries, np.asarray(ap)), "final_map@10": final}
+    return {
+      "sampling-uniform": row(base_ap, float(np.mean(base_ap))),
+      "sogram-uniform": row(base_ap, ours_map),
+      "exact-uniform": row(oracle_ap, float(np.mean(oracle_ap))),
+    }
+
+  def test_resolved_unresolved_and_above_the_oracle(self):
+    rng = np.random.default_rng(0)
+    base = rng.random(400) * 0.4
+    key = jax.random.key(0)
+    resolved = oracle_gaps(self.methods(base, float(np.mean(base)) + 0.05, base + 0.1), key)["uniform"]
+    assert_close(resolved["oracle_gap"], 0.1, scale=1.0)
+    self.assertTrue(resolved["resolved"])
+    self.assertGreater(resolved["oracle_gap_ci95"][0], 0)
+    assert_close(resolved["gap_closed_pct"], 50.0, scale=100.0)  # 0.05 of a 0.1 gap
+    self.assertNotIn("note", resolved)
+    noise = rng.normal(0, 0.2, 400)
+    noise -= noise.mean() - 0.002  # a gap of 0.002 inside a spread of 0.2 per query
+    unresolved = oracle_gaps(self.methods(base, 0.3, base + noise), key)["uniform"]
+    self.assertFalse(unresolved["resolved"])
+    self.assertIsNone(unresolved["gap_closed_pct"])
+    self.assertIn("not resolved, so no share of it is reported", unresolved["note"])
+    above = oracle_gaps(self.methods(base, float(np.mean(base)) + 0.231, base + 0.1), key)["uniform"]
+    self.assertEqual(above["gap_closed_pct"], 100.0)  # not 231 %
+    self.assertIn("above the oracle's by 0.1310", above["note"])
+    results = {"methods": self.methods(base, float(np.mean(base)) + 0.231, base + 0.1), "oracle_gaps": {}}
+    for m in results["methods"].values():
+      m.update(curve=[{"map@10": m["final_map@10"], "train_seconds": 1.0}], train_seconds=1.0, exact={"recall@50": 0})
+    for entry, cell in ((above, "100% (SOGram above the oracle)"), (unresolved, "not measurable (oracle gap [")):
+      results["oracle_gaps"]["uniform"] = entry
+      self.assertIn(cell, table_2(results))
+
+
 @pytest.mark.heavy
 class GramianTrainingTest(absltest.TestCase):
   def test_outputs(self):
@@ -152,6 +210,9 @@ class GramianTrainingTest(absltest.TestCase):
     self.assertEqual(training_main(["--preset", "test", "--out", str(out), "--no-progress"]), 0)
     results = json.loads((out / "results.json").read_text())
     self.assertEqual(set(results["methods"]), {"sampling-uniform", "sogram-uniform", "exact-uniform", "softmax-logq"})
+    self.assertRegex(results["data_notes"][0], r"^synthetic-\d+: [\d,]+ entities; [\d,]+ training and")
+    self.assertEqual(set(results["oracle_gaps"]), {"uniform"})
+    self.assertEqual(len(results["oracle_gaps"]["uniform"]["oracle_gap_ci95"]), 2)
     for res in results["methods"].values():
       self.assertEqual([c["step"] for c in res["curve"]], [0, 10, 20])
       self.assertGreater(res["compile_seconds"], 0)

@@ -109,6 +109,11 @@ class OracleGapTest(absltest.TestCase):
     assert_close(got["gap_closed"], 37.5)
     # an estimator below sampling closes a negative share
     assert_close(oracle_gap(base, 2 * base - ours, oracle)["gap_closed"], -37.5)
+    self.assertNotIn("above_oracle", got)
+    # an estimator above the oracle (0.16 / 3 over sampling is 231 % of the gap's mean) closes all of it, no more
+    above = oracle_gap(base, base + np.array([0.12, 0.14, 0.11]), oracle)
+    self.assertEqual(above["gap_closed"], 100.0)
+    self.assertTrue(above["above_oracle"])
 
   def test_a_gap_inside_the_seed_noise_gives_no_share(self):
     base, oracle = np.array([0.20, 0.24, 0.18]), np.array([0.23, 0.21, 0.19])  # d = +0.03, -0.03, +0.01

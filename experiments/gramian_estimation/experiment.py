@@ -101,7 +101,7 @@ class GramianEstimation(TwoTowerExperiment):
 
   def execute(self, run, args, cfg, corpus):
     results = run.stage("trajectory", lambda: track(corpus, cfg, progress=run.progress, log=run.log, mesh=args.mesh))
-    return dict(results, dataset=args.dataset, preset=args.preset, seed=cfg.seed)
+    return dict(results, dataset=args.dataset, preset=args.preset, seed=cfg.seed, data_notes=self.data_notes(corpus))
 
   def report(self, run, args, cfg, results):
     text = table(results, cfg)

@@ -9,6 +9,7 @@ import numpy as np
 from bcjax._buckets import pad_to_bucket
 from bcjax.data import (
   MOVIELENS_VARIANTS,
+  PAD,
   PairCorpus,
   counts,
   load_movielens,
@@ -105,6 +106,34 @@ def check_corpus(corpus: PairCorpus) -> PairCorpus:
       f"both must be non-empty (too few interactions?)"
     )
   return corpus
+
+
+def corpus_notes(corpus: PairCorpus) -> tuple[str, ...]:
+  """What a reader of the results needs to know about the corpus: its sizes, the entities that no training pair
+  reaches (their embeddings move only through the Gramian penalty and the features they share) and the validation
+  pairs that rank such an entity, and the entities with an empty feature group."""
+  e, v = len(corpus.train.left), len(corpus.val.left)
+  same = corpus.left is corpus.right
+  sides = (("entities", corpus.left),) if same else (("left entities", corpus.left), ("right entities", corpus.right))
+  sizes = ", ".join(f"{b.num_entities:,} {name}" for name, b in sides)
+  notes = [f"{corpus.name}: {sizes}; {e:,} training and {v:,} validation pairs"]
+  trained_right = np.zeros(corpus.right.num_entities, bool)
+  trained_right[corpus.train.right] = True
+  if same:
+    trained_right[corpus.train.left] = True
+  cold = int(np.sum(~trained_right))
+  if cold:
+    unseen = int(np.sum(~trained_right[corpus.val.right]))
+    notes.append(
+      f"{cold:,} of {corpus.right.num_entities:,} {sides[-1][0]} are in no training pair; {unseen:,} of {v:,} "
+      f"validation pairs have one as their target"
+    )
+  for name, bags in sides:
+    for group, ids in zip(bags.names[1:], bags.groups[1:]):  # group 0 is the id: never empty
+      empty = int(np.sum(np.all(ids == PAD, axis=1)))
+      if empty:
+        notes.append(f"{empty:,} of {bags.num_entities:,} {name} have no {group!r} feature")
+  return tuple(notes)
 
 
 def load_corpus(dataset: str, data_dir: str | None, *, num_pages: int, num_links: int, seed: int) -> PairCorpus:

@@ -2,7 +2,7 @@
 
 from bcjax.data import MOVIELENS_VARIANTS
 from experiments import harness
-from experiments.two_tower.data import check_corpus, load_corpus
+from experiments.two_tower.data import check_corpus, corpus_notes, load_corpus
 
 
 class TwoTowerExperiment(harness.Experiment):
@@ -24,9 +24,12 @@ class TwoTowerExperiment(harness.Experiment):
       )
 
   def load(self, args, cfg):
-    return check_corpus(
+    corpus = check_corpus(
       load_corpus(args.dataset, args.data_dir, num_pages=cfg.num_pages, num_links=cfg.num_links, seed=cfg.seed)
     )
+    for note in corpus_notes(corpus):
+      print(f"data: {note}")
+    return corpus
 
   def corpus_summary(self, corpus) -> dict:
     return {
@@ -35,3 +38,7 @@ class TwoTowerExperiment(harness.Experiment):
       "train_pairs": len(corpus.train.left),
       "val_pairs": len(corpus.val.left),
     }
+
+  def data_notes(self, corpus) -> list[str]:
+    """The notes printed when the corpus was loaded, for results.json."""
+    return list(corpus_notes(corpus))
