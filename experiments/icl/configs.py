@@ -35,6 +35,19 @@ class Config:
   )
   min_epochs: int = option(10, help="epochs every method runs at least (the smoothed rule)", low=1)
   smoothing: float = option(0.7, help="β of the smoothed rule's moving average", low=0.0, high=1.0, high_open=True)
+  speedup: str = option(
+    "target",
+    choices=("target", "convergence"),
+    help="speed-ups from the time to target quality (the first epoch whose probe accuracy reaches "
+    "retraining's, within --target-margin; a method that never does has none) or the paper's time to "
+    "convergence",
+  )
+  target_margin: float = option(
+    1.0, help="points of probe accuracy below retraining's that count as reaching it", low=0.0
+  )
+  probe_samples: int = option(
+    512, help="samples of X' whose nearest-centroid accuracy is measured after every epoch", low=4
+  )
   runs: int = option(1, help="independent runs averaged (paper 5)", low=1)
   batch_size: int = 32
   temperature: float = 0.1

@@ -6,6 +6,8 @@ unshuffled) inside every fold of an outer ``StratifiedKFold(5, shuffle=True)`` a
 reported. Unlike the reference the outer split is seeded, so the same seed gives the same accuracy.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.preprocessing import LabelEncoder
@@ -82,3 +84,49 @@ def accuracies(
     "old": score(z_old, y_old),
     "new": score(z_new, y_new),
   }
+
+
+class Probe(NamedTuple):
+  """A fixed sample of X' scored after every epoch: ``index`` the samples, ``fit`` [len(index)] True for the half
+  whose class centroids classify the other half, ``labels`` their labels, ``majority`` the most common class's share
+  (%) of the scored half: the accuracy of predicting that class everywhere."""
+
+  index: np.ndarray
+  fit: np.ndarray
+  labels: np.ndarray
+  majority: float
+
+
+def make_probe(labels: np.ndarray, old: np.ndarray, new: np.ndarray, size: int, seed: int) -> Probe:
+  """Up to ``size`` samples of X' = X ∪ ΔX, each class split in halves (centroid fit / scored), drawn once per run so
+  every method is scored on the same samples."""
+  rng = np.random.default_rng([seed, 2])
+  everything = np.concatenate([old, new])
+  index = np.sort(rng.choice(everything, min(size, len(everything)), replace=False))
+  y = np.asarray(labels)[index]
+  fit = np.zeros(len(index), bool)
+  for c in np.unique(y):
+    members = rng.permutation(np.flatnonzero(y == c))
+    fit[members[: len(members) // 2]] = True
+  scored = y[~fit]
+  majority = 100.0 * float(np.max(np.unique(scored, return_counts=True)[1])) / len(scored)
+  return Probe(index, fit, y, majority)
+
+
+def probe_accuracy(z: np.ndarray, probe: Probe) -> float:
+  """Nearest-centroid accuracy (%) of the scored half: each sample takes the class whose mean L2-normalised
+  fit-half embedding has the largest cosine with its own. No training, so it can follow every epoch."""
+  z = np.asarray(z, np.float64)
+  z = z / np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-12)
+  classes = np.unique(probe.labels[probe.fit])
+  centroids = np.stack([z[probe.fit & (probe.labels == c)].mean(axis=0) for c in classes])
+  centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-12)
+  predicted = classes[np.argmax(z[~probe.fit] @ centroids.T, axis=1)]
+  return 100.0 * float(np.mean(predicted == probe.labels[~probe.fit]))
+
+
+def majority_shares(labels: np.ndarray, old: np.ndarray, new: np.ndarray) -> dict:
+  """The most common class's share (%) of all, old and new data: an SVM that predicts one class scores this."""
+  share = lambda y: 100.0 * float(np.max(np.unique(y, return_counts=True)[1])) / len(y)
+  labels = np.asarray(labels)
+  return {"all": share(labels[np.concatenate([old, new])]), "old": share(labels[old]), "new": share(labels[new])}

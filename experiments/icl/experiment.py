@@ -13,9 +13,12 @@ from experiments import harness
 from experiments.icl import report
 from experiments.icl.configs import PRESETS, Config
 from experiments.icl.datasets import DATASETS, known_dataset, load_dataset
-from experiments.icl.evaluate import accuracies, check_splits
+from experiments.icl.evaluate import accuracies, check_splits, embed, majority_shares, make_probe, probe_accuracy
 from experiments.icl.methods import METHODS, Context, pretrain, train_method
 from experiments.icl.train import split_encoder
+
+
+SUBSETS = ("all", "old", "new")
 
 
 def alphas_of(cfg: Config) -> list[float]:
@@ -58,15 +61,22 @@ def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar, mesh=None) -
   bar.update()
   svm = lambda encoder: accuracies(encoder, data, old, new, cfg.svm_folds, seed, cfg.svm_c_grid)
   pre_acc = svm(pre.encoder)
+  pre_acc["majority"] = majority_shares(data.labels, old, new)
+  probe = make_probe(data.labels, old, new, cfg.probe_samples, seed)
+  score = lambda encoder: probe_accuracy(embed(encoder, data, probe.index), probe)
   records, losses = {}, {}
   for i, m in enumerate(methods):
-    r = train_method(m, ctx, pre.encoder, fresh, loss0, jax.random.fold_in(k_methods, i), seed + i + 1, logger(m))
+    key = jax.random.fold_in(k_methods, i)
+    r = train_method(m, ctx, pre.encoder, fresh, loss0, key, seed + i + 1, logger(m), score)
     records[m] = {
       "epochs": r.epochs,
       "train_seconds": r.train_seconds,
       "compile_seconds": r.compile_seconds,
       "stopped": r.stopped,
       "accuracy": svm(r.encoder),
+      "seconds_by_epoch": r.seconds,
+      "probe_by_epoch": r.quality,
+      "probe_majority": probe.majority,
     }
     losses[m] = r.losses
     bar.update()
@@ -134,8 +144,12 @@ class ICL(harness.Experiment):
           pre_runs.append(pre_acc)
           if r == 0:
             curves[f"{alpha:g}"] = losses
-        sweep[f"{alpha:g}"] = {"methods": report.summarise(per_run)}
+        sweep[f"{alpha:g}"] = {"methods": report.summarise(per_run, cfg.speedup, cfg.target_margin)}
         pretrained[f"{alpha:g}"] = {s: float(np.mean([p[s] for p in pre_runs])) for s in ("all", "old", "new")}
+        if all("majority" in p for p in pre_runs):  # stages saved before the majority shares have none
+          majority = {s: float(np.mean([p["majority"][s] for p in pre_runs])) for s in SUBSETS}
+          pretrained[f"{alpha:g}"]["majority"] = majority
+          sweep[f"{alpha:g}"]["svm_uninformative"] = report.uninformative_svm(sweep[f"{alpha:g}"]["methods"], majority)
     main_alpha = f"{alphas[0]:g}"
     return {
       "dataset": args.dataset,

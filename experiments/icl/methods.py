@@ -44,7 +44,22 @@ class Run(NamedTuple):
   train_seconds: float  # cumulative training-loop time up to the best epoch
   compile_seconds: float
   losses: list[float]  # epoch losses
-  stopped: str  # "patience", "max-epochs" or "non-finite loss"
+  stopped: str  # "patience", "max-epochs", "diverged" or "non-finite loss"
+  seconds: list[float] | None = None  # cumulative training-loop time at the end of each epoch
+  quality: list[float] | None = None  # the probe's accuracy (%) after each epoch, when a probe was given
+
+
+# A loss whose every epoch after its best stays this much (relative) above the best, for at least the rule's
+# patience, rose and did not come back: the run is reported as diverged, not converged.
+DIVERGED_RISE = 0.05
+
+
+def diverged(losses: list[float], best_epoch: int, patience: int, margin: float = 0.0) -> bool:
+  """Whether the epoch ``losses`` rose after ``best_epoch`` (0-based) and stayed up: at least ``patience`` epochs
+  after it, all above the best by more than ``DIVERGED_RISE`` of its size and the rule's noise ``margin``."""
+  after = losses[best_epoch + 1 :]
+  best = losses[best_epoch]
+  return len(after) >= patience and min(after) > best + max(DIVERGED_RISE * abs(best), margin)
 
 
 class Context(NamedTuple):
@@ -222,8 +237,10 @@ def train_method(
   key: jax.Array,
   seed: int,
   log=None,
+  probe=None,
 ) -> Run:
-  """Trains one method to convergence (see the module docstring)."""
+  """Trains one method to convergence (see the module docstring); ``probe(encoder) -> accuracy`` scores it after
+  every epoch."""
   if method not in METHODS:
     raise ValueError(f"unknown method {method!r}; choose from {METHODS}")
   cfg = ctx.cfg
@@ -249,27 +266,34 @@ def train_method(
       return _two_phase_epoch(t, inc, learned=method == "lrl")
     return _meta_epoch(t, inc, learned=method == "icl")
 
-  return converge(t, epoch, rule_of(cfg), cfg.max_epochs, method, log)
+  return converge(t, epoch, rule_of(cfg), cfg.max_epochs, method, log, probe)
 
 
 def rule_of(cfg: Config) -> Rule:
   return Rule(cfg.convergence, cfg.patience, cfg.min_epochs, cfg.smoothing)
 
 
-def converge(t: _Trainer, epoch, rule: Rule, max_epochs: int, name: str, log=None) -> Run:
+def converge(t: _Trainer, epoch, rule: Rule, max_epochs: int, name: str, log=None, probe=None) -> Run:
   """Runs ``epoch()`` until ``rule`` says converged (see :mod:`experiments.icl.convergence`) or ``max_epochs``;
-  keeps the parameters of the best epoch."""
+  keeps the parameters of the best epoch. ``probe(encoder) -> accuracy`` scores the encoder after every epoch,
+  outside the timed loop. A loss that rose after its best epoch and stayed up (:func:`diverged`) stops as
+  ``"diverged"``."""
   tracker = Tracker(rule)
   best_epoch, best_state, elapsed, at_best = -1, None, 0.0, 0.0
-  losses, stopped = [], "max-epochs"
+  losses, stopped, seconds, quality = [], "max-epochs", [], []
   for e in range(max_epochs):
     compiled_before = t.timer.compile_seconds
     start = time.perf_counter()
     loss = epoch()
     elapsed += time.perf_counter() - start - (t.timer.compile_seconds - compiled_before)
     losses.append(loss)
+    seconds.append(elapsed)
+    extra = {}
+    if probe is not None and np.isfinite(loss):
+      quality.append(probe(t.enc._replace(params=to_host(t.params), stats=to_host(t.stats))))
+      extra["probe_accuracy"] = quality[-1]
     if log is not None:
-      log(method=name, epoch=e + 1, loss=loss, train_seconds=elapsed)
+      log(method=name, epoch=e + 1, loss=loss, train_seconds=elapsed, **extra)
     if not np.isfinite(loss):
       stopped = "non-finite loss"
       break
@@ -282,6 +306,8 @@ def converge(t: _Trainer, epoch, rule: Rule, max_epochs: int, name: str, log=Non
       break
   if best_state is None:
     raise FloatingPointError(f"{name}: the first epoch's loss is not finite ({losses[0]}); lower the learning rate")
+  if stopped != "non-finite loss" and diverged(losses, best_epoch, rule.patience, tracker.margin()):
+    stopped = "diverged"
   return Run(
     t.enc._replace(params=best_state[0], stats=best_state[1]),
     best_epoch + 1,
@@ -289,6 +315,8 @@ def converge(t: _Trainer, epoch, rule: Rule, max_epochs: int, name: str, log=Non
     t.timer.compile_seconds,
     losses,
     stopped,
+    seconds,
+    quality if probe is not None else None,
   )
 
 
