@@ -65,15 +65,23 @@ class StepInputs(NamedTuple):
   lr_scale: jax.Array | float = 1.0  # this epoch's learning rate over cfg.learning_rate (a traced scalar)
 
 
-def lr_scale(schedule: str, epoch: int, epochs: int) -> float:
-  """The factor on the learning rate in ``epoch`` (1-based) of ``epochs``: 1 for ``constant`` (the reference);
-  for ``cosine``, :math:`\\tfrac12(1 + \\cos(\\pi (e - 1) / E))`, from 1 in the first epoch down towards 0 in the last,
-  so a short schedule ends in a settled model instead of wherever a large constant step leaves it."""
+def lr_schedule(schedule: str, epochs: int) -> optax.Schedule:
+  r"""The factor on the learning rate as an optax schedule of the 0-based epoch: ``constant`` (the reference) or
+  ``cosine``, :math:`\tfrac12(1 + \cos(\pi e / E))` for e = 0..E-1 (:func:`optax.cosine_decay_schedule`), from 1
+  in the first epoch down towards 0 in the last, so a short schedule ends in a settled model instead of wherever a
+  large constant step leaves it."""
   if schedule == "constant":
-    return 1.0
+    return optax.constant_schedule(1.0)
   if schedule == "cosine":
-    return 0.5 * (1.0 + float(np.cos(np.pi * (epoch - 1) / epochs)))
+    return optax.cosine_decay_schedule(1.0, epochs)
   raise ValueError(f"lr_scale: `schedule` must be 'constant' or 'cosine', got {schedule!r}")
+
+
+def lr_scale(schedule: str, epoch: int, epochs: int) -> float:
+  """:func:`lr_schedule`'s factor in ``epoch`` (1-based) of ``epochs``, evaluated in float64 and rounded once to
+  the train step's float32, as the hand-written factor it replaced was: the same updates bit for bit."""
+  with jax.enable_x64(True):
+    return float(lr_schedule(schedule, epochs)(epoch - 1))
 
 
 class TrainState(NamedTuple):
