@@ -427,7 +427,8 @@ class Experiment(abc.ABC):
       "--preset",
       choices=sorted(self.presets),
       default=self.default_preset,
-      help="quick: minutes on CPU; paper: the paper's protocol; test: seconds (the test suite)",
+      help="quick: minutes on CPU; paper: the paper's protocol; test: the test suite's smallest run (about a "
+      "minute on two CPU cores, mostly compiling; the experiments that read large data cap it, see their flags)",
     )
     parser.add_argument("--out", help=f"new or empty output directory (default: runs/{self.name}-<time>)")
     parser.add_argument(

@@ -25,6 +25,7 @@ from bcjax.data import (
   movielens_graph,
   load_movielens,
   num_edges_at,
+  sample_users,
   split_version,
   split_versions,
   synthetic_evolving_graph,
@@ -108,6 +109,48 @@ class SchemaTest(absltest.TestCase):
     expected = int(np.floor(t * (e - 1) + 1e-9)) + 1
     self.assertIn(num_edges_at(e, t), (expected - 1, expected))
     self.assertEqual(num_edges_at(e, t), int(np.sum(np.linspace(0, 1, e) <= t)))
+
+
+class SampleUsersTest(absltest.TestCase):
+  def test_whole_users_in_time_order_renumbered_with_their_bags(self):
+    graph = synthetic_evolving_graph(num_users=200, num_items=80, num_edges=3000, seed=3)
+    self.assertIs(sample_users(graph, 3000), graph)  # it fits
+    small = sample_users(graph, 700, seed=5)
+    self.assertLessEqual(small.num_edges, 700)
+    self.assertGreater(small.num_edges, 600)  # users are added until the next one would not fit
+    self.assertTrue(np.all(np.diff(small.time) >= 0))
+    # the reference: the users of the seeded order while their degrees fit, all their edges, ids by first appearance
+    degree = np.bincount(graph.user, minlength=graph.num_users)
+    chosen, total = set(), 0
+    for u in np.random.default_rng(5).permutation(graph.num_users):
+      if total + degree[u] > 700:
+        break
+      chosen.add(int(u))
+      total += int(degree[u])
+    expected = []
+    new_user, new_item = {}, {}
+    for u, i, r, t in zip(graph.user.tolist(), graph.item.tolist(), graph.rating.tolist(), graph.time.tolist()):
+      if u in chosen:
+        new_user.setdefault(u, len(new_user))
+        new_item.setdefault(i, len(new_item))
+        expected.append((new_user[u], new_item[i], r, t))
+    item_of = {n: o for o, n in new_item.items()}  # new id -> old id
+    got = list(zip(small.user.tolist(), small.item.tolist(), small.rating.tolist(), small.time.tolist()))
+    self.assertEqual(got, expected)
+    # numbered by first appearance: the first m edges touch users 0..max
+    self.assertTrue(all(small.user[: m + 1].max() == len(set(small.user[: m + 1])) - 1 for m in range(50)))
+    for group, bags in small.item_attributes.items():  # each kept item has its own attribute names
+      whole = graph.item_attributes[group]
+      for i in range(small.num_items):
+        names = sorted(bags.vocab[v] for v in bags.value[bags.owner == i])
+        self.assertEqual(names, sorted(whole.vocab[v] for v in whole.value[whole.owner == item_of[i]]), (group, i))
+      self.assertTrue(np.all(np.diff(bags.owner) >= 0))
+    self.assertIn(f"sampled {small.num_users} of {graph.num_users} users (seed 5)", small.notes[-1])
+    again = sample_users(graph, 700, seed=5)
+    np.testing.assert_array_equal(again.user, small.user)
+    self.assertNotEqual(sample_users(graph, 700, seed=6).user.tolist(), small.user.tolist())
+    with self.assertRaisesRegex(ValueError, "sample_users: `max_edges` must be an integer in"):
+      sample_users(graph, 0)
 
 
 class SplitTest(absltest.TestCase):

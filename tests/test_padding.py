@@ -110,6 +110,12 @@ def _cases(dtype):
       lambda s: bcjax.roc_auc(s[:, 0], labels),
       False,
     ),
+    "roc_auc_interval": (
+      lambda s: jnp.stack(bcjax.roc_auc_interval(s[:, 0], np.concatenate([labels, [1, 0, 1]]), where=m)),
+      [scores[:, None]],
+      lambda s: jnp.stack(bcjax.roc_auc_interval(s[:, 0], labels)),
+      False,
+    ),
     # classes from the poisoned scores' signs (NaN > 0 is False): the padded entries' flips must not count
     "negative_flip_rate": (
       lambda s: bcjax.negative_flip_rate(np.concatenate([labels, [1, 0, 1]]), s[:, 0] > 0, s[:, 0] > 0.5, where=m),

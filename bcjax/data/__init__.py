@@ -18,6 +18,7 @@ from bcjax.data._evolving import VersionSplit
 from bcjax.data._evolving import bags_upto
 from bcjax.data._evolving import evolving_graph
 from bcjax.data._evolving import num_edges_at
+from bcjax.data._evolving import sample_users
 from bcjax.data._evolving import split_version
 from bcjax.data._evolving import split_versions
 from bcjax.data._graph_augment import AUGMENTATIONS
@@ -134,6 +135,7 @@ __all__ = (
   "node_mask",
   "normalize_rows",
   "num_edges_at",
+  "sample_users",
   "PAD",
   "pad_graphs",
   "repad_graphs",

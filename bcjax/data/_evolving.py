@@ -237,3 +237,48 @@ def bags_upto(bags: Bags, num_owners: int) -> Bags:
   """The bags of the first ``num_owners`` owners (the nodes present in a snapshot)."""
   keep = bags.owner < num_owners
   return Bags(bags.owner[keep], bags.value[keep], bags.vocab)
+
+
+def sample_users(graph: EvolvingGraph, max_edges: int, *, seed: int = 0) -> EvolvingGraph:
+  """A subgraph of at most ``max_edges`` edges that keeps the graph's whole time span: users are taken in a seeded
+  random order, each with every one of its edges, while the running total fits (always at least one user). The kept
+  edges keep their time order; users and items are renumbered by first appearance, and each attribute group keeps
+  the bags of the kept owners (vocabularies unchanged). The graph itself when it already fits; otherwise a note
+  says what was kept.
+
+  Raises:
+    ValueError: ``max_edges`` is not a positive integer.
+  """
+  max_edges = _checks.as_int("sample_users", "max_edges", max_edges, low=1)
+  if graph.num_edges <= max_edges:
+    return graph
+  per_user = np.bincount(graph.user, minlength=graph.num_users)
+  order = np.random.default_rng(seed).permutation(graph.num_users)
+  taken = max(int(np.sum(np.cumsum(per_user[order]) <= max_edges)), 1)
+  kept_users = np.zeros(graph.num_users, bool)
+  kept_users[order[:taken]] = True
+  edges = kept_users[graph.user]
+  old_user, old_item = graph.user[edges], graph.item[edges]
+  user, item = _first_appearance(old_user), _first_appearance(old_item)
+
+  def renumbered(bags: Bags, old_ids: np.ndarray, new_ids: np.ndarray, count: int) -> Bags:
+    new_of = np.full(count, -1, np.int64)
+    new_of[old_ids] = new_ids
+    owner = new_of[bags.owner]
+    keep = owner >= 0
+    order = np.argsort(owner[keep], kind="stable")
+    return Bags(owner[keep][order].astype(np.int32), bags.value[keep][order], bags.vocab)
+
+  note = (
+    f"sampled {taken:,} of {graph.num_users:,} users (seed {seed}) with all their edges to fit {max_edges:,} edges: "
+    f"{len(user):,} of {graph.num_edges:,} edges, {int(item.max()) + 1:,} of {graph.num_items:,} items"
+  )
+  return graph._replace(
+    user=user,
+    item=item,
+    rating=graph.rating[edges],
+    time=graph.time[edges],
+    item_attributes={g: renumbered(b, old_item, item, graph.num_items) for g, b in graph.item_attributes.items()},
+    user_attributes={g: renumbered(b, old_user, user, graph.num_users) for g, b in graph.user_attributes.items()},
+    notes=graph.notes + (note,),
+  )

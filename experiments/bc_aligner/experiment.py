@@ -6,7 +6,7 @@ import time
 import jax
 from tqdm.auto import tqdm
 
-from bcjax.data import GRAPH_DATASETS, MOVIELENS_VARIANTS, TASKS, load_graph_dataset
+from bcjax.data import GRAPH_DATASETS, MOVIELENS_VARIANTS, TASKS, load_graph_dataset, sample_users
 from experiments import harness
 from experiments.bc_methods import check_transform_rank, transform_name
 from experiments.bc_aligner import noise, report
@@ -94,9 +94,10 @@ class BCAligner(harness.Experiment):
 
   def load(self, args, cfg):
     extra = {"reviews": args.reviews, "meta": args.meta} if args.reviews or args.meta else dict(cfg.synthetic)
-    graph = with_item_ids(
-      load_graph_dataset(args.dataset, args.data_dir, download=args.download, seed=cfg.seed, **extra)
-    )
+    graph = load_graph_dataset(args.dataset, args.data_dir, download=args.download, seed=cfg.seed, **extra)
+    if cfg.max_edges is not None:
+      graph = sample_users(graph, cfg.max_edges, seed=cfg.seed)
+    graph = with_item_ids(graph)
     versions = version_data(graph)
     check_versions(versions)
     check_cutoffs(versions, cfg.ks, INTENDED_K)
