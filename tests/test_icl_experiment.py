@@ -13,7 +13,9 @@ import numpy as np
 from absl.testing import absltest
 import pytest
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score
-from sklearn.preprocessing import LabelEncoder
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import LabelEncoder, StandardScaler
 from sklearn.svm import SVC
 
 from bcjax.data import bucket, growth_split
@@ -249,7 +251,7 @@ class SpeedupTest(absltest.TestCase):
       {"all": 50.0, "old": 200 / 3, "new": 100 / 3},
     )
 
-  def test_the_probe_scores_nearest_centroids_on_a_fixed_half(self):
+  def test_the_probe_is_a_logistic_regression_fitted_on_a_fixed_half(self):
     labels = np.repeat([0, 1, 2], 20)
     probe = make_probe(labels, np.arange(30), np.arange(30, 60), 40, seed=0)
     self.assertLen(probe.index, 40)
@@ -257,9 +259,14 @@ class SpeedupTest(absltest.TestCase):
     for c in range(3):  # each class split in halves (one more scored when odd)
       n = int(np.sum(probe.labels == c))
       self.assertEqual(int(np.sum(probe.fit & (probe.labels == c))), n // 2)
-    z = np.eye(3)[probe.labels] * 5 + 0.01  # embeddings at their class's corner
-    self.assertEqual(probe_accuracy(z, probe), 100.0)
-    self.assertEqual(probe_accuracy(np.ones((40, 3)), probe), 100.0 * np.mean(probe.labels[~probe.fit] == 0))
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(40, 4)) + 2.0 * np.eye(4)[probe.labels]
+    peer = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)).fit(z[probe.fit], probe.labels[probe.fit])
+    self.assertEqual(probe_accuracy(z, probe), 100.0 * peer.score(z[~probe.fit], probe.labels[~probe.fit]))
+    self.assertEqual(probe_accuracy(np.eye(4)[probe.labels] * 5, probe), 100.0)
+    self.assertEqual(probe_accuracy(np.full((40, 4), np.nan), probe), 0.0)  # a diverged encoder reaches nothing
+    shares = np.unique(probe.labels[~probe.fit], return_counts=True)[1]
+    self.assertEqual(probe.majority, 100.0 * shares.max() / shares.sum())
 
 
 class SvmTest(absltest.TestCase):

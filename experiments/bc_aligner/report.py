@@ -145,12 +145,15 @@ def table_3(results: dict) -> str:
       ]
     )
   left_out = {**(results.get("consumers_left_out") or {}), **(results.get("consumers_at_chance") or {})}
-  tasks = (
-    "the consumer tasks"
-    if not left_out
-    else f"the {5 - len(left_out)} consumer tasks measured ({', '.join(sorted(left_out))} left out: one class, "
-    f"or version-0 consumers not above chance; see results.json)"
-  )
+  if results.get("unintended_not_measurable"):
+    tasks = "no consumer task (the unintended side is not measurable on this data; see results.json)"
+  elif not left_out:
+    tasks = "the consumer tasks"
+  else:
+    tasks = (
+      f"the {5 - len(left_out)} consumer tasks measured ({', '.join(sorted(left_out))} left out: one class, "
+      f"or version-0 consumers not above chance; see results.json)"
+    )
   one_class = sorted(
     t for t, c in (results.get("consumers") or {}).items() if c.get("predicted_positive_share") in (0.0, 1.0)
   )

@@ -46,7 +46,7 @@ class Config:
     1.0, help="points of probe accuracy below retraining's that count as reaching it", low=0.0
   )
   probe_samples: int = option(
-    512, help="samples of X' whose nearest-centroid accuracy is measured after every epoch", low=4
+    512, help="samples of X' whose linear-probe accuracy is measured after every epoch", low=4
   )
   runs: int = option(1, help="independent runs averaged (paper 5)", low=1)
   batch_size: int = 32

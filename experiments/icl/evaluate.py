@@ -9,8 +9,10 @@ reported. Unlike the reference the outer split is seeded, so the same seed gives
 from typing import NamedTuple
 
 import numpy as np
+from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
-from sklearn.preprocessing import LabelEncoder
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import LabelEncoder, StandardScaler
 from sklearn.svm import SVC
 
 from experiments.icl.train import Encoder, embed_fn
@@ -114,15 +116,15 @@ def make_probe(labels: np.ndarray, old: np.ndarray, new: np.ndarray, size: int, 
 
 
 def probe_accuracy(z: np.ndarray, probe: Probe) -> float:
-  """Nearest-centroid accuracy (%) of the scored half: each sample takes the class whose mean L2-normalised
-  fit-half embedding has the largest cosine with its own. No training, so it can follow every epoch."""
+  """Accuracy (%) on the scored half of a logistic regression (L2, C = 1, on standardised embeddings) fitted on the
+  fit half: a linear probe cheap enough to follow every epoch (milliseconds at the probe's few hundred samples),
+  deterministic, and strong enough to beat the majority class where the SVM does."""
   z = np.asarray(z, np.float64)
-  z = z / np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-12)
-  classes = np.unique(probe.labels[probe.fit])
-  centroids = np.stack([z[probe.fit & (probe.labels == c)].mean(axis=0) for c in classes])
-  centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-12)
-  predicted = classes[np.argmax(z[~probe.fit] @ centroids.T, axis=1)]
-  return 100.0 * float(np.mean(predicted == probe.labels[~probe.fit]))
+  if not np.all(np.isfinite(z)):
+    return 0.0  # a diverged encoder reaches no target
+  probe_model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
+  probe_model.fit(z[probe.fit], probe.labels[probe.fit])
+  return 100.0 * float(probe_model.score(z[~probe.fit], probe.labels[~probe.fit]))
 
 
 def majority_shares(labels: np.ndarray, old: np.ndarray, new: np.ndarray) -> dict:

@@ -231,7 +231,7 @@ def _notes(results: dict) -> list[str]:
         f"α={a}: the SVM on {s} data is uninformative: every method scores the majority-class share "
         f"({majority[s]:.2f} %) or less, so those accuracies do not rank the methods."
       )
-  return ["", *lines] if lines else []
+  return ["", *lines, ""] if lines else []
 
 
 def figure_5(path: Path, losses: dict[str, list[float]], title: str) -> None:
