@@ -4,6 +4,11 @@ order → RandomGrayscale(0.2) → with p 0.5 Gaussian blur σ ~ U(0.1, 2) → h
 normalisation. Images are float [H, W, 3] in [0, 1]; every function is pure, takes an explicit PRNG key and is
 vmapped over a batch by :func:`augment_images`.
 
+The colour conversions and the hue rotation are dm_pix's (:func:`dm_pix.rgb_to_hsv`, :func:`dm_pix.hsv_to_rgb`,
+:func:`dm_pix.adjust_hue`), whose documented semantics are torchvision's. Brightness, contrast and saturation stay
+here: dm_pix follows TensorFlow's (an additive brightness delta, a per-channel mean for contrast, saturation scaled in
+HSV), torchvision's blend with a black, mean-grey or greyscale image differs from them by up to 0.35.
+
 Deviation from torchvision: when the sampled crop does not fit, torchvision re-samples up to ten times and then
 falls back to a centre crop; here the crop's sides are clipped to the image, which keeps the function branch-free.
 """
@@ -11,6 +16,7 @@ falls back to a centre crop; here the crop's sides are clipped to the image, whi
 import math
 from typing import NamedTuple, cast
 
+import dm_pix as pix
 import jax
 import jax.numpy as jnp
 
@@ -72,30 +78,13 @@ def grayscale(image: jax.Array) -> jax.Array:
 
 
 def rgb_to_hsv(image: jax.Array) -> jax.Array:
-  """RGB in [0, 1] → HSV with hue in [0, 1) (the colorsys convention; hue 0 for greys)."""
-  r, g, b = image[..., 0], image[..., 1], image[..., 2]
-  maxc, minc = jnp.max(image, axis=-1), jnp.min(image, axis=-1)
-  delta = maxc - minc
-  safe = jnp.where(delta > 0, delta, 1.0)
-  rc, gc, bc = (maxc - r) / safe, (maxc - g) / safe, (maxc - b) / safe
-  h = jnp.where(r == maxc, bc - gc, jnp.where(g == maxc, 2.0 + rc - bc, 4.0 + gc - rc))
-  h = jnp.where(delta > 0, jnp.mod(h / 6.0, 1.0), 0.0)
-  s = jnp.where(maxc > 0, delta / jnp.where(maxc > 0, maxc, 1.0), 0.0)
-  return jnp.stack([h, s, maxc], axis=-1)
+  """RGB in [0, 1] → HSV with hue in [0, 1) (the colorsys convention; hue 0 for greys): :func:`dm_pix.rgb_to_hsv`."""
+  return pix.rgb_to_hsv(image)
 
 
 def hsv_to_rgb(hsv: jax.Array) -> jax.Array:
-  """Inverse of :func:`rgb_to_hsv`."""
-  h, s, v = hsv[..., 0], hsv[..., 1], hsv[..., 2]
-  i = jnp.floor(h * 6.0)
-  f = h * 6.0 - i
-  p, q, t = v * (1 - s), v * (1 - s * f), v * (1 - s * (1 - f))
-  i = jnp.mod(i, 6).astype(jnp.int32)
-  choices = [jnp.stack(c, axis=-1) for c in ((v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q))]
-  out = choices[0]
-  for k in range(1, 6):
-    out = jnp.where((i == k)[..., None], choices[k], out)
-  return out
+  """Inverse of :func:`rgb_to_hsv`: :func:`dm_pix.hsv_to_rgb`."""
+  return pix.hsv_to_rgb(hsv)
 
 
 def adjust_brightness(image, factor):
@@ -112,8 +101,8 @@ def adjust_saturation(image, factor):
 
 
 def adjust_hue(image, shift):
-  hsv = rgb_to_hsv(image)
-  return hsv_to_rgb(hsv.at[..., 0].set(jnp.mod(hsv[..., 0] + shift, 1.0).astype(hsv.dtype)))
+  # dm_pix rotates the hue in HSV as torchvision's adjust_hue does (shift in [-0.5, 0.5], in turns).
+  return pix.adjust_hue(image, shift)
 
 
 def color_jitter(key: jax.Array, image: jax.Array, brightness=0.4, contrast=0.4, saturation=0.4, hue=0.1) -> jax.Array:
