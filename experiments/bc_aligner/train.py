@@ -29,6 +29,7 @@ from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteInputs, BipartiteSAGE
 from bcjax.parallel import DATA_AXIS, replicate, split_rows
 from experiments.bc_aligner.configs import INTENDED_K, KS, Config
+from experiments.train_step import apply_optimizer, data_parallel, donating_jit
 from experiments.bc_aligner.data import Batch, BPRSampler, VersionData
 from experiments.bc_methods import POSTHOC_LOSS, alignment_loss
 
@@ -144,27 +145,20 @@ def make_train_step(
     metrics["loss"] = loss
     return loss, (new_stats, metrics)
 
-  grad_fn = jax.grad(loss_fn, has_aux=True)
-  if mesh is not None:
-    # everything replicated but the batch rows; shard_map's autodiff sums the replicated parameters' gradients
-    batch_spec = Batch(*(jax.P(DATA_AXIS),) * len(Batch._fields))
-    grad_fn = jax.shard_map(
-      grad_fn,
-      mesh=mesh,
-      out_specs=jax.P(),
-      in_specs=(jax.P(), jax.P(), StepInputs(jax.P(), batch_spec, jax.P(), jax.P())),
-    )
+  # everything replicated but the batch rows
+  batch_spec = Batch(*(jax.P(DATA_AXIS),) * len(Batch._fields))
+  grad_fn = data_parallel(
+    jax.grad(loss_fn, has_aux=True), mesh, (jax.P(), jax.P(), StepInputs(jax.P(), batch_spec, jax.P(), jax.P()))
+  )
 
-  @functools.partial(jax.jit, donate_argnums=(0,))
+  @donating_jit
   def train_step(state: TrainState, inputs: StepInputs, rng: jax.Array):
     del rng  # the model has no dropout; kept for the uniform step signature
     if mesh is not None:  # each device takes its block of the batch's rows
       inputs = inputs._replace(batch=split_rows(mesh, inputs.batch))
     grads, (stats, metrics) = grad_fn(state.params, state.batch_stats, inputs)
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    # Adam's step is linear in its rate: scaling the update is Adam at rate * lr_scale, without a recompile
-    updates = jax.tree.map(lambda u: u * jnp.asarray(inputs.lr_scale, u.dtype), updates)
-    return TrainState(optax.apply_updates(state.params, updates), stats, opt_state, state.step + 1), metrics
+    params, opt_state = apply_optimizer(optimizer, grads, state.opt_state, state.params, scale=inputs.lr_scale)
+    return TrainState(params, stats, opt_state, state.step + 1), metrics
 
   return train_step
 

@@ -30,6 +30,7 @@ from experiments.error_amplification.configs import Config
 from experiments.error_amplification.data import ChainData, make_chain
 from experiments.error_amplification.model import Encoder, VersionModel
 from experiments.harness import Run
+from experiments.train_step import apply_optimizer, data_parallel, donating_jit
 
 
 class TrainState(NamedTuple):
@@ -78,18 +79,15 @@ def make_train_step(
   def loss_fn(params, batch):
     return _objective(nnx.merge(graphdef, params), batch, method, history, lam, l2, axis, transform)
 
-  value_and_grad = jax.value_and_grad(loss_fn, has_aux=True)
-  if mesh is not None:
-    value_and_grad = jax.shard_map(value_and_grad, mesh=mesh, in_specs=(jax.P(), jax.P(DATA_AXIS)), out_specs=jax.P())
+  value_and_grad = data_parallel(jax.value_and_grad(loss_fn, has_aux=True), mesh, (jax.P(), jax.P(DATA_AXIS)))
 
-  @functools.partial(jax.jit, donate_argnums=(0,))
+  @donating_jit
   def train_step(state: TrainState, batch: dict, rng: jax.Array):
     del rng  # deterministic model; the batches are drawn by the caller
     if mesh is not None:
       batch = split_rows(mesh, batch)
     (loss, aux), grads = value_and_grad(state.params, batch)
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
+    params, opt_state = apply_optimizer(optimizer, grads, state.opt_state, state.params)
     return TrainState(params, opt_state, state.step + 1), {"loss": loss, **aux}
 
   return train_step

@@ -27,6 +27,8 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from experiments.train_step import apply_optimizer
+
 TABLE = "inputs"  # the TwoTower attribute holding the shared input table
 
 
@@ -93,8 +95,7 @@ def descend(optimizer, grad_fn: Callable, params: nnx.State, opt_state, groups, 
   place = place or (lambda g: g)
   if not isinstance(optimizer, RowSparse):
     grads, aux = grad_fn(params, place(groups), *args)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, aux
+    return *apply_optimizer(optimizer, grads, opt_state, params), aux
   table, rest = split_table(params)
   rows, local_groups = step_rows(groups, jax.tree.leaves(table)[0].shape[0])
   local = jax.tree.map(lambda t: t.at[rows].get(mode="fill", fill_value=0), table)

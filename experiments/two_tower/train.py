@@ -20,6 +20,7 @@ from bcjax.gramian import GramianEstimator, full_gramian, gramian_penalty, penal
 from bcjax.parallel import DATA_AXIS, split_rows
 from experiments.two_tower.data import TrainData, gather, sample
 from experiments.two_tower.sparse import RowSparse, descend
+from experiments.train_step import data_parallel, donating_jit
 
 
 class TrainState(NamedTuple):
@@ -166,17 +167,13 @@ def make_train_step(
     metrics = {"loss": loss, "observed_loss": observed, "penalty_estimate": gramian_penalty(g_u, g_v)}
     return loss, (left_state, right_state, metrics)
 
-  grad_fn = jax.grad(loss_fn, has_aux=True)
-  if mesh is not None:
-    # Replicated parameters used by every device's rows: shard_map's autodiff sums their gradient over the mesh.
-    grad_fn = jax.shard_map(
-      grad_fn,
-      mesh=mesh,
-      in_specs=(jax.P(), jax.P(DATA_AXIS), jax.P(), jax.P(DATA_AXIS), jax.P(DATA_AXIS), jax.P()),
-      out_specs=jax.P(),
-    )
+  grad_fn = data_parallel(
+    jax.grad(loss_fn, has_aux=True),
+    mesh,
+    (jax.P(), jax.P(DATA_AXIS), jax.P(), jax.P(DATA_AXIS), jax.P(DATA_AXIS), jax.P()),
+  )
 
-  @functools.partial(jax.jit, donate_argnums=(0,))
+  @donating_jit
   def train_step(state: TrainState, data: TrainData, rng: jax.Array):
     k_pairs, k_left, k_right = jax.random.split(rng, 3)
     pairs = jax.random.randint(k_pairs, (batch_size,), 0, data.num_pairs)
