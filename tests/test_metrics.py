@@ -135,7 +135,7 @@ class RocAucTest(absltest.TestCase):
 
 def delong_float64(scores, labels):
   """DeLong's AUC and standard error from the O(n+ n-) pairwise placements, in float64."""
-  pos, neg = np.float64(scores[labels]), np.float64(scores[~labels])
+  pos, neg = scores[labels].astype(np.float64), scores[~labels].astype(np.float64)
   kernel = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])
   v10, v01 = kernel.mean(axis=1), kernel.mean(axis=0)
   var = lambda v: np.var(v, ddof=1) if len(v) > 1 else 0.0
