@@ -416,9 +416,16 @@ class ConsumerTest(absltest.TestCase):
       "seed": 0,
       "config": {"lam": 1.0},
       "methods": {},
-      "consumers": {"user-activity": {"predicted_positive_share": 0.0}, "binary-edge-rating": checks["learnable"]},
+      "consumers": {
+        "user-activity": {"predicted_positive_share": 0.5, "predicted_positive_share_by_seed": [0.0, 1.0]},
+        "binary-edge-rating": checks["learnable"],
+      },
     }
-    self.assertIn("The version-0 consumers of user-activity predict one class for every example", table_3(results))
+    # one seed all negative, the other all positive: their mean share, 0.5, alone would hide it
+    self.assertIn("The version-0 consumers of user-activity each predict one class for every example", table_3(results))
+    self.assertEqual(
+      checks["learnable"]["predicted_positive_share_by_seed"], [checks["learnable"]["predicted_positive_share"]]
+    )
 
   @pytest.mark.heavy
   def test_second_block_has_no_relu(self):

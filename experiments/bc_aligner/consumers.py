@@ -263,14 +263,16 @@ def reference_check(consumers: list[Consumer], xs: list[np.ndarray], labels: lis
   """Whether the task's version-0 consumers mean something on its evaluation sets, before any method is compared
   on them: the AUC of their seed-averaged logits on true version-0 embeddings, pooled over the reported steps, with
   DeLong's 95 % interval over the examples (:func:`bcjax.metrics.roc_auc_interval`), and the share of examples
-  they classify positive (0 or 1: they predict one class, so a flip can only leave that class)."""
+  each seed's consumer classifies positive (0 or 1: it predicts one class, so a flip can only leave that class; the
+  mean over seeds alone would hide one seed at 0 and another at 1)."""
   logits = [np.mean([np.asarray(predict(c, x)) for c in consumers], axis=0) for x in xs]
   interval = roc_auc_interval(np.concatenate(logits), np.concatenate(labels).astype(bool))
-  predicted = np.concatenate([np.asarray(predict(c, x)) > 0 for c in consumers for x in xs])
+  shares = [float(np.mean(np.concatenate([np.asarray(predict(c, x)) > 0 for x in xs]))) for c in consumers]
   return {
     "reference_auc": float(interval.auc),
     "reference_auc_ci95": [float(interval.low), float(interval.high)],
-    "predicted_positive_share": float(np.mean(predicted)),
+    "predicted_positive_share": float(np.mean(shares)),
+    "predicted_positive_share_by_seed": shares,
   }
 
 

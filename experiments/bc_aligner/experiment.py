@@ -19,7 +19,7 @@ from experiments.bc_aligner.train import recall
 
 # The unintended side averages tasks; one task alone is that task's noise, not a side of the trade-off.
 MIN_CONSUMER_TASKS = 2
-CHANCE_KEYS = ("reference_auc", "reference_auc_ci95", "predicted_positive_share")
+CHANCE_KEYS = ("reference_auc", "reference_auc_ci95", "predicted_positive_share", "predicted_positive_share_by_seed")
 
 
 class BCAligner(harness.Experiment):

@@ -155,11 +155,13 @@ def table_3(results: dict) -> str:
       f"or version-0 consumers not above chance; see results.json)"
     )
   one_class = sorted(
-    t for t, c in (results.get("consumers") or {}).items() if c.get("predicted_positive_share") in (0.0, 1.0)
+    t
+    for t, c in (results.get("consumers") or {}).items()
+    if all(s in (0.0, 1.0) for s in c.get("predicted_positive_share_by_seed", [c.get("predicted_positive_share")]))
   )
   flips_note = (
-    f" The version-0 consumers of {', '.join(one_class)} predict one class for every example, so their negative "
-    f"flips can only be examples leaving that class."
+    f" The version-0 consumers of {', '.join(one_class)} each predict one class for every example, so their "
+    f"negative flips can only be examples leaving that class."
     if one_class
     else ""
   )
