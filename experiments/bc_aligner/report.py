@@ -146,7 +146,10 @@ def table_3(results: dict) -> str:
     )
   left_out = {**(results.get("consumers_left_out") or {}), **(results.get("consumers_at_chance") or {})}
   if results.get("unintended_not_measurable"):
-    tasks = "no consumer task (the unintended side is not measurable on this data; see results.json)"
+    tasks = (
+      f"no consumer task (the unintended side is not measurable on this data: {', '.join(sorted(left_out))} left "
+      f"out, one class or version-0 consumers not above chance: fewer than two tasks measured; see results.json)"
+    )
   elif not left_out:
     tasks = "the consumer tasks"
   else:
