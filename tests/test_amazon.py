@@ -199,6 +199,17 @@ class CommandLineTest(parameterized.TestCase):
     self.assertNotIn("no metadata file", " ".join(graph.notes))
     self.assertIn("binary-edge-rating", left_out)
     self.assertIn("consumer task binary-edge-rating left out", printed.getvalue())
+    # --max-edges keeps whole users under the budget, says so before the run, and the versions are built on them
+    flags = ["--dataset", "amazon-Toys", "--preset", "test", "--data-dir", str(folder), "--max-edges", "600"]
+    _, args, cfg = EXPERIMENT.parse([*flags, "--ks", "10,20,50"])  # 82 items at version 0: no Recall@100
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+      capped, versions, _, _ = EXPERIMENT.load(args, cfg)
+    self.assertLessEqual(capped.num_edges, 600)
+    self.assertLess(capped.num_users, graph.num_users)
+    # the fixture holds 4,000 edges, which the test preset's own cap keeps whole
+    self.assertNotIn("sampled", " ".join(graph.notes))
+    self.assertRegex(printed.getvalue(), rf"data: sampled \d+ of {graph.num_users} users \(seed 42\)")
+    self.assertEqual(versions[-1].split.num_users, capped.num_users)
 
   def test_flags_are_checked_before_anything_is_written(self):
     out = Path(self.create_tempdir()) / "run"
