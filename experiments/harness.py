@@ -250,9 +250,10 @@ def parse_config(
 # Runs and stages -----------------------------------------------------------------------------------------------
 
 
-# A stage that raised one of these (bcjax's argument checks raise ValueError or TypeError) would raise it again on
-# --resume, which reruns the same stage on the same stored flags and data: the failure message does not offer it.
-REPEATED_ON_RESUME = (ValueError, TypeError)
+# A stage that raised one of these would raise it again on --resume, which reruns the same stage on the same stored
+# flags and data: bcjax's argument checks (ValueError, TypeError) and a training run that diverged
+# (FloatingPointError: the same seed diverges the same way). The failure message does not offer --resume for them.
+REPEATED_ON_RESUME = (ValueError, TypeError, FloatingPointError)
 
 
 class StageFailed(RuntimeError):

@@ -30,6 +30,7 @@ class Toy(harness.Experiment):
   def add_arguments(self, parser):
     parser.add_argument("--bad-data", action="store_true", help="make loading fail")
     parser.add_argument("--invalid-in", help="a stage whose computation gets an argument it refuses (ValueError)")
+    parser.add_argument("--diverge-in", help="a stage whose training diverges (FloatingPointError)")
 
   def load(self, args, cfg):
     if args.bad_data:
@@ -42,6 +43,8 @@ class Toy(harness.Experiment):
     def compute(kind, step):
       if args.invalid_in == f"{kind}/{step}":
         raise ValueError(f"toy: `step` {step} is refused")
+      if args.diverge_in == f"{kind}/{step}":
+        raise FloatingPointError(f"toy: non-finite loss at step {step}")
       return {"value": float(np.sum(data ** (step + 1)) * cfg.rate) + len(kind)}
 
     for kind in cfg.kinds:

@@ -207,6 +207,11 @@ class LifecycleTest(absltest.TestCase):
     partial = json.loads((out / "results.partial.json").read_text())
     self.assertIsNone(partial["resume"])
     self.assertEqual(partial["finished_stages"], ["a/0", "a/1", "a/2"])
+    diverged = self.tmp / "diverged"
+    code, err = quiet(toy.main, ["--diverge-in", "a/1", "--out", str(diverged), "--no-progress"])
+    self.assertEqual(code, 1, err)
+    self.assertIn("FloatingPointError: toy: non-finite loss at step 1", err)
+    self.assertNotIn("--resume", err)
 
   @pytest.mark.heavy
   def test_a_failed_stage_leaves_partial_results_and_can_be_resumed(self):
