@@ -247,6 +247,7 @@ class TrainStepTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "`schedule` must be 'constant' or 'cosine', got 'linear'"):
       lr_scale("linear", 1, 4)
 
+  @pytest.mark.heavy
   def test_the_optax_schedule_gives_the_hand_written_factor_bit_for_bit(self):
     """The factor the train step multiplies Adam's update by (a float32 scalar), for every epoch of schedules of
     1..40 epochs and the presets' lengths, equals the hand-written float64 cosine it replaced, rounded to float32."""
