@@ -51,11 +51,7 @@ def roc_auc(scores: ArrayLike, labels: ArrayLike, *, where: ArrayLike | None = N
 def _rank_sum_auc(scores: jax.Array, positive: jax.Array, valid: jax.Array) -> jax.Array:
   n_pos, n_neg = jnp.sum(positive), jnp.sum(~positive & valid)
   # Invalid entries go to +inf, above every valid score, so they do not shift valid ranks.
-  s = jnp.where(valid, scores, jnp.inf)
-  ordered = jnp.sort(s)
-  below = jnp.searchsorted(ordered, s, side="left")
-  upto = jnp.searchsorted(ordered, s, side="right")
-  rank = (below + upto + 1) / 2.0  # 1-based average rank among ties
+  rank = _average_ranks(jnp.where(valid, scores, jnp.inf))
   dtype = scores.dtype
   n_pos, n_neg = n_pos.astype(dtype), n_neg.astype(dtype)
   rank_sum = jnp.sum(jnp.where(positive, rank, 0.0))

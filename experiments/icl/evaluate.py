@@ -110,9 +110,7 @@ def make_probe(labels: np.ndarray, old: np.ndarray, new: np.ndarray, size: int, 
   for c in np.unique(y):
     members = rng.permutation(np.flatnonzero(y == c))
     fit[members[: len(members) // 2]] = True
-  scored = y[~fit]
-  majority = 100.0 * float(np.max(np.unique(scored, return_counts=True)[1])) / len(scored)
-  return Probe(index, fit, y, majority)
+  return Probe(index, fit, y, majority_share(y[~fit]))
 
 
 def probe_accuracy(z: np.ndarray, probe: Probe) -> float:
@@ -127,8 +125,12 @@ def probe_accuracy(z: np.ndarray, probe: Probe) -> float:
   return 100.0 * float(probe_model.score(z[~probe.fit], probe.labels[~probe.fit]))
 
 
+def majority_share(labels: np.ndarray) -> float:
+  """The most common class's share (%) of ``labels``: the accuracy of predicting that class everywhere."""
+  return 100.0 * float(np.max(np.unique(labels, return_counts=True)[1])) / len(labels)
+
+
 def majority_shares(labels: np.ndarray, old: np.ndarray, new: np.ndarray) -> dict:
-  """The most common class's share (%) of all, old and new data: an SVM that predicts one class scores this."""
-  share = lambda y: 100.0 * float(np.max(np.unique(y, return_counts=True)[1])) / len(y)
+  """:func:`majority_share` of all, old and new data: an SVM that predicts one class scores this."""
   labels = np.asarray(labels)
-  return {"all": share(labels[np.concatenate([old, new])]), "old": share(labels[old]), "new": share(labels[new])}
+  return {s: majority_share(labels[i]) for s, i in (("all", np.concatenate([old, new])), ("old", old), ("new", new))}
