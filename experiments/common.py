@@ -1,5 +1,6 @@
 """Small pieces shared by the experiments: run-directory checks, JSON and markdown outputs, host copies of
-pytrees, model splitting, cached optimisers and shuffled batches (one copy of each)."""
+pytrees, model splitting and model states in checkpoints, cached optimisers and shuffled batches (one copy of
+each)."""
 
 import functools
 import io
@@ -82,6 +83,38 @@ def to_host(tree):
 def device_copy(tree):
   """A fresh device copy of a pytree (so a donated step cannot invalidate the caller's arrays)."""
   return jax.tree.map(jax.numpy.array, tree)
+
+
+def state_tree(state: nnx.State) -> dict:
+  """A model state as a checkpoint tree (:class:`experiments.harness.Checkpoint`): its pure dict of host arrays,
+  with no variable classes or graph definition in it."""
+  return to_host(nnx.to_pure_dict(state))
+
+
+def restore_module_state(like: nnx.State, tree, what: str) -> nnx.State:
+  """``like``, an abstract state of the model the run's config builds (e.g. from :func:`flax.nnx.eval_shape`),
+  holding the arrays of ``tree``, a :func:`state_tree` as orbax reads it back (dict keys as strings). Every path,
+  shape and dtype must match; a stage written for another model is refused naming ``what`` and the difference."""
+
+  def conform(template, stored, path: str):
+    if isinstance(template, Mapping):
+      names = {str(key): key for key in template}
+      found = sorted(stored) if isinstance(stored, Mapping) else type(stored).__name__
+      if found != sorted(names):
+        raise ValueError(
+          f"{what}: the checkpoint holds {found} at {path}; the model built from the config has {sorted(names)}"
+        )
+      return {key: conform(template[key], stored[name], f"{path}{name}/") for name, key in names.items()}
+    array = np.asarray(stored)
+    if array.shape != template.shape or array.dtype != template.dtype:
+      raise ValueError(
+        f"{what}: the checkpoint's {path.rstrip('/')} is {array.dtype}{list(array.shape)}; the model built from "
+        f"the config has {template.dtype}{list(template.shape)}"
+      )
+    return array
+
+  nnx.replace_by_pure_dict(like, conform(nnx.to_pure_dict(like), tree, "/"))
+  return like
 
 
 def split_train_eval(model: nnx.Module):

@@ -13,9 +13,12 @@ launch flags (how this process runs, not what the run computes): a data-parallel
 gets ``args.mesh``; every process of a multi-process run joins ``jax.distributed`` first, and only process 0 writes.
 
 **One run-directory lifecycle.** ``config.json`` (with the command line, input paths made absolute, so a run can be
-resumed exactly from anywhere), ``metrics.jsonl``, ``stages/`` where every finished stage is written atomically (a
-pickle of host values: resume only run folders you made), and at the end ``results.json``, ``table.md`` and the
-figures. ``--resume DIR`` re-reads DIR's command line and skips every finished stage; when a stage fails,
+resumed exactly from anywhere), ``metrics.jsonl``, ``stages/`` where every finished stage is written atomically, and at
+the end ``results.json``, ``table.md`` and the figures. A stage that holds model state is an orbax-checkpoint folder
+(``<stage>.orbax``) of its arrays and numbers only, read back through the stage's :class:`Checkpoint`, which rebuilds
+graph definitions from the run's config: a resumed run does not depend on how flax or the experiment laid out their
+classes when it was written. Other stages are pickles of host values (resume only run folders you made).
+``--resume DIR`` re-reads DIR's command line and skips every finished stage; when a stage fails,
 ``results.partial.json`` lists the finished stages and names the failed one, and the command exits with status 1.
 
 **Compiled programs are cached.** Unless ``JAX_COMPILATION_CACHE_DIR`` (or ``jax_compilation_cache_dir``) names
@@ -48,6 +51,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import jax
+import orbax.checkpoint as ocp
 
 from bcjax import parallel
 from bcjax.data import default_cache_dir
@@ -270,6 +274,45 @@ def _fault(kind: str, stage: str) -> bool:
   return what == kind and bool(pattern) and fnmatch.fnmatchcase(stage, pattern)
 
 
+PICKLE_SUFFIX, CHECKPOINT_SUFFIX = ".pkl", ".orbax"
+_NOT_WRITTEN = object()
+
+
+class Checkpoint(typing.NamedTuple):
+  """How :meth:`Run.stage` stores a value that holds model state: ``save(value)`` is a tree of dicts and lists of
+  arrays and numbers (no graph definitions, no classes), written with orbax-checkpoint; ``restore(tree)`` rebuilds
+  the value from the tree orbax reads back (dict keys as strings, tuples as lists), its graph definitions from the
+  run's config, e.g. with :func:`experiments.common.restore_module_state`."""
+
+  save: Callable[[typing.Any], typing.Any]
+  restore: Callable[[typing.Any], typing.Any]
+
+
+def _checkpointer() -> ocp.Checkpointer:
+  # Each process writes and reads its own folders: no barrier with the other processes of a multi-process run, whose
+  # stages are computed in step but only written by process 0.
+  me = jax.process_index()
+  options = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
+  return ocp.Checkpointer(
+    ocp.StandardCheckpointHandler(multiprocessing_options=options), multiprocessing_options=options
+  )
+
+
+def _write_checkpoint(path: Path, tree) -> None:
+  """Writes ``tree`` to ``path`` atomically (orbax writes a temporary folder and renames it); a temporary folder left
+  by a killed run is this stage's own and is discarded first."""
+  path.parent.mkdir(parents=True, exist_ok=True)
+  for leftover in path.parent.glob(f"{path.name}.orbax-checkpoint-tmp*"):
+    shutil.rmtree(leftover)
+  with _checkpointer() as checkpointer:
+    checkpointer.save(path.absolute(), tree)
+
+
+def _read_checkpoint(path: Path):
+  with _checkpointer() as checkpointer:
+    return checkpointer.restore(path.absolute())
+
+
 class Run:
   """An open run directory: resumable stages, the metrics log and atomic outputs.
 
@@ -297,20 +340,29 @@ class Run:
     record.setdefault("time", datetime.datetime.now(datetime.timezone.utc).isoformat())
     self._metrics.write(json.dumps(common.jsonable(record)) + "\n")
 
-  def _path(self, name: str) -> Path:
+  def _path(self, name: str, suffix: str = PICKLE_SUFFIX, *, scratch: bool = False) -> Path:
     if not name or any(part in ("", ".", "..") for part in name.split("/")):
       raise ValueError(f"stage name {name!r} must be '/'-separated non-empty parts")
-    return self.stages / f"{name}.pkl"
+    # A process that does not write keeps its checkpoints in its own scratch folder, so that it reads back what the
+    # writing process reads back.
+    return (self.stages if self.writer or not scratch else self.out / "stages") / f"{name}{suffix}"
 
-  def stage(self, name: str, compute: Callable[[], object]):
+  def stage(self, name: str, compute: Callable[[], object], checkpoint: "Checkpoint | None" = None):
     """``compute()`` once per run: a stage finished earlier (before a kill, in the run being resumed) is read back
-    instead. The value (host arrays, dicts, NamedTuples, graph definitions) is pickled atomically."""
+    instead. With ``checkpoint`` the value is written as an orbax checkpoint of ``checkpoint.save(value)`` and read
+    back through ``checkpoint.restore``; without, it (host arrays, dicts, NamedTuples) is pickled atomically. A
+    stage pickled by an earlier version of the experiment is read back as it was written."""
     if name in self._values:
       return self._values[name]
-    path = self._path(name)
-    if path.is_file():
-      with open(path, "rb") as f:
+    pickled, checkpointed = self._path(name), self._path(name, CHECKPOINT_SUFFIX)
+    if checkpoint is not None and checkpointed.is_dir():
+      value = checkpoint.restore(_read_checkpoint(checkpointed))
+    elif pickled.is_file():
+      with open(pickled, "rb") as f:
         value = pickle.load(f)
+    else:
+      value = _NOT_WRITTEN
+    if value is not _NOT_WRITTEN:
       self.loaded.append(name)
       self._values[name] = value
       return value
@@ -322,12 +374,17 @@ class Run:
       raise
     except Exception as e:
       raise StageFailed(name, e) from e
-    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    if self.writer:
-      path.parent.mkdir(parents=True, exist_ok=True)
-      write_atomic(path, data)
     # What later stages see is what a resumed run would read back, so both runs compute the same numbers.
-    value = pickle.loads(data)
+    if checkpoint is None:
+      data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+      if self.writer:
+        pickled.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(pickled, data)
+      value = pickle.loads(data)
+    else:
+      path = self._path(name, CHECKPOINT_SUFFIX, scratch=True)
+      _write_checkpoint(path, checkpoint.save(value))
+      value = checkpoint.restore(_read_checkpoint(path))
     self._values[name] = value
     self.computed.append(name)
     if _fault("kill", name):
@@ -337,7 +394,9 @@ class Run:
   def finished_stages(self) -> list[str]:
     if not self.stages.is_dir():
       return []
-    return sorted(str(p.relative_to(self.stages).with_suffix("")) for p in self.stages.rglob("*.pkl"))
+    pickles = [p for p in self.stages.rglob(f"*{PICKLE_SUFFIX}") if p.is_file()]
+    checkpoints = [p for p in self.stages.rglob(f"*{CHECKPOINT_SUFFIX}") if p.is_dir()]
+    return sorted(str(p.relative_to(self.stages))[: -len(p.suffix)] for p in pickles + checkpoints)
 
   def publish_dir(self, name: str, build: Callable[[Path], None]) -> Path:
     """A folder of outputs (e.g. a registry) that appears complete or not at all: ``build`` fills a scratch folder,

@@ -29,7 +29,8 @@ def kill_then_resume(module: str, main, argv: list[str], stage: str, out: Path) 
   )
   assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-3000:])
   assert not (out / "results.json").exists(), "a killed run must not have results"
-  assert list((out / "stages").glob(f"{stage}.pkl")), f"stage {stage} was not saved before the kill"
+  saved = [p for p in (out / "stages").glob(f"{stage}.*") if p.suffix in (".pkl", ".orbax")]
+  assert saved, f"stage {stage} was not saved before the kill"
   code = main(["--resume", str(out), "--no-progress"])
   assert code == 0, code
   return json.loads((out / "results.json").read_text())

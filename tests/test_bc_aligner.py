@@ -6,7 +6,9 @@ the notebook's degradation arithmetic, and the command line end to end."""
 import dataclasses
 import io
 import json
+import pickle
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from unittest import mock
@@ -46,6 +48,7 @@ from experiments.bc_aligner.consumers import (
 from experiments.bc_aligner.data import Batch, BPRSampler, VersionData, attribute_sizes, check_cutoffs, version_data
 from experiments.bc_aligner import noise, seeds
 from experiments.bc_aligner.experiment import EXPERIMENT
+from experiments import harness
 from experiments.bc_aligner.report import (
   figure_5,
   headline,
@@ -55,17 +58,22 @@ from experiments.bc_aligner.report import (
   transform_headline,
   transform_table,
 )
+from experiments.bc_aligner import train as train_module
 from experiments.bc_aligner.train import (
   AlignTarget,
   StepInputs,
+  Trained,
   TrainState,
+  apply_model,
   fold_batch,
   lr_scale,
   make_train_step,
+  model_like,
   new_model,
   recall,
   single_step_error,
   train_posthoc,
+  trained_checkpoint,
   user_recall50,
 )
 from experiments.bc_methods import POSTHOC_LOSS
@@ -258,6 +266,87 @@ class TrainStepTest(absltest.TestCase):
         self.assertEqual(np.float32(lr_scale("cosine", epoch, epochs)).tobytes(), old.tobytes(), (epoch, epochs))
         compared += 1
     self.assertEqual(compared, 820 + 80 + 250 + 500)
+
+
+class _WrittenLayout(BipartiteSAGE):
+  """The model class a run's stage was written with; it is gone (renamed, moved) by the time the run resumes."""
+
+
+class _LaterLayout(BipartiteSAGE):
+  """The same model after a change to its Python class layout: another class, with an attribute the written one
+  lacks, and the same parameters."""
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.revision = "later"
+
+
+@pytest.mark.heavy
+class CheckpointTest(absltest.TestCase):
+  def setUp(self):
+    super().setUp()
+    self.graph, self.versions = small_versions()
+    self.sizes = attribute_sizes(self.graph)
+
+  def trained(self, cls):
+    """A Trained M_0 built with ``cls``, its parameters and batch statistics moved off their initial values."""
+    with mock.patch.object(train_module, "BipartiteSAGE", cls):
+      model = new_model(self.sizes, 2, 8, jax.random.key(0))
+    rng = np.random.default_rng(0)
+    moved = lambda tree: jax.tree.map(lambda a: np.asarray(a) + rng.normal(size=a.shape).astype(a.dtype), tree)
+    model = model._replace(params=moved(model.params), batch_stats=moved(model.batch_stats))
+    w = rng.normal(size=(4, 8)).astype(np.float32)
+    return Trained(model, w, {"recall@10": 0.125, "recall@50": 0.25}, 7, apply_model(model, self.versions[0]))
+
+  def test_a_stage_resumes_after_the_model_class_layout_changed(self):
+    """The stage holds arrays only; the graph definitions come from the config and today's class. A pickled stage,
+    as stages were stored before, cannot be read once the class it names is gone."""
+    written = self.trained(_WrittenLayout)
+    self.assertGreater(len(jax.tree.leaves(written.model.batch_stats)), 0)
+    checkpoint = trained_checkpoint(lambda: model_like(self.sizes, 2, 8))
+    out = Path(self.create_tempdir().full_path)
+    run = harness.Run(out, resumed=False, progress=False)
+    run.stage("m0", lambda: written, checkpoint)
+    run.close()
+    pickled = pickle.dumps(written)
+    module, written_class = sys.modules[__name__], _WrittenLayout
+    delattr(module, "_WrittenLayout")
+    try:
+      with self.assertRaisesRegex(AttributeError, "_WrittenLayout"):
+        pickle.loads(pickled)
+      with mock.patch.object(train_module, "BipartiteSAGE", _LaterLayout):
+        resumed = harness.Run(out, resumed=True, progress=False)
+        restored = resumed.stage("m0", lambda: self.fail("recomputed a checkpointed stage"), checkpoint)
+        resumed.close()
+    finally:
+      module._WrittenLayout = written_class
+    model = nnx.merge(restored.model.eval_def, restored.model.params, restored.model.batch_stats)
+    self.assertIsInstance(model, _LaterLayout)
+    self.assertEqual(model.revision, "later")
+    for name in ("params", "batch_stats"):
+      before, after = getattr(written.model, name), getattr(restored.model, name)
+      self.assertEqual(jax.tree.structure(before), jax.tree.structure(after))
+      for a, b in zip(jax.tree.leaves(before), jax.tree.leaves(after)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(restored.w, written.w)
+    np.testing.assert_array_equal(restored.z, written.z)
+    self.assertEqual((restored.recall, restored.epoch, restored.model.dim), (written.recall, 7, 8))
+    # the later class computes the written model's embeddings from the restored state
+    np.testing.assert_array_equal(apply_model(restored.model, self.versions[0]), written.z)
+
+  def test_a_checkpoint_for_another_architecture_is_refused_naming_the_difference(self):
+    tree = trained_checkpoint(lambda: model_like(self.sizes, 2, 8)).save(self.trained(BipartiteSAGE))
+    with self.assertRaisesRegex(ValueError, r"parameters: the checkpoint's .*float32\[.*8\]; the model built .*12\]"):
+      trained_checkpoint(lambda: model_like(self.sizes, 2, 12)).restore(_as_orbax_reads(tree))
+    with self.assertRaisesRegex(ValueError, r"parameters: the checkpoint holds .* the model built from the config has"):
+      trained_checkpoint(lambda: model_like(self.sizes, 3, 8)).restore(_as_orbax_reads(tree))
+
+
+def _as_orbax_reads(tree):
+  """A checkpoint tree as orbax reads it back: dict keys as strings."""
+  if isinstance(tree, dict):
+    return {str(k): _as_orbax_reads(v) for k, v in tree.items()}
+  return tree
 
 
 class SamplerTest(absltest.TestCase):

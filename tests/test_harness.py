@@ -9,11 +9,13 @@ import io
 import json
 import math
 import os
+import pickle
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 from absl.testing import absltest, parameterized
 
 from benchmarks import alignment_losses, gnn_step, gramian_vs_sampling
@@ -272,6 +274,41 @@ class LifecycleTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "stage name"):
       run.stage("../escape", lambda: 1)
     run.close()
+
+  def test_a_checkpointed_stage_is_an_orbax_folder_read_back_through_its_restore(self):
+    out = self.tmp / "ckpt"
+    out.mkdir()
+    value = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "layers": (np.ones(2, np.int32),), "error": 0.125}
+    # save keeps what is stored; restore rebuilds the tuple that orbax reads back as a list, as a config would
+    checkpoint = harness.Checkpoint(
+      lambda v: dict(v, layers=list(v["layers"])), lambda tree: dict(tree, layers=tuple(tree["layers"]))
+    )
+    run = harness.Run(out, resumed=False, progress=False)
+    first = run.stage("fit/B1", lambda: value, checkpoint)
+    self.assertTrue((out / "stages" / "fit" / "B1.orbax").is_dir())
+    self.assertFalse((out / "stages" / "fit" / "B1.pkl").exists())
+    self.assertEqual(run.finished_stages(), ["fit/B1"])
+    run.close()
+    # a killed save leaves orbax's temporary folder; a resumed run discards it and writes the stage again
+    leftover = out / "stages" / "fit" / "B2.orbax.orbax-checkpoint-tmp-1"
+    (leftover / "d").mkdir(parents=True)
+    # a stage that an earlier version of the experiment pickled is read back as it was written
+    (out / "stages" / "fit" / "B0.pkl").write_bytes(pickle.dumps({"w": np.zeros(1)}))
+    resumed = harness.Run(out, resumed=True, progress=False)
+    again = resumed.stage("fit/B1", lambda: self.fail("recomputed a checkpointed stage"), checkpoint)
+    for got in (first, again):
+      self.assertIsInstance(got["layers"], tuple)
+      np.testing.assert_array_equal(got["w"], value["w"])
+      self.assertEqual(got["w"].dtype, np.float32)
+      np.testing.assert_array_equal(got["layers"][0], value["layers"][0])
+      self.assertEqual(got["error"], 0.125)
+    old = resumed.stage("fit/B0", lambda: self.fail("recomputed a pickled stage"), checkpoint)
+    np.testing.assert_array_equal(old["w"], np.zeros(1))
+    resumed.stage("fit/B2", lambda: value, checkpoint)
+    self.assertFalse(leftover.exists())
+    self.assertEqual(resumed.finished_stages(), ["fit/B0", "fit/B1", "fit/B2"])
+    self.assertEqual(resumed.loaded, ["fit/B1", "fit/B0"])
+    resumed.close()
 
   @pytest.mark.heavy
   def test_compiled_steps_go_to_the_download_cache_unless_a_folder_is_set(self):

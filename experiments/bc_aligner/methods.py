@@ -14,7 +14,8 @@ M_0 is trained once and shared. Version k's model initialisation and sampling ke
 methods differ only in their objective. Linear methods store W_1..W_4 in a keep-latest registry and publish
 z̃_0 = B_1∘…∘B_k(z_k) through it; ``--transform`` makes every B_k of these methods another kind
 (orthogonal, affine, MLP), stored in the registry with its kind. Every trained model and every post-hoc B_k is one
-stage of the run (``m0``, ``non-bc/v2``, ``bc-aligner/v3``, ``post-lin-sloss/B1``; ``lam=4/...`` for a λ sweep,
+stage of the run, an orbax checkpoint whose graph definitions are rebuilt from the config on resume (``m0``,
+``non-bc/v2``, ``bc-aligner/v3``, ``post-lin-sloss/B1``; ``lam=4/...`` for a λ sweep,
 ``transform=mlp/...`` for a transform sweep), so a resumed run recomputes none of them.
 """
 
@@ -32,13 +33,16 @@ from bcjax.versioning._registry import MATRIX_KINDS
 from experiments.bc_aligner.configs import JOINT, POSTHOC, Config, transform_of
 from experiments.bc_aligner.data import VersionData
 from experiments.bc_aligner.train import (
+  POSTHOC_CHECKPOINT,
   AlignTarget,
   Trained,
   apply_model,
+  model_like,
   new_model,
   recall,
   train_model,
   train_posthoc,
+  trained_checkpoint,
 )
 from experiments.harness import Run
 
@@ -121,12 +125,18 @@ class MethodRunner:
     layers, dim = self.cfg.versions[k]
     return new_model(self.sizes, layers, dim, _version_key(self.key, k))
 
+  def _checkpoint(self, k: int):
+    """How a model of version k's architecture is checkpointed (Finetune-M0's models have version 0's)."""
+    layers, dim = self.cfg.versions[k]
+    return trained_checkpoint(lambda: model_like(self.sizes, layers, dim))
+
   def _logger(self, method: str, version: int):
     return lambda **record: self.run_dir.log(method=method, version=version, **record)
 
-  def _stage(self, name: str, compute, *, shared: bool = False):
-    """A stage of this run; shared ones (M_0, Non-BC) do not depend on λ and carry no sweep prefix."""
-    return self.run_dir.stage(name if shared else self.prefix + name, compute)
+  def _stage(self, name: str, compute, checkpoint, *, shared: bool = False):
+    """A stage of this run, checkpointed by ``checkpoint``; shared ones (M_0, Non-BC) do not depend on λ and carry
+    no sweep prefix."""
+    return self.run_dir.stage(name if shared else self.prefix + name, compute, checkpoint)
 
   def m0(self) -> Trained:
     return self._stage(
@@ -141,6 +151,7 @@ class MethodRunner:
         log=self._logger("m0", 0),
         progress=self.progress,
       ),
+      self._checkpoint(0),
       shared=True,
     )
 
@@ -160,6 +171,7 @@ class MethodRunner:
             log=self._logger("non-bc", k),
             progress=self.progress,
           ),
+          self._checkpoint(k),
           shared=True,
         )
       )
@@ -224,6 +236,7 @@ class MethodRunner:
               log=self._logger(method, k),
               progress=self.progress,
             ),
+            self._checkpoint(0),
             shared=True,
           )
         )
@@ -245,6 +258,7 @@ class MethodRunner:
             mesh=self.mesh,
             transform=self.transform,
           ),
+          POSTHOC_CHECKPOINT,
           shared=True,
         )
         history.append(w)
@@ -272,6 +286,7 @@ class MethodRunner:
             progress=self.progress,
             transform=self.transform,
           ),
+          self._checkpoint(k),
         )
         runs.append(run)
         if kind != "notrans":

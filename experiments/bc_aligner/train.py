@@ -33,7 +33,8 @@ from experiments.train_step import apply_optimizer, data_parallel, donating_jit
 from experiments.bc_aligner.data import Batch, BPRSampler, VersionData
 from experiments.bc_methods import POSTHOC_LOSS, alignment_loss
 
-from experiments.common import adam, split_train_eval, to_host
+from experiments.common import adam, restore_module_state, split_train_eval, state_tree, to_host
+from experiments.harness import Checkpoint
 
 
 class Model(NamedTuple):
@@ -48,6 +49,13 @@ class Model(NamedTuple):
 
 def new_model(attribute_sizes: tuple[int, ...], layers: int, dim: int, key: jax.Array) -> Model:
   model = BipartiteSAGE(attribute_sizes, dim, layers, rngs=nnx.Rngs(params=key))
+  return Model(*split_train_eval(model), dim)
+
+
+def model_like(attribute_sizes: tuple[int, ...], layers: int, dim: int) -> Model:
+  """The :class:`Model` that :func:`new_model` builds, abstractly (shapes only, nothing initialised): the graph
+  definitions a checkpointed model's state is restored into."""
+  model = nnx.eval_shape(lambda: BipartiteSAGE(attribute_sizes, dim, layers, rngs=nnx.Rngs(params=0)))
   return Model(*split_train_eval(model), dim)
 
 
@@ -204,6 +212,45 @@ class Trained(NamedTuple):
   recall: dict[str, float]
   epoch: int
   z: np.ndarray  # eval-mode embeddings of the selected checkpoint on the version's graph [N, d]
+
+
+def trained_checkpoint(like: Callable[[], Model]) -> Checkpoint:
+  """How a :class:`Trained` stage is checkpointed: the model's parameters and batch statistics, W_k, the recalls, the
+  epoch and z, with the graph definitions rebuilt on restore by ``like`` (:func:`model_like` from the run's
+  config)."""
+
+  def save(trained: Trained) -> dict:
+    tree = {
+      "params": state_tree(trained.model.params),
+      "batch_stats": state_tree(trained.model.batch_stats),
+      "recall": dict(trained.recall),
+      "epoch": trained.epoch,
+      "z": np.asarray(trained.z),
+    }
+    if trained.w is not None:
+      tree["w"] = to_host(trained.w)
+    return tree
+
+  def restore(tree: dict) -> Trained:
+    model = like()
+    params = restore_module_state(model.params, tree["params"], "the model's parameters")
+    stats = restore_module_state(model.batch_stats, tree.get("batch_stats", {}), "the model's batch statistics")
+    return Trained(
+      model._replace(params=params, batch_stats=stats),
+      tree.get("w"),
+      {name: float(v) for name, v in tree["recall"].items()},
+      int(tree["epoch"]),
+      np.asarray(tree["z"]),
+    )
+
+  return Checkpoint(save, restore)
+
+
+# A post-hoc fit's stage, (B_k's parameters, its single-step error), holds nothing but arrays and a number.
+POSTHOC_CHECKPOINT = Checkpoint(
+  lambda fit: {"w": to_host(fit[0]), "single_step_error": float(fit[1])},
+  lambda tree: (tree["w"], float(tree["single_step_error"])),
+)
 
 
 def train_model(

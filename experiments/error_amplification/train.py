@@ -29,7 +29,7 @@ from experiments.bc_methods import JOINT, LINEAR, POSTHOC, POSTHOC_LOSS, alignme
 from experiments.error_amplification.configs import Config
 from experiments.error_amplification.data import ChainData, make_chain
 from experiments.error_amplification.model import Encoder, VersionModel
-from experiments.harness import Run
+from experiments.harness import Checkpoint, Run
 from experiments.train_step import apply_optimizer, data_parallel, donating_jit
 
 
@@ -93,6 +93,36 @@ def make_train_step(
   return train_step
 
 
+def version_model(
+  cfg: Config, method: str, k: int, transform: BackwardTransform | None, rngs: nnx.Rngs
+) -> VersionModel:
+  """M_k of ``cfg`` with the B_k that ``method`` trains jointly (none for version 0, Non-BC and NoTrans)."""
+  encoder = Encoder(cfg.in_dim, cfg.dims[k], cfg.out_dim, cfg.layers[k], rngs=rngs)
+  backward = None
+  if method in LINEAR and k:
+    backward = (
+      BackwardLinear(cfg.dims[k - 1], cfg.dims[k], rngs=rngs)
+      if transform is None
+      else BackwardMap(transform, cfg.dims[k - 1], cfg.dims[k], rngs=rngs)
+    )
+  return VersionModel(encoder, backward)
+
+
+def version_checkpoint(cfg: Config, method: str, k: int, transform: BackwardTransform | None) -> Checkpoint:
+  """How a trained version's stage, ``(graphdef, state)``, is checkpointed: the state's arrays only, the graph
+  definition rebuilt on restore from ``cfg``, ``method``, ``k`` and ``transform`` with :func:`version_model`."""
+
+  def restore(tree) -> tuple:
+    graphdef, like = nnx.split(nnx.eval_shape(lambda: version_model(cfg, method, k, transform, nnx.Rngs(params=0))))
+    return graphdef, common.restore_module_state(like, tree, f"{method} M_{k}")
+
+  return Checkpoint(lambda stored: common.state_tree(stored[1]), restore)
+
+
+# A post-hoc B_k's stage holds its parameters: an array, or a dict of them for a transformation.
+POSTHOC_CHECKPOINT = Checkpoint(lambda w: {"w": w}, lambda tree: tree["w"])
+
+
 def train_version(
   cfg: Config,
   method: str,
@@ -110,16 +140,7 @@ def train_version(
   # Every method gets the same initialisation and batch order at version k (common random numbers).
   key = jax.random.fold_in(jax.random.key(cfg.seed), k)
   init_key, batch_key, step_key = jax.random.split(key, 3)
-  rngs = nnx.Rngs(params=init_key)
-  encoder = Encoder(cfg.in_dim, cfg.dims[k], cfg.out_dim, cfg.layers[k], rngs=rngs)
-  backward = None
-  if method in LINEAR and k:
-    backward = (
-      BackwardLinear(cfg.dims[k - 1], cfg.dims[k], rngs=rngs)
-      if transform is None
-      else BackwardMap(transform, cfg.dims[k - 1], cfg.dims[k], rngs=rngs)
-    )
-  graphdef, params = nnx.split(VersionModel(encoder, backward))
+  graphdef, params = nnx.split(version_model(cfg, method, k, transform, nnx.Rngs(params=init_key)))
   optimizer = common.adam(cfg.learning_rate)
   state = TrainState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
   if mesh is not None:  # placed as the step leaves it, so the step compiles once
@@ -235,6 +256,7 @@ class _Chain:
         lambda: _stored(
           train_version(self.cfg, method, k, self.data, z_prev, history, log, self.bar, self.mesh, transform=transform)
         ),
+        version_checkpoint(self.cfg, method, k, transform),
       )
     )
 
@@ -278,7 +300,7 @@ class _Chain:
         self.run.log(method=prefix + method, version=k, step=cfg.steps, loss=float(fitted.losses[-1]))
         return jax.tree.map(np.asarray, fitted.w)
 
-      fitted_maps.append(jax.tree.map(jnp.asarray, self.run.stage(f"{prefix}{method}/B{k}", fit)))
+      fitted_maps.append(jax.tree.map(jnp.asarray, self.run.stage(f"{prefix}{method}/B{k}", fit, POSTHOC_CHECKPOINT)))
     return fitted_maps
 
   def evaluate(self, method: str, transform, prefix: str) -> dict:
