@@ -7,7 +7,11 @@ import importlib
 import importlib.util
 import inspect
 from importlib import metadata
+import os
 import re
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import jax
@@ -98,6 +102,39 @@ class PackagingTest(absltest.TestCase):
       module = {"jaxlib": "jax", "dm-pix": "dm_pix"}.get(name, name)
       imported = re.search(rf"(?m)^\s*(import|from) {module}\b", source)
       self.assertIsNotNone(imported, f"{name} is declared but never imported")
+
+
+  @pytest.mark.heavy
+  def test_the_wheel_runs_the_experiments_from_any_directory_and_claims_no_top_level_name(self):
+    """``pip install`` of the wheel gives ``bcjax`` and the experiments as the namespace package ``experiments``
+    (no ``experiments/__init__.py``, so it does not take the name from other distributions); ``python -m
+    experiments.bc_aligner --help`` then runs outside the clone."""
+    root = Path(__file__).resolve().parents[1]
+    tmp = Path(self.create_tempdir().full_path)
+
+    def run(*argv, **kwargs):
+      proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False, **kwargs)
+      self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+      return proc.stdout
+
+    pip = (sys.executable, "-m", "pip")
+    run(*pip, "wheel", "--no-deps", "--no-build-isolation", "--quiet", "--wheel-dir", str(tmp / "dist"), str(root))
+    (wheel,) = (tmp / "dist").glob("bcjax-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    self.assertEqual({n.split("/")[0] for n in names if ".dist-info/" not in n}, {"bcjax", "experiments"})
+    self.assertNotIn("experiments/__init__.py", names)
+    for main in sorted(root.glob("experiments/*/__main__.py")):
+      self.assertIn(main.relative_to(root).as_posix(), names)
+    run(*pip, "install", "--no-deps", "--quiet", "--target", str(tmp / "site"), str(wheel))
+    env = dict(os.environ, PYTHONPATH=str(tmp / "site"))
+    outside = tmp / "elsewhere"
+    outside.mkdir()
+    usage = run(sys.executable, "-m", "experiments.bc_aligner", "--help", cwd=outside, env=env)
+    self.assertIn("usage: python -m experiments.bc_aligner", usage)
+    self.assertIn("--preset", usage)
+    where = "import bcjax, experiments.bc_aligner as e; print(bcjax.__file__); print(e.__file__)"
+    for path in run(sys.executable, "-c", where, cwd=outside, env=env).split():
+      self.assertTrue(Path(path).is_relative_to(tmp / "site"), path)
 
 
 class ConventionTest(absltest.TestCase):

@@ -1,1 +1,0 @@
-"""bcjax experiments: one package per paper table or figure, each runnable with ``python -m experiments.<name>``."""
