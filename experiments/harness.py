@@ -51,6 +51,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
 from bcjax import parallel
@@ -289,8 +290,8 @@ class Checkpoint(typing.NamedTuple):
 
 
 def _checkpointer() -> ocp.Checkpointer:
-  # Each process writes and reads its own folders: no barrier with the other processes of a multi-process run, whose
-  # stages are computed in step but only written by process 0.
+  # Only process 0 checkpoints, with no barrier with the other processes of a multi-process run (they compute the
+  # same stages in step and read back as_read_back's copy).
   me = jax.process_index()
   options = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
   return ocp.Checkpointer(
@@ -306,6 +307,19 @@ def _write_checkpoint(path: Path, tree) -> None:
     shutil.rmtree(leftover)
   with _checkpointer() as checkpointer:
     checkpointer.save(path.absolute(), tree)
+
+
+def as_read_back(tree):
+  """What orbax reads back of ``tree`` (dict keys as strings, tuples as lists, host arrays of the same dtype, numbers
+  as they are), without the disk: the value that a process which writes nothing continues with, as process 0
+  continues with what it read back from its checkpoint."""
+  if isinstance(tree, dict):
+    return {str(key): as_read_back(value) for key, value in tree.items()}
+  if isinstance(tree, (list, tuple)):
+    return [as_read_back(value) for value in tree]
+  if isinstance(tree, (int, float)):
+    return tree
+  return np.array(tree)
 
 
 def _read_checkpoint(path: Path):
@@ -340,12 +354,10 @@ class Run:
     record.setdefault("time", datetime.datetime.now(datetime.timezone.utc).isoformat())
     self._metrics.write(json.dumps(common.jsonable(record)) + "\n")
 
-  def _path(self, name: str, suffix: str = PICKLE_SUFFIX, *, scratch: bool = False) -> Path:
+  def _path(self, name: str, suffix: str = PICKLE_SUFFIX) -> Path:
     if not name or any(part in ("", ".", "..") for part in name.split("/")):
       raise ValueError(f"stage name {name!r} must be '/'-separated non-empty parts")
-    # A process that does not write keeps its checkpoints in its own scratch folder, so that it reads back what the
-    # writing process reads back.
-    return (self.stages if self.writer or not scratch else self.out / "stages") / f"{name}{suffix}"
+    return self.stages / f"{name}{suffix}"
 
   def stage(self, name: str, compute: Callable[[], object], checkpoint: "Checkpoint | None" = None):
     """``compute()`` once per run: a stage finished earlier (before a kill, in the run being resumed) is read back
@@ -381,10 +393,11 @@ class Run:
         pickled.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(pickled, data)
       value = pickle.loads(data)
+    elif self.writer:
+      _write_checkpoint(checkpointed, checkpoint.save(value))
+      value = checkpoint.restore(_read_checkpoint(checkpointed))
     else:
-      path = self._path(name, CHECKPOINT_SUFFIX, scratch=True)
-      _write_checkpoint(path, checkpoint.save(value))
-      value = checkpoint.restore(_read_checkpoint(path))
+      value = checkpoint.restore(as_read_back(checkpoint.save(value)))
     self._values[name] = value
     self.computed.append(name)
     if _fault("kill", name):

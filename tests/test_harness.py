@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
 from absl.testing import absltest, parameterized
 
@@ -309,6 +310,25 @@ class LifecycleTest(absltest.TestCase):
     self.assertEqual(resumed.finished_stages(), ["fit/B0", "fit/B1", "fit/B2"])
     self.assertEqual(resumed.loaded, ["fit/B1", "fit/B0"])
     resumed.close()
+
+  def test_a_process_that_writes_nothing_continues_with_what_orbax_reads_back(self):
+    """Processes 1.. of a multi-process run checkpoint nothing; they must continue with the values process 0 reads
+    back from its checkpoint, or the processes' programs would differ."""
+    rng = np.random.default_rng(0)
+    tree = {
+      "params": {"layers": {0: {"kernel": rng.normal(size=(3, 2)).astype(np.float32)}, 1: {"bias": np.zeros(2)}}},
+      "history": (rng.normal(size=4), np.arange(3, dtype=np.int32)),
+      "recall": {"recall@10": 0.1 + 0.2, "recall@50": 1 / 3},
+      "epoch": 7,
+    }
+    path = self.tmp / "tree.orbax"
+    harness._write_checkpoint(path, tree)
+    read, emulated = harness._read_checkpoint(path), harness.as_read_back(tree)
+    self.assertEqual(jax.tree.structure(read), jax.tree.structure(emulated))
+    for a, b in zip(jax.tree.leaves(read), jax.tree.leaves(emulated)):
+      self.assertIs(type(a), type(b))
+      self.assertEqual(np.asarray(a).dtype, np.asarray(b).dtype)
+      np.testing.assert_array_equal(a, b)
 
   @pytest.mark.heavy
   def test_compiled_steps_go_to_the_download_cache_unless_a_folder_is_set(self):

@@ -103,7 +103,6 @@ class PackagingTest(absltest.TestCase):
       imported = re.search(rf"(?m)^\s*(import|from) {module}\b", source)
       self.assertIsNotNone(imported, f"{name} is declared but never imported")
 
-
   @pytest.mark.heavy
   def test_the_wheel_runs_the_experiments_from_any_directory_and_claims_no_top_level_name(self):
     """``pip install`` of the wheel gives ``bcjax`` and the experiments as the namespace package ``experiments``
