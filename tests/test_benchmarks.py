@@ -1,7 +1,10 @@
 """Smoke test of the benchmarks: they run and write well-formed JSON (timings are measured, never asserted)."""
 
 import json
+import contextlib
+import io
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 from absl.testing import absltest
@@ -135,6 +138,23 @@ class BenchmarkSmokeTest(absltest.TestCase):
         assert_close(row["pyg_over_bcjax"], row["pyg"]["median_s"] / bc["median_s"])
         assert_close(row["pyg_over_floor"], row["pyg"]["median_s"] / bc["floor_s"])
         self.assertGreater(row["pyg"]["gemm_flops_per_s"], 0)
+
+  def test_gnn_step_on_an_accelerator_times_no_cpu_pyg_step(self):
+    """PyG's step runs on the CPU; beside a bcjax step on a GPU its ratio would compare machines."""
+    out = Path(self.create_tempdir().full_path) / "gnn.json"
+    err = io.StringIO()
+    cpu_only = mock.Mock(side_effect=AssertionError("PyG timed beside an accelerator"))
+    with (
+      mock.patch.object(gnn_step.jax, "default_backend", return_value="gpu"),
+      mock.patch.object(gnn_step, "time_pyg", cpu_only),
+      contextlib.redirect_stderr(err),
+    ):
+      self.assertEqual(gnn_step.main(["--out", str(out), "--quick", "--steps", "1"]), 0)
+    cpu_only.assert_not_called()
+    for row in json.loads(out.read_text())["results"]:
+      self.assertNotIn("pyg", row)
+      self.assertNotIn("pyg_over_bcjax", row)
+    self.assertIn("bcjax on gpu; PyG runs on the CPU: no comparison", err.getvalue())
 
   def test_scaling_quick_shards_the_table_by_one_over_n(self):
     out = Path(self.create_tempdir().full_path) / "scaling.json"
