@@ -265,9 +265,10 @@ def reference_check(consumers: list[Consumer], xs: list[np.ndarray], labels: lis
   DeLong's 95 % interval over the examples (:func:`bcjax.metrics.roc_auc_interval`), and the share of examples
   each seed's consumer classifies positive (0 or 1: it predicts one class, so a flip can only leave that class; the
   mean over seeds alone would hide one seed at 0 and another at 1)."""
-  logits = [np.mean([np.asarray(predict(c, x)) for c in consumers], axis=0) for x in xs]
+  by_seed = [[np.asarray(predict(c, x)) for x in xs] for c in consumers]  # [seed][step] logits, predicted once
+  logits = [np.mean(step, axis=0) for step in zip(*by_seed)]
   interval = roc_auc_interval(np.concatenate(logits), np.concatenate(labels).astype(bool))
-  shares = [float(np.mean(np.concatenate([np.asarray(predict(c, x)) > 0 for x in xs]))) for c in consumers]
+  shares = [float(np.mean(np.concatenate(steps) > 0)) for steps in by_seed]
   return {
     "reference_auc": float(interval.auc),
     "reference_auc_ci95": [float(interval.low), float(interval.high)],
