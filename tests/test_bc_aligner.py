@@ -337,16 +337,9 @@ class CheckpointTest(absltest.TestCase):
   def test_a_checkpoint_for_another_architecture_is_refused_naming_the_difference(self):
     tree = trained_checkpoint(lambda: model_like(self.sizes, 2, 8)).save(self.trained(BipartiteSAGE))
     with self.assertRaisesRegex(ValueError, r"parameters: the checkpoint's .*float32\[.*8\]; the model built .*12\]"):
-      trained_checkpoint(lambda: model_like(self.sizes, 2, 12)).restore(_as_orbax_reads(tree))
+      trained_checkpoint(lambda: model_like(self.sizes, 2, 12)).restore(harness.as_read_back(tree))
     with self.assertRaisesRegex(ValueError, r"parameters: the checkpoint holds .* the model built from the config has"):
-      trained_checkpoint(lambda: model_like(self.sizes, 3, 8)).restore(_as_orbax_reads(tree))
-
-
-def _as_orbax_reads(tree):
-  """A checkpoint tree as orbax reads it back: dict keys as strings."""
-  if isinstance(tree, dict):
-    return {str(k): _as_orbax_reads(v) for k, v in tree.items()}
-  return tree
+      trained_checkpoint(lambda: model_like(self.sizes, 3, 8)).restore(harness.as_read_back(tree))
 
 
 class SamplerTest(absltest.TestCase):
