@@ -3,6 +3,7 @@ joint loss of a train step (NumPy float64 from the same forward pass), the refer
 with the reference's exclusion rule (scikit-learn's recall_score), post-hoc B_k recovering a known map, consumers,
 the notebook's degradation arithmetic, and the command line end to end."""
 
+import contextlib
 import dataclasses
 import io
 import json
@@ -30,7 +31,7 @@ from bcjax.alignment import (
   semi_orthogonal,
   single_step_loss,
 )
-from bcjax.data import synthetic_evolving_graph
+from bcjax.data import TASKS, synthetic_evolving_graph
 from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteSAGE, bipartite_inputs
 from bcjax.versioning import Registry
@@ -78,7 +79,7 @@ from experiments.bc_aligner.train import (
 )
 from experiments.bc_methods import POSTHOC_LOSS
 from experiments.common import adam
-from tests._resume import assert_same_results, kill_then_resume
+from tests._resume import assert_same_results
 from tests._tolerance import assert_close
 
 CFG = PRESETS["test"]
@@ -1034,8 +1035,25 @@ class CommandLineTest(absltest.TestCase):
     shutil.rmtree(cls.tmp, ignore_errors=True)
     super().tearDownClass()
 
-  def test_killed_while_training_consumers_resumes_to_the_same_results(self):
-    resumed = kill_then_resume("experiments.bc_aligner", cli.main, self.ARGV, "consumers/*", self.tmp / "killed")
+  def test_a_run_stopped_while_training_consumers_resumes_to_the_same_results(self):
+    """The third consumer task raises (exit 1, partial results naming it); ``--resume`` reads back every trained
+    method and the first two tasks, trains the rest and gives the uninterrupted run's results. The run goes on in
+    this process, whose compiled steps setUpClass left warm; a SIGKILL right after an orbax stage is saved is resumed
+    in a fresh process by test_error_amplification."""
+    out, failing = self.tmp / "stopped", f"consumers/{TASKS[2]}"
+    with (
+      mock.patch.dict("os.environ", {harness.FAULT_ENV: f"fail:{failing}"}),
+      contextlib.redirect_stderr(io.StringIO()) as err,
+    ):
+      self.assertEqual(cli.main([*self.ARGV, "--out", str(out), "--no-progress"]), 1)
+    self.assertIn(f"stage {failing!r} failed", err.getvalue())
+    partial = json.loads((out / "results.partial.json").read_text())
+    self.assertEqual(partial["failed_stage"], failing)
+    self.assertTrue({f"consumers/{t}" for t in TASKS[:2]} <= set(partial["finished_stages"]), partial)
+    self.assertIn("bc-aligner/v4", partial["finished_stages"])
+    self.assertFalse((out / "results.json").exists())
+    self.assertEqual(cli.main(["--resume", str(out), "--no-progress"]), 0)
+    resumed = json.loads((out / "results.json").read_text())
     assert_same_results(self, resumed, json.loads((self.tmp / "run" / "results.json").read_text()))
 
   def test_end_to_end_schema(self):
