@@ -244,14 +244,15 @@ def measure(cfg: Config) -> dict:
       row["pyg_over_bcjax"] = pyg["median_s"] / bc["median_s"]
       row["pyg_over_floor"] = pyg["median_s"] / bc["floor_s"]
     rows.append(row)
-    ratio = (
-      f", PyG {pyg['median_s']:.3f} s, PyG/bcjax = {row['pyg_over_bcjax']:.2f} (at most "
-      f"{row['pyg_over_floor']:.2f} at this GEMM rate)"
-      if pyg
-      else " (torch_geometric not installed: no comparison)"
-      if backend == "cpu"
-      else f" (bcjax on {backend}; PyG runs on the CPU: no comparison)"
-    )
+    if pyg is not None:
+      ratio = (
+        f", PyG {pyg['median_s']:.3f} s, PyG/bcjax = {row['pyg_over_bcjax']:.2f} (at most "
+        f"{row['pyg_over_floor']:.2f} at this GEMM rate)"
+      )
+    elif backend == "cpu":
+      ratio = " (torch_geometric not installed: no comparison)"
+    else:
+      ratio = f" (bcjax on {backend}; PyG runs on the CPU: no comparison)"
     print(
       f"{layers} x {dim}: bcjax {bc['median_s']:.3f} s/step (compile {bc['compile_s']:.1f} s; "
       f"{bc['xla_flops'] / 1e9:.1f} GFLOP, {bc['achieved_flops_per_s'] / 1e9:.1f} GFLOP/s of a "

@@ -1,8 +1,8 @@
 """Smoke test of the benchmarks: they run and write well-formed JSON (timings are measured, never asserted)."""
 
-import json
 import contextlib
 import io
+import json
 from pathlib import Path
 from unittest import mock
 
