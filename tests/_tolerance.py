@@ -5,7 +5,10 @@ are larger than about 8 (float32's spacing there is ~1e-6), and an ordinary reas
 turns CI red. So:
 
 * The working precision is float32 when either side is a float32 (or narrower) array, else float64. Python
-  numbers, lists and integer arrays count as exact (float64).
+  numbers, lists and integer arrays count as exact (float64). A result's dtype does not say which precision made
+  it: a float64 loss from a step that computes in float32 (a float32 model under ``jax_enable_x64``, a float64
+  mean of float32 distances) carries float32 rounding. The caller then states ``precision="float32"``, the
+  narrowest precision the computation actually used; the policy never picks a precision wider than the operands'.
 * The relative tolerance is sized to the operation (:data:`RTOL`): one rounding per entry ("elementwise"), sums and
   matrix products whose rounding grows with the number of terms and with the summation order ("reduction", at
   least 1e-5 in float32), linear algebra such as eigendecompositions and solves ("linalg"), and deep compositions
@@ -16,7 +19,9 @@ turns CI red. So:
   sum of large terms that comes out near zero), its rounding error scales with the terms, not with the result: the
   caller passes ``scale=``, the magnitude of the terms (a number, or an array that broadcasts against the entries),
   and the bound becomes ``rtol·(|desired_i| + scale_i)``. An expectation that is exactly zero everywhere needs
-  ``scale=``.
+  ``scale=``. The same holds for any entry of a float32 tensor that comes out near zero, such as one coordinate of
+  an embedding or a matrix product: its error is set by the norm of the row it was summed from, which
+  :func:`row_scale` gives as a per-row ``scale``.
 * Tolerances that come from sampling or from an optimiser, not from rounding (Monte-Carlo means, fitted weights),
   use ``op="statistical"`` and state ``rtol`` and ``atol`` explicitly; no other op accepts them.
 * NaN is never close to anything.
@@ -34,8 +39,17 @@ RTOL = {
 _NARROW = {np.dtype(np.float16), np.dtype(np.float32)}
 
 
-def _precision(*values) -> int:
-  """0 for float64 (exact), 1 for float32 or narrower."""
+_PRECISIONS = {"float64": 0, "float32": 1}
+
+
+def _precision(*values, declared: str | None = None) -> int:
+  """0 for float64 (exact), 1 for float32 or narrower: the narrowest of the operands' dtypes and ``declared``, the
+  precision the caller says the computation used."""
+  if declared is not None:
+    if declared not in _PRECISIONS:
+      raise ValueError(f"assert_close: `precision` must be one of {sorted(_PRECISIONS)}, got {declared!r}")
+    if _PRECISIONS[declared]:
+      return 1
   for v in values:
     dtype = getattr(v, "dtype", None)
     if dtype is not None and (np.dtype(dtype) in _NARROW or str(dtype) == "bfloat16"):
@@ -43,9 +57,17 @@ def _precision(*values) -> int:
   return 0
 
 
-def tolerances(actual, desired, op: str = "reduction", *, scale=None, rtol=None, atol=None):
+def row_scale(x, axis: int = -1) -> np.ndarray:
+  """The Euclidean norm of each row of ``x`` along ``axis``, kept as a broadcastable axis: the ``scale`` of every
+  entry that a matrix product or a network layer summed from that row (an entry near zero carries the rounding of
+  its row, not of itself)."""
+  return np.linalg.norm(np.asarray(x, np.float64), axis=axis, keepdims=True)
+
+
+def tolerances(actual, desired, op: str = "reduction", *, scale=None, rtol=None, atol=None, precision=None):
   """(rtol, atol) that :func:`assert_close` uses for these operands; ``atol`` is ``rtol·scale`` (a number or an
-  array), zero when no ``scale`` is given."""
+  array), zero when no ``scale`` is given. ``precision`` ("float32" or "float64") is the precision the computation
+  used, when narrower than the operands' dtypes say."""
   if op == "statistical":
     if rtol is None or atol is None:
       raise TypeError(
@@ -60,7 +82,7 @@ def tolerances(actual, desired, op: str = "reduction", *, scale=None, rtol=None,
       f"assert_close: op={op!r} takes its tolerance from the policy; use op='statistical' for a "
       f"tolerance that is not about rounding"
     )
-  rtol = RTOL[op][_precision(actual, desired)]
+  rtol = RTOL[op][_precision(actual, desired, declared=precision)]
   if scale is None:
     expected = np.abs(np.asarray(desired, np.float64))
     expected = expected[np.isfinite(expected)]  # a NaN or inf expectation fails the comparison itself
@@ -76,9 +98,11 @@ def tolerances(actual, desired, op: str = "reduction", *, scale=None, rtol=None,
   return rtol, rtol * (float(scale) if scale.ndim == 0 else scale)
 
 
-def assert_close(actual, desired, op: str = "reduction", *, scale=None, rtol=None, atol=None, err_msg: str = ""):
+def assert_close(
+  actual, desired, op: str = "reduction", *, scale=None, rtol=None, atol=None, precision=None, err_msg: str = ""
+):
   """Asserts ``|actual - desired| <= rtol·|desired| + atol`` entrywise under the policy above."""
-  rtol, atol = tolerances(actual, desired, op, scale=scale, rtol=rtol, atol=atol)
+  rtol, atol = tolerances(actual, desired, op, scale=scale, rtol=rtol, atol=atol, precision=precision)
   a, d = np.asarray(actual, np.float64), np.asarray(desired, np.float64)
   if np.ndim(atol) == 0:
     np.testing.assert_allclose(
@@ -102,8 +126,8 @@ def _within(a: np.ndarray, d: np.ndarray, rtol: float, atol) -> np.ndarray:
   return np.abs(a - d) <= atol + rtol * np.abs(d)
 
 
-def close(actual, desired, op: str = "reduction", *, scale=None, rtol=None, atol=None) -> bool:
+def close(actual, desired, op: str = "reduction", *, scale=None, rtol=None, atol=None, precision=None) -> bool:
   """Whether :func:`assert_close` would pass (for tests that assert two results differ)."""
-  rtol, atol = tolerances(actual, desired, op, scale=scale, rtol=rtol, atol=atol)
+  rtol, atol = tolerances(actual, desired, op, scale=scale, rtol=rtol, atol=atol, precision=precision)
   a, d = np.broadcast_arrays(np.asarray(actual, np.float64), np.asarray(desired, np.float64))
   return bool(np.all(_within(a, d, rtol, atol)))

@@ -24,7 +24,7 @@ import pytest
 from bcjax import parallel
 from experiments import harness
 from tests.conftest import TEST_XLA_FLAGS
-from tests._tolerance import assert_close
+from tests._tolerance import assert_close, row_scale
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -625,7 +625,9 @@ class BCAlignerDataParallelTest(absltest.TestCase):
     self.assertGreater(compared, 20)
     for stat in ("['var']", "['mean']", "lin_l']['bias"):  # BatchNorm statistics and the held biases are compared
       self.assertTrue(any(stat in p for p in one["leaves"]), stat)
-    assert_close(f32(four["train_mode_embeddings"]), f32(one["train_mode_embeddings"]), "network")
+    # An embedding coordinate near zero carries the rounding of its whole row, which the network summed it from.
+    embeddings = f32(one["train_mode_embeddings"])
+    assert_close(f32(four["train_mode_embeddings"]), embeddings, "network", scale=row_scale(embeddings))
 
   def test_posthoc_fits_on_four_devices_equal_one(self):
     for kind, ((w_one, err_one), (w_four, err_four)) in self.out["posthoc"].items():

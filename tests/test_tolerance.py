@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl.testing import absltest
 
-from tests._tolerance import RTOL, assert_close, close
+from tests._tolerance import RTOL, assert_close, close, row_scale
 
 # Calls that would bypass the policy.
 _RAW = {
@@ -67,6 +67,43 @@ class PolicyTest(absltest.TestCase):
     self.assertGreaterEqual(RTOL["reduction"][1], 1e-5)
     for op, (f64, f32) in RTOL.items():
       self.assertLess(f64, f32, op)
+
+  def test_a_float64_result_with_float32_parts_is_held_to_float32(self):
+    # A float64 loss assembled from float32 pieces (a float32 model under x64): its dtype says float64, but each part
+    # was rounded to float32. The float64 reference differs by float32 rounding, ~1e-8 relative and more.
+    rng = np.random.default_rng(0)
+    parts = rng.normal(size=(1000,)) * 10.0
+    exact = np.float64(np.sum(parts**2))
+    mixed = np.float64(np.sum(parts.astype(np.float32).astype(np.float64) ** 2))  # float64 sum of float32 parts
+    self.assertEqual(mixed.dtype, np.float64)
+    self.assertGreater(abs(mixed - exact) / exact, RTOL["reduction"][0])  # the float64 bound cannot hold
+    self.assertFalse(close(mixed, exact))
+    assert_close(mixed, exact, precision="float32")
+    # Declaring the precision never widens a tolerance, and a wrong answer still fails under it.
+    self.assertFalse(close(np.float32(mixed) * np.float32(1.001), exact, precision="float64"))
+    self.assertFalse(close(1.0001 * mixed, exact, precision="float32"))
+    with self.assertRaisesRegex(ValueError, "precision"):
+      close(mixed, exact, precision="float16")
+
+  def test_an_entry_near_zero_in_a_float32_tensor_is_held_to_its_row(self):
+    # A float32 matrix product whose entry (0, 0) cancels to ~1e-4 while its terms are of order 10: two summation
+    # orders (what 1 and 4 devices do) agree to float32 rounding of the row, not of the entry itself.
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(4, 64)).astype(np.float32) * 10.0
+    w = rng.normal(size=(64, 3)).astype(np.float32)
+    x[0, -1] = 0.0
+    x[0, -1] = -np.float32(np.dot(x[0].astype(np.float64), w[:, 0].astype(np.float64)) - 1e-4) / w[-1, 0]
+    forward = x @ w
+    backward = np.stack([[np.sum((x[i] * w[:, j])[::-1], dtype=np.float32) for j in range(3)] for i in range(4)])
+    self.assertLess(abs(float(forward[0, 0])), 1e-2)
+    self.assertFalse(close(backward, forward, "network"))  # relative-only: the near-zero entry fails
+    assert_close(backward, forward, "network", scale=row_scale(x) * row_scale(w.T).T)
+    # The row scale still catches a wrong entry anywhere, the near-zero one included.
+    for i, j in ((0, 0), (2, 1)):
+      wrong = backward.copy()
+      wrong[i, j] += 0.01 * float(np.linalg.norm(x[i]) * np.linalg.norm(w[:, j]))
+      self.assertFalse(close(wrong, forward, "network", scale=row_scale(x) * row_scale(w.T).T), (i, j))
+    assert_close(row_scale(np.array([[3.0, 4.0], [0.0, 1.0]])), np.array([[5.0], [1.0]]), "elementwise")
 
   def test_nan_is_never_close(self):
     with self.assertRaises(AssertionError):
