@@ -672,7 +672,17 @@ def use_compilation_cache() -> None:
 
 def main(experiment: Experiment, argv: Sequence[str] | None = None) -> int:
   """Parses, validates, joins the processes and builds the mesh, loads the data, opens (or resumes) the run
-  directory, runs the stages, reports. In a multi-process run only process 0 writes the run directory."""
+  directory, runs the stages, reports. In a multi-process run only process 0 writes the run directory.
+
+  The run computes in JAX's default precision whatever the caller's ``jax_enable_x64``: a run started from a
+  session with float64 on (a notebook, the test suite) gives the numbers the command line gives, instead of
+  promoting its float64 inputs (node features, Python floats) through float32 models. Experiments that need float64
+  somewhere enable it there themselves."""
+  with jax.enable_x64(False):
+    return _main(experiment, argv)
+
+
+def _main(experiment: Experiment, argv: Sequence[str] | None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
   use_compilation_cache()
   parser, args, cfg = experiment.parse(argv)

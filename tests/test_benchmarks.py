@@ -11,6 +11,7 @@ from absl.testing import absltest
 import pytest
 
 from benchmarks import alignment_losses, gnn_step, gramian_vs_sampling, scaling
+from benchmarks import compile as compile_benchmark
 from benchmarks import upgrade as upgrade_benchmark
 from tests._tolerance import assert_close
 
@@ -49,6 +50,29 @@ class BenchmarkSmokeTest(absltest.TestCase):
     assert_close(row["time_ratio"], row["bcjax"]["median_s"] / row["numpy"]["median_s"])
     self.assertGreater(report["query"]["bcjax_median_us"], 0)
     self.assertIn("model", report["cpu"])
+
+  def test_compile_budget_counts_a_fit_cold_and_warm(self):
+    # bcjax fit on 200 pairs of 16-d embeddings, in two fresh processes sharing one persistent cache
+    out = Path(self.create_tempdir().full_path) / "compile.json"
+    with contextlib.redirect_stderr(io.StringIO()):
+      self.assertEqual(compile_benchmark.main(["--out", str(out), "--quick"]), 0)
+    report = json.loads(out.read_text())
+    self.assertIn("model", report["cpu"])
+    runs = report["targets"]["fit-linear"]
+    for name in ("cold", "warm"):
+      run = runs[name]
+      self.assertEqual(run["exit_code"], 0)
+      self.assertGreater(run["wall_s"], 0)
+      self.assertGreaterEqual(run["wall_s"], run["compile_s"])
+      self.assertEqual(
+        run["eager_primitive_calls"],
+        sum(run["eager_top"].values()) if len(run["eager_top"]) < 10 else run["eager_primitive_calls"],
+      )
+    self.assertGreater(runs["cold"]["programs_compiled"], 0)  # a fit compiles something, and the count sees it
+    self.assertGreater(runs["cold"]["trace_s"], 0)
+    with self.assertRaises(SystemExit):  # a target outside the list is a usage error, before any run
+      with contextlib.redirect_stderr(io.StringIO()):
+        compile_benchmark.main(["--out", str(out.with_name("x.json")), "--targets", "nothing"])
 
   def test_alignment_losses_quick_writes_json(self):
     out = Path(self.create_tempdir().full_path) / "bench.json"

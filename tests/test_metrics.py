@@ -25,17 +25,26 @@ from bcjax.metrics import (
   roc_auc,
 )
 from bcjax.metrics import _bootstrap, _retrieval
-from bcjax.metrics._ranking import ranking_metrics
+from bcjax.metrics._ranking import TIE_ULPS, ranking_metrics
 from tests._tolerance import assert_close, close
 
 
 def np_metrics(scores, relevant, k, where=None):
-  """Per-query Recall@K and AP@K by explicit sorting."""
+  """Per-query Recall@K and AP@K by explicit sorting under the tie rule: scores within tau (TIE_ULPS units of their
+  precision times the query's largest |eligible score|) are ties, broken towards the lower item index."""
+  scores = np.asarray(scores)
   where = np.ones_like(relevant) if where is None else where
   recalls, aps = [], []
   for s, r, w in zip(scores, relevant, where):
     r = r & w
-    order = [i for i in np.argsort(-s, kind="stable") if w[i]][:k]
+    tau = TIE_ULPS * np.finfo(scores.dtype).eps * np.max(np.abs(s[w]), initial=0.0)
+
+    def ahead(a, b, s=s, tau=tau):
+      if abs(float(s[a]) - float(s[b])) <= tau:
+        return -1 if a < b else 1
+      return -1 if s[a] > s[b] else 1
+
+    order = sorted((i for i in range(len(s)) if w[i]), key=functools.cmp_to_key(ahead))[:k]
     hits = [bool(r[i]) for i in order]
     n_rel = r.sum()
     recalls.append(sum(hits) / n_rel if n_rel else 0.0)
@@ -76,6 +85,44 @@ class RankingTest(parameterized.TestCase):
         want_r, want_ap = np_metrics(scores, relevant, k, w)
         assert_close(got[f"recall@{k}"], want_r, err_msg=f"K={k}")
         assert_close(got[f"map@{k}"], want_ap, err_msg=f"K={k}")
+
+  def test_rounding_between_equal_items_does_not_decide_the_top_k(self):
+    # Items 2 and 5 have equal embeddings, so equal scores in exact arithmetic; another summation order makes either
+    # one a unit in the last place higher. The cut at K = 3 falls between them: the lower index enters either way.
+    base = np.array([[0.9, 0.8, 0.0771198, 0.02, 0.03, 0.0771198, 0.01]], np.float32)  # ranks 0, 1, then {2, 5}
+    relevant = np.array([[False, False, False, False, False, True, False]])
+    results = []
+    for nudge in (-2, 0, 2):  # item 5 two units of float32 below, equal to, above item 2
+      scores = base.copy()
+      scores[0, 5] = np.nextafter(scores[0, 5], np.float32(np.sign(nudge) * np.inf)) if nudge else scores[0, 5]
+      if abs(nudge) == 2:
+        scores[0, 5] = np.nextafter(scores[0, 5], np.float32(np.sign(nudge) * np.inf))
+      got = ranking_metrics(scores, relevant, (3, 4))
+      results.append([float(got[name][0]) for name in ("recall@3", "recall@4", "map@4")])
+    self.assertEqual(results[0], results[1])
+    self.assertEqual(results[1], results[2])
+    assert_close(results[1], [0.0, 1.0, 1 / 4])  # item 5 is 4th: the tie goes to item 2, the lower index
+    # Scores far apart in float32 terms are not ties: item 5 clearly above item 2 ranks third.
+    scores = base.copy()
+    scores[0, 5] = 0.078
+    assert_close(recall_at_k(scores, relevant, 3), [1.0])
+
+  def test_near_ties_inside_the_top_k_keep_the_index_order(self):
+    # Duplicated items inside the top K, each copy perturbed by a few units: AP@K depends only on the index order.
+    rng = np.random.default_rng(7)
+    base = np.repeat(rng.normal(size=(4, 5)), 2, axis=1).astype(np.float32)  # items 2j and 2j+1 are copies
+    relevant = rng.random((4, 10)) < 0.4
+    want = ranking_metrics(base, relevant, (2, 5, 10))
+    for seed in range(3):
+      ulps = np.random.default_rng(seed).integers(-3, 4, size=base.shape)
+      noisy = base * (1 + ulps * np.finfo(np.float32).eps).astype(np.float32)
+      got = ranking_metrics(noisy, relevant, (2, 5, 10))
+      for name in want:
+        assert_close(got[name], want[name], err_msg=name)
+    for k in (2, 5):
+      want_r, want_ap = np_metrics(base, relevant, k)
+      assert_close(want[f"recall@{k}"], want_r)
+      assert_close(want[f"map@{k}"], want_ap)
 
   @pytest.mark.heavy
   def test_closed_forms(self):
@@ -118,6 +165,25 @@ class RocAucTest(absltest.TestCase):
     if labels.all() or not labels.any():
       return
     assert_close(float(roc_auc(scores, labels)), roc_auc_score(labels, scores), scale=1.0)  # AUC lies in [0, 1]
+
+  def test_examples_with_equal_inputs_tie_however_their_scores_were_rounded(self):
+    # sklearn on the exact (grid) scores is the referee; each score then moves by a few float32 units, as another
+    # summation order would move it, and the AUC and its interval stay what the exact ties give.
+    rng = np.random.default_rng(5)
+    exact = rng.integers(0, 6, size=300).astype(np.float32) * np.float32(0.37)
+    labels = rng.random(300) < 0.4
+    want = roc_auc_score(labels, exact)
+    base = roc_auc_interval(exact, labels)
+    for seed in range(3):
+      ulps = np.random.default_rng(seed).integers(-4, 5, size=300)
+      noisy = exact * (1 + ulps * np.finfo(np.float32).eps).astype(np.float32)
+      self.assertGreater(len(np.unique(noisy)), 6)  # the rounding split the ties
+      assert_close(float(roc_auc(noisy, labels)), want, scale=1.0)
+      got = roc_auc_interval(noisy, labels)
+      assert_close([float(got.auc), float(got.std_error)], [float(base.auc), float(base.std_error)], scale=1.0)
+    # Scores a clear step apart are ordered, not tied: a positive 1e-4 above a negative counts whole.
+    assert_close(float(roc_auc(np.float32([0.5, 0.5001]), [False, True])), 1.0)
+    assert_close(float(roc_auc(np.float32([0.5, np.nextafter(np.float32(0.5), 1)]), [False, True])), 0.5)
 
   @pytest.mark.heavy
   def test_mask_jit_and_errors(self):

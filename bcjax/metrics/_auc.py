@@ -3,7 +3,10 @@ r"""ROC-AUC by the rank-sum (Mann-Whitney U) identity, with tied scores sharing 
 .. math::
   \mathrm{AUC} = \frac{\sum_{i:\,y_i=1} r_i - n_+(n_+ + 1)/2}{n_+ n_-},
 
-the probability that a random positive outscores a random negative (ties count one half). Jittable, O(n log n).
+the probability that a random positive outscores a random negative (ties count one half). Two scores are tied when
+they differ by no more than their rounding (:data:`bcjax.metrics._ranking.TIE_ULPS` units of the scores' precision
+times the largest |valid score|), so two examples with equal inputs score equal however the summation order rounded
+them. Jittable, O(n log n).
 """
 
 from typing import NamedTuple
@@ -15,6 +18,7 @@ from jax.typing import ArrayLike
 
 from bcjax import _checks
 from bcjax._buckets import pad_to_bucket
+from bcjax.metrics._ranking import tie_tolerance
 
 
 def roc_auc(scores: ArrayLike, labels: ArrayLike, *, where: ArrayLike | None = None) -> jax.Array:
@@ -51,7 +55,7 @@ def roc_auc(scores: ArrayLike, labels: ArrayLike, *, where: ArrayLike | None = N
 def _rank_sum_auc(scores: jax.Array, positive: jax.Array, valid: jax.Array) -> jax.Array:
   n_pos, n_neg = jnp.sum(positive), jnp.sum(~positive & valid)
   # Invalid entries go to +inf, above every valid score, so they do not shift valid ranks.
-  rank = _average_ranks(jnp.where(valid, scores, jnp.inf))
+  rank = _average_ranks(jnp.where(valid, scores, jnp.inf), tie_tolerance(scores, valid))
   dtype = scores.dtype
   n_pos, n_neg = n_pos.astype(dtype), n_neg.astype(dtype)
   rank_sum = jnp.sum(jnp.where(positive, rank, 0.0))
@@ -111,10 +115,13 @@ def roc_auc_interval(
   return AucInterval(auc, se, jnp.clip(auc - z * se, 0.0, 1.0), jnp.clip(auc + z * se, 0.0, 1.0))
 
 
-def _average_ranks(s: jax.Array) -> jax.Array:
-  """1-based ranks of ``s`` with ties sharing their average rank (entries at +inf rank above every finite one)."""
+def _average_ranks(s: jax.Array, tau: jax.Array) -> jax.Array:
+  """1-based ranks of ``s`` with ties (entries within ``tau`` of each other) sharing their average rank: an entry's
+  rank is the count below ``s - tau`` plus half the count within ``tau`` of it, itself included, plus one half
+  (entries at +inf rank above every finite one). The within-``tau`` relation is symmetric, so the ranks of any
+  subset still sum as the rank-sum identity needs."""
   ordered = jnp.sort(s)
-  return (jnp.searchsorted(ordered, s, side="left") + jnp.searchsorted(ordered, s, side="right") + 1) / 2.0
+  return (jnp.searchsorted(ordered, s - tau, side="left") + jnp.searchsorted(ordered, s + tau, side="right") + 1) / 2.0
 
 
 @jax.jit
@@ -124,11 +131,12 @@ def _delong_std_error(scores: jax.Array, positive: jax.Array, valid: jax.Array) 
   n_pos, n_neg = jnp.sum(positive).astype(dtype), jnp.sum(negative).astype(dtype)
   # Masked entries sit at +inf: they rank above every real score and move no real rank.
   s = jnp.where(valid, scores, jnp.inf)
-  rank_all = _average_ranks(s)
+  tau = tie_tolerance(scores, valid)
+  rank_all = _average_ranks(s, tau)
   # Negatives outscored by a positive = its rank among all minus its rank among positives (ties: one half each).
-  v10 = (rank_all - _average_ranks(jnp.where(positive, s, jnp.inf))) / jnp.maximum(n_neg, 1.0)
+  v10 = (rank_all - _average_ranks(jnp.where(positive, s, jnp.inf), tau)) / jnp.maximum(n_neg, 1.0)
   # Positives that outscore a negative = the positives minus those at or below it.
-  v01 = (n_pos - (rank_all - _average_ranks(jnp.where(negative, s, jnp.inf)))) / jnp.maximum(n_pos, 1.0)
+  v01 = (n_pos - (rank_all - _average_ranks(jnp.where(negative, s, jnp.inf), tau))) / jnp.maximum(n_pos, 1.0)
 
   def sample_variance(v, members, n):
     mean = jnp.sum(jnp.where(members, v, 0.0)) / jnp.maximum(n, 1.0)

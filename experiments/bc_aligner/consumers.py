@@ -51,11 +51,21 @@ class ConsumerMLP(nnx.Module):
     keep = jax.random.bernoulli(key, 1.0 - self.dropout, h.shape)
     return jnp.where(keep, h / (1.0 - self.dropout), 0.0)
 
+  def _before_norm(self, layer: nnx.Linear, norm: nnx.BatchNorm, x):
+    """``layer(x)`` feeding ``norm``. In training mode BatchNorm subtracts the batch mean, so the bias's exact
+    gradient is zero; the computed one is rounding noise that Adam would turn into full-size steps, and the bias
+    would drift with the summation order (another CPU, another device count). It is held at its value, as exact
+    arithmetic holds it (the same rule as :class:`bcjax.models.BipartiteSAGE`'s)."""
+    bias = layer.bias[...]
+    if not norm.use_running_average:
+      bias = jax.lax.stop_gradient(bias)
+    return x @ layer.kernel[...] + bias
+
   def __call__(self, x, mask=None, key=None):
     k1, k2 = (None, None) if key is None else jax.random.split(key)
     m = None if mask is None else mask[:, None]
-    h = self._drop(jax.nn.relu(self.bn1(self.l1(x), mask=m)), k1)
-    h = self._drop(self.bn2(self.l2(h), mask=m), k2)
+    h = self._drop(jax.nn.relu(self.bn1(self._before_norm(self.l1, self.bn1, x), mask=m)), k1)
+    h = self._drop(self.bn2(self._before_norm(self.l2, self.bn2, h), mask=m), k2)
     return self.l3(h)[:, 0]
 
 
