@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from bcjax import _atomic
+from bcjax._compile_cache import use_compilation_cache
 from bcjax.upgrade import _files, _fit, _map, _report, _serve
 from bcjax.versioning import Registry, RegistryError
 
@@ -334,6 +335,12 @@ def _parser() -> argparse.ArgumentParser:
     "versions (BC-Aligner): store B_k per version, map the latest embeddings to any "
     "older version.",
   )
+  parser.add_argument(
+    "--no-compile-cache",
+    action="store_true",
+    help="do not read or write the persistent compilation cache (default: every compiled program is kept in "
+    "~/.cache/bcjax/xla, or $BCJAX_DATA/xla, so the next command starts warm)",
+  )
   sub = parser.add_subparsers(dest="command", required=True)
 
   p = sub.add_parser(
@@ -418,6 +425,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
   args = _parser().parse_args(argv)
+  use_compilation_cache(not args.no_compile_cache)
   try:
     code = args.run(args)
   except RegistryError as e:  # the registry's state (a missing or existing version, a corrupt file)

@@ -5,9 +5,10 @@ Each target runs in a fresh process, twice: **cold** (an empty persistent compil
 the cold run filled, as a user's second run of a preset finds it). The child process counts, through
 :mod:`jax.monitoring` and a counter on eager dispatch:
 
-* ``programs_compiled``: XLA compilations (backend compiles; a program read from the persistent cache is not one);
-* ``programs_from_cache``: programs read back from the persistent cache;
-* ``compile_s``, ``lower_s``, ``trace_s``: seconds in XLA's compiler, in lowering jaxprs to MLIR and in tracing;
+* ``programs``: executables built (by XLA or from the persistent cache), with the fifteen functions built most often;
+  ``programs_compiled`` of them by XLA, ``programs_from_cache`` read back from the persistent cache;
+* ``compile_s``, ``lower_s``, ``trace_s``: seconds building executables (XLA's compiler or the cache read), lowering
+  jaxprs to MLIR and tracing;
 * ``eager_primitive_calls``: primitives applied outside ``jit`` (each distinct primitive and shape is a small
   compiled program of its own), with the ten most frequent;
 * ``wall_s``: the whole run, start of the target to its end (the process's start-up and imports apart).
@@ -74,10 +75,15 @@ class _Counters:
     self.seconds = collections.Counter()
     self.events = collections.Counter()
     self.eager = collections.Counter()
+    self.by_function = collections.Counter()
 
-  def on_duration(self, event: str, duration: float, **_) -> None:
+  def on_duration(self, event: str, duration: float, fun_name: str = "?", **_) -> None:
+    from jax._src import dispatch
+
     self.seconds[event] += duration
     self.events[event] += 1
+    if event == dispatch.BACKEND_COMPILE_EVENT:
+      self.by_function[fun_name] += 1
 
   def on_event(self, event: str, **_) -> None:
     self.events[event] += 1
@@ -86,13 +92,16 @@ class _Counters:
     from jax._src import dispatch
 
     return {
-      "programs_compiled": self.events[dispatch.BACKEND_COMPILE_EVENT],
+      "programs": self.events[dispatch.BACKEND_COMPILE_EVENT],
+      "programs_compiled": self.events[dispatch.BACKEND_COMPILE_EVENT]
+      - self.events["/jax/compilation_cache/cache_hits"],
       "programs_from_cache": self.events["/jax/compilation_cache/cache_hits"],
       "compile_s": self.seconds[dispatch.BACKEND_COMPILE_EVENT],
       "lower_s": self.seconds[dispatch.JAXPR_TO_MLIR_MODULE_EVENT],
       "trace_s": self.seconds[dispatch.JAXPR_TRACE_EVENT],
       "eager_primitive_calls": sum(self.eager.values()),
       "eager_top": dict(self.eager.most_common(10)),
+      "compiled_top": dict(self.by_function.most_common(15)),
       "wall_s": wall_s,
     }
 
@@ -184,7 +193,7 @@ def run(cfg: Config) -> dict:
       warm = _measure(target, Path(cache), cfg)
     results[target] = {"cold": cold, "warm": warm}
     print(
-      f"{target}: cold {cold['wall_s']:.1f} s, {cold['programs_compiled']} programs compiled "
+      f"{target}: cold {cold['wall_s']:.1f} s, {cold['programs']} programs "
       f"({cold['compile_s']:.1f} s compile, {cold['lower_s']:.1f} s lower, {cold['trace_s']:.1f} s trace), "
       f"{cold['eager_primitive_calls']} eager primitive calls; warm {warm['wall_s']:.1f} s "
       f"({warm['programs_compiled']} compiled, {warm['programs_from_cache']} from the cache)",

@@ -22,9 +22,9 @@ classes when it was written. Other stages are pickles of host values (resume onl
 ``results.partial.json`` lists the finished stages and names the failed one, and the command exits with status 1.
 
 **Compiled programs are cached.** Unless ``JAX_COMPILATION_CACHE_DIR`` (or ``jax_compilation_cache_dir``) names
-another folder, compiled steps that took over a second to compile are kept in ``<download cache>/xla``
-(``~/.cache/bcjax/xla``, see :func:`bcjax.data.default_cache_dir`): the seeds of a sweep, a resumed run and the next
-run read them back instead of compiling again. ``JAX_ENABLE_COMPILATION_CACHE=false`` turns it off.
+another folder, every compiled program is kept in ``<download cache>/xla`` (``~/.cache/bcjax/xla``, see
+:func:`bcjax.data.default_cache_dir`): the seeds of a sweep, a resumed run and the next run of a preset read them back
+instead of compiling again. ``--no-compile-cache`` turns it off for one run.
 
 Exit status: 0 done; 1 a stage failed (``results.partial.json`` written, and removed when a resumed run finishes); 2 a
 usage or data error (nothing written).
@@ -55,7 +55,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from bcjax import parallel
-from bcjax.data import default_cache_dir
+from bcjax._compile_cache import use_compilation_cache
 from bcjax.files import write_atomic
 from experiments import common
 
@@ -510,6 +510,12 @@ class Experiment(abc.ABC):
       help="finish the run in DIR (its own flags; finished stages are read back, not recomputed)",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.add_argument(
+      "--no-compile-cache",
+      action="store_true",
+      help="do not read or write the persistent compilation cache (default: every compiled program is kept in "
+      "~/.cache/bcjax/xla, or $BCJAX_DATA/xla, so the next run starts warm)",
+    )
     launch = parser.add_argument_group(
       "scaling out (launch settings: not stored with the run, and allowed with --resume)"
     )
@@ -628,14 +634,19 @@ def _split_launch(argv: list[str]) -> tuple[list[str], list[str]]:
   return run, launch
 
 
+# Flags about this process, not the run: allowed with --resume, which adds them to the stored command line.
+_PROCESS_FLAGS = ("--no-progress", "--no-compile-cache")
+
+
 def _resume_argv(parser: argparse.ArgumentParser, argv: list[str], out: Path) -> list[str]:
   """The stored command line of the run in ``out``; --resume takes no other flag but --no-progress and the launch
   flags."""
   argv, launch = _split_launch(argv)
-  others = [a for a in argv if a not in ("--no-progress",)]
+  others = [a for a in argv if a not in _PROCESS_FLAGS]
   if len(others) != 2:
     parser.error(
-      "--resume DIR takes no other flag (the run keeps its own settings) except --no-progress and the "
+      "--resume DIR takes no other flag (the run keeps its own settings) except --no-progress, --no-compile-cache "
+      "and the "
       f"launch flags ({', '.join(LAUNCH_FLAGS)})"
     )
   config = out / "config.json"
@@ -644,7 +655,7 @@ def _resume_argv(parser: argparse.ArgumentParser, argv: list[str], out: Path) ->
   if (out / "results.json").exists():
     parser.error(f"--resume {out}: that run has finished (results.json exists)")
   stored = json.loads(config.read_text())
-  return list(stored["argv"]) + (["--no-progress"] if "--no-progress" in argv else []) + launch
+  return list(stored["argv"]) + [a for a in _PROCESS_FLAGS if a in argv] + launch
 
 
 def _absolute_paths(argv: list[str], flags: Sequence[str]) -> list[str]:
@@ -664,12 +675,6 @@ def _absolute_paths(argv: list[str], flags: Sequence[str]) -> list[str]:
   return out
 
 
-def use_compilation_cache() -> None:
-  """Points JAX's persistent compilation cache at ``<download cache>/xla`` unless a folder is set already."""
-  if jax.config.jax_compilation_cache_dir is None:
-    jax.config.update("jax_compilation_cache_dir", str(default_cache_dir() / "xla"))
-
-
 def main(experiment: Experiment, argv: Sequence[str] | None = None) -> int:
   """Parses, validates, joins the processes and builds the mesh, loads the data, opens (or resumes) the run
   directory, runs the stages, reports. In a multi-process run only process 0 writes the run directory.
@@ -684,8 +689,8 @@ def main(experiment: Experiment, argv: Sequence[str] | None = None) -> int:
 
 def _main(experiment: Experiment, argv: Sequence[str] | None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
-  use_compilation_cache()
   parser, args, cfg = experiment.parse(argv)
+  use_compilation_cache(not args.no_compile_cache)
   resumed = args.resume is not None
   writer = args.process_id == 0
   if resumed:

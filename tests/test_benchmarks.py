@@ -69,6 +69,8 @@ class BenchmarkSmokeTest(absltest.TestCase):
         sum(run["eager_top"].values()) if len(run["eager_top"]) < 10 else run["eager_primitive_calls"],
       )
     self.assertGreater(runs["cold"]["programs_compiled"], 0)  # a fit compiles something, and the count sees it
+    self.assertEqual(runs["cold"]["programs"], runs["cold"]["programs_compiled"] + runs["cold"]["programs_from_cache"])
+    self.assertEqual(runs["cold"]["programs_from_cache"], 0)  # an empty cache
     self.assertGreater(runs["cold"]["trace_s"], 0)
     with self.assertRaises(SystemExit):  # a target outside the list is a usage error, before any run
       with contextlib.redirect_stderr(io.StringIO()):

@@ -331,18 +331,61 @@ class LifecycleTest(absltest.TestCase):
       np.testing.assert_array_equal(a, b)
 
   @pytest.mark.heavy
-  def test_compiled_steps_go_to_the_download_cache_unless_a_folder_is_set(self):
+  def test_compiled_programs_go_to_the_download_cache_unless_a_folder_is_set(self):
     code = (
-      "import jax; from experiments import harness; harness.use_compilation_cache(); "
-      "print(jax.config.jax_compilation_cache_dir)"
+      "import sys, jax; from bcjax._compile_cache import use_compilation_cache; "
+      "use_compilation_cache(sys.argv[1] == 'on'); c = jax.config; "
+      "print(c.jax_enable_compilation_cache, c.jax_compilation_cache_dir, "
+      "c.jax_persistent_cache_min_compile_time_secs, c.jax_persistent_cache_min_entry_size_bytes)"
     )
-    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-    for given, want in ((None, self.tmp / "data" / "xla"), (str(self.tmp / "mine"), self.tmp / "mine")):
-      env.update(BCJAX_DATA=str(self.tmp / "data"), **({} if given is None else {"JAX_COMPILATION_CACHE_DIR": given}))
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE"))}
+    for given, switch, want in (
+      (None, "on", f"True {self.tmp / 'data' / 'xla'} 0.0 0"),  # every program kept, however quick to compile
+      (str(self.tmp / "mine"), "on", f"True {self.tmp / 'mine'} 0.0 0"),
+      (None, "off", "False None 1.0 0"),  # --no-compile-cache
+    ):
+      env = {**clean, "BCJAX_DATA": str(self.tmp / "data")}
+      env.update({} if given is None else {"JAX_COMPILATION_CACHE_DIR": given})
       out = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", code, switch],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
       )
-      self.assertEqual(Path(out.stdout.strip()), want)
+      self.assertEqual(out.stdout.strip(), want)
+
+  @pytest.mark.heavy
+  def test_a_second_command_reads_its_programs_back(self):
+    # bcjax fit twice in fresh processes: the second builds its programs from the cache the first one filled, and
+    # --no-compile-cache neither reads nor writes it
+    rng = np.random.default_rng(0)
+    old = rng.normal(size=(120, 6)).astype(np.float32)
+    np.save(self.tmp / "old.npy", old)
+    np.save(self.tmp / "new.npy", (old @ rng.normal(size=(6, 6))).astype(np.float32))
+    code = (
+      "import sys, jax; hits = []; "
+      "jax.monitoring.register_event_listener(lambda e, **k: hits.append(e) if e.endswith('cache_hits') else None); "
+      "from bcjax import cli; sys.argv = sys.argv[1:]; "
+      "assert cli.main(sys.argv) in (0, 3); print('HITS', len(hits))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE"))}
+    env["BCJAX_DATA"] = str(self.tmp / "data")
+    hits = []
+    for i, extra in enumerate(([], [], ["--no-compile-cache"])):
+      argv = [*extra, "fit", "--old", str(self.tmp / "old.npy"), "--new", str(self.tmp / "new.npy")]
+      argv += ["--kind", "linear", "--out", str(self.tmp / f"map{i}.bcmap")]
+      out = subprocess.run(
+        [sys.executable, "-c", code, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+      )
+      self.assertEqual(out.returncode, 0, out.stderr[-2000:])
+      hits.append(int(out.stdout.split("HITS")[-1]))
+    self.assertEqual(hits[0], 0)
+    self.assertGreater(hits[1], 0)
+    self.assertEqual(hits[2], 0)
+    self.assertTrue(any((self.tmp / "data" / "xla").iterdir()))
 
 
 class EveryCommandLineTest(parameterized.TestCase):

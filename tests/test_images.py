@@ -34,7 +34,7 @@ from bcjax.data import (
 from bcjax.data._image_augment import adjust_brightness, adjust_contrast, adjust_saturation
 from bcjax.models import BasicBlock, ResNet18, SmallCNN
 from experiments.icl.images import ImageData, load_images
-from tests._tolerance import assert_close
+from tests._tolerance import assert_close, row_scale
 
 
 def idx_bytes(array: np.ndarray) -> bytes:
@@ -182,7 +182,8 @@ class EncoderTest(absltest.TestCase):
       call = jax.jit(lambda m, v, k: m(v, mask=k) if isinstance(m, SmallCNN) else m(v, k))
       alone = call(model, x, None)  # batch statistics of the three real rows
       padded = call(model, jnp.concatenate([x, junk]), mask)[:3]
-      assert_close(padded, alone, "network")
+      # a feature near zero carries the rounding of the channels it was summed from: its pixel's channel norm
+      assert_close(padded, alone, "network", scale=row_scale(alone))
     with self.assertRaisesRegex(ValueError, r"\[B, H, W, 3\]"):
       SmallCNN(rngs=nnx.Rngs(0))(jnp.ones((2, 8, 8)))
 

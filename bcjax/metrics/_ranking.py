@@ -9,8 +9,8 @@ For a query with relevant set R and the K highest-scoring eligible items :math:`
 
 Items that are not eligible (``where=False``: e.g. the query's training items) are never ranked. Ties are broken
 towards the lower item index, and two scores count as tied when they differ by no more than the rounding of the
-scores themselves: :data:`TIE_ULPS` units of the scores' precision relative to the query's largest absolute eligible
-score, :math:`\tau_q = \mathrm{TIE\_ULPS} \cdot \epsilon \cdot \max_j |s_{qj}|`. Item a ranks above item b when
+scores themselves: :data:`TIE_ULPS` (16) units of the scores' precision relative to the query's largest absolute
+eligible score, :math:`\tau_q = \mathrm{TIE\_ULPS} \cdot \epsilon \cdot \max_j |s_{qj}|`. Item a ranks above item b when
 :math:`s_a > s_b + \tau_q`, or :math:`|s_a - s_b| \le \tau_q` and a < b. Why: two items with equal embeddings (the
 same attributes and no edges of their own, a duplicated document) have equal scores in exact arithmetic, but a
 summation order that changes with the batch split, the device count or the CPU's vector width makes them differ by a
@@ -27,7 +27,7 @@ from bcjax import _checks
 
 # Scores this many units of their precision apart (relative to the query's largest |score|) are ties: float32 scores
 # of equal embeddings computed in another summation order differ by a few units, distinct items by far more.
-TIE_ULPS = 64
+TIE_ULPS = 16
 
 
 def tie_tolerance(scores: jax.Array, where: jax.Array, axis: int | None = None) -> jax.Array:
@@ -89,18 +89,20 @@ def _tie_robust_hits(scores: jax.Array, relevant: jax.Array, where: jax.Array, k
   # The chosen items (at most k) with their scores, then their positions under the tie rule.
   chosen_scores, top = jax.lax.top_k(jnp.where(chosen, scores, -jnp.inf), k)
   present = jnp.take_along_axis(chosen, top, axis=1)
-  s_a, s_b = chosen_scores[:, :, None], chosen_scores[:, None, :]
+  s_a, s_b, t = chosen_scores[:, :, None], chosen_scores[:, None, :], tau[:, :, None]
   i_a, i_b = top[:, :, None], top[:, None, :]
-  before = present[:, None, :] & ((s_b > s_a + tau[:, :, None]) | ((jnp.abs(s_b - s_a) <= tau[:, :, None]) & (i_b < i_a)))
+  before = present[:, None, :] & ((s_b > s_a + t) | ((jnp.abs(s_b - s_a) <= t) & (i_b < i_a)))
   position = jnp.sum(before, axis=2)
   p_a, p_b = position[:, :, None], position[:, None, :]
   position = jnp.sum(present[:, None, :] & ((p_b < p_a) | ((p_b == p_a) & (i_b < i_a))), axis=2)
   position = jnp.where(present, position, k)  # absent slots (fewer than k eligible) go past the end
   is_hit = jnp.take_along_axis(relevant, top, axis=1) & present
   # hits in rank order: slot j holds whether the item at position j is relevant
-  hits = jnp.zeros(scores.shape[:1] + (k + 1,), dtype).at[jnp.arange(scores.shape[0])[:, None], position].add(
-    is_hit.astype(dtype)
-  )[:, :k]
+  hits = (
+    jnp.zeros(scores.shape[:1] + (k + 1,), dtype)
+    .at[jnp.arange(scores.shape[0])[:, None], position]
+    .add(is_hit.astype(dtype))[:, :k]
+  )
   return hits, jnp.sum(relevant, axis=1).astype(dtype)
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from bcjax._buckets import pad_to_bucket
 from bcjax.data import TASKS, TaskExamples, VersionSplit, item_rating_threshold, task_examples
 from bcjax.metrics import negative_flip_rate, roc_auc, roc_auc_interval
 from bcjax.models import torch_linear_init
@@ -160,8 +161,9 @@ def train_consumer(x_fit, y_fit, x_stop, y_stop, hidden: int, dropout: float, se
   train_def, eval_def, params, stats = split_train_eval(model)
   optimizer, epoch = _make_epoch(train_def, cfg.learning_rate)
   state = (params, stats, optimizer.init(params))
-  x, y = jnp.asarray(x_fit), jnp.asarray(y_fit, jnp.float32)
-  x_stop, y_stop = jnp.asarray(x_stop), np.asarray(y_stop)
+  # rows padded to a power of two: the epochs gather only real rows, and the compiles stay one per octave of sizes
+  x, y = pad_to_bucket((x_fit, np.asarray(y_fit, np.float32)), (0.0, 0.0))
+  y_stop = np.asarray(y_stop)
   n, b = len(y_fit), min(cfg.consumer_batch_size, len(y_fit))
   steps = -(-n // b)
   rng = np.random.default_rng(seed)
@@ -172,15 +174,23 @@ def train_consumer(x_fit, y_fit, x_stop, y_stop, hidden: int, dropout: float, se
     mask = np.arange(steps * b) < n
     key, sub = jax.random.split(key)
     state = epoch(state, x, y, jnp.asarray(perm.reshape(steps, b)), jnp.asarray(mask.reshape(steps, b)), sub)
-    auc = float(roc_auc(_logits(eval_def, state[0], state[1], x_stop), y_stop))
+    auc = float(roc_auc(_predict_padded(eval_def, state[0], state[1], x_stop), y_stop))
     if best is None or auc > best.stop_auc:
       best = Consumer(eval_def, to_host(state[0]), to_host(state[1]), auc)
   return best
 
 
+def _predict_padded(eval_def, params, stats, x) -> jax.Array:
+  """Eval-mode logits [n], computed on rows padded to a power of two (each row's logit depends on that row alone
+  in eval mode, so the padding changes nothing but the number of compiles: one per octave of evaluation sizes)."""
+  n = np.shape(x)[0]
+  (padded,) = pad_to_bucket((x,), (0.0,))
+  return _logits(eval_def, params, stats, padded)[:n]
+
+
 def predict(consumer: Consumer, x: np.ndarray) -> jax.Array:
   """The consumer's eval-mode logits [n]."""
-  return _logits(consumer.eval_def, consumer.params, consumer.stats, jnp.asarray(x))
+  return _predict_padded(consumer.eval_def, consumer.params, consumer.stats, x)
 
 
 def score(consumer: Consumer, x: np.ndarray, y: np.ndarray) -> float:
