@@ -2,8 +2,9 @@
 come in many lengths (one evaluation set per version, the last chunk of a loop) pad the leading axis to the next
 power of two and mask the padding, which bounds the compiles to one per octave of lengths."""
 
-import jax.numpy as jnp
 import numpy as np
+
+from bcjax._device import device_array
 
 
 def bucket_size(n: int, minimum: int = 8) -> int:
@@ -21,5 +22,5 @@ def pad_to_bucket(arrays, fill_values, size: int | None = None):
   for a, fill in zip(arrays, fill_values):
     a = np.asarray(a)
     pad = np.full((size - n,) + a.shape[1:], fill, a.dtype)
-    out.append(jnp.asarray(np.concatenate([a, pad])))
+    out.append(device_array(np.concatenate([a, pad])))
   return tuple(out)

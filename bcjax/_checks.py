@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bcjax._device import device_array
+
 
 def is_concrete(x) -> bool:
   """True when ``x`` holds values now (NumPy, Python scalars or a non-traced jax.Array)."""
@@ -47,7 +49,7 @@ def as_float_array(
     raise TypeError(f"{fn}: `{name}` is not an array (got {type(x).__name__})") from e
   if not jnp.issubdtype(dtype, jnp.floating):
     raise TypeError(f"{fn}: `{name}` must have a real floating dtype, got {dtype}")
-  arr = np.asarray(x) if numpy else jnp.asarray(x)
+  arr = np.asarray(x) if numpy else device_array(x)
   if ndim is not None and arr.ndim != ndim:
     raise ValueError(f"{fn}: `{name}` must have rank {ndim}, got shape {tuple(arr.shape)}")
   if finite:
@@ -160,7 +162,7 @@ def check_row_mask(fn: str, where, n: int) -> jax.Array | None:
   """Validates an optional boolean row mask of shape [n]; returns it as a jax array (or None)."""
   if where is None:
     return None
-  where = jnp.asarray(where)
+  where = device_array(where)
   if where.shape != (n,):
     raise ValueError(f"{fn}: `where` has shape {tuple(where.shape)}; expected a row mask of shape ({n},)")
   if where.dtype != jnp.bool_:

@@ -199,7 +199,7 @@ def run(cfg: Config) -> dict:
       f"({warm['programs_compiled']} compiled, {warm['programs_from_cache']} from the cache)",
       file=sys.stderr,
     )
-  return {"targets": results}
+  return {"xla_flags": os.environ.get("XLA_FLAGS", ""), "targets": results}
 
 
 def main(argv=None) -> int:

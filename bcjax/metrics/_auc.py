@@ -19,6 +19,7 @@ from jax.typing import ArrayLike
 from bcjax import _checks
 from bcjax._buckets import pad_to_bucket
 from bcjax.metrics._ranking import tie_tolerance
+from bcjax._device import device_array
 
 
 def roc_auc(scores: ArrayLike, labels: ArrayLike, *, where: ArrayLike | None = None) -> jax.Array:
@@ -29,25 +30,28 @@ def roc_auc(scores: ArrayLike, labels: ArrayLike, *, where: ArrayLike | None = N
   """
   fn = "roc_auc"
   scores = _checks.as_float_array(fn, "scores", scores, ndim=1, finite=False)
-  labels = jnp.asarray(labels)
-  if labels.shape != scores.shape:
-    raise ValueError(f"{fn}: `labels` has shape {tuple(labels.shape)}, expected {tuple(scores.shape)}")
+  if np.shape(labels) != scores.shape:
+    raise ValueError(f"{fn}: `labels` has shape {tuple(np.shape(labels))}, expected {tuple(scores.shape)}")
   where = _checks.check_row_mask(fn, where, scores.shape[0])
   _checks.check_finite(fn, "scores", scores, where)
-  valid = jnp.ones(scores.shape, bool) if where is None else where
-  if _checks.is_concrete(labels) and _checks.is_concrete(valid):
-    binary = np.asarray((labels == 0) | (labels == 1))[np.asarray(valid)]
-    if not binary.all():
+  if _checks.is_concrete(labels) and (where is None or _checks.is_concrete(where)):
+    # Concrete inputs (every eager call) are checked and masked in NumPy: jnp comparisons here would compile a small
+    # program per evaluation-set length.
+    labels_np = np.asarray(labels)
+    valid_np = np.ones(scores.shape, bool) if where is None else np.asarray(where)
+    if not np.all(((labels_np == 0) | (labels_np == 1))[valid_np]):
       raise ValueError(f"{fn}: `labels` must be binary (0/1 or bool) on the valid entries")
-  positive = (labels == 1) & valid
-  if _checks.is_concrete(positive) and _checks.is_concrete(valid):
-    n_pos = int(np.sum(np.asarray(positive)))
-    n_neg = int(np.sum(np.asarray(valid))) - n_pos
+    positive_np = (labels_np == 1) & valid_np
+    n_pos = int(np.sum(positive_np))
+    n_neg = int(np.sum(valid_np)) - n_pos
     if n_pos == 0 or n_neg == 0:
       raise ValueError(f"{fn}: needs both classes, got {n_pos} positive and {n_neg} negative entries")
     if _checks.is_concrete(scores):
       # Eager calls come with every evaluation set's own length; padding to a power of two bounds the compiles.
-      scores, positive, valid = pad_to_bucket((scores, positive, valid), (0.0, False, False))
+      return _rank_sum_auc(*pad_to_bucket((scores, positive_np, valid_np), (0.0, False, False)))
+    return _rank_sum_auc(scores, device_array(positive_np), device_array(valid_np))
+  valid = jnp.ones(scores.shape, bool) if where is None else where
+  positive = (labels == 1) & valid
   return _rank_sum_auc(scores, positive, valid)
 
 
@@ -106,10 +110,14 @@ def roc_auc_interval(
   auc = roc_auc(scores, labels, where=where)  # checks every argument
   values = _checks.as_float_array(fn, "scores", scores, ndim=1, finite=False)
   dtype = values.dtype
-  valid = jnp.ones(values.shape, bool) if where is None else jnp.asarray(where, bool)
-  positive = (jnp.asarray(labels) == 1) & valid
-  if _checks.is_concrete(values) and _checks.is_concrete(positive) and _checks.is_concrete(valid):
-    values, positive, valid = pad_to_bucket((values, positive, valid), (0.0, False, False))
+  if _checks.is_concrete(values) and _checks.is_concrete(labels) and (where is None or _checks.is_concrete(where)):
+    # masks in NumPy and lengths padded to a power of two: one compiled program per octave of evaluation sizes
+    valid_np = np.ones(values.shape, bool) if where is None else np.asarray(where, bool)
+    positive_np = (np.asarray(labels) == 1) & valid_np
+    values, positive, valid = pad_to_bucket((values, positive_np, valid_np), (0.0, False, False))
+  else:
+    valid = jnp.ones(values.shape, bool) if where is None else jnp.asarray(where, bool)
+    positive = (jnp.asarray(labels) == 1) & valid
   z = jax.scipy.stats.norm.ppf(0.5 + level / 2).astype(dtype)
   se = _delong_std_error(values, positive, valid)
   return AucInterval(auc, se, jnp.clip(auc - z * se, 0.0, 1.0), jnp.clip(auc + z * se, 0.0, 1.0))

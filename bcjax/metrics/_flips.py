@@ -11,10 +11,12 @@ caused, which an aggregate metric such as ROC-AUC can hide (it may even rise whi
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from bcjax import _checks
 from bcjax._reduce import row_mean
+from bcjax._device import device_array
 
 
 def negative_flip_rate(
@@ -45,7 +47,7 @@ def negative_flip_rate(
   fn = "negative_flip_rate"
   arrays = {}
   for name, x in (("labels", labels), ("old_predictions", old_predictions), ("new_predictions", new_predictions)):
-    x = jnp.asarray(x)
+    x = x if isinstance(x, (np.ndarray, jax.Array)) else np.asarray(x)
     if not (jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_) or x.ndim != 1:
       raise ValueError(
         f"{fn}: `{name}` must be a 1-D array of classes (integers or bools), got dtype {x.dtype} "
@@ -58,5 +60,10 @@ def negative_flip_rate(
       raise ValueError(f"{fn}: `{name}` has shape {tuple(x.shape)} but `labels` has shape {(n,)}")
   where = _checks.check_row_mask(fn, where, n)
   y, old, new = arrays["labels"], arrays["old_predictions"], arrays["new_predictions"]
+  if axis_name is None and all(_checks.is_concrete(v) for v in (y, old, new, where)):
+    # an eager call: counted in NumPy (jnp comparisons would compile a small program per evaluation length)
+    flipped_np = (np.asarray(old) == np.asarray(y)) & (np.asarray(new) != np.asarray(y))
+    valid = np.ones(n, bool) if where is None else np.asarray(where)
+    return device_array(np.float64(np.sum(flipped_np & valid)) / max(int(np.sum(valid)), 1), jnp.result_type(float))
   flipped = ((old == y) & (new != y)).astype(jnp.result_type(float))
   return row_mean(flipped, where, axis_name)

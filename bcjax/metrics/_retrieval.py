@@ -15,6 +15,7 @@ import numpy as np
 
 from bcjax import _checks
 from bcjax._buckets import bucket_size
+from bcjax._device import device_array
 
 from bcjax.metrics._ranking import ranking_metrics
 
@@ -56,16 +57,25 @@ def _padded_pairs(rows: np.ndarray, cols: np.ndarray, fill_row: int) -> tuple[ja
   size = bucket_size(len(rows))
   pad = size - len(rows)
   return (
-    jnp.asarray(np.concatenate([rows, np.full(pad, fill_row)]), jnp.int32),
-    jnp.asarray(np.concatenate([cols, np.zeros(pad, cols.dtype)]), jnp.int32),
+    device_array(np.concatenate([rows, np.full(pad, fill_row)]), jnp.int32),
+    device_array(np.concatenate([cols, np.zeros(pad, cols.dtype)]), jnp.int32),
   )
 
 
+@jax.jit
+def _take_rows(x, rows):
+  return x[rows]
+
+
 @functools.partial(jax.jit, static_argnames=("ks", "rank_excluded_relevant"))
-def _chunk_values(queries, items, num_valid, rel_pairs, exc_pairs, is_candidate, ks, rank_excluded_relevant):
-  """Per-query Recall@K and AP@K [rows] of one chunk of queries for every K, in one program. The relevance and
-  eligibility masks are scattered here from sparse (row, column) pairs rather than shipped dense from the host;
-  rows from ``num_valid`` on are padding with no relevant and no eligible item (they hold 0)."""
+def _chunk_values(
+  all_queries, query_rows, items, num_valid, rel_pairs, exc_pairs, is_candidate, ks, rank_excluded_relevant
+):
+  """Per-query Recall@K and AP@K [rows] of one chunk of queries (``query_rows`` of ``all_queries``) for every K, in
+  one program. The relevance and eligibility masks are scattered here from sparse (row, column) pairs rather than
+  shipped dense from the host; rows from ``num_valid`` on are padding with no relevant and no eligible item (they
+  hold 0)."""
+  queries = all_queries[query_rows]
   rows, num_items = queries.shape[0], items.shape[0]
   rel = jnp.zeros((rows, num_items), bool).at[rel_pairs].set(True, mode="drop")
   valid = jnp.arange(rows) < num_valid
@@ -142,10 +152,10 @@ def evaluate_retrieval(
     ) from None
   if not ks:
     raise ValueError(f"{fn}: `ks` is empty; give at least one cut-off K")
-  items_u = items[jnp.asarray(universe)]
+  items_u = items if candidates is None else _take_rows(items, device_array(universe))
   is_candidate = np.zeros(len(universe), bool)
   is_candidate[column[candidates] if candidates is not None else slice(None)] = True
-  candidate_mask = jnp.asarray(is_candidate)
+  candidate_mask = device_array(is_candidate)
   chunk_size = min(chunk_size, max(1, _CHUNK_ENTRIES // len(universe)))
   eval_queries = np.unique(rel_q)
   chunks: dict[str, list[np.ndarray]] = {f"{m}@{k}": [] for k in ks for m in ("recall", "map")}
@@ -163,7 +173,8 @@ def evaluate_retrieval(
     exc_pairs = _padded_pairs(row[exc_q[sel]], column[exc_i[sel]], rows)
     query_rows = np.concatenate([chunk, np.full(rows - len(chunk), chunk[0])])
     chunk_values = _chunk_values(
-      queries[jnp.asarray(query_rows)],
+      queries,
+      device_array(query_rows),
       items_u,
       len(chunk),
       rel_pairs,

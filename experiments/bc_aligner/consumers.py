@@ -25,6 +25,7 @@ from bcjax.metrics import negative_flip_rate, roc_auc, roc_auc_interval
 from bcjax.models import torch_linear_init
 from experiments.bc_aligner.configs import Config
 from experiments.common import adam, split_train_eval, to_host
+from bcjax._device import device_array
 
 FIT_STEP = {t: 0 for t in TASKS}
 STOP_STEP = {**{t: 0 for t in TASKS}, "user-activity": 1, "user-positive-activity": 1}
@@ -173,22 +174,23 @@ def train_consumer(x_fit, y_fit, x_stop, y_stop, hidden: int, dropout: float, se
     perm = np.concatenate([rng.permutation(n), np.zeros(steps * b - n, np.int64)])
     mask = np.arange(steps * b) < n
     key, sub = jax.random.split(key)
-    state = epoch(state, x, y, jnp.asarray(perm.reshape(steps, b)), jnp.asarray(mask.reshape(steps, b)), sub)
+    state = epoch(state, x, y, device_array(perm.reshape(steps, b)), device_array(mask.reshape(steps, b)), sub)
     auc = float(roc_auc(_predict_padded(eval_def, state[0], state[1], x_stop), y_stop))
     if best is None or auc > best.stop_auc:
       best = Consumer(eval_def, to_host(state[0]), to_host(state[1]), auc)
   return best
 
 
-def _predict_padded(eval_def, params, stats, x) -> jax.Array:
-  """Eval-mode logits [n], computed on rows padded to a power of two (each row's logit depends on that row alone
-  in eval mode, so the padding changes nothing but the number of compiles: one per octave of evaluation sizes)."""
+def _predict_padded(eval_def, params, stats, x) -> np.ndarray:
+  """Eval-mode logits [n] on the host, computed on rows padded to a power of two (each row's logit depends on that
+  row alone in eval mode, so the padding changes nothing but the number of compiles: one per octave of evaluation
+  sizes)."""
   n = np.shape(x)[0]
   (padded,) = pad_to_bucket((x,), (0.0,))
-  return _logits(eval_def, params, stats, padded)[:n]
+  return np.asarray(_logits(eval_def, params, stats, padded))[:n]
 
 
-def predict(consumer: Consumer, x: np.ndarray) -> jax.Array:
+def predict(consumer: Consumer, x: np.ndarray) -> np.ndarray:
   """The consumer's eval-mode logits [n]."""
   return _predict_padded(consumer.eval_def, consumer.params, consumer.stats, x)
 

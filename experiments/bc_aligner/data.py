@@ -11,6 +11,7 @@ import numpy as np
 
 from bcjax.data import Bags, EvolvingGraph, VersionSplit, split_versions
 from bcjax.models import BipartiteInputs, bipartite_inputs
+from bcjax._device import device_array
 
 
 class VersionData(NamedTuple):
@@ -146,10 +147,10 @@ class BPRSampler:
       rows = np.concatenate([rows, np.zeros(pad, np.int64)])
       batches.append(
         Batch(
-          jnp.asarray(user[rows], jnp.int32),
-          jnp.asarray(u_off + pos[rows], jnp.int32),
-          jnp.asarray(u_off + neg[rows], jnp.int32),
-          jnp.asarray(mask),
+          device_array(user[rows], jnp.int32),
+          device_array(u_off + pos[rows], jnp.int32),
+          device_array(u_off + neg[rows], jnp.int32),
+          device_array(mask),
         )
       )
     return batches

@@ -23,6 +23,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from bcjax._device import device_array
 from bcjax._reduce import row_mean
 from bcjax.alignment import BackwardTransform, PosthocFit, fit_posthoc, init_backward
 from bcjax.metrics import evaluate_retrieval
@@ -48,8 +49,17 @@ class Model(NamedTuple):
 
 
 def new_model(attribute_sizes: tuple[int, ...], layers: int, dim: int, key: jax.Array) -> Model:
+  """A freshly initialised model: its parameters drawn in one compiled program (eagerly, each parameter's draw was a
+  few small compiled programs of its own)."""
+  params, stats = _initial_state(tuple(attribute_sizes), layers, dim, key)
+  return model_like(attribute_sizes, layers, dim)._replace(params=params, batch_stats=stats)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _initial_state(attribute_sizes: tuple[int, ...], layers: int, dim: int, key: jax.Array):
   model = BipartiteSAGE(attribute_sizes, dim, layers, rngs=nnx.Rngs(params=key))
-  return Model(*split_train_eval(model), dim)
+  _, params, stats = nnx.split(model, nnx.Param, nnx.BatchStat)
+  return params, stats
 
 
 def model_like(attribute_sizes: tuple[int, ...], layers: int, dim: int) -> Model:
@@ -98,6 +108,15 @@ class TrainState(NamedTuple):
   batch_stats: nnx.State
   opt_state: optax.OptState
   step: jax.Array
+
+
+@functools.partial(jax.jit, static_argnums=(0,))
+def fresh_state(optimizer: optax.GradientTransformation, params, batch_stats) -> TrainState:
+  """A new :class:`TrainState` in one compiled program: copies of ``params`` and ``batch_stats`` (the step donates
+  its state, so the caller's arrays must not be its buffers), the optimiser's initial state and step 0. Built leaf by
+  leaf outside ``jit`` it cost a small compiled program per leaf shape (copies, zeros)."""
+  copy = lambda tree: jax.tree.map(jnp.copy, tree)
+  return TrainState(copy(params), copy(batch_stats), optimizer.init(params), jnp.zeros((), jnp.int32))
 
 
 @functools.lru_cache(maxsize=None)
@@ -181,6 +200,7 @@ def _val_retrieval(z, vd: VersionData, ks: tuple[int, ...], per_query: bool = Fa
   """The reference's RecallEvaluator: users with a val edge rank all items up to t_(k+1) except their train items;
   the denominator counts their distinct val items."""
   s = vd.split
+  z = np.asarray(z)  # the users' and items' rows split on the host: no compiled slice per version's shape
   return evaluate_retrieval(
     z[: s.num_users],
     z[s.num_users :],
@@ -277,13 +297,7 @@ def train_model(
   params = {"model": model.params}
   if kind is not None and kind != "notrans":
     params["w"] = init_map(transform, w_key, target.z_prev.shape[1], model.dim)
-  optimizer = adam(cfg.learning_rate)
-  state = TrainState(
-    jax.tree.map(jnp.array, params),
-    jax.tree.map(jnp.array, model.batch_stats),
-    optimizer.init(params),
-    jnp.zeros((), jnp.int32),
-  )
+  state = fresh_state(adam(cfg.learning_rate), params, model.batch_stats)
   if mesh is not None:  # placed as the step's outputs are, so the step compiles once, not again after its first call
     state = replicate(mesh, state)
   step = make_train_step(
@@ -334,6 +348,7 @@ def init_map(transform: BackwardTransform | None, key: jax.Array, d_prev: int, d
   return init_backward(key, d_prev, d_new) if transform is None else transform.init(key, d_prev, d_new)
 
 
+@functools.partial(jax.jit, static_argnames=("num_users", "transform"))
 def single_step_error(
   z_new: jax.Array, z_prev: jax.Array, w, num_users: int, transform: BackwardTransform | None = None
 ) -> jax.Array:
@@ -343,7 +358,8 @@ def single_step_error(
 
 
 class NodeWeights(NamedTuple):
-  """A batch's rows folded into distinct nodes: ``node`` [R] with multiplicity ``count`` [R] (0 on padding)."""
+  """A batch's rows folded into distinct nodes: ``node`` [R] with multiplicity ``count`` [R] (0 on padding), host
+  arrays (an epoch's batches are stacked on the host and sent to the device at once)."""
 
   node: jax.Array
   count: jax.Array
@@ -365,9 +381,15 @@ def fold_batch(batch: Batch, num_nodes: int, multiple: int = 1) -> NodeWeights:
     node, count = np.unique(rows, return_counts=True)
   pad = size + (-size % multiple) - len(node)
   return NodeWeights(
-    jnp.asarray(np.concatenate([node, np.zeros(pad, node.dtype)]), jnp.int32),
-    jnp.asarray(np.concatenate([count, np.zeros(pad, count.dtype)]), jnp.float32),
+    np.concatenate([node, np.zeros(pad, node.dtype)]).astype(np.int32),
+    np.concatenate([count, np.zeros(pad, count.dtype)]).astype(np.float32),
   )
+
+
+@functools.partial(jax.jit, static_argnums=(0,))
+def _fresh_fit(optimizer: optax.GradientTransformation, w0) -> PosthocFit:
+  """The post-hoc fit's start, ``w0`` and the optimiser's initial state, in one compiled program."""
+  return PosthocFit(w0, None, optimizer.init(w0))
 
 
 @functools.lru_cache(maxsize=None)
@@ -413,10 +435,9 @@ def train_posthoc(
   with the lowest full-node single-step error among evaluations at epochs > ``select_after``. With ``mesh`` each
   step's folded rows are split over its devices."""
   w_key, np_key = jax.random.split(key)
-  z_new = jnp.asarray(z_new)
+  z_new = device_array(z_new)
   optimizer = adam(cfg.learning_rate)
-  w0 = init_map(transform, w_key, target.z_prev.shape[1], z_new.shape[1])
-  fit = PosthocFit(w0, None, optimizer.init(w0))
+  fit = _fresh_fit(optimizer, init_map(transform, w_key, target.z_prev.shape[1], z_new.shape[1]))
   if mesh is not None:  # as the fit leaves the mesh, so the fit compiles once
     fit = replicate(mesh, fit)
   loss = POSTHOC_LOSS[kind]
@@ -427,7 +448,7 @@ def train_posthoc(
   best, best_err = None, np.inf
   for epoch in range(1, cfg.posthoc_epochs + 1):
     folds = [fold_batch(batch, len(z_new), 1 if mesh is None else mesh.devices.size) for batch in sampler.epoch(rng)]
-    batches = (jnp.stack([f.node for f in folds]), jnp.stack([f.count for f in folds]))
+    batches = (device_array(np.stack([f.node for f in folds])), device_array(np.stack([f.count for f in folds])))
     start = fit._replace(losses=None)  # the fit reads only w and the optimiser state: one pytree, one compile
     if mesh is None:
       fit = fit_posthoc(
@@ -450,7 +471,7 @@ def train_posthoc(
     if epoch in eval_epochs:
       err = float(single_step_error(z_new, target.z_prev, fit.w, vd.split.num_users, transform))
       if log is not None:
-        log(epoch=epoch, align=float(fit.losses[-1]), single_step_error=err)
+        log(epoch=epoch, align=float(np.asarray(fit.losses)[-1]), single_step_error=err)
       if epoch > select_after and err < best_err:
         best, best_err = to_host(fit.w), err
   return best, best_err
