@@ -1203,8 +1203,9 @@ class CommandLineTest(absltest.TestCase):
     """The whole run (M_0, Non-BC, post-hoc fits, BC-Aligner's joint steps with both B_k kinds of the sweep,
     registries, consumers, report) on 4 forced CPU devices, every batch split over them, against setUpClass's run on
     one device. Every logged number (losses, Recall@K) and every continuous result agrees to float32 rounding (the
-    policy's deep-composition tolerance: each is the end of a chain of Adam steps through GraphSAGE); an AUC counts ordered pairs of examples, so it may move by a pair or two whose logits lie within the
-    runs' rounding of each other (one pair is 1/(n+ n-), about 3e-5 here), and what is computed from AUCs with it."""
+    policy's deep-composition tolerance: each is the end of a chain of Adam steps through GraphSAGE); an AUC counts
+    ordered pairs of examples, so it may move by a pair or two whose logits lie within the runs' rounding of each
+    other (one pair is 1/(n+ n-), about 3e-5 here), and what is computed from AUCs with it."""
     out = self.tmp / "four-devices"
     proc = subprocess.run(
       [
