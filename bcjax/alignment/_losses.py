@@ -13,6 +13,7 @@ References:
   https://arxiv.org/abs/2206.03040
 """
 
+import functools
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -241,8 +242,16 @@ def multi_step_pull(history: Sequence[ArrayLike], *, dim: int | None = None, per
     raise ValueError(f"{fn}: `history` is empty (k = 1); pass `dim` (D_(k-1)) to get R = I")
   else:
     d = _checks.check_positive_int(fn, "dim", dim)
-  dtype = chain[-1].dtype if chain else jnp.float32
-  total = jnp.eye(d, dtype=dtype)  # the j = k-1 term: W^{k-1}_{k-1} = I
+  if not chain:
+    return jnp.eye(d, dtype=jnp.float32)
+  return _pull(tuple(chain), per_dim)
+
+
+@functools.partial(jax.jit, static_argnums=(1,))
+def _pull(chain: tuple[jax.Array, ...], per_dim: bool) -> jax.Array:
+  """:func:`multi_step_pull`'s R for a non-empty, validated chain, in one compiled program."""
+  d = chain[-1].shape[1]
+  total = jnp.eye(d, dtype=chain[-1].dtype)  # the j = k-1 term: W^{k-1}_{k-1} = I
   carried = total
   for w_j in reversed(chain):  # W^j_{k-1} = W_{j+1} W^{j+1}_{k-1}, for j = k-2, ..., 0
     carried = w_j @ carried

@@ -9,6 +9,7 @@ times the largest |valid score|), so two examples with equal inputs score equal 
 them. Jittable, O(n log n).
 """
 
+import statistics
 from typing import NamedTuple
 
 import jax
@@ -118,7 +119,7 @@ def roc_auc_interval(
   else:
     valid = jnp.ones(values.shape, bool) if where is None else jnp.asarray(where, bool)
     positive = (jnp.asarray(labels) == 1) & valid
-  z = jax.scipy.stats.norm.ppf(0.5 + level / 2).astype(dtype)
+  z = jnp.asarray(statistics.NormalDist().inv_cdf(0.5 + level / 2), dtype)  # the normal quantile, in double
   se = _delong_std_error(values, positive, valid)
   return AucInterval(auc, se, jnp.clip(auc - z * se, 0.0, 1.0), jnp.clip(auc + z * se, 0.0, 1.0))
 

@@ -23,6 +23,7 @@ import jraph
 import numpy as np
 from flax import nnx
 
+from bcjax._device import device_array
 from bcjax.models._sage import GraphSAGE
 
 
@@ -56,18 +57,18 @@ def bipartite_inputs(
   graph = jraph.GraphsTuple(
     nodes=None,
     edges=None,
-    senders=jnp.asarray(senders),
-    receivers=jnp.asarray(receivers),
+    senders=device_array(senders),
+    receivers=device_array(receivers),
     globals=None,
-    n_node=jnp.asarray([n]),
-    n_edge=jnp.asarray([len(senders)]),
+    n_node=device_array(np.asarray([n], np.int32)),
+    n_edge=device_array(np.asarray([len(senders)], np.int32)),
   )
   bags = []
   for owner, value in item_bags:
     owner, value = np.asarray(owner, np.int64), np.asarray(value, np.int64)
     keep = owner < num_items
-    bags.append((jnp.asarray(num_users + owner[keep], jnp.int32), jnp.asarray(value[keep], jnp.int32)))
-  is_user = jnp.asarray(np.arange(n) < num_users)
+    bags.append((device_array(num_users + owner[keep], jnp.int32), device_array(value[keep], jnp.int32)))
+  is_user = device_array(np.arange(n) < num_users)
   return BipartiteInputs(graph, is_user, tuple(bags))
 
 

@@ -203,6 +203,10 @@ def split_rows(mesh: jax.sharding.Mesh, tree, *, axis: int = 0):
   """Every leaf of ``tree`` (global arrays, inside or outside ``jax.jit``) resharded so that its ``axis`` is split
   over the mesh, e.g. a batch drawn replicated, before ``jax.shard_map`` hands each device its block."""
   spec = jax.P(*([None] * axis), DATA_AXIS)
+  leaves = jax.tree.leaves(tree)
+  if all(isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer) and x.is_fully_addressable for x in leaves):
+    # outside jit, on this process's devices: a transfer, where an eager reshard compiles a program per shape
+    return jax.device_put(tree, NamedSharding(mesh, spec))
   return jax.reshard(tree, NamedSharding(mesh, spec))
 
 

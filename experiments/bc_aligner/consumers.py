@@ -145,6 +145,12 @@ def _make_epoch(train_def: nnx.GraphDef, learning_rate: float):
 
 
 @functools.partial(jax.jit, static_argnums=(0,))
+def _adam_init(optimizer, params):
+  """The optimiser's initial state in one compiled program (eagerly, a zeros program per parameter shape)."""
+  return optimizer.init(params)
+
+
+@functools.partial(jax.jit, static_argnums=(0,))
 def _logits(eval_def, params, stats, x):
   return nnx.merge(eval_def, params, stats)(x)
 
@@ -161,7 +167,7 @@ def train_consumer(x_fit, y_fit, x_stop, y_stop, hidden: int, dropout: float, se
   model = ConsumerMLP(x_fit.shape[1], hidden, dropout, rngs=nnx.Rngs(params=seed))
   train_def, eval_def, params, stats = split_train_eval(model)
   optimizer, epoch = _make_epoch(train_def, cfg.learning_rate)
-  state = (params, stats, optimizer.init(params))
+  state = (params, stats, _adam_init(optimizer, params))
   # rows padded to a power of two: the epochs gather only real rows, and the compiles stay one per octave of sizes
   x, y = pad_to_bucket((x_fit, np.asarray(y_fit, np.float32)), (0.0, 0.0))
   y_stop = np.asarray(y_stop)
