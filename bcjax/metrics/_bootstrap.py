@@ -91,11 +91,16 @@ def paired_bootstrap(
   num_samples = _checks.as_int(fn, "num_samples", num_samples, low=2)
   level = _checks.as_float_in(fn, "level", level, 0.0, 1.0, low_open=True, high_open=True)
   replicates = np.zeros(num_samples)
-  for s, (d, key_s) in enumerate(zip(strata, jax.random.split(key, len(strata)))):
+  # The resamples come from NumPy generators seeded by the key and the stratum: host-side draws of any size, where
+  # jax.random.randint compiled a program for every (block, stratum size) an evaluation produced.
+  raw = not jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)  # a legacy uint32 [2] key is its own data
+  entropy = [int(v) for v in np.asarray(key if raw else jax.random.key_data(key)).ravel()]
+  for s, d in enumerate(strata):
+    rng = np.random.default_rng([*entropy, s])
     block = max(1, _BLOCK_ENTRIES // d.size)
-    for start, key_b in zip(range(0, num_samples, block), jax.random.split(key_s, -(-num_samples // block))):
+    for start in range(0, num_samples, block):
       rows = min(block, num_samples - start)
-      idx = np.asarray(jax.random.randint(key_b, (rows, d.size), 0, d.size))
+      idx = rng.integers(0, d.size, size=(rows, d.size))
       replicates[start : start + rows] += w[s] * d[idx].mean(axis=1)
   estimate = float(sum(ws * d.mean() for ws, d in zip(w, strata)))
   low, high = np.quantile(replicates, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])

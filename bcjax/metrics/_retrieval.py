@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcjax import _checks
-from bcjax._buckets import bucket_size
+from bcjax._buckets import bucket_size, pad_to_bucket
 from bcjax._device import device_array
 
 from bcjax.metrics._ranking import ranking_metrics
@@ -155,7 +155,14 @@ def evaluate_retrieval(
   items_u = items if candidates is None else _take_rows(items, device_array(universe))
   is_candidate = np.zeros(len(universe), bool)
   is_candidate[column[candidates] if candidates is not None else slice(None)] = True
-  candidate_mask = device_array(is_candidate)
+  if isinstance(item_embeddings, np.ndarray) and candidates is None:
+    # Host embeddings (one evaluation per model version, each with its own item count) are padded to a power of two
+    # with items that are never candidates, and the queries likewise: one compiled chunk per octave of sizes.
+    items_u, candidate_mask = pad_to_bucket((item_embeddings, is_candidate), (0.0, False))
+  else:
+    candidate_mask = device_array(is_candidate)
+  if isinstance(query_embeddings, np.ndarray):
+    (queries,) = pad_to_bucket((query_embeddings,), (0.0,))
   chunk_size = min(chunk_size, max(1, _CHUNK_ENTRIES // len(universe)))
   eval_queries = np.unique(rel_q)
   chunks: dict[str, list[np.ndarray]] = {f"{m}@{k}": [] for k in ks for m in ("recall", "map")}

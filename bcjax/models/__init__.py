@@ -3,6 +3,7 @@
 from bcjax.models._bipartite import BipartiteInputs
 from bcjax.models._bipartite import BipartiteSAGE
 from bcjax.models._bipartite import bipartite_inputs
+from bcjax.models._bipartite import pad_bipartite_inputs
 from bcjax.models._gcn import GCNConv
 from bcjax.models._gcn import GCNEncoder
 from bcjax.models._gcn import gcn_propagate
@@ -31,6 +32,7 @@ __all__ = (
   "GraphSAGE",
   "MaskedBatchNorm",
   "mean_aggregate",
+  "pad_bipartite_inputs",
   "ResNet18",
   "SAGEConv",
   "SmallCNN",

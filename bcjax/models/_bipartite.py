@@ -31,12 +31,64 @@ class BipartiteInputs(NamedTuple):
   """Everything the model reads for one graph (arrays only, so it can be a jit argument).
 
   ``graph``: the undirected interaction graph over N = U + I nodes; ``is_user`` [N] bool; ``bags``: per attribute
-  group a pair (owner node [P], attribute id [P]).
+  group a pair (owner node [P], attribute id [P]); ``node_mask`` [N] bool, False on padding nodes (None: no
+  padding), which BatchNorm's statistics leave out (:func:`pad_bipartite_inputs`).
   """
 
   graph: jraph.GraphsTuple
   is_user: jax.Array
   bags: tuple[tuple[jax.Array, jax.Array], ...]
+  node_mask: jax.Array | None = None
+
+
+def pad_bipartite_inputs(
+  inputs: BipartiteInputs, num_nodes: int, num_edges: int, bag_sizes: Sequence[int]
+) -> BipartiteInputs:
+  """``inputs`` padded to ``num_nodes`` nodes, ``num_edges`` edges and ``bag_sizes[g]`` entries of bag group g, so
+  that graphs of different sizes (the versions of an evolving graph) share one shape and one compiled program.
+
+  Padding nodes come after the real ones (every real node keeps its id), are neither users nor masked in (their
+  ``node_mask`` is False, so BatchNorm's statistics and every real node's embedding are those of the unpadded
+  graph), and the padded edges and bag entries all belong to the last node, a padding node (jraph's convention), so
+  no real node's neighbourhood or attributes change.
+
+  Args:
+    inputs: unpadded inputs (``node_mask`` None) of N nodes and E edges.
+    num_nodes: at least N + 1 (one padding node receives the padded edges).
+    num_edges: at least E.
+    bag_sizes: per bag group, at least its entries.
+
+  Returns:
+    The padded :class:`BipartiteInputs`, with ``node_mask`` set.
+  """
+  fn = "pad_bipartite_inputs"
+  if inputs.node_mask is not None:
+    raise ValueError(f"{fn}: `inputs` are padded already (node_mask is set)")
+  n, e = int(inputs.is_user.shape[0]), int(inputs.graph.senders.shape[0])
+  if num_nodes < n + 1 or num_edges < e or len(bag_sizes) != len(inputs.bags):
+    raise ValueError(
+      f"{fn}: `num_nodes` must be at least {n + 1} (got {num_nodes}), `num_edges` at least {e} (got {num_edges}), "
+      f"and `bag_sizes` one size per bag group ({len(inputs.bags)}, got {len(bag_sizes)})"
+    )
+  sink = num_nodes - 1
+
+  def padded(x, size: int, fill: int) -> jax.Array:
+    x = np.asarray(x)
+    if size < len(x):
+      raise ValueError(f"{fn}: a bag group has {len(x)} entries, more than its size {size}")
+    return device_array(np.concatenate([x, np.full(size - len(x), fill, x.dtype)]))
+
+  graph = inputs.graph._replace(
+    senders=padded(inputs.graph.senders, num_edges, sink),
+    receivers=padded(inputs.graph.receivers, num_edges, sink),
+    n_node=device_array(np.asarray([num_nodes], np.int32)),
+    n_edge=device_array(np.asarray([num_edges], np.int32)),
+  )
+  bags = tuple(
+    (padded(owner, size, sink), padded(value, size, 0)) for (owner, value), size in zip(inputs.bags, bag_sizes)
+  )
+  is_user = padded(inputs.is_user, num_nodes, False)
+  return BipartiteInputs(graph, is_user, bags, device_array(np.arange(num_nodes) < n))
 
 
 def bipartite_inputs(
@@ -102,4 +154,4 @@ class BipartiteSAGE(nnx.Module):
     return jnp.where(inputs.is_user[:, None], self.user_vector[...], x)
 
   def __call__(self, inputs: BipartiteInputs) -> jax.Array:
-    return self.sage(inputs.graph, self.encode(inputs))
+    return self.sage(inputs.graph, self.encode(inputs), inputs.node_mask)

@@ -9,9 +9,9 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from bcjax.data import Bags, EvolvingGraph, VersionSplit, split_versions
-from bcjax.models import BipartiteInputs, bipartite_inputs
 from bcjax._device import device_array
+from bcjax.data import Bags, EvolvingGraph, VersionSplit, split_versions
+from bcjax.models import BipartiteInputs, bipartite_inputs, pad_bipartite_inputs
 
 
 class VersionData(NamedTuple):
@@ -37,14 +37,22 @@ def with_item_ids(graph: EvolvingGraph) -> EvolvingGraph:
 
 
 def version_data(graph: EvolvingGraph) -> list[VersionData]:
-  """The five versions' splits and model inputs (item attribute groups in the graph's order)."""
-  out = []
-  for split in split_versions(graph):
-    bags = [(b.owner, b.value) for b in graph.item_attributes.values()]
-    out.append(
-      VersionData(split, bipartite_inputs(split.train_user, split.train_item, split.num_users, split.num_items, bags))
-    )
-  return out
+  """The five versions' splits and model inputs (item attribute groups in the graph's order).
+
+  Every version's inputs are padded to one shape, the largest version's nodes plus a padding node, its edges and
+  its bag entries (:func:`bcjax.pad_bipartite_inputs`): a version's model then reuses the compiled steps of every
+  earlier version with its architecture, and a real node's embedding is what the unpadded graph gives it. Padding
+  nodes follow the real ones, so node ids (users first, then items) keep their meaning; callers read the first
+  ``num_nodes`` rows of an embedding matrix."""
+  bags = [(b.owner, b.value) for b in graph.item_attributes.values()]
+  raw = [
+    (split, bipartite_inputs(split.train_user, split.train_item, split.num_users, split.num_items, bags))
+    for split in split_versions(graph)
+  ]
+  num_nodes = 1 + max(int(inputs.is_user.shape[0]) for _, inputs in raw)
+  num_edges = max(int(inputs.graph.senders.shape[0]) for _, inputs in raw)
+  bag_sizes = [max(int(inputs.bags[g][0].shape[0]) for _, inputs in raw) for g in range(len(bags))]
+  return [VersionData(split, pad_bipartite_inputs(inputs, num_nodes, num_edges, bag_sizes)) for split, inputs in raw]
 
 
 def check_versions(versions: list[VersionData]) -> None:

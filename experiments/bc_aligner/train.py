@@ -51,21 +51,29 @@ class Model(NamedTuple):
 def new_model(attribute_sizes: tuple[int, ...], layers: int, dim: int, key: jax.Array) -> Model:
   """A freshly initialised model: its parameters drawn in one compiled program (eagerly, each parameter's draw was a
   few small compiled programs of its own)."""
-  params, stats = _initial_state(tuple(attribute_sizes), layers, dim, key)
+  params, stats = _initial_state(BipartiteSAGE, tuple(attribute_sizes), layers, dim, key)
   return model_like(attribute_sizes, layers, dim)._replace(params=params, batch_stats=stats)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def _initial_state(attribute_sizes: tuple[int, ...], layers: int, dim: int, key: jax.Array):
-  model = BipartiteSAGE(attribute_sizes, dim, layers, rngs=nnx.Rngs(params=key))
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
+def _initial_state(module: type, attribute_sizes: tuple[int, ...], layers: int, dim: int, key: jax.Array):
+  model = module(attribute_sizes, dim, layers, rngs=nnx.Rngs(params=key))
   _, params, stats = nnx.split(model, nnx.Param, nnx.BatchStat)
   return params, stats
 
 
 def model_like(attribute_sizes: tuple[int, ...], layers: int, dim: int) -> Model:
   """The :class:`Model` that :func:`new_model` builds, abstractly (shapes only, nothing initialised): the graph
-  definitions a checkpointed model's state is restored into."""
-  model = nnx.eval_shape(lambda: BipartiteSAGE(attribute_sizes, dim, layers, rngs=nnx.Rngs(params=0)))
+  definitions a checkpointed model's state is restored into. Its states are fresh containers on every call (a
+  restore fills them in place); the module is traced once per architecture."""
+  model = _abstract_model(BipartiteSAGE, tuple(attribute_sizes), layers, dim)
+  fresh = lambda state: jax.tree.map(lambda leaf: leaf, state)
+  return model._replace(params=fresh(model.params), batch_stats=fresh(model.batch_stats))
+
+
+@functools.lru_cache(maxsize=None)
+def _abstract_model(module: type, attribute_sizes: tuple[int, ...], layers: int, dim: int) -> Model:
+  model = nnx.eval_shape(lambda: module(attribute_sizes, dim, layers, rngs=nnx.Rngs(params=0)))
   return Model(*split_train_eval(model), dim)
 
 
@@ -200,7 +208,8 @@ def _val_retrieval(z, vd: VersionData, ks: tuple[int, ...], per_query: bool = Fa
   """The reference's RecallEvaluator: users with a val edge rank all items up to t_(k+1) except their train items;
   the denominator counts their distinct val items."""
   s = vd.split
-  z = np.asarray(z)  # the users' and items' rows split on the host: no compiled slice per version's shape
+  # the real nodes' rows (the inputs are padded), split into users and items on the host: no compiled slice per shape
+  z = np.asarray(z)[: vd.num_nodes]
   return evaluate_retrieval(
     z[: s.num_users],
     z[s.num_users :],
@@ -294,6 +303,15 @@ def train_model(
   if (kind is None) != (target is None):
     raise ValueError("train_model: `kind` and `target` go together")
   key, w_key, np_key = jax.random.split(key, 3)
+  if target is not None:
+    # z_(k-1) padded to the inputs' rows (only real rows are gathered), and the history only where the loss reads
+    # it: versions of one shape then share the compiled step
+    rows = int(vd.inputs.is_user.shape[0])
+    z_prev = np.asarray(target.z_prev)
+    z_prev = np.concatenate([z_prev, np.zeros((rows - len(z_prev), z_prev.shape[1]), z_prev.dtype)])
+    target = AlignTarget(device_array(z_prev), tuple(target.history) if kind == "linear-mloss" else ())
+    if kind == "linear-mloss" and not target.history:
+      kind = "linear-sloss"  # at k = 1 the multi-step loss is the single-step loss (eq. 10 has its first term only)
   params = {"model": model.params}
   if kind is not None and kind != "notrans":
     params["w"] = init_map(transform, w_key, target.z_prev.shape[1], model.dim)
@@ -334,13 +352,14 @@ def train_model(
           None if "w" not in state.params else to_host(state.params["w"]),
           rec,
           epoch,
-          np.asarray(z),
+          np.asarray(z)[: vd.num_nodes],
         )
   return best
 
 
 def apply_model(model: Model, vd: VersionData) -> np.ndarray:
-  return np.asarray(embed(model.eval_def, model.params, model.batch_stats, vd.inputs))
+  """Eval-mode embeddings of the version's real nodes [N, d] (the padding rows of its inputs dropped)."""
+  return np.asarray(embed(model.eval_def, model.params, model.batch_stats, vd.inputs))[: vd.num_nodes]
 
 
 def init_map(transform: BackwardTransform | None, key: jax.Array, d_prev: int, d_new: int):
