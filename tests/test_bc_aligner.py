@@ -81,6 +81,7 @@ from experiments.bc_aligner.train import (
 from experiments.bc_methods import POSTHOC_LOSS
 from experiments.common import adam
 from tests._resume import assert_same_results
+from tests._runs import assert_runs_agree
 from tests._tolerance import assert_close
 from tests.test_parallel import ROOT, forced_device_env
 
@@ -1031,43 +1032,6 @@ class SeedsTest(absltest.TestCase):
       seeds.main([str(self.make_runs(d)[0])])  # one run: nothing to compare
 
 
-# results.json keys computed from AUCs (counts of ordered example pairs) or from thresholded consumer predictions
-_PAIR_COUNTS = ("auc", "unintended", "combined", "flip", "predicted_positive_share", "gap")
-
-
-def _numbers(tree, path: str = "") -> list[tuple[str, float]]:
-  """Every float of a JSON tree with its path, in a fixed order."""
-  if isinstance(tree, dict):
-    return [x for key in sorted(tree) for x in _numbers(tree[key], f"{path}/{key}")]
-  if isinstance(tree, list):
-    return [x for i, item in enumerate(tree) for x in _numbers(item, f"{path}[{i}]")]
-  return [(path, float(tree))] if isinstance(tree, float) else []
-
-
-def _assert_runs_agree(test: absltest.TestCase, a, b, where: str) -> int:
-  """Asserts that two runs' JSON trees agree: the same keys, the same non-float values (the times of day apart),
-  floats counted from AUCs or thresholded predictions (:data:`_PAIR_COUNTS`) within a few example pairs (1e-3 of an
-  AUC or a share, 0.2 points of a %), every other float to the float32 tolerance of a deep composition (the
-  policy's "network"). Returns how many floats were held to it."""
-  keep = lambda tree: (
-    {k: v for k, v in tree.items() if k not in ("time", "seconds")} if isinstance(tree, dict) else tree
-  )
-  a, b = keep(a), keep(b)
-  strip = lambda tree: json.loads(json.dumps(tree), parse_float=lambda _: "float")
-  test.assertEqual(strip(a), strip(b), where)
-  continuous = 0
-  for (path, x), (_, y) in zip(_numbers(a), _numbers(b)):
-    if any(word in path for word in _PAIR_COUNTS):
-      atol = 0.2 if "pct" in path or "/gap" in path else 1e-3
-      assert_close(np.float64(y), np.float64(x), "statistical", rtol=0.0, atol=atol, err_msg=f"{where} {path}")
-    else:
-      # every number comes out of Adam steps through GraphSAGE and BatchNorm, version after version: the policy's
-      # deep-composition tolerance, not a single sum's
-      assert_close(np.float32(y), np.float32(x), "network", scale=abs(x) or 1.0, err_msg=f"{where} {a} {path}")
-      continuous += 1
-  return continuous
-
-
 @pytest.mark.heavy
 class CommandLineTest(absltest.TestCase):
   ARGV = [
@@ -1229,10 +1193,10 @@ class CommandLineTest(absltest.TestCase):
     one = self.tmp / "run"
     records = [[json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()] for d in (one, out)]
     self.assertEqual(len(records[0]), len(records[1]))
-    continuous = sum(_assert_runs_agree(self, a, b, "metrics.jsonl") for a, b in zip(*records))
+    continuous = sum(assert_runs_agree(self, a, b, "metrics.jsonl") for a, b in zip(*records))
     self.assertGreater(continuous, 100)
     results = [json.loads((d / "results.json").read_text()) for d in (one, out)]
-    self.assertGreater(_assert_runs_agree(self, *results, "results.json"), 100)
+    self.assertGreater(assert_runs_agree(self, *results, "results.json"), 100)
 
   def test_the_seeds_report_reads_finished_runs(self):
     other = self.tmp / "run-next-seed"

@@ -24,6 +24,7 @@ import pytest
 from bcjax import parallel
 from experiments import harness
 from tests.conftest import TEST_XLA_FLAGS
+from tests._runs import assert_runs_agree
 from tests._tolerance import assert_close, row_scale
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -821,6 +822,30 @@ class MultiProcessTest(absltest.TestCase):
     self.assertGreater(len(x), 20)
     for a, b in zip(x, y):  # the experiment computes in float32 (its models are float32 even with x64 on)
       assert_close(np.float32(b), np.float32(a), "reduction", scale=abs(a) or 1.0)
+
+  def test_bc_aligner_on_two_processes_equals_one_process_on_four_devices(self):
+    """BC-Aligner's joint steps with their rows split over 2 processes x 2 devices (GraphSAGE's BatchNorm over all
+    nodes on each), its registry, consumers and report: every number of the training log and of the results of one
+    process with 4 devices, the same files, and only process 0 writes."""
+    tmp = Path(self.create_tempdir().full_path)
+    module = "experiments.bc_aligner"
+    argv = ["--methods", "bc-aligner", "--epochs", "2", "--consumer-seeds", "1", "--consumer-epochs", "1"]
+    single = _launch([*argv, "--out", str(tmp / "single")], devices=4, module=module)
+    self.assertEqual(single.wait(timeout=400), 0, single.stderr.read()[-2000:])
+    procs = _two_processes([*argv, "--out", str(tmp / "multi")], timeout_s=120, module=module)
+    outputs = [p.communicate(timeout=400) for p in procs]
+    self.assertEqual([p.returncode for p in procs], [0, 0], [e[-2000:] for _, e in outputs])
+    self.assertNotIn("outputs in", outputs[1][0])
+    files = _files(tmp / "multi")
+    self.assertEqual(files, _files(tmp / "single"))
+    self.assertIn("registries/bc-aligner/version-000004.bcv", files)
+    read = lambda d: [json.loads(l) for l in (d / "metrics.jsonl").read_text().splitlines()]
+    one, two = read(tmp / "single"), read(tmp / "multi")
+    self.assertEqual(len(one), len(two))
+    logged = sum(assert_runs_agree(self, a, b, "metrics.jsonl") for a, b in zip(one, two))
+    self.assertGreater(logged, 30)
+    results = [json.loads((tmp / d / "results.json").read_text()) for d in ("single", "multi")]
+    self.assertGreater(assert_runs_agree(self, *results, "results.json"), 50)
 
   def test_a_dead_peer_stops_the_other_process_within_the_timeout(self):
     tmp = Path(self.create_tempdir().full_path)
