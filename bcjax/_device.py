@@ -29,3 +29,18 @@ def device_array(x: Any, dtype: Any = None) -> jax.Array:
   if isinstance(x, (np.ndarray, np.generic)):
     return jax.device_put(x if dtype is None else np.asarray(x, dtype))
   return jnp.asarray(x, dtype)
+
+
+@jax.jit
+def copy_tree(tree: Any) -> Any:
+  """Fresh device copies of every leaf of ``tree``, in one compiled program per tree structure (leaf by leaf outside
+  ``jit``, each shape was a small program of its own and each leaf a dispatch): for states that a jitted step donates,
+  which must not share a buffer with the caller's arrays or with each other.
+
+  Args:
+    tree: a pytree of arrays (host or device).
+
+  Returns:
+    The same tree of new device arrays.
+  """
+  return jax.tree.map(jnp.copy, tree)

@@ -32,6 +32,8 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from bcjax._device import copy_tree
+
 
 class AgentConfig(NamedTuple):
   window: int = 32
@@ -186,7 +188,7 @@ class DDPG(NamedTuple):
 def _distinct_buffers(state):
   """A copy of every leaf: the targets start equal to the online networks, and a jitted step that donates its state
   cannot take one buffer twice."""
-  return jax.tree.map(lambda x: jnp.array(x, copy=True), state)
+  return copy_tree(state)
 
 
 def _check_config(config: AgentConfig) -> None:

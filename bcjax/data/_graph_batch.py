@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import jraph
 import numpy as np
 
+from bcjax._device import device_array
 from bcjax.data._graph_collection import GraphCollection
 
 Graph = tuple[np.ndarray, np.ndarray, np.ndarray]  # (features [n, F], senders [e], receivers [e]), local ids
@@ -112,17 +113,17 @@ def batch_graphs(
 
 def graph_mask(graphs: jraph.GraphsTuple) -> jax.Array:
   """[num_graphs + 1] True for the real graphs (non-empty and not the padding graph); jittable."""
-  n_node = jnp.asarray(graphs.n_node)
+  n_node = device_array(graphs.n_node)
   return (n_node > 0) & (jnp.arange(n_node.shape[0]) < n_node.shape[0] - 1)
 
 
 def node_mask(graphs: jraph.GraphsTuple) -> jax.Array:
   """[node_budget] True for the real nodes (those before the padding graph's); jittable."""
-  n_node = jnp.asarray(graphs.n_node)
+  n_node = device_array(graphs.n_node)
   return jnp.arange(graphs.nodes.shape[0]) < jnp.sum(n_node[:-1])
 
 
 def node_graph_ids(graphs: jraph.GraphsTuple) -> jax.Array:
   """[node_budget] the graph each node belongs to (segment ids for pooling); jittable."""
-  n_node = jnp.asarray(graphs.n_node)
+  n_node = device_array(graphs.n_node)
   return jnp.repeat(jnp.arange(n_node.shape[0]), n_node, total_repeat_length=graphs.nodes.shape[0])

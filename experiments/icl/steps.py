@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from bcjax._device import copy_tree
 from bcjax.contrastive import AgentConfig, first_order_meta_gradient, learning_rate_agent, sgd_step
 from bcjax.parallel import DATA_AXIS
 from experiments.common import adam
@@ -51,7 +52,7 @@ def init_carry(
 ) -> Carry:
   """Device copies of θ and the statistics, a fresh Adam state and, with ``agent``, two fresh agents that have seen
   ``initial_loss`` (the pre-training's last mini-batch loss)."""
-  params, stats = jax.tree.map(jnp.array, params), jax.tree.map(jnp.array, stats)
+  params, stats = copy_tree((params, stats))
   agents = ()
   if agent is not None:
     make = learning_rate_agent(agent)
