@@ -338,7 +338,7 @@ class LifecycleTest(absltest.TestCase):
       "print(c.jax_enable_compilation_cache, c.jax_compilation_cache_dir, "
       "c.jax_persistent_cache_min_compile_time_secs, c.jax_persistent_cache_min_entry_size_bytes)"
     )
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE"))}
+    clean = _without_cache_settings(os.environ)
     for given, switch, want in (
       (None, "on", f"True {self.tmp / 'data' / 'xla'} 0.0 0"),  # every program kept, however quick to compile
       (str(self.tmp / "mine"), "on", f"True {self.tmp / 'mine'} 0.0 0"),
@@ -371,8 +371,7 @@ class LifecycleTest(absltest.TestCase):
       "from bcjax import cli; sys.argv = sys.argv[1:]; "
       "assert cli.main(sys.argv) in (0, 3); print('HITS', len(hits))"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE"))}
-    env["BCJAX_DATA"] = str(self.tmp / "data")
+    env = {**_without_cache_settings(os.environ), "BCJAX_DATA": str(self.tmp / "data")}
     hits = []
     for i, extra in enumerate(([], [], ["--no-compile-cache"])):
       argv = [*extra, "fit", "--old", str(self.tmp / "old.npy"), "--new", str(self.tmp / "new.npy")]
@@ -386,6 +385,12 @@ class LifecycleTest(absltest.TestCase):
     self.assertGreater(hits[1], 0)
     self.assertEqual(hits[2], 0)
     self.assertTrue(any((self.tmp / "data" / "xla").iterdir()))
+
+
+def _without_cache_settings(environ) -> dict:
+  """``environ`` less the variables that set JAX's persistent cache (the suite's own cache folder among them), so a
+  child process shows the defaults bcjax picks."""
+  return {k: v for k, v in environ.items() if not k.startswith(("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE"))}
 
 
 class EveryCommandLineTest(parameterized.TestCase):
