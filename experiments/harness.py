@@ -73,6 +73,11 @@ class UsageError(ValueError):
     self.flag = flag
 
 
+class InputError(UsageError):
+  """A flag whose syntax is right but whose data is not there or not usable (a missing path): reported in one
+  line, as the loaders' data errors are, without the usage text (which would not help)."""
+
+
 # Configs and flags ---------------------------------------------------------------------------------------------
 
 
@@ -562,6 +567,8 @@ class Experiment(abc.ABC):
       cfg = apply_flags(args, self.preset(args))
       self.check_paths(args)
       self.check(args, cfg)
+    except InputError as e:
+      parser.exit(2, f"error: {e}\n")
     except UsageError as e:
       parser.error(str(e))
     return parser, args, cfg
@@ -571,7 +578,7 @@ class Experiment(abc.ABC):
     for flag in ("--data-dir", *self.path_flags):
       path = getattr(args, flag.removeprefix("--").replace("-", "_"), None)
       if path is not None and not os.path.exists(path):
-        raise UsageError(flag, f"{path} does not exist")
+        raise InputError(flag, f"{path} does not exist")
 
   def check_mesh(self, args: argparse.Namespace, cfg, devices: int) -> None:
     """Checks that need the mesh's device count (e.g. batch divisibility); raise :class:`UsageError`."""

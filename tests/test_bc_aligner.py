@@ -14,6 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 from unittest import mock
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -49,7 +50,7 @@ from experiments.bc_aligner.consumers import (
 )
 from experiments.bc_aligner.data import Batch, BPRSampler, VersionData, attribute_sizes, check_cutoffs, version_data
 from experiments.bc_aligner import noise, seeds
-from experiments.bc_aligner.experiment import EXPERIMENT
+from experiments.bc_aligner.experiment import EXPERIMENT, BCAligner
 from experiments import harness
 from experiments.bc_aligner.report import (
   figure_5,
@@ -663,6 +664,55 @@ class ValUserNoiseTest(absltest.TestCase):
     self.assertGreater(gap["ci95"][0], 0.0)
     del results["methods"]["fix-m0"]
     self.assertIsNone(noise.gap_interval(results, per_user, jax.random.key(1)))
+
+  def test_every_backward_compatible_method_gets_an_interval_when_the_unintended_side_is_not_measurable(self):
+    # the Amazon 2014 report: no consumer task measured, so no combined degradation ranks anything; the intended
+    # side is still shown and every backward-compatible method's intended degradation carries its interval
+    rng = np.random.default_rng(4)
+    sizes = (2000, 1800)
+    levels = {"non-bc": 0.30, "fix-m0": 0.36, "bc-aligner": 0.29, "joint-lin-sloss": 0.30}
+    per_user = {m: self.per_user(rng, sizes, level) for m, level in levels.items()}
+    per_user["keep-all"] = per_user["non-bc"]  # Keep-All serves Non-BC's models
+    x0 = float(np.mean([r.mean() for _, r in per_user["non-bc"]]))
+    methods = {
+      m: {
+        "intended_recall50_mean": float(np.mean([r.mean() for _, r in pu])),
+        "intended_degradation_pct": 100.0 * (np.mean([r.mean() for _, r in pu]) - x0) / x0,
+        "unintended_degradation_pct": None,
+        "combined_degradation_pct": None,
+      }
+      for m, pu in per_user.items()
+    }
+    results = {"methods": methods, "unintended_not_measurable": "no consumer task measured"}
+    runs = {m: SimpleNamespace(serving=m) for m in per_user}
+    cfg = SimpleNamespace(seed=0)
+    with mock.patch.object(noise, "user_recalls", lambda serving, versions: {m: per_user[m] for m in serving}):
+      BCAligner._val_user_noise(results, runs, None, cfg)
+    for m in ("fix-m0", "bc-aligner", "joint-lin-sloss"):
+      low, high = methods[m]["intended_degradation_ci95"]
+      self.assertLess(low, methods[m]["intended_degradation_pct"], m)
+      self.assertGreater(high, methods[m]["intended_degradation_pct"], m)
+    self.assertNotIn("gap", results)  # nothing is ranked
+    self.assertNotIn("intended_degradation_ci95", methods["keep-all"])  # not backward compatible
+    # the table shows the intervals, the sign convention, and Fix-M0 beating Keep-All
+    results.update(dataset="d", preset="p", seed=0, config={"lam": 1.0}, consumers={}, data_notes=["a note"])
+    results["consumers_left_out"] = {}
+    results["consumers_at_chance"] = {t: "at chance" for t in ("user-activity", "binary-edge-rating")}
+    for m in methods.values():
+      m.update(
+        intended_recall50_by_version=[0.3, 0.3],
+        unintended_auc_mean=None,
+        alignment_error=0.0,
+        alignment_error_by_version=[0.0],
+      )
+    table = table_3(results)
+    low, high = methods["bc-aligner"]["intended_degradation_ci95"]
+    self.assertIn(f"[{low:+.2f}, {high:+.2f}]", table)
+    self.assertIn("negative is worse than Keep-All, positive better", table)
+    self.assertIn("binary-edge-rating, user-activity: version-0 consumers not above chance", table)
+    self.assertNotIn("one class", table.split("\n")[0])  # no task had one class: the caption does not say so
+    self.assertIn("Data: a note", table)
+    self.assertIn("Never updating beats updating here: Fix-M0", table)
 
   def test_methods_scored_on_other_val_users_are_refused(self):
     rng = np.random.default_rng(1)

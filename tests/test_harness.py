@@ -432,6 +432,7 @@ class EveryCommandLineTest(parameterized.TestCase):
         code, err = quiet(harness.main, experiment, [flag, str(tmp / "nowhere"), "--out", str(tmp / "run")])
         self.assertEqual(code, 2, (experiment.name, flag))
         self.assertIn(f"{flag} {tmp / 'nowhere'} does not exist", err, (experiment.name, flag))
+        self.assertEqual(err.strip(), f"error: {flag} {tmp / 'nowhere'} does not exist")  # one line, no usage text
         self.assertFalse((tmp / "run").exists())
         checked += 1
     self.assertGreaterEqual(checked, 9)  # five experiments' --data-dir, --reviews/--meta, the conceptors' three

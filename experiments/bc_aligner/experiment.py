@@ -206,8 +206,9 @@ class BCAligner(harness.Experiment):
   def _val_user_noise(results, runs, versions, cfg):
     """95 % intervals over redrawn val users: each backward-compatible method's intended degradation, and the gap
     between the two best (:mod:`experiments.bc_aligner.noise`)."""
-    ranked = report.rank_backward_compatible(results)
-    per_user = noise.user_recalls({m: runs[m].serving for m in (noise.REFERENCE, *ranked)}, versions)
+    # every backward-compatible method shown gets its interval, whether or not the unintended side ranks it
+    shown = [m for m in report.BACKWARD_COMPATIBLE if m in results["methods"]]
+    per_user = noise.user_recalls({m: runs[m].serving for m in (noise.REFERENCE, *shown)}, versions)
     key = jax.random.fold_in(jax.random.key(cfg.seed), 7)
     x0 = results["methods"][noise.REFERENCE]["intended_recall50_mean"]
     for m, interval in noise.intended_intervals(per_user, x0, key).items():
@@ -219,7 +220,8 @@ class BCAligner(harness.Experiment):
   def report(self, run, args, cfg, results):
     table = report.table_3(results)
     sweep_table = report.transform_table(results) if "transform_sweep" in results else None
-    run.write_text("table.md", table if sweep_table is None else f"{table}\n\n{sweep_table}")
+    written = f"{table}\n{report.headline(results)}\n"
+    run.write_text("table.md", written if sweep_table is None else f"{written}\n{sweep_table}")
     report.figure_3(run.out / "figure3.png", results)
     if cfg.lambda_sweep:
       report.figure_5(run.out / "figure5.png", results["lambda_sweep"])

@@ -3,7 +3,8 @@ r"""How much of one run's intended comparison is the draw of its val users.
 Version k's val Recall@50 is a mean over that version's val users, so a method's intended degradation,
 :math:`100 (\bar x_m - \bar x_0) / \bar x_0` with :math:`\bar x` the mean over the K versions, is a weighted sum of
 per-user differences from Keep-All (Non-BC's models) on the same users, with weights :math:`100 / (K \bar x_0)`; so
-is the intended gap between two methods. :func:`bcjax.paired_bootstrap` redraws every version's val users and gives
+is the intended gap between two methods. :func:`experiments.compare.difference` (a paired bootstrap) redraws
+every version's val users and gives
 95 % intervals of both. They hold the trained models fixed: another seed (other models, another graph) adds its own
 noise, which only repeated runs measure (``python -m experiments.bc_aligner.seeds``).
 """
@@ -11,10 +12,10 @@ noise, which only repeated runs measure (``python -m experiments.bc_aligner.seed
 import jax
 import numpy as np
 
-from bcjax.metrics import paired_bootstrap
 from experiments.bc_aligner.data import VersionData
 from experiments.bc_aligner.report import rank_backward_compatible
 from experiments.bc_aligner.train import user_recall50
+from experiments.compare import difference
 
 REFERENCE = "non-bc"  # Keep-All's intended models
 
@@ -47,10 +48,17 @@ def intended_intervals(per_user: dict[str, list], x0: float, key: jax.Array) -> 
   Keep-All's intended Recall@50 (the mean over versions)."""
   out = {}
   for i, method in enumerate(sorted(per_user)):
-    iv = paired_bootstrap(
-      _differences(per_user[method], per_user[REFERENCE]), jax.random.fold_in(key, i), weights=_weights(per_user, x0)
+    scores, reference = per_user[method], per_user[REFERENCE]
+    _differences(scores, reference)  # the same val users in both
+    c = difference(
+      [r for _, r in scores],
+      [r for _, r in reference],
+      jax.random.fold_in(key, i),
+      over="val users",
+      weights=[1.0] * len(scores),
+      scale=_weights(per_user, x0)[0],
     )
-    out[method] = [iv.low, iv.high]
+    out[method] = [c.low, c.high]
   return out
 
 
@@ -65,7 +73,15 @@ def gap_interval(results: dict, per_user: dict[str, list], key: jax.Array) -> di
   methods = results["methods"]
   best, runner_up = ranked[:2]
   x0 = methods[REFERENCE]["intended_recall50_mean"]
-  iv = paired_bootstrap(_differences(per_user[best], per_user[runner_up]), key, weights=_weights(per_user, x0))
+  _differences(per_user[best], per_user[runner_up])  # the same val users in both
+  iv = difference(
+    [r for _, r in per_user[best]],
+    [r for _, r in per_user[runner_up]],
+    key,
+    over="val users",
+    weights=[1.0] * len(per_user[best]),
+    scale=_weights(per_user, x0)[0],
+  )
   unintended = methods[best]["unintended_degradation_pct"] - methods[runner_up]["unintended_degradation_pct"]
   return {
     "best": best,

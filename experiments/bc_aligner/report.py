@@ -144,18 +144,27 @@ def table_3(results: dict) -> str:
         *_chain_columns(r),
       ]
     )
-  left_out = {**(results.get("consumers_left_out") or {}), **(results.get("consumers_at_chance") or {})}
+  one_class_tasks = sorted(results.get("consumers_left_out") or {})
+  chance_tasks = sorted(results.get("consumers_at_chance") or {})
+  reasons = "; ".join(
+    part
+    for part in (
+      f"{', '.join(one_class_tasks)}: one class" if one_class_tasks else "",
+      f"{', '.join(chance_tasks)}: version-0 consumers not above chance" if chance_tasks else "",
+    )
+    if part
+  )
   if results.get("unintended_not_measurable"):
     tasks = (
-      f"no consumer task (the unintended side is not measurable on this data: {', '.join(sorted(left_out))} left "
-      f"out, one class or version-0 consumers not above chance: fewer than two tasks measured; see results.json)"
+      f"no consumer task (the unintended side is not measurable on this data: {reasons}; fewer than two tasks "
+      f"measured, see results.json)"
     )
-  elif not left_out:
+  elif not reasons:
     tasks = "the consumer tasks"
   else:
     tasks = (
-      f"the {5 - len(left_out)} consumer tasks measured ({', '.join(sorted(left_out))} left out: one class, "
-      f"or version-0 consumers not above chance; see results.json)"
+      f"the {5 - len(one_class_tasks) - len(chance_tasks)} consumer tasks measured (left out: {reasons}; see "
+      f"results.json)"
     )
   one_class = sorted(
     t
@@ -171,7 +180,8 @@ def table_3(results: dict) -> str:
   head = (
     f"Dataset {results['dataset']}, preset {results['preset']}, seed {results['seed']}, "
     f"λ={results['config']['lam']}, B_k: {_transform_name(results['config'])}. Degradation (%) relative to "
-    f"Keep-All; Recall@50 = mean over versions "
+    f"Keep-All, 100 (method − Keep-All) / Keep-All: negative is worse than Keep-All, positive better (the paper's "
+    f"sign); Recall@50 = mean over versions "
     f"0-4; AUC = mean over {tasks}, seeds and reported steps. Negative flips: % of consumer examples right on "
     f"true version-0 embeddings and wrong on the published ones; recall recovery: Recall@50 of the published "
     f"version-0-space embeddings as % of re-embedding with M_k; intended 95 %: the intended degradation's "
@@ -180,24 +190,52 @@ def table_3(results: dict) -> str:
     f"loss's pull at the latest version on that method's chain, relative to the single-step loss's, for an "
     f"isotropic residual (below 1, it relaxes the alignment on average).{flips_note}\n\n"
   )
-  return head + common.markdown_table(
-    [
-      "method",
-      "B_k",
-      "intended degr. %",
-      "intended 95 %",
-      "unintended degr. %",
-      "combined degr. %",
-      "Recall@50",
-      "unintended AUC",
-      "align. err (mean)",
-      "align. err (last)",
-      "neg. flips %",
-      "recall recovery %",
-      *CHAIN_HEADER,
-    ],
-    rows,
+  below = notes(results)
+  return (
+    head
+    + common.markdown_table(
+      [
+        "method",
+        "B_k",
+        "intended degr. %",
+        "intended 95 %",
+        "unintended degr. %",
+        "combined degr. %",
+        "Recall@50",
+        "unintended AUC",
+        "align. err (mean)",
+        "align. err (last)",
+        "neg. flips %",
+        "recall recovery %",
+        *CHAIN_HEADER,
+      ],
+      rows,
+    )
+    + "".join(f"\n{line}\n" for line in below)
   )
+
+
+def notes(results: dict) -> list[str]:
+  """Lines under the table: the data's notes and, when the never-updated model (Fix-M0) beats Keep-All's updated
+  models on the intended side, what that does to the intended column."""
+  lines = [f"Data: {n}" for n in results.get("data_notes", [])]
+  fix = results["methods"].get("fix-m0")
+  ci = None if fix is None else fix.get("intended_degradation_ci95")
+  if fix is not None and fix["intended_degradation_pct"] > 0:
+    where = "" if ci is None else f" [{ci[0]:+.2f}, {ci[1]:+.2f}] over redrawn val users"
+    if ci is not None and ci[0] > 0:
+      lines.append(
+        f"Never updating beats updating here: Fix-M0 (M_0 serves every version) is "
+        f"{fix['intended_degradation_pct']:+.2f} %{where} above Keep-All (the latest model re-embedded), so on "
+        f"this data the model updates did not improve retrieval and every intended degradation is measured from a "
+        f"reference that updating made worse."
+      )
+    else:
+      lines.append(
+        f"Fix-M0 (never updating) is {fix['intended_degradation_pct']:+.2f} %{where} from Keep-All: whether the "
+        f"updates improved retrieval is within the noise of the val users' draw."
+      )
+  return lines
 
 
 CHAIN_HEADER = ("‖W_1⋯W_K‖₂", "multi-step κ_K")

@@ -38,12 +38,19 @@ class Config:
   speedup: str = option(
     "target",
     choices=("target", "convergence"),
-    help="speed-ups from the time to target quality (the first epoch whose probe accuracy reaches "
-    "retraining's, within --target-margin; a method that never does has none) or the paper's time to "
-    "convergence",
+    help="speed-ups from the time to target quality (the first epoch from which the smoothed probe accuracy "
+    "stays at or above retraining's plateau less --target-noise-sds of its noise; a method that never does "
+    "has none) or the paper's time to convergence",
   )
-  target_margin: float = option(
-    1.0, help="points of probe accuracy below retraining's that count as reaching it", low=0.0
+  target_noise_sds: float = option(
+    2.0,
+    help="how far below retraining's plateau the target lies, in standard deviations of the smoothed probe "
+    "(measured on that plateau)",
+    low=0.0,
+  )
+  probe_window: int = option(3, help="probe evaluations averaged in the smoothed probe accuracy", low=1)
+  target_hold: int = option(
+    2, help="consecutive smoothed evaluations at or above the target that count as reaching it", low=1
   )
   probe_samples: int = option(
     512, help="samples of X' whose linear-probe accuracy is measured after every epoch", low=4

@@ -15,6 +15,15 @@ stalls it, so speed-ups measured with it carry the loss's epoch-to-epoch noise.
 (the MAD of first differences ignores a steady trend; differencing doubles the variance; an EMA of white noise has
 variance :math:`\sigma^2 (1 - \beta) / (1 + \beta)`), with :math:`\delta_e = 0` until three differences exist. No run
 stops before ``min_epochs``. The reported epoch is the best smoothed one.
+
+Whatever the stopping rule, :func:`curve_status` judges the whole loss curve on its smoothed values against its own
+noise: ``diverged`` when the mean of the last ``patience`` raw losses lies above the level around the best smoothed
+epoch (the mean of the raw losses the moving average mostly weighs there, its last :math:`\lceil 1/(1-\beta)\rceil`)
+by more than ``DIVERGED_Z`` standard errors of that difference (from :math:`\hat\sigma`) and by more than
+``DIVERGED_RISE`` of its size; ``did not improve`` when the smoothed loss never fell below its first value by more
+than :math:`\delta`; ``improved`` otherwise. One lucky low epoch moves the smoothed curve by only :math:`(1-\beta)`
+of its dip, and comparing window means (not a single raw loss against the best one) keeps a noisy but flat or
+falling curve from reading as a divergence.
 """
 
 import math
@@ -23,6 +32,12 @@ from typing import NamedTuple
 import numpy as np
 
 RULES = ("smoothed", "paper")
+CURVE_STATUSES = ("improved", "did not improve", "diverged")
+# A diverged curve's end sits this many standard errors above the level at its best smoothed epoch (3.5: the best
+# epoch is the curve's minimum, chosen on the same noise, so the test must clear that selection as well) ...
+DIVERGED_Z = 3.5
+# ... and this far above it relative to its size (a rise of a few per cent is a plateau, not a divergence).
+DIVERGED_RISE = 0.05
 
 
 class Rule(NamedTuple):
@@ -48,12 +63,9 @@ class Tracker:
 
   def margin(self) -> float:
     """δ_e of the module docstring (0 for the paper's rule)."""
-    if self.rule.name == "paper" or len(self.losses) < 4:
+    if self.rule.name == "paper":
       return 0.0
-    diffs = np.diff(self.losses)
-    sigma = 1.4826 * np.median(np.abs(diffs - np.median(diffs))) / math.sqrt(2.0)
-    beta = self.rule.smoothing
-    return float(sigma * math.sqrt((1.0 - beta) / (1.0 + beta)))
+    return smoothed_margin(self.losses, self.rule.smoothing)
 
   def update(self, loss: float) -> tuple[bool, bool]:
     self.losses.append(float(loss))
@@ -69,6 +81,47 @@ class Tracker:
       self.wait += 1
     minimum = self.rule.min_epochs if self.rule.name == "smoothed" else 1
     return improved, self.wait >= self.rule.patience and len(self.losses) >= minimum
+
+
+def noise_sd(losses) -> float:
+  """σ̂ of the module docstring: the raw losses' epoch-to-epoch noise from the MAD of their first differences (0
+  until three differences exist)."""
+  if len(losses) < 4:
+    return 0.0
+  diffs = np.diff(np.asarray(losses, np.float64))
+  return float(1.4826 * np.median(np.abs(diffs - np.median(diffs))) / math.sqrt(2.0))
+
+
+def smoothed_margin(losses, smoothing: float) -> float:
+  """δ of the module docstring: the noise of the moving average of ``losses``."""
+  return noise_sd(losses) * math.sqrt((1.0 - smoothing) / (1.0 + smoothing))
+
+
+def smoothed(losses, smoothing: float) -> np.ndarray:
+  """The moving average :math:`S_e = \beta S_{e-1} + (1 - \beta) L_e`, :math:`S_1 = L_1`."""
+  out = np.empty(len(losses))
+  for e, loss in enumerate(losses):
+    out[e] = loss if e == 0 else smoothing * out[e - 1] + (1.0 - smoothing) * loss
+  return out
+
+
+def curve_status(losses, smoothing: float, patience: int) -> str:
+  """``improved``, ``did not improve`` or ``diverged`` (the module docstring) for a run's finite epoch losses."""
+  losses = np.asarray(losses, np.float64)
+  s = smoothed(losses, smoothing)
+  sigma = noise_sd(losses)
+  best = int(np.argmin(s))
+  window = min(best + 1, math.ceil(1.0 / (1.0 - smoothing)))
+  level = float(np.mean(losses[best + 1 - window : best + 1]))
+  tail = losses[best + 1 :][-patience:]
+  if len(tail) >= patience:
+    rise = float(np.mean(tail)) - level
+    standard_error = sigma * math.sqrt(1.0 / window + 1.0 / len(tail))
+    if rise > max(DIVERGED_Z * standard_error, DIVERGED_RISE * abs(level)):
+      return "diverged"
+  if len(losses) < 2 or s[1:].min() >= s[0] - smoothed_margin(losses, smoothing):
+    return "did not improve"
+  return "improved"
 
 
 def runs_for_precision(values, precision: float = 0.10, z: float = 1.96) -> int | None:

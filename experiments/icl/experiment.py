@@ -15,6 +15,7 @@ from experiments.icl.configs import PRESETS, Config
 from experiments.icl.datasets import DATASETS, known_dataset, load_dataset
 from experiments.icl.evaluate import accuracies, check_splits, embed, majority_shares, make_probe, probe_accuracy
 from experiments.icl.methods import METHODS, Context, pretrain, train_method
+from experiments.icl.target import TargetRule
 from experiments.icl.train import split_encoder
 
 
@@ -73,6 +74,7 @@ def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar, mesh=None) -
       "train_seconds": r.train_seconds,
       "compile_seconds": r.compile_seconds,
       "stopped": r.stopped,
+      "loss_status": r.curve,
       "accuracy": svm(r.encoder),
       "seconds_by_epoch": r.seconds,
       "probe_by_epoch": r.quality,
@@ -144,7 +146,9 @@ class ICL(harness.Experiment):
           pre_runs.append(pre_acc)
           if r == 0:
             curves[f"{alpha:g}"] = losses
-        sweep[f"{alpha:g}"] = {"methods": report.summarise(per_run, cfg.speedup, cfg.target_margin)}
+        target = TargetRule(cfg.probe_window, cfg.target_hold, cfg.target_noise_sds)
+        key = jax.random.fold_in(jax.random.key(cfg.seed), int(round(alpha * 1000)))
+        sweep[f"{alpha:g}"] = {"methods": report.summarise(per_run, cfg.speedup, target, key)}
         pretrained[f"{alpha:g}"] = {s: float(np.mean([p[s] for p in pre_runs])) for s in ("all", "old", "new")}
         if all("majority" in p for p in pre_runs):  # stages saved before the majority shares have none
           majority = {s: float(np.mean([p["majority"][s] for p in pre_runs])) for s in SUBSETS}

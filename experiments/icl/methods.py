@@ -32,7 +32,7 @@ from bcjax.contrastive import AgentConfig, inner_step_count, old_negative_count
 from bcjax.parallel import shard_blocks
 from experiments.common import shuffled_batches, to_host
 from experiments.icl.configs import METHODS, Config
-from experiments.icl.convergence import Rule, Tracker
+from experiments.icl.convergence import Rule, Tracker, curve_status
 from experiments.icl.data import Cycle, common_budget, stack_batches
 from experiments.icl.steps import MetaRule, adam_step, agent_step, init_carry, meta_step
 from experiments.icl.train import Encoder, Timer
@@ -44,22 +44,10 @@ class Run(NamedTuple):
   train_seconds: float  # cumulative training-loop time up to the best epoch
   compile_seconds: float
   losses: list[float]  # epoch losses
-  stopped: str  # "patience", "max-epochs", "diverged" or "non-finite loss"
+  stopped: str  # why it stopped: "patience", "max-epochs" or "non-finite loss"
   seconds: list[float] | None = None  # cumulative training-loop time at the end of each epoch
   quality: list[float] | None = None  # the probe's accuracy (%) after each epoch, when a probe was given
-
-
-# A loss whose every epoch after its best stays this much (relative) above the best, for at least the rule's
-# patience, rose and did not come back: the run is reported as diverged, not converged.
-DIVERGED_RISE = 0.05
-
-
-def diverged(losses: list[float], best_epoch: int, patience: int, margin: float = 0.0) -> bool:
-  """Whether the epoch ``losses`` rose after ``best_epoch`` (0-based) and stayed up: at least ``patience`` epochs
-  after it, all above the best by more than ``DIVERGED_RISE`` of its size and the rule's noise ``margin``."""
-  after = losses[best_epoch + 1 :]
-  best = losses[best_epoch]
-  return len(after) >= patience and min(after) > best + max(DIVERGED_RISE * abs(best), margin)
+  curve: str = "improved"  # the loss curve's status (convergence.curve_status), "non-finite" for a broken run
 
 
 class Context(NamedTuple):
@@ -276,8 +264,8 @@ def rule_of(cfg: Config) -> Rule:
 def converge(t: _Trainer, epoch, rule: Rule, max_epochs: int, name: str, log=None, probe=None) -> Run:
   """Runs ``epoch()`` until ``rule`` says converged (see :mod:`experiments.icl.convergence`) or ``max_epochs``;
   keeps the parameters of the best epoch. ``probe(encoder) -> accuracy`` scores the encoder after every epoch,
-  outside the timed loop. A loss that rose after its best epoch and stayed up (:func:`diverged`) stops as
-  ``"diverged"``."""
+  outside the timed loop. The whole loss curve is then judged by :func:`~experiments.icl.convergence.curve_status`
+  (``improved``, ``did not improve`` or ``diverged``, against its own noise)."""
   tracker = Tracker(rule)
   best_epoch, best_state, elapsed, at_best = -1, None, 0.0, 0.0
   losses, stopped, seconds, quality = [], "max-epochs", [], []
@@ -306,8 +294,8 @@ def converge(t: _Trainer, epoch, rule: Rule, max_epochs: int, name: str, log=Non
       break
   if best_state is None:
     raise FloatingPointError(f"{name}: the first epoch's loss is not finite ({losses[0]}); lower the learning rate")
-  if stopped != "non-finite loss" and diverged(losses, best_epoch, rule.patience, tracker.margin()):
-    stopped = "diverged"
+  finite = [x for x in losses if np.isfinite(x)]
+  curve = "non-finite" if stopped == "non-finite loss" else curve_status(finite, rule.smoothing, rule.patience)
   return Run(
     t.enc._replace(params=best_state[0], stats=best_state[1]),
     best_epoch + 1,
@@ -317,6 +305,7 @@ def converge(t: _Trainer, epoch, rule: Rule, max_epochs: int, name: str, log=Non
     stopped,
     seconds,
     quality if probe is not None else None,
+    curve,
   )
 
 

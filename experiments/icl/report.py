@@ -4,10 +4,13 @@ loss curves of Fig. 5 and the speed-up-vs-α plot of Fig. 4."""
 
 from pathlib import Path
 
+import jax
 import numpy as np
 
 from experiments import common
+from experiments.compare import ratio_of_means, tied_ranks
 from experiments.icl.convergence import runs_for_precision
+from experiments.icl.target import Target, TargetRule, calibrate, reach
 
 LABELS = {
   "retrain": "Retraining",
@@ -22,20 +25,28 @@ LABELS = {
 TABLE_ORDER = ("finetune", "replay", "distill", "icl", "meta", "lrl", "nce2-only")
 
 
-def summarise(runs: dict[str, list[dict]], rule: str = "target", margin: float = 1.0) -> dict:
+def summarise(
+  runs: dict[str, list[dict]], rule: str = "target", target: TargetRule = TargetRule(), key: jax.Array | None = None
+) -> dict:
   """Per method the means over independent runs of epochs, training and compile time and accuracies, and the
-  speed-ups over retraining in time and in epochs (ratios of the means over the runs, which are paired: the same
-  split and pre-trained encoder).
+  speed-ups over retraining in time and in epochs: ratios of the means over the runs (which are paired: the same
+  split and pre-trained encoder), each with its paired bootstrap interval over the runs
+  (:func:`experiments.compare.ratio_of_means`; none with one run).
 
-  ``rule="target"`` (the default) times each method to target quality, as MLPerf times training: the training
-  seconds (and epochs) up to the first epoch whose probe accuracy reaches retraining's, at retraining's reported
-  epoch, less ``margin`` points; retraining's own time is its first epoch at that target. ``rule="convergence"``
-  is the paper's: the times of the reported (converged) epochs. Either way a method that diverged in any run
-  (its loss rose after its best epoch and stayed up) has no speed-up, nor, under the target rule, one that did not
-  reach the target in every run, nor any method when retraining's probe accuracy is no better than predicting the
-  majority class. ``speedup_status`` says which: ``reached`` (or ``converged``), ``did not reach``, ``diverged`` or
-  ``not measurable``.
+  ``rule="target"`` (the default) times each method to target quality (:mod:`experiments.icl.target`): the first
+  epoch from which its smoothed probe accuracy stays at or above the target calibrated on retraining's plateau and
+  the probe's measured noise; retraining is timed the same way. ``rule="convergence"`` is the paper's: the times of
+  the reported (converged) epochs. Each run's loss curve has a status (:func:`~experiments.icl.convergence.
+  curve_status`). Every speed-up is ``not measurable`` (``speedup_note`` says why) when retraining's loss diverged
+  or did not improve, when it never plateaued (stopped at the epoch cap) or, under the target rule, when its
+  plateau is too short or no better than the majority class. Otherwise a method whose loss diverged has none
+  (``diverged``), under the paper's rule nor one whose loss never improved on its first epoch (its "converged"
+  epoch is the first by default), and under the target rule nor one that did not reach the target in every run
+  (``did not reach``). ``speedup_status`` is ``reached`` (or ``converged``) for the rest; ``time_order`` and
+  ``epoch_order`` give, for each other method with a speed-up, +1 / -1 where the runs resolve it faster / slower and
+  0 for a tie.
   """
+  key = jax.random.key(0) if key is None else key
   out = {}
   for m, rs in runs.items():
     out[m] = {
@@ -44,69 +55,98 @@ def summarise(runs: dict[str, list[dict]], rule: str = "target", margin: float =
       "compile_seconds": float(np.mean([r["compile_seconds"] for r in rs])),
       "accuracy": {s: float(np.mean([r["accuracy"][s] for r in rs])) for s in ("all", "old", "new")},
       "stopped": [r["stopped"] for r in rs],
+      "loss_status": [loss_status(r) for r in rs],
       "runs": rs,
       "speedup_rule": rule,
     }
   base = out.get("retrain")
   if base is None:
     return out
-  targets, unmeasurable = None, None
-  if rule == "target":
-    targets, unmeasurable = _targets(base["runs"], margin)
+  targets, unmeasurable = _baseline(base, rule, target)
+  timed = {}
   for m, o in out.items():
     o["time_speedup"] = o["epoch_speedup"] = None
     if unmeasurable is not None:
       o["speedup_status"], o["speedup_note"] = "not measurable", unmeasurable
       continue
-    if "diverged" in o["stopped"]:
+    if targets is not None:
+      o["target_accuracy"] = float(np.mean([t.accuracy for t in targets]))
+    if "diverged" in o["loss_status"]:
       o["speedup_status"] = "diverged"
       continue
     if targets is None:
+      if "did not improve" in o["loss_status"]:
+        o["speedup_status"] = "did not improve"
+        continue
       times = [(r["train_seconds"], r["epochs"]) for r in o["runs"]]
-      base_times = [(r["train_seconds"], r["epochs"]) for r in base["runs"]]
       o["speedup_status"] = "converged"
     else:
-      reached = [_time_to(r, t) for r, t in zip(o["runs"], targets)]
+      reached = [reach(r, t.accuracy, target) for r, t in zip(o["runs"], targets)]
+      o["reached_by_run"] = reached
       if any(t is None for t in reached):
         o["speedup_status"] = "did not reach"
         continue
       times = reached
-      base_times = [_time_to(r, t) for r, t in zip(base["runs"], targets)]
       o["speedup_status"] = "reached"
-      o["target_accuracy"] = float(np.mean(targets))
       o["time_to_target_seconds"] = float(np.mean([t for t, _ in times]))
       o["epochs_to_target"] = float(np.mean([e for _, e in times]))
-    seconds, epochs = np.mean([t for t, _ in times]), np.mean([e for _, e in times])
-    o["time_speedup"] = float(np.mean([t for t, _ in base_times]) / seconds) if seconds > 0 else None
-    o["epoch_speedup"] = float(np.mean([e for _, e in base_times]) / epochs)
-    o["time_speedups_by_run"] = [b[0] / t[0] if t[0] > 0 else None for b, t in zip(base_times, times)]
+    timed[m] = times
+  base_times = timed.get("retrain")
+  if base_times is None:
+    return out
+  for i, (m, times) in enumerate(timed.items()):
+    o = out[m]
+    if min(t for t, _ in times) <= 0:
+      o["speedup_status"] = "not measurable"
+      o["speedup_note"] = "a run reached it before any timed training (0 s): no ratio"
+      continue
+    k = jax.random.fold_in(key, i)
+    time_ratio = ratio_of_means([b for b, _ in base_times], [t for t, _ in times], k, over="runs")
+    epoch_ratio = ratio_of_means([b for _, b in base_times], [e for _, e in times], jax.random.fold_in(k, 1))
+    o["time_speedup"], o["epoch_speedup"] = time_ratio.estimate, epoch_ratio.estimate
+    o["time_speedup_ci95"] = None if not time_ratio.measured else [time_ratio.low, time_ratio.high]
+    o["epoch_speedup_ci95"] = None if not epoch_ratio.measured else [epoch_ratio.low, epoch_ratio.high]
+    o["time_speedups_by_run"] = [b[0] / t[0] for b, t in zip(base_times, times)]
     o["time_speedup_runs_for_10pct"] = runs_for_precision(o["time_speedups_by_run"])
+  for which, col in (("time_order", 0), ("epoch_order", 1)):
+    for i, (m, times) in enumerate(timed.items()):
+      if out[m]["time_speedup"] is None:
+        continue
+      out[m][which] = {
+        n: ratio_of_means(
+          [t[col] for t in other], [t[col] for t in times], jax.random.fold_in(key, 1000 + 100 * i + j), over="runs"
+        ).order()
+        for j, (n, other) in enumerate(timed.items())
+        if n != m and out[n]["time_speedup"] is not None
+      }
   return out
 
 
-def _targets(retrain_runs: list[dict], margin: float) -> tuple[list[float] | None, str | None]:
-  """Each run's target probe accuracy (retraining's at its reported epoch, less ``margin``), or why there is none."""
-  targets = []
-  for r in retrain_runs:
-    quality = r.get("probe_by_epoch")
-    if not quality:
-      return None, "the runs have no per-epoch probe accuracy (saved before it existed): use --speedup convergence"
-    reached = quality[r["epochs"] - 1]
-    if reached <= r["probe_majority"]:
+def loss_status(record: dict) -> str:
+  """A run's loss-curve status; stages saved before it was recorded have their old ``stopped`` only."""
+  return record.get("loss_status") or ("diverged" if record["stopped"] == "diverged" else "improved")
+
+
+def _baseline(base: dict, rule: str, target: TargetRule) -> tuple[list[Target] | None, str | None]:
+  """Each run's target (None under the paper's rule), or why no speed-up is measurable against retraining."""
+  for r, (status, stopped) in enumerate(zip(base["loss_status"], base["stopped"])):
+    if stopped not in ("patience", "non-finite loss"):
+      n = len(base["runs"][r]["seconds_by_epoch"] or [])
       return None, (
-        f"retraining's probe accuracy, {reached:.2f} %, is no better than predicting the majority class "
-        f"({r['probe_majority']:.2f} %): there is no quality to reach"
+        f"retraining never plateaued (run {r} stopped: {stopped}, after {n} epoch{'' if n == 1 else 's'}): its time "
+        f"is not a time to quality; raise --max-epochs"
       )
-    targets.append(reached - margin)
+    if status in ("diverged", "did not improve", "non-finite"):
+      return None, f"retraining's loss {status} (run {r}): there is no baseline to be faster than"
+  if rule != "target":
+    return None, None
+  targets = []
+  for r in base["runs"]:
+    t, why = calibrate(r, target)
+    if t is None:
+      return None, why
+    targets.append(t)
   return targets, None
-
-
-def _time_to(record: dict, target: float) -> tuple[float, int] | None:
-  """(training seconds, 1-based epoch) at the first epoch whose probe accuracy reaches ``target``; None if none."""
-  for epoch, (accuracy, seconds) in enumerate(zip(record["probe_by_epoch"], record["seconds_by_epoch"]), 1):
-    if accuracy >= target:
-      return seconds, epoch
-  return None
 
 
 # An SVM this close (points) to the majority-class share predicts that class, up to the folds' rounding.
@@ -123,52 +163,53 @@ def uninformative_svm(methods: dict, majority: dict[str, float]) -> list[str]:
   ]
 
 
-def _ranks(values: list[float | None]) -> list[float | None]:
-  """Rank 1 = the largest speed-up; ties share the mean rank."""
-  present = [v for v in values if v is not None]
-  return [
-    None if v is None else 1 + sum(w > v for w in present) + (sum(w == v for w in present) - 1) / 2 for v in values
-  ]
+def _speedup_cell(c: dict) -> str:
+  """``"3.0 [2.1, 4.4], 1.5"`` (time× with its interval over runs, epoch×), or the status when there is none."""
+  if c["time_speedup"] is None:
+    return c.get("speedup_status", "–")
+  ci = c.get("time_speedup_ci95")
+  interval = "" if ci is None else f" [{ci[0]:.1f}, {ci[1]:.1f}]"
+  return f"{c['time_speedup']:.1f}{interval}, {c['epoch_speedup']:.1f}"
 
 
 def speedup_table(by_alpha: dict[str, dict]) -> str:
-  """Tables 3–4: "time×, epoch×" relative to retraining for every incremental method and α, and the average rank."""
+  """Tables 3–4: "time× [95 % over runs], epoch×" relative to retraining for every incremental method and α, and
+  the average rank, in which two methods share their places unless the runs resolve which is faster
+  (:func:`experiments.compare.tied_ranks`)."""
   alphas = list(by_alpha)
   methods = [m for m in TABLE_ORDER if any(m in by_alpha[a] for a in alphas)]
   time_ranks, epoch_ranks = {m: [] for m in methods}, {m: [] for m in methods}
   for a in alphas:
-    cells = [by_alpha[a].get(m, {}) for m in methods]
-    for m, t, e in zip(
-      methods, _ranks([c.get("time_speedup") for c in cells]), _ranks([c.get("epoch_speedup") for c in cells])
-    ):
-      time_ranks[m].append(t)
-      epoch_ranks[m].append(e)
+    ranked = [m for m in methods if by_alpha[a].get(m, {}).get("time_speedup") is not None]
+    for ranks, which in ((time_ranks, "time_order"), (epoch_ranks, "epoch_order")):
+      orders = {(m, n): o for m in ranked for n, o in by_alpha[a][m].get(which, {}).items() if n in ranked}
+      for m, r in tied_ranks(orders, ranked).items():
+        ranks[m].append(r)
   rows = []
   for m in methods:
-    cells = []
-    for a in alphas:
-      c = by_alpha[a].get(m)
-      if c is None:
-        cells.append("–")
-      elif c["time_speedup"] is None:
-        cells.append(c.get("speedup_status", "–"))
-      else:
-        cells.append(f"{c['time_speedup']:.1f}, {c['epoch_speedup']:.1f}")
-    t = [r for r in time_ranks[m] if r is not None]
-    e = [r for r in epoch_ranks[m] if r is not None]
+    cells = ["–" if by_alpha[a].get(m) is None else _speedup_cell(by_alpha[a][m]) for a in alphas]
+    t, e = time_ranks[m], epoch_ranks[m]
     rows.append([LABELS[m], *cells, f"{np.mean(t):.1f}, {np.mean(e):.1f}" if t else "–"])
   return common.markdown_table(["method", *[f"α={a}" for a in alphas], "avg rank"], rows)
 
 
+def _reached_cell(c: dict) -> str:
+  if c.get("time_to_target_seconds") is None:
+    return "–"
+  return f"{c['epochs_to_target']:.1f} / {c['time_to_target_seconds']:.1f} s"
+
+
 def detail_table(by_alpha: dict[str, dict]) -> str:
-  """Absolute numbers: converged epoch, training and compile seconds (compiling, or reading a compiled step back from
-  the persistent cache: see :mod:`experiments.harness`), SVM accuracy on all/old/new data, and the
-  runs a ±10 % time speed-up estimate needs (from the runs' spread; – with one run)."""
+  """Absolute numbers: reported epoch, training and compile seconds (compiling, or reading a compiled step back from
+  the persistent cache: see :mod:`experiments.harness`), SVM accuracy on all/old/new data, why each run stopped and
+  its loss curve's status, the target probe accuracy, the epoch and time each method reached it, its speed-up
+  status, and the runs a ±10 % time speed-up estimate needs (from the runs' spread; – with one run)."""
   rows = []
   for a, methods in by_alpha.items():
     for m, c in methods.items():
       acc = c["accuracy"]
       needed = c.get("time_speedup_runs_for_10pct")
+      target = c.get("target_accuracy")
       rows.append(
         [
           a,
@@ -179,11 +220,31 @@ def detail_table(by_alpha: dict[str, dict]) -> str:
           f"{acc['all']:.2f}",
           f"{acc['old']:.2f}",
           f"{acc['new']:.2f}",
+          ", ".join(sorted(set(c["stopped"]))),
+          ", ".join(sorted(set(c.get("loss_status", ["–"])))),
+          "–" if target is None else f"{target:.2f}",
+          _reached_cell(c),
+          c.get("speedup_status", "–"),
           "–" if needed is None or m == "retrain" else str(needed),
         ]
       )
   return common.markdown_table(
-    ["α", "method", "epoch", "train s", "compile / cache s", "acc all %", "acc old %", "acc new %", "runs for ±10 %"],
+    [
+      "α",
+      "method",
+      "epoch",
+      "train s",
+      "compile / cache s",
+      "acc all %",
+      "acc old %",
+      "acc new %",
+      "stopped",
+      "loss curve",
+      "target %",
+      "reached (epoch / s)",
+      "speed-up",
+      "runs for ±10 %",
+    ],
     rows,
   )
 
@@ -194,11 +255,11 @@ def tables(results: dict) -> str:
   lines = [
     f"# ICL on {results['dataset']} (preset {results['preset']}, {results['runs']} run(s))",
     "",
-    _speedup_caption(by_alpha),
+    _speedup_caption(by_alpha, results["runs"]),
     "",
     speedup_table(by_alpha),
     *_notes(results),
-    "Converged epochs, times and SVM accuracies:",
+    "Reported epochs, times, SVM accuracies, stops, loss curves and targets:",
     "",
     detail_table(by_alpha),
     "Pre-trained encoder (old data only), SVM accuracy all/old/new %: "
@@ -208,20 +269,27 @@ def tables(results: dict) -> str:
   return "\n".join(lines)
 
 
-def _speedup_caption(by_alpha: dict[str, dict]) -> str:
+def _speedup_caption(by_alpha: dict[str, dict], runs: int) -> str:
   cells = [c for methods in by_alpha.values() for c in methods.values()]
   rule = cells[0].get("speedup_rule", "convergence") if cells else "convergence"
   what = (
-    "time to target quality (the first epoch whose probe accuracy reaches retraining's, less the target margin)"
+    "time to target quality (the first epoch from which the smoothed probe accuracy stays at or above a target set "
+    "below retraining's plateau by the probe's measured noise; see the target column)"
     if rule == "target"
     else "time to convergence (the paper's rule)"
   )
-  return f"Speed-ups vs retraining (time, epoch) in {what}, the layout of the paper's Tables 3–4:"
+  noise = (
+    "in brackets the 95 % interval over the runs; ranks tie unless the runs resolve the order"
+    if runs > 1
+    else "one run: no interval, and every rank is a tie (use --runs 3 or more to order the methods)"
+  )
+  return f"Speed-ups vs retraining (time, epoch) in {what}, the layout of the paper's Tables 3–4; {noise}:"
 
 
 def _notes(results: dict) -> list[str]:
-  """What the tables cannot carry: speed-ups that are not measurable, and SVMs that predict the majority class."""
-  lines = []
+  """What the tables cannot carry: speed-ups that are not measurable, data notes, and SVMs that predict the
+  majority class."""
+  lines = [f"Data: {n}" for n in results.get("data_notes", [])]
   for a, block in results["alpha_sweep"].items():
     notes = {c.get("speedup_note") for c in block["methods"].values()} - {None}
     lines += [f"α={a}: speed-ups not measurable: {n}." for n in sorted(notes)]
