@@ -127,7 +127,7 @@ def probe_record(probe, epochs, majority=25.0):
 class TargetTest(absltest.TestCase):
   def test_smoothed_probe_and_calibration_against_numpy(self):
     q = np.array([20.0, 25.0, 31.0, 30.0, 34.0, 32.0, 33.0, 35.0])
-    np.testing.assert_allclose(smoothed_probe(q, 3)[2:], [np.median(q[e - 2 : e + 1]) for e in range(2, len(q))])
+    np.testing.assert_array_equal(smoothed_probe(q, 3)[2:], [np.median(q[e - 2 : e + 1]) for e in range(2, len(q))])
     self.assertTrue(np.isnan(smoothed_probe(q, 3)[:2]).all())
     target, why = calibrate(probe_record(q, epochs=6), TargetRule(window=3, hold=2, noise_sds=2.0))
     self.assertIsNone(why)
