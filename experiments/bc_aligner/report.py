@@ -156,8 +156,8 @@ def table_3(results: dict) -> str:
   )
   if results.get("unintended_not_measurable"):
     tasks = (
-      f"no consumer task (the unintended side is not measurable on this data: {reasons}; fewer than two tasks "
-      f"measured, see results.json)"
+      f"no consumer task (the unintended side is not measurable on this data: left out: {reasons}; fewer than two "
+      f"tasks measured, see results.json)"
     )
   elif not reasons:
     tasks = "the consumer tasks"
