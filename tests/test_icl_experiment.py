@@ -260,6 +260,7 @@ class SpeedupTest(absltest.TestCase):
     self.assertGreater(high, out["finetune"]["time_speedup"])
     self.assertGreater(low, 1.0)
     self.assertEqual(out["finetune"]["time_order"]["distill"], 1)  # 1.5 s against 3 s in every run: resolved
+    self.assertEqual(out["distill"]["time_order"]["finetune"], -1)  # one comparison per pair: the two agree
     table = speedup_table({"0.3": out})
     self.assertRegex(table, r"\| Fine-tuning \| 2\.7 \[[0-9.]+, [0-9.]+\], 1\.3 \| 1\.0, ")
 

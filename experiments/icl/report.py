@@ -108,17 +108,17 @@ def summarise(
     o["epoch_speedup_ci95"] = None if not epoch_ratio.measured else [epoch_ratio.low, epoch_ratio.high]
     o["time_speedups_by_run"] = [b[0] / t[0] for b, t in zip(base_times, times)]
     o["time_speedup_runs_for_10pct"] = runs_for_precision(o["time_speedups_by_run"])
+  # each pair compared once (one redraw), so the two directions always agree
+  ranked = [m for m in timed if out[m]["time_speedup"] is not None]
   for which, col in (("time_order", 0), ("epoch_order", 1)):
-    for i, (m, times) in enumerate(timed.items()):
-      if out[m]["time_speedup"] is None:
-        continue
-      out[m][which] = {
-        n: ratio_of_means(
-          [t[col] for t in other], [t[col] for t in times], jax.random.fold_in(key, 1000 + 100 * i + j), over="runs"
-        ).order()
-        for j, (n, other) in enumerate(timed.items())
-        if n != m and out[n]["time_speedup"] is not None
-      }
+    for m in ranked:
+      out[m][which] = {}
+    for i, m in enumerate(ranked):
+      for j, n in enumerate(ranked[i + 1 :], i + 1):
+        k = jax.random.fold_in(key, 1000 + 100 * i + j + 50_000 * col)
+        # m faster than n: n's time over m's above 1
+        o = ratio_of_means([t[col] for t in timed[n]], [t[col] for t in timed[m]], k, over="runs").order()
+        out[m][which][n], out[n][which][m] = o, -o
   return out
 
 
