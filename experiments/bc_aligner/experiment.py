@@ -210,8 +210,7 @@ class BCAligner(harness.Experiment):
     shown = [m for m in report.BACKWARD_COMPATIBLE if m in results["methods"]]
     per_user = noise.user_recalls({m: runs[m].serving for m in (noise.REFERENCE, *shown)}, versions)
     key = jax.random.fold_in(jax.random.key(cfg.seed), 7)
-    x0 = results["methods"][noise.REFERENCE]["intended_recall50_mean"]
-    for m, interval in noise.intended_intervals(per_user, x0, key).items():
+    for m, interval in noise.intended_intervals(per_user, key).items():
       results["methods"][m]["intended_degradation_ci95"] = interval
     gap = noise.gap_interval(results, per_user, jax.random.fold_in(key, 1_000))
     if gap is not None:

@@ -1,12 +1,12 @@
 r"""How much of one run's intended comparison is the draw of its val users.
 
 Version k's val Recall@50 is a mean over that version's val users, so a method's intended degradation,
-:math:`100 (\bar x_m - \bar x_0) / \bar x_0` with :math:`\bar x` the mean over the K versions, is a weighted sum of
-per-user differences from Keep-All (Non-BC's models) on the same users, with weights :math:`100 / (K \bar x_0)`; so
-is the intended gap between two methods. :func:`experiments.compare.difference` (a paired bootstrap) redraws
-every version's val users and gives
-95 % intervals of both. They hold the trained models fixed: another seed (other models, another graph) adds its own
-noise, which only repeated runs measure (``python -m experiments.bc_aligner.seeds``).
+:math:`100 (\bar x_m / \bar x_0 - 1)` with :math:`\bar x` the mean over the K versions, is a ratio of two means of
+per-user scores on the same users (Keep-All serves Non-BC's models), and the intended gap between two methods is a
+weighted sum of per-user differences, with weights :math:`100 / (K \bar x_0)`. Paired bootstraps
+(:mod:`experiments.compare`) redraw every version's val users and give 95 % intervals of both. They hold the
+trained models fixed: another seed (other models, another graph) adds its own noise, which only repeated runs
+measure (``python -m experiments.bc_aligner.seeds``).
 """
 
 import jax
@@ -15,7 +15,7 @@ import numpy as np
 from experiments.bc_aligner.data import VersionData
 from experiments.bc_aligner.report import rank_backward_compatible
 from experiments.bc_aligner.train import user_recall50
-from experiments.compare import difference
+from experiments.compare import difference, relative_change
 
 REFERENCE = "non-bc"  # Keep-All's intended models
 
@@ -43,22 +43,17 @@ def _weights(per_user: dict[str, list], x0: float) -> list[float]:
   return [100.0 / (versions * x0)] * versions
 
 
-def intended_intervals(per_user: dict[str, list], x0: float, key: jax.Array) -> dict[str, list[float]]:
-  """Method -> the 95 % interval [low, high] of its intended degradation (%) over redrawn val users; ``x0`` is
-  Keep-All's intended Recall@50 (the mean over versions)."""
+def intended_intervals(per_user: dict[str, list], key: jax.Array) -> dict[str, list[float]]:
+  r"""Method -> the 95 % interval [low, high] of its intended degradation (%),
+  :math:`100 (\bar x_m / \bar x_0 - 1)`, over redrawn val users: both means (over versions of the per-version means)
+  are redrawn together (:func:`experiments.compare.relative_change`), so the interval is the ratio's and never falls
+  below -100 %."""
   out = {}
   for i, method in enumerate(sorted(per_user)):
     scores, reference = per_user[method], per_user[REFERENCE]
     _differences(scores, reference)  # the same val users in both
-    c = difference(
-      [r for _, r in scores],
-      [r for _, r in reference],
-      jax.random.fold_in(key, i),
-      over="val users",
-      weights=[1.0] * len(scores),
-      scale=_weights(per_user, x0)[0],
-    )
-    out[method] = [c.low, c.high]
+    c = relative_change([r for _, r in scores], [r for _, r in reference], jax.random.fold_in(key, i), over="val users")
+    out[method] = None if not c.measured else [c.low, c.high]
   return out
 
 
