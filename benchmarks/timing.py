@@ -15,22 +15,7 @@ import jax
 
 from bcjax.files import write_atomic
 from experiments import harness
-
-VECTOR_FLAGS = (
-  "sse4_2",
-  "avx",
-  "avx2",
-  "fma",
-  "avx512f",
-  "avx512bw",
-  "avx512vl",
-  "avx512_vnni",
-  "avx512_bf16",
-  "amx_tile",
-  "neon",
-  "asimd",
-  "sve",
-)
+from experiments.provenance import VECTOR_FLAGS, cpu_description  # noqa: F401  (re-exported: the benchmarks' name)
 
 
 def time_jitted(fn: Callable, *args, repeats: int = 20, warmup: int = 2) -> dict:
@@ -50,29 +35,6 @@ def time_jitted(fn: Callable, *args, repeats: int = 20, warmup: int = 2) -> dict
     jax.block_until_ready(compiled(*args))
     runs.append(time.perf_counter() - start)
   return {"compile_s": compile_s, "median_s": statistics.median(runs), "min_s": min(runs), "repeats": repeats}
-
-
-def cpu_description() -> dict:
-  """The CPU model, its vector extensions (of :data:`VECTOR_FLAGS`) and the cores this process may use."""
-  model, flags = platform.processor() or platform.machine(), set()
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      for line in f:
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key in ("model name", "Model", "Hardware") and model in ("", platform.machine(), platform.processor()):
-          model = value.strip()
-        elif key in ("flags", "Features"):
-          flags |= set(value.split())
-  except OSError:  # not Linux: the platform module's model name stands, with no extensions listed
-    flags = set()
-  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-  return {
-    "model": model,
-    "vector_extensions": [f for f in VECTOR_FLAGS if f in flags],
-    "cores": cores,
-    "machine": platform.machine(),
-  }
 
 
 def write_report(out: str, benchmark: str, **content) -> None:

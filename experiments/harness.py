@@ -58,6 +58,7 @@ from bcjax import parallel
 from bcjax._compile_cache import use_compilation_cache
 from bcjax.files import write_atomic
 from experiments import common
+from experiments.provenance import provenance
 
 # Before any JAX backend starts: forced CPU devices (XLA_FLAGS) get a client pool their collectives cannot exhaust.
 parallel.reserve_collective_threads()
@@ -736,6 +737,7 @@ def _main(experiment: Experiment, argv: Sequence[str] | None) -> int:
           "preset": args.preset,
           **experiment.describe(args, cfg),
           "config": dataclasses.asdict(cfg),
+          "provenance": provenance(),
         }
       ),
     )

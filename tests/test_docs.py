@@ -89,7 +89,9 @@ class GuidesTest(absltest.TestCase):
       "Conceptors",
     ):
       self.assertRegex(report, rf"(?m)^## \d\. {paper}")
-    self.assertGreaterEqual(report.count("| claim (paper) | bcjax | verdict |"), 4)
+    self.assertGreaterEqual(
+      report.count("| claim (paper's words) | where | measured as | paper | bcjax | verdict |"), 4
+    )
 
 
 if __name__ == "__main__":

@@ -256,6 +256,21 @@ class LifecycleTest(absltest.TestCase):
     argv = json.loads((out / "config.json").read_text())["argv"]
     self.assertEqual(argv[argv.index("--out") + 1], str(out.resolve()))
 
+  def test_config_records_where_the_run_came_from(self):
+    import jax
+
+    import bcjax
+    from experiments.provenance import git_state
+
+    out = self.tmp / "prov"
+    self.assertEqual(self.run_toy(out=out)[0], 0)
+    p = json.loads((out / "config.json").read_text())["provenance"]
+    self.assertEqual(p["git"], git_state())  # this checkout's commit (None outside one)
+    self.assertEqual(p["bcjax_version"], bcjax.__version__)
+    self.assertEqual(p["devices"]["platform"], jax.devices()[0].platform)
+    self.assertGreaterEqual(p["cpu"]["cores"], 1)
+    self.assertEqual(git_state(self.tmp), {"commit": None, "dirty": None})  # not a checkout: said so
+
   def test_published_folders_are_complete_or_absent(self):
     out = self.tmp / "pub"
     out.mkdir()

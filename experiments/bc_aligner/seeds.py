@@ -65,8 +65,9 @@ class FinishedRun:
     return self.config["config"]["seed"]
 
   def protocol(self) -> dict:
-    """Everything that must match across seeds: the stored settings without the seed and the command line."""
-    settings = {k: v for k, v in self.config.items() if k not in ("argv", "config")}
+    """Everything that must match across seeds: the stored settings without the seed, the command line and where
+    the run came from (its start time, machine and commit: the summaries record those per run)."""
+    settings = {k: v for k, v in self.config.items() if k not in ("argv", "config", "provenance")}
     settings.update({f"config.{k}": v for k, v in self.config["config"].items() if k != "seed"})
     return settings
 

@@ -71,6 +71,74 @@ def _pcc(e1, e2, gold) -> float:
   return 100.0 * float(pearson(cosine_similarity(e1, e2), gold))
 
 
+def _rowwise_pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+  """Pearson's r of each row pair of ``x``, ``y`` [B, n] (float64)."""
+  xc = x - x.mean(axis=1, keepdims=True)
+  yc = y - y.mean(axis=1, keepdims=True)
+  return (xc * yc).sum(axis=1) / np.sqrt((xc * xc).sum(axis=1) * (yc * yc).sum(axis=1))
+
+
+def mean_pcc_difference(
+  similarities_a: Sequence[Mapping[str, np.ndarray]],
+  similarities_b: Sequence[Mapping[str, np.ndarray]],
+  gold: Mapping[str, np.ndarray],
+  *,
+  seed: int,
+  num_samples: int = 2000,
+  level: float = 0.95,
+) -> dict:
+  r"""Method A minus method B in Table 1's summary: the genre mean of the time-course-averaged PCC × 100, with a
+  paired bootstrap interval over sentence pairs.
+
+  .. math:: \Delta = \frac{1}{G}\sum_g \Big(\frac{1}{T_a}\sum_t r(s^a_{t,g}, y_g)
+     - \frac{1}{T_b}\sum_t r(s^b_{t,g}, y_g)\Big) \times 100
+
+  Each replicate redraws every genre's pairs with replacement (stratified by genre, as the genres are fixed test
+  sets), the same pairs for both methods and every step, so what the methods share (how hard a pair is) cancels.
+
+  Args:
+    similarities_a: per step of method A, genre -> cosine similarity of each pair [n_g] (one step for zero-shot).
+    similarities_b: the same for method B.
+    gold: genre -> gold scores [n_g].
+    seed: seeds the redraws (NumPy's PCG64).
+    num_samples: bootstrap replicates.
+    level: the interval's coverage.
+
+  Returns:
+    ``{"estimate", "low", "high", "units", "over", "level"}`` in PCC × 100 points.
+  """
+  rng = np.random.default_rng(seed)
+  genres = list(gold)
+  replicates = np.zeros(num_samples)
+  for g in genres:
+    y = np.asarray(gold[g], np.float64)
+    n = len(y)
+    for start in range(0, num_samples, 256):
+      idx = rng.integers(0, n, size=(min(256, num_samples - start), n))
+      yy = y[idx]
+      course = []
+      for steps in (similarities_a, similarities_b):
+        course.append(np.mean([_rowwise_pearson(np.asarray(step[g], np.float64)[idx], yy) for step in steps], axis=0))
+      replicates[start : start + len(idx)] += 100.0 * (course[0] - course[1]) / len(genres)
+  estimate = 100.0 * np.mean(
+    [
+      np.mean([_rowwise_pearson(np.asarray(s[g])[None], np.asarray(gold[g])[None])[0] for s in similarities_a])
+      - np.mean([_rowwise_pearson(np.asarray(s[g])[None], np.asarray(gold[g])[None])[0] for s in similarities_b])
+      for g in genres
+    ]
+  )
+  tail = 100.0 * (1.0 - level) / 2.0
+  low, high = np.percentile(replicates, [tail, 100.0 - tail])
+  return {
+    "estimate": float(estimate),
+    "low": float(low),
+    "high": float(high),
+    "units": int(sum(len(gold[g]) for g in genres)),
+    "over": "sentence pairs, redrawn within each genre",
+    "level": level,
+  }
+
+
 def check_inputs(
   vectors: WordVectors, genres: Mapping[str, StsPairs], stopwords: Sequence[str] = NLTK_ENGLISH_STOPWORDS
 ) -> None:
@@ -104,12 +172,14 @@ def run_time_course(
   progress: bool = True,
   log=None,
   mesh: jax.sharding.Mesh | None = None,
+  bootstrap_seed: int = 0,
 ) -> dict:
-  """Runs the protocol in float64; returns the results dictionary (PCC x 100). ``alpha`` is a fixed aperture or the
-  name of a rule in :data:`APERTURE_RULES` that picks every conceptor's aperture (C_0's and each step's) from its own
-  correlation matrix; the apertures used are in ``alpha_by_step``. With ``mesh`` the corpora's correlation matrices
-  (the conceptors' R_t and SIF's principal directions) are summed over its devices, each holding a block of the
-  sentences."""
+  """Runs the protocol in float64; returns the results dictionary (PCC x 100), with CA's and zero-shot CA's
+  differences from SIF in ``differences`` (:func:`mean_pcc_difference`, redraws seeded by ``bootstrap_seed``).
+  ``alpha`` is a fixed aperture or the name of a rule in :data:`APERTURE_RULES` that picks every conceptor's
+  aperture (C_0's and each step's) from its own correlation matrix; the apertures used are in ``alpha_by_step``.
+  With ``mesh`` the corpora's correlation matrices (the conceptors' R_t and SIF's principal directions) are summed
+  over its devices, each holding a block of the sentences."""
   if isinstance(alpha, str) and alpha not in APERTURE_RULES:
     raise ValueError(
       f"run_time_course: `alpha` must be a positive number or one of {sorted(APERTURE_RULES)}, got {alpha!r}"
@@ -134,6 +204,10 @@ def run_time_course(
     alphas = {"stopwords": float(alpha0)}
     quotas = {"stopwords": float(quota(c0))}  # how much of the space each conceptor claims, and so removes
 
+    def sims(e1, e2) -> np.ndarray:
+      return np.asarray(cosine_similarity(e1, e2), np.float64)
+
+    zero_shot_sims = {g: sims(ca_embed(raw[g][0], c0), ca_embed(raw[g][1], c0)) for g in names}
     zero_shot = {g: _pcc(ca_embed(raw[g][0], c0), ca_embed(raw[g][1], c0), genres[g].scores) for g in names}
     specialized = {}
     for g in names:
@@ -141,6 +215,8 @@ def run_time_course(
       specialized[g] = _pcc(remove_direction(raw[g][0], u), remove_direction(raw[g][1], u), genres[g].scores)
 
     sif_steps, ca_steps = [], []
+    sif_sims: list[dict] = []
+    ca_sims: list[dict] = []
     c = c0
     for t in tqdm(range(len(names)), desc="corpora", disable=not progress):
       u = _principal_direction(jnp.concatenate([corpus[g] for g in names[: t + 1]]), mesh)
@@ -153,6 +229,8 @@ def run_time_course(
         [_pcc(remove_direction(raw[g][0], u), remove_direction(raw[g][1], u), genres[g].scores) for g in names]
       )
       ca_steps.append([_pcc(ca_embed(raw[g][0], c), ca_embed(raw[g][1], c), genres[g].scores) for g in names])
+      sif_sims.append({g: sims(remove_direction(raw[g][0], u), remove_direction(raw[g][1], u)) for g in names})
+      ca_sims.append({g: sims(ca_embed(raw[g][0], c), ca_embed(raw[g][1], c)) for g in names})
       if log is not None:
         for method, row in (("sif", sif_steps[-1]), ("ca", ca_steps[-1])):
           log(step=t + 1, corpus=names[t], method=method, **dict(zip(names, row)))
@@ -160,8 +238,13 @@ def run_time_course(
   def course(steps):
     return {"pcc_by_step": steps, "time_course_average": dict(zip(names, np.mean(steps, axis=0).tolist()))}
 
+  gold = {g: np.asarray(genres[g].scores, np.float64) for g in names}
   return {
     "genres": names,
+    "differences": {
+      "ca_minus_sif": mean_pcc_difference(ca_sims, sif_sims, gold, seed=bootstrap_seed),
+      "zero_shot_ca_minus_sif": mean_pcc_difference([zero_shot_sims], sif_sims, gold, seed=bootstrap_seed),
+    },
     "methods": {
       "sif": course(sif_steps),
       "zero-shot-ca": course([[zero_shot[g] for g in names]] * len(names)),

@@ -1,0 +1,273 @@
+"""What each experiment's ``results.json`` measures for the claims: named numbers, each with its interval where the
+run itself holds one (over validation queries, sentence pairs, runs or seeds inside the run).
+
+An extractor returns ``{name: Measured}``. A group of runs that differ only in their seed is summarised by
+:mod:`experiments.reproduction.summary`, which takes the mean of each number over the runs and its t-interval over
+the seeds; a single run keeps the extractor's own interval.
+"""
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
+
+import numpy as np
+from scipy import stats
+
+
+class Measured(NamedTuple):
+  """One number of one run: its estimate, and its interval with what the interval redraws (None without one)."""
+
+  estimate: float | None
+  low: float | None = None
+  high: float | None = None
+  over: str | None = None
+  units: int | None = None
+
+
+def t_interval(values: Sequence[float], level: float = 0.95) -> Measured:
+  """The mean of ``values`` and its Student-t interval (none for fewer than two values)."""
+  x = np.asarray([v for v in values if v is not None], np.float64)
+  if len(x) == 0:
+    return Measured(None)
+  mean = float(x.mean())
+  if len(x) < 2:
+    return Measured(mean, units=1)
+  half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+  return Measured(mean, mean - half, mean + half, "seeds", len(x))
+
+
+def _from_ci(estimate: float | None, ci: Sequence[float] | None, over: str, units: int | None = None) -> Measured:
+  if estimate is None:
+    return Measured(None)
+  if ci is None:
+    return Measured(float(estimate), units=units)
+  return Measured(float(estimate), float(ci[0]), float(ci[1]), over, units)
+
+
+def _slope(xs: Sequence[float], ys: Sequence[float]) -> float:
+  """Least-squares slope of ys on xs."""
+  x, y = np.asarray(xs, np.float64), np.asarray(ys, np.float64)
+  return float(((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum())
+
+
+# ----------------------------------------------------------------------------------------------------------- BC
+BC_OTHERS = ("joint-lin-sloss", "joint-notrans", "post-lin-sloss", "post-lin-mloss", "finetune-m0", "fix-m0")
+
+
+def bc_aligner(results: Mapping) -> dict[str, Measured]:
+  """One BC-Aligner run (:mod:`experiments.bc_aligner`): Table 3's degradations (%) and alignment errors, BC-Aligner's
+  lead over each method (its combined degradation minus the method's: positive = BC-Aligner degrades less), the
+  growth of the alignment error over versions (Fig. 3 (3)) and the λ sweep's slopes per doubling of λ (Fig. 5)."""
+  methods = results["methods"]
+  out: dict[str, Measured] = {}
+  for m, r in methods.items():
+    for side in ("intended", "unintended", "combined"):
+      value = r.get(f"{side}_degradation_pct")
+      if value is not None:
+        out[f"{side}.{m}"] = Measured(float(value))
+    out[f"alignment_error.{m}"] = Measured(float(r["alignment_error"]))
+  bca = methods.get("bc-aligner")
+  if bca is not None:
+    for m in BC_OTHERS:
+      other = methods.get(m)
+      if other is None:
+        continue
+      for side in ("combined", "intended", "unintended"):
+        a, b = bca.get(f"{side}_degradation_pct"), other.get(f"{side}_degradation_pct")
+        if a is not None and b is not None:
+          out[f"lead.{side}.{m}"] = Measured(float(a - b))
+      out[f"alignment_lead.{m}"] = Measured(float(other["alignment_error"] - bca["alignment_error"]))
+    jls = methods.get("joint-lin-sloss")
+    if jls is not None:
+      growth = [r["alignment_error_by_version"][-1] - r["alignment_error_by_version"][0] for r in (jls, bca)]
+      out["error_growth_gap.joint-lin-sloss"] = Measured(float(growth[0] - growth[1]))
+  sloss, mloss = methods.get("post-lin-sloss"), methods.get("post-lin-mloss")
+  if sloss is not None and mloss is not None and sloss.get("unintended_degradation_pct") is not None:
+    out["mloss_minus_sloss.unintended"] = Measured(
+      float(mloss["unintended_degradation_pct"] - sloss["unintended_degradation_pct"])
+    )
+  sweep = results.get("lambda_sweep")
+  if sweep and len(sweep) >= 2:
+    lams = sorted(sweep, key=float)
+    log_lam = [math.log2(float(v)) for v in lams]
+    for side in ("intended", "unintended"):
+      ys = [sweep[v][f"{side}_degradation_pct"] for v in lams]
+      if all(y is not None for y in ys):
+        out[f"lambda_slope.{side}"] = Measured(_slope(log_lam, ys))
+    out["lambda_slope.alignment_error"] = Measured(_slope(log_lam, [sweep[v]["alignment_error"] for v in lams]))
+  return out
+
+
+# ------------------------------------------------------------------------------------------------------ Gramian
+def _estimation_error(results: Mapping, name: str) -> float | None:
+  sides = [results["mean_error_second_half"][s].get(name) for s in ("left", "right")]
+  return None if any(v is None for v in sides) else float(np.mean(sides))
+
+
+def gramian_estimation(results: Mapping) -> dict[str, Measured]:
+  """One Fig. 2 run (:mod:`experiments.gramian_estimation`): ratios of mean relative Gramian errors over the second
+  half of the common trajectory (both sides), > 1 where the second-named estimator is better, per batch size B (the
+  paper's 128 and 1024), and Fig. 2b's bias-variance measures for SOGram's α at the smallest batch."""
+  err = {name: _estimation_error(results, name) for name in results["mean_error_second_half"]["left"]}
+  out: dict[str, Measured] = {}
+
+  def ratio(name: str, a: str, b: str) -> None:
+    if err.get(a) and err.get(b):
+      out[name] = Measured(err[a] / err[b])
+
+  batches = sorted({int(name.rsplit("B=", 1)[1]) for name in err})
+  for batch in batches:
+    samplings = [f"sampling-{s} B={batch}" for s in ("uniform", "linear", "sqrt")]
+    best_sampling = min((s for s in samplings if err.get(s)), key=lambda s: err[s], default=None)
+    if best_sampling is not None:
+      ratio(f"sampling_over_sogram.B{batch}", best_sampling, f"sogram(a=0.1) B={batch}")
+    sagram = [f"sagram-{v} B={batch}" for v in ("sag", "saga")]
+    if all(err.get(s) for s in sagram):
+      others = [e for n, e in err.items() if n.endswith(f" B={batch}") and not n.startswith("sagram") and e]
+      out[f"others_over_sagram.B{batch}"] = Measured(min(others) / max(err[s] for s in sagram))
+    for s in ("linear", "sqrt"):
+      ratio(f"uniform_over_{s}.B{batch}", f"sampling-uniform B={batch}", f"sampling-{s} B={batch}")
+  small, large = batches[0], batches[-1]
+  large_sampling = [err.get(f"sampling-{s} B={large}") for s in ("uniform", "linear", "sqrt")]
+  if large > small and err.get(f"sogram(a=0.1) B={small}") and any(large_sampling):
+    out["sogram_small_over_sampling_large"] = Measured(
+      err[f"sogram(a=0.1) B={small}"] / min(e for e in large_sampling if e)
+    )
+  # Fig. 2b: the variance a high α keeps late, the bias a low α has early
+  curves = {
+    name: np.mean([results["errors"][s][name] for s in ("left", "right")], axis=0)
+    for name in results["errors"]["left"]
+    if name.startswith("sogram(") and name.endswith(f" B={small}")
+  }
+  alphas = sorted((float(n.split("a=")[1].split(")")[0]), n) for n in curves)
+  if len(alphas) >= 2:
+    (_, low_name), (_, high_name) = alphas[0], alphas[-1]
+    half = len(results["steps"]) // 2
+    early = max(2, len(results["steps"]) // 10)
+    late_sd = {n: float(np.std(np.diff(curves[n][half:]))) for n in (low_name, high_name)}
+    if late_sd[low_name] > 0:
+      out["late_variability_high_over_low_alpha"] = Measured(late_sd[high_name] / late_sd[low_name])
+    early_err = {n: float(np.mean(curves[n][1:early])) for n in (low_name, high_name)}
+    if early_err[high_name] > 0:
+      out["early_error_low_over_high_alpha"] = Measured(early_err[low_name] / early_err[high_name])
+  return out
+
+
+def _first_reach_fraction(curve: Sequence[Mapping], target: float) -> float | None:
+  """The share of the training steps after which ``curve`` first reaches ``target`` (None if it never does)."""
+  total = curve[-1]["step"]
+  for point in curve:
+    if point["map@10"] >= target:
+      return point["step"] / total
+  return None
+
+
+SAMPLINGS = ("uniform", "linear", "sqrt")
+
+
+def gramian_training(results: Mapping) -> dict[str, Measured]:
+  """One Table 2 run (:mod:`experiments.gramian_training`): SOGram's relative change in final MAP@10 over each
+  sampling baseline (%) with its bootstrap interval over validation queries, the share of the steps SOGram takes to
+  reach each baseline's final MAP@10 (Section 4.3), and linear SOGram's lead over the best other method."""
+  methods = results["methods"]
+  out: dict[str, Measured] = {}
+  for s, entry in results.get("improvements", {}).items():
+    if entry.get("estimate") is not None:
+      out[f"improvement_pct.{s}"] = _from_ci(entry["estimate"], entry.get("ci95"), entry.get("over", "queries"))
+  for s in SAMPLINGS:
+    base, ours = methods.get(f"sampling-{s}"), methods.get(f"sogram-{s}")
+    if base is not None and ours is not None and "step" in ours["curve"][-1]:
+      fraction = _first_reach_fraction(ours["curve"], base["final_map@10"])
+      out[f"reach_fraction.{s}"] = Measured(1.0 if fraction is None else fraction)
+      out[f"reached.{s}"] = Measured(float(fraction is not None))
+  for s, gap in results.get("oracle_gaps", {}).items():
+    out[f"oracle_gap.{s}"] = _from_ci(gap["oracle_gap"], gap.get("oracle_gap_ci95"), "validation queries")
+  if "sogram-linear" in methods:
+    others = [r["final_map@10"] for m, r in methods.items() if m != "sogram-linear" and not m.startswith("exact")]
+    if others:
+      out["linear_sogram_lead"] = Measured(methods["sogram-linear"]["final_map@10"] - max(others))
+  return out
+
+
+def gramian_scaling(results: Mapping) -> dict[str, Measured]:
+  """One scaling run (:mod:`experiments.gramian_scaling`): per corpus size n, SOGram's relative change in final
+  MAP@10 over its sampling baseline (%) and the share of the steps it takes to reach the baseline's final MAP@10,
+  each as the mean over the run's seeds with its t-interval."""
+  out: dict[str, Measured] = {}
+  for n, by_seed in results["runs"].items():
+    for s in SAMPLINGS:
+      gains, fractions = [], []
+      for by_method in by_seed.values():
+        base, ours = by_method.get(f"sampling-{s}"), by_method.get(f"sogram-{s}")
+        if base is None or ours is None or base["final_map@10"] <= 0:
+          continue
+        gains.append(100.0 * (ours["final_map@10"] / base["final_map@10"] - 1.0))
+        fraction = _first_reach_fraction(ours["curve"], base["final_map@10"])
+        fractions.append(1.0 if fraction is None else fraction)
+      if gains:
+        out[f"improvement_pct.{s}.n{n}"] = t_interval(gains)
+        out[f"reach_fraction.{s}.n{n}"] = t_interval(fractions)
+  return out
+
+
+# ---------------------------------------------------------------------------------------------------------- ICL
+def _paired_t(differences: Sequence[float], over: str) -> Measured:
+  m = t_interval(differences)
+  return m._replace(over=over if m.low is not None else None)
+
+
+def icl(results: Mapping) -> dict[str, Measured]:
+  """One ICL run (:mod:`experiments.icl`), per growth ratio α: each method's speed-ups over retraining in time and
+  in epochs (ratio of mean times over the paired runs, with its bootstrap interval), its accuracy minus retraining's
+  (points, t-interval over the runs) and its cost per epoch over retraining's."""
+  out: dict[str, Measured] = {}
+  for alpha, block in results["alpha_sweep"].items():
+    methods = block["methods"]
+    base = methods.get("retrain")
+    for m, o in methods.items():
+      if m == "retrain":
+        continue
+      runs = len(o["runs"])
+      for kind in ("time", "epoch"):
+        if o.get(f"{kind}_speedup") is not None:
+          out[f"{kind}_speedup.{m}.a{alpha}"] = _from_ci(
+            o[f"{kind}_speedup"], o.get(f"{kind}_speedup_ci95"), "runs", runs
+          )
+      if base is None:
+        continue
+      acc = [100.0 * (r["accuracy"]["all"] - b["accuracy"]["all"]) for r, b in zip(o["runs"], base["runs"])]
+      out[f"accuracy_gap.{m}.a{alpha}"] = _paired_t(acc, "runs")
+      per_epoch = [
+        (r["train_seconds"] / r["epochs"]) / (b["train_seconds"] / b["epochs"])
+        for r, b in zip(o["runs"], base["runs"])
+        if r["epochs"] > 0 and b["epochs"] > 0
+      ]
+      out[f"epoch_cost.{m}.a{alpha}"] = _paired_t(per_epoch, "runs")
+  return out
+
+
+# --------------------------------------------------------------------------------------------------- Conceptors
+def conceptors_sts(results: Mapping) -> dict[str, Measured]:
+  """One STS time-course run (:mod:`experiments.conceptors_sts`): CA's and zero-shot CA's lead over
+  train-from-scratch SIF in Table 1's mean PCC × 100, with the bootstrap interval over sentence pairs, the number of
+  genres each wins, and CA's forgetting (Fig. 2: PCC on a genre after the last corpus minus right after its own)."""
+  out: dict[str, Measured] = {}
+  for name, d in results.get("differences", {}).items():
+    out[name] = Measured(d["estimate"], d["low"], d["high"], d["over"], d["units"])
+  genres, methods = results["genres"], results["methods"]
+  for key in ("ca", "zero-shot-ca"):
+    avg, sif = methods[key]["time_course_average"], methods["sif"]["time_course_average"]
+    out[f"wins.{key}"] = Measured(float(sum(avg[g] > sif[g] for g in genres)))
+  steps = methods["ca"]["pcc_by_step"]
+  out["forgetting.ca"] = Measured(float(np.mean([steps[-1][j] - steps[j][j] for j in range(len(genres))])))
+  return out
+
+
+EXTRACTORS: dict[str, Callable[[Mapping], dict[str, Measured]]] = {
+  "bc_aligner": bc_aligner,
+  "gramian_estimation": gramian_estimation,
+  "gramian_training": gramian_training,
+  "gramian_scaling": gramian_scaling,
+  "icl": icl,
+  "conceptors_sts": conceptors_sts,
+}

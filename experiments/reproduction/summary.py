@@ -1,0 +1,148 @@
+"""Run folders -> small committed summaries: the numbers the claims read, with where they came from.
+
+A *group* is one run folder, or several that differ only in their seed, named ``NAME-s<seed>``: ``bc-quick-s1``,
+``bc-quick-s2``, ... form the group ``bc-quick``. A group's summary holds, per measure of
+:mod:`experiments.reproduction.measures`, the estimate and interval (for several runs: the mean over them and its
+t-interval over the seeds, with each run's value), the command, the data files (by name), the machine, the devices
+and the git commit of every run, and the figures copied beside it.
+"""
+
+import json
+import re
+import shutil
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from bcjax.files import write_atomic
+from experiments.reproduction.measures import EXTRACTORS, Measured, t_interval
+
+SEEDED = re.compile(r"^(?P<group>.+)-s(?P<seed>\d+)$")
+FIGURES = ("figure2.png", "figure3.png", "figure4.png", "figure5.png", "figure2a.png", "figure2b.png", "scaling.png")
+SUMMARY_VERSION = 1
+
+
+def group_name(run: Path) -> str:
+  """The group a run folder belongs to: its name without a trailing ``-s<seed>``."""
+  match = SEEDED.match(run.name)
+  return match["group"] if match else run.name
+
+
+def find_groups(runs: Path) -> dict[str, list[Path]]:
+  """Every finished run folder under ``runs`` (one holding ``results.json``), grouped by :func:`group_name`."""
+  if not runs.is_dir():
+    raise FileNotFoundError(f"--runs {runs}: not a folder")
+  groups: dict[str, list[Path]] = {}
+  for path in sorted(runs.iterdir()):
+    if (path / "results.json").is_file() and (path / "config.json").is_file():
+      groups.setdefault(group_name(path), []).append(path)
+  if not groups:
+    raise FileNotFoundError(f"--runs {runs}: no finished run folder (one holding config.json and results.json)")
+  return groups
+
+
+def _short(arg: str) -> str:
+  """An absolute path as its last two parts, so a command reads the same on any machine."""
+  if arg.startswith("/"):
+    parts = Path(arg).parts
+    return ".../" + "/".join(parts[-2:]) if len(parts) > 3 else arg
+  return arg
+
+
+def command(config: Mapping) -> str:
+  """The run's command line without ``--out``, ``--no-progress`` and machine-specific path prefixes."""
+  argv, shown, skip = list(config["argv"]), [], False
+  for arg in argv:
+    if skip:
+      skip = False
+      continue
+    if arg in ("--out", "--resume"):
+      skip = True
+      continue
+    if arg.startswith("--out=") or arg == "--no-progress":
+      continue
+    shown.append(_short(arg))
+  return f"python -m experiments.{config['experiment']} " + " ".join(shown)
+
+
+def _provenance(config: Mapping) -> dict:
+  p = config.get("provenance")
+  if p is None:  # a run written before config.json recorded where it came from
+    return {"commit": None, "dirty": None, "cpu": None, "devices": None, "started": None}
+  return {
+    "commit": p["git"]["commit"],
+    "dirty": p["git"]["dirty"],
+    "cpu": f"{p['cpu']['model']} ({p['cpu']['cores']} cores)",
+    "devices": f"{p['devices']['count']} × {p['devices']['kind']}",
+    "started": p["started"],
+  }
+
+
+def _measure_json(m: Measured, per_run: list | None = None) -> dict:
+  out = {"estimate": m.estimate, "low": m.low, "high": m.high, "over": m.over, "units": m.units}
+  if per_run is not None:
+    out["per_run"] = per_run
+  return out
+
+
+def summarise_group(name: str, runs: Iterable[Path]) -> dict:
+  """The summary of one group (see the module docstring)."""
+  runs = list(runs)
+  configs = [json.loads((r / "config.json").read_text()) for r in runs]
+  results = [json.loads((r / "results.json").read_text()) for r in runs]
+  experiments = {c["experiment"] for c in configs}
+  if len(experiments) != 1:
+    raise ValueError(f"group {name}: its runs are of different experiments {sorted(experiments)}")
+  experiment = experiments.pop()
+  if experiment not in EXTRACTORS:
+    raise ValueError(f"group {name}: no measures are defined for experiment {experiment!r}")
+  settings = [{k: v for k, v in c["config"].items() if k != "seed"} for c in configs]
+  for run, s in zip(runs[1:], settings[1:]):
+    if s != settings[0]:
+      key = next(k for k in sorted(set(s) | set(settings[0])) if s.get(k) != settings[0].get(k))
+      raise ValueError(
+        f"group {name}: {run.name} differs from {runs[0].name} in {key} ({s.get(key)!r} vs {settings[0].get(key)!r}); "
+        "the runs of a group may differ only in their seed"
+      )
+  extracted = [EXTRACTORS[experiment](r) for r in results]
+  measures = {}
+  for key in sorted(set().union(*extracted)):
+    values = [e[key].estimate if key in e else None for e in extracted]
+    if len(runs) == 1:
+      measures[key] = _measure_json(extracted[0][key])
+    else:
+      measures[key] = _measure_json(t_interval([v for v in values if v is not None]), per_run=values)
+  return {
+    "version": SUMMARY_VERSION,
+    "group": name,
+    "experiment": experiment,
+    "preset": configs[0].get("preset"),
+    "seeds": [c["config"].get("seed") for c in configs],
+    "commands": [command(c) for c in configs],
+    "runs": [{"folder": r.name, **_provenance(c)} for r, c in zip(runs, configs)],
+    "measures": measures,
+    "figures": [f for f in FIGURES if (runs[0] / f).is_file()],
+  }
+
+
+def write_summary(summary: dict, runs: list[Path], out: Path) -> Path:
+  """Writes ``out/<group>.json`` and copies the first run's figures to ``out/../figures/<group>-<figure>``;
+  replaces an earlier summary of the same group (the summaries are generated files)."""
+  out.mkdir(parents=True, exist_ok=True)
+  figures = out.parent / "figures"
+  figures.mkdir(exist_ok=True)
+  for figure in summary["figures"]:
+    shutil.copyfile(runs[0] / figure, figures / f"{summary['group']}-{figure}")
+  path = out / f"{summary['group']}.json"
+  write_atomic(path, (json.dumps(summary, indent=1, sort_keys=True) + "\n").encode(), overwrite=True)
+  return path
+
+
+def load_summaries(folder: Path) -> dict[str, dict]:
+  """Every ``<group>.json`` summary in ``folder``, by group."""
+  out = {}
+  for path in sorted(folder.glob("*.json")):
+    summary = json.loads(path.read_text())
+    if summary.get("version") != SUMMARY_VERSION:
+      raise ValueError(f"{path}: summary version {summary.get('version')!r}, expected {SUMMARY_VERSION}")
+    out[summary["group"]] = summary
+  return out
