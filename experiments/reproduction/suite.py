@@ -10,7 +10,8 @@ into ``DIR/runs/<name>``; a run is given what is left of ``--budget-s`` and stop
 not started by then is listed in ``DIR/suite.json`` as skipped, never silently dropped. Then
 ``DIR/summaries/`` gets one summary per finished group (:mod:`experiments.reproduction.summary`) and
 ``DIR/reproduction.md`` the page those summaries give. Runs that need data files (PROTEINS, STS and GloVe) are
-skipped, and said so, without ``--data-dir`` (a folder laid out as ``tu/PROTEINS``, ``sts/``, ``sif/``).
+skipped, and said so, without ``--data-dir`` (a folder laid out as ``tu/PROTEINS``,
+``tu/REDDIT-BINARY.gin-format.zip``, ``mnist/``, ``sts/``, ``sif/``).
 """
 
 import argparse
@@ -37,6 +38,8 @@ class Planned:
 
 
 PROTEINS = ("tu/PROTEINS",)
+REDDIT = ("tu/REDDIT-BINARY.gin-format.zip",)
+MNIST = ("mnist",)
 STS = ("sts", "sif/enwiki_vocab_min200.txt")
 SEEDS = (1, 2, 3)
 
@@ -89,6 +92,45 @@ PLANS: dict[str, tuple[Planned, ...]] = {
     ),
     Planned("gramian-training-quick", "gramian_training", ("--preset", "quick", "--penalty-batch-size", "1024")),
     Planned("gramian-scaling-quick", "gramian_scaling", ("--preset", "quick", "--penalty-batch-size", "1024")),
+    # ICL's second graph dataset and its CV table, last: the runs the CPU sessions could not afford
+    Planned(
+      "icl-reddit-quick",
+      "icl",
+      (
+        "--dataset",
+        "reddit-binary",
+        "--data-dir",
+        "{data}/tu",
+        "--preset",
+        "quick",
+        "--speedup",
+        "convergence",
+        "--runs",
+        "3",
+        "--methods",
+        "retrain,icl",
+      ),
+      REDDIT,
+    ),
+    Planned(
+      "icl-mnist-quick",
+      "icl",
+      (
+        "--dataset",
+        "mnist-2",
+        "--data-dir",
+        "{data}/mnist",
+        "--preset",
+        "quick",
+        "--speedup",
+        "convergence",
+        "--runs",
+        "3",
+        "--methods",
+        "retrain,icl",
+      ),
+      MNIST,
+    ),
   ),
   # The same plan's shape at the test presets: seconds per run on a CPU.
   "tiny": (
