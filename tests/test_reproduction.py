@@ -163,9 +163,9 @@ class MeasuresTest(unittest.TestCase):
 
   def test_icl_accuracy_gap_and_epoch_cost(self):
     runs = {
-      "retrain": [{"accuracy": {"all": 0.70}, "train_seconds": 10.0, "epochs": 10} for _ in range(3)],
+      "retrain": [{"accuracy": {"all": 70.0}, "train_seconds": 10.0, "epochs": 10} for _ in range(3)],
       "icl": [
-        {"accuracy": {"all": a}, "train_seconds": t, "epochs": 2} for a, t in ((0.71, 4.0), (0.69, 5.0), (0.70, 6.0))
+        {"accuracy": {"all": a}, "train_seconds": t, "epochs": 2} for a, t in ((71.0, 4.0), (69.0, 5.0), (70.0, 6.0))
       ],
     }
     results = {
@@ -174,6 +174,7 @@ class MeasuresTest(unittest.TestCase):
           "methods": {
             "retrain": {"runs": runs["retrain"]},
             "icl": {"runs": runs["icl"], "time_speedup": 2.0, "time_speedup_ci95": [1.5, 2.5], "epoch_speedup": 5.0},
+            "meta": {"runs": runs["icl"], "time_speedup": None, "epoch_speedup": None, "speedup_status": "diverged"},
           }
         }
       }
@@ -184,6 +185,8 @@ class MeasuresTest(unittest.TestCase):
     self.assertAlmostEqual(m["epoch_cost.icl.a0.3"].estimate, np.mean([2.0, 2.5, 3.0]))
     self.assertEqual((m["time_speedup.icl.a0.3"].low, m["time_speedup.icl.a0.3"].high), (1.5, 2.5))
     self.assertIsNone(m["epoch_speedup.icl.a0.3"].low)  # no interval stored: none invented
+    self.assertIsNone(m["time_speedup.meta.a0.3"].estimate)  # no speed-up, and the report's reason why
+    self.assertIn("diverged", m["time_speedup.meta.a0.3"].note)
 
 
 class PageTest(unittest.TestCase):

@@ -54,8 +54,10 @@ def measured(summary: Mapping | None, key: str, signed: bool = True) -> tuple[In
   if summary is None:
     return None, "not run"
   m = summary["measures"].get(key)
-  if m is None or m["estimate"] is None:
+  if m is None:
     return None, "not in the run's results"
+  if m["estimate"] is None:
+    return None, f"none: {m['note']}" if m.get("note") else "none"
   interval = Interval(m["estimate"], m["low"], m["high"])
   if m["low"] is None:
     return interval, f"{_num(m['estimate'], signed=signed)} (no interval: one run)"

@@ -79,6 +79,8 @@ def _provenance(config: Mapping) -> dict:
 
 def _measure_json(m: Measured, per_run: list | None = None) -> dict:
   out = {"estimate": m.estimate, "low": m.low, "high": m.high, "over": m.over, "units": m.units}
+  if m.estimate is None and m.note:
+    out["note"] = m.note
   if per_run is not None:
     out["per_run"] = per_run
   return out
@@ -109,8 +111,14 @@ def summarise_group(name: str, runs: Iterable[Path]) -> dict:
     values = [e[key].estimate if key in e else None for e in extracted]
     if len(runs) == 1:
       measures[key] = _measure_json(extracted[0][key])
+    elif None in values:  # a mean over the runs that have one would hide the others: none, and why
+      notes = sorted({e[key].note or "not measured" for e in extracted if key in e and e[key].estimate is None})
+      missing = sum(v is None for v in values)
+      measures[key] = _measure_json(
+        Measured(None, note=f"{missing} of {len(values)} runs have none ({'; '.join(notes)})"), per_run=values
+      )
     else:
-      measures[key] = _measure_json(t_interval([v for v in values if v is not None]), per_run=values)
+      measures[key] = _measure_json(t_interval(values), per_run=values)
   return {
     "version": SUMMARY_VERSION,
     "group": name,
