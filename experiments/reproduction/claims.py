@@ -274,10 +274,20 @@ CLAIMS: tuple[Claim, ...] = (
     None,
     "the best sampling baseline's mean relative Gramian error over SOGram's (α = 0.1), second half of a common "
     "trajectory, |B| = 128 (> 1: SOGram better)",
-    (Measurement("synthetic corpus, |B| = 128", "gramian-estimation-quick", "sampling_over_sogram.B128"),),
+    (
+      Measurement(
+        "synthetic corpus, 600 steps, over seeds, |B| = 128",
+        "gramian-estimation-quick",
+        "sampling_over_sogram.B128",
+        budget=600,
+      ),
+      Measurement("seed 0, 300 steps", "gramian-estimation-steps300", "sampling_over_sogram.B128", budget=300),
+      Measurement("seed 0, 1,200 steps", "gramian-estimation-steps1200", "sampling_over_sogram.B128", budget=1200),
+    ),
     null=1.0,
     side=1,
     figure="gramian-estimation-quick-figure2a.png",
+    budget_unit="trajectory steps",
   ),
   Claim(
     "gramian.figure-2a.sagram",
@@ -286,9 +296,19 @@ CLAIMS: tuple[Claim, ...] = (
     "both variants of SAGram yield the best estimates",
     None,
     "the best other estimator's error over the worse SAGram variant's (> 1: both SAGram variants best)",
-    (Measurement("synthetic corpus, |B| = 128", "gramian-estimation-quick", "others_over_sagram.B128"),),
+    (
+      Measurement(
+        "synthetic corpus, 600 steps, over seeds, |B| = 128",
+        "gramian-estimation-quick",
+        "others_over_sagram.B128",
+        budget=600,
+      ),
+      Measurement("seed 0, 300 steps", "gramian-estimation-steps300", "others_over_sagram.B128", budget=300),
+      Measurement("seed 0, 1,200 steps", "gramian-estimation-steps1200", "others_over_sagram.B128", budget=1200),
+    ),
     null=1.0,
     side=1,
+    budget_unit="trajectory steps",
   ),
   Claim(
     "gramian.figure-2a.importance",
@@ -298,9 +318,16 @@ CLAIMS: tuple[Claim, ...] = (
     None,
     "uniform sampling's Gramian error over importance sampling's (> 1: importance better)",
     (
-      Measurement("linear, |B| = 128", "gramian-estimation-quick", "uniform_over_linear.B128"),
-      Measurement("sqrt, |B| = 128", "gramian-estimation-quick", "uniform_over_sqrt.B128"),
+      Measurement(
+        "linear, |B| = 128, 600 steps, over seeds", "gramian-estimation-quick", "uniform_over_linear.B128", budget=600
+      ),
+      Measurement("sqrt, |B| = 128, 600 steps, over seeds", "gramian-estimation-quick", "uniform_over_sqrt.B128"),
+      Measurement("linear, seed 0, 300 steps", "gramian-estimation-steps300", "uniform_over_linear.B128", budget=300),
+      Measurement(
+        "linear, seed 0, 1,200 steps", "gramian-estimation-steps1200", "uniform_over_linear.B128", budget=1200
+      ),
     ),
+    budget_unit="trajectory steps",
     null=1.0,
     side=1,
   ),
@@ -321,10 +348,24 @@ CLAIMS: tuple[Claim, ...] = (
     "higher values of α suffer from higher variance which persists throughout the trajectory",
     None,
     "step-to-step variability of the error over the second half, highest α (0.5) over lowest (0.001)",
-    (Measurement("synthetic corpus", "gramian-estimation-quick", "late_variability_high_over_low_alpha"),),
+    (
+      Measurement(
+        "synthetic corpus, 600 steps, over seeds",
+        "gramian-estimation-quick",
+        "late_variability_high_over_low_alpha",
+        budget=600,
+      ),
+      Measurement(
+        "seed 0, 300 steps", "gramian-estimation-steps300", "late_variability_high_over_low_alpha", budget=300
+      ),
+      Measurement(
+        "seed 0, 1,200 steps", "gramian-estimation-steps1200", "late_variability_high_over_low_alpha", budget=1200
+      ),
+    ),
     null=1.0,
     side=1,
     figure="gramian-estimation-quick-figure2b.png",
+    budget_unit="trajectory steps",
   ),
   Claim(
     "gramian.figure-2b.bias",
@@ -333,9 +374,21 @@ CLAIMS: tuple[Claim, ...] = (
     "A lower α reduces the variance but introduces a bias, which is mostly visible during the early iterations",
     None,
     "mean error over the first tenth of the trajectory, lowest α over highest",
-    (Measurement("synthetic corpus", "gramian-estimation-quick", "early_error_low_over_high_alpha"),),
+    (
+      Measurement(
+        "synthetic corpus, 600 steps, over seeds",
+        "gramian-estimation-quick",
+        "early_error_low_over_high_alpha",
+        budget=600,
+      ),
+      Measurement("seed 0, 300 steps", "gramian-estimation-steps300", "early_error_low_over_high_alpha", budget=300),
+      Measurement(
+        "seed 0, 1,200 steps", "gramian-estimation-steps1200", "early_error_low_over_high_alpha", budget=1200
+      ),
+    ),
     null=1.0,
     side=1,
+    budget_unit="trajectory steps",
   ),
   Claim(
     "gramian.table-2.improvement",

@@ -4,6 +4,7 @@ Nothing on the page is typed by hand but the catalogue's quotes and the audits: 
 every verdict from :mod:`experiments.reproduction.rules`.
 """
 
+import math
 from collections import Counter
 from collections.abc import Mapping
 
@@ -146,6 +147,8 @@ def trends(paper: str, summaries: Mapping[str, Mapping]) -> str:
     if len(points) < 3:
       continue
     paper_value = points[-1][2]
+    if paper_value is None and claim.side is not None:  # a direction: the paper's side of the null
+      paper_value = (claim.null, math.inf) if claim.side > 0 else (-math.inf, claim.null)
     trend = rules.budget_trend([(b, e) for b, e, _ in points], paper_value)
     where = (
       "moves towards the paper's value"
@@ -165,14 +168,22 @@ def trends(paper: str, summaries: Mapping[str, Mapping]) -> str:
   return "\n".join(out)
 
 
+NOT_REPRODUCED = (rules.SMALLER, rules.INCONCLUSIVE, rules.OPPOSITE, rules.OUTSIDE_BAND)
+
+
 def not_reproduced(paper: str, summaries: Mapping[str, Mapping]) -> list[str]:
-  """Claims of ``paper`` with a measured verdict other than reproduced/equivalent and no budget trend."""
+  """Claims of ``paper`` measured but reproduced by none of their measurements, without a budget trend (three or
+  more budgets measured)."""
   out = []
   for claim in (c for c in CLAIMS if c.paper == paper):
     rows = claim_rows(claim, summaries)
-    budgeted = sum(m is not None and m.budget is not None for m, *_ in rows)
-    bad = [v for *_, v in rows if v in (rules.SMALLER, rules.INCONCLUSIVE, rules.OPPOSITE, rules.OUTSIDE_BAND)]
-    if bad and budgeted < 3:
+    verdicts_ = [v for *_, v in rows]
+    measured_budgets = sum(
+      m is not None and m.budget is not None and measured(summaries.get(m.group), m.key)[0] is not None
+      for m, *_ in rows
+    )
+    held = rules.REPRODUCED in verdicts_ or rules.EQUIVALENT in verdicts_
+    if not held and any(v in NOT_REPRODUCED for v in verdicts_) and measured_budgets < 3:
       out.append(claim.key)
   return out
 
