@@ -241,6 +241,47 @@ class PageTest(unittest.TestCase):
     self.assertNotEqual(before, after)
 
 
+def _summary(group: str, measures: dict) -> dict:
+  return {
+    "group": group,
+    "seeds": [1],
+    "commands": ["python -m experiments.x"],
+    "runs": [{"commit": None, "dirty": None, "cpu": None, "devices": None}],
+    "figures": [],
+    "measures": {
+      k: {"estimate": e, "low": lo, "high": hi, "over": "seeds", "units": 3} for k, (e, lo, hi) in measures.items()
+    },
+  }
+
+
+class TrendTest(unittest.TestCase):
+  """A claim that no measurement reproduces is listed until three budgets are measured; then its trend is shown."""
+
+  KEY = "lead.combined.joint-lin-sloss"
+
+  def test_listed_without_a_trend_then_traced(self):
+    one = {"bc-quick": _summary("bc-quick", {self.KEY: (0.1, -0.2, 0.4)})}
+    self.assertIn("bc.lead.joint-lin-sloss", page.not_reproduced("bc", one))
+    self.assertNotIn("bc.lead.joint-lin-sloss", page.trends("bc", one))
+    three = dict(
+      one,
+      **{
+        "bc-budget-e40": _summary("bc-budget-e40", {self.KEY: (-0.3, None, None)}),
+        "bc-budget-e160": _summary("bc-budget-e160", {self.KEY: (0.5, None, None)}),
+      },
+    )
+    self.assertNotIn("bc.lead.joint-lin-sloss", page.not_reproduced("bc", three))
+    text = page.trends("bc", three)
+    # estimates -0.3, 0.1, 0.5 at 40, 80, 160 epochs: +0.4 per doubling, towards the paper's 1.07
+    self.assertIn("`bc.lead.joint-lin-sloss`: 40 epochs per version: −0.30 pts", text)
+    self.assertIn("Per doubling of epochs per version: +0.40 pts", text)
+    self.assertIn("reaches it after 1.4 more doublings", text)  # (1.07 - 0.5) / 0.4
+
+  def test_a_reproduced_claim_needs_no_trend(self):
+    held = {"bc-quick": _summary("bc-quick", {self.KEY: (1.3, 1.1, 1.5)})}
+    self.assertNotIn("bc.lead.joint-lin-sloss", page.not_reproduced("bc", held))
+
+
 class CheckTest(unittest.TestCase):
   def test_the_committed_page_is_what_its_summaries_give(self):
     self.assertEqual(cli.main(["--check"]), 0)

@@ -146,6 +146,7 @@ def trends(paper: str, summaries: Mapping[str, Mapping]) -> str:
         points.append((m.budget, interval.estimate, m.paper if m.paper is not None else claim.value))
     if len(points) < 3:
       continue
+    points.sort(key=lambda p: p[0])
     paper_value = points[-1][2]
     if paper_value is None and claim.side is not None:  # a direction: the paper's side of the null
       paper_value = (claim.null, math.inf) if claim.side > 0 else (-math.inf, claim.null)
