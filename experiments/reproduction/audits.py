@@ -33,7 +33,8 @@ AUDITS: dict[str, tuple[tuple[str, str, str, str | None], ...]] = {
       "λ",
       "λ = 16 unless otherwise specified (§5.1.2)",
       "λ = 2",
-      "the widths ÷ 8 shrink the alignment loss's scale; λ is scaled with them (experiments.bc_aligner.configs)",
+      "the same pull: the reference's alignment term is a per-coordinate MSE, λ‖δ‖²/d, so at widths ÷ 8 the same "
+      "pull per unit of squared error is λ = 16 ÷ 8 (experiments.bc_aligner.configs)",
     ),
     ("λ sweep", "λ ∈ {1, 2, 4, 8, 16, 32} (Fig. 5)", "λ ∈ {0.5, 2, 8} (¼, 1, 4 × the preset's)", BUDGET),
     ("intended task", "link prediction, BPR loss, Recall@50 on E_{k+1} \\ E_k (§5.1.1)", "the same", None),

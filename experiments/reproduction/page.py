@@ -189,6 +189,33 @@ def not_reproduced(paper: str, summaries: Mapping[str, Mapping]) -> list[str]:
   return out
 
 
+RANK = (rules.REPRODUCED, rules.EQUIVALENT, rules.CHOSEN_ON_TEST, rules.SMALLER, rules.INCONCLUSIVE)
+RANK += (rules.OUTSIDE_BAND, rules.OPPOSITE, rules.QUALITATIVE, rules.NOT_MEASURED)
+
+
+def standing(paper: str, summaries: Mapping[str, Mapping]) -> str:
+  """One paragraph: each claim of ``paper`` under the best verdict any of its measurements earns, grouped."""
+  best: dict[str, list[str]] = {}
+  for claim in (c for c in CLAIMS if c.paper == paper):
+    rows = claim_rows(claim, summaries)
+    top = min((row[3] for row in rows), key=RANK.index)
+    against = [f"{v} with {m.label}" for m, _, _, v in rows if m is not None and v in NOT_REPRODUCED and v != top]
+    best.setdefault(top, []).append(f"`{claim.key}`" + (f" (but {'; '.join(against)})" if against else ""))
+  words = {
+    rules.REPRODUCED: "Reproduced",
+    rules.EQUIVALENT: "Equivalent (parity claims)",
+    rules.CHOSEN_ON_TEST: "Only with a setting chosen on the test data",
+    rules.SMALLER: "Smaller effect than the paper's",
+    rules.INCONCLUSIVE: "Inconclusive (the interval holds no effect)",
+    rules.OUTSIDE_BAND: "Outside the paper's band",
+    rules.OPPOSITE: "Against the paper (the opposite effect)",
+    rules.QUALITATIVE: "Qualitative (shown, not judged)",
+    rules.NOT_MEASURED: "Not measured",
+  }
+  lines = [f"- **{words[v]}:** {', '.join(best[v])}" for v in RANK if v in best]
+  return "Each claim under the best verdict any of its measurements earns:\n\n" + "\n".join(lines)
+
+
 def runs_table(paper: str, summaries: Mapping[str, Mapping]) -> str:
   groups = sorted({m.group for c in CLAIMS if c.paper == paper for m in c.measurements if m.group in summaries})
   lines = ["| group | command | seeds | commit | machine |", "|---|---|---|---|---|"]
@@ -251,6 +278,7 @@ def render(summaries: Mapping[str, Mapping]) -> str:
   )
   for number, (paper, title) in enumerate(PAPERS.items(), 1):
     parts.append(f"\n## {number}. {title}\n")
+    parts.append(standing(paper, summaries) + "\n")
     parts.append(claims_table(paper, summaries))
     parts.append(f"\n**Data and budget.** {PAPER_DATA[paper]}")
     notes = [f"- `{c.key}`: {c.data}" for c in CLAIMS if c.paper == paper and c.data]
