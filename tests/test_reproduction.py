@@ -290,7 +290,7 @@ class TrendTest(unittest.TestCase):
     self.assertNotIn("bc.lead.joint-lin-sloss", page.not_reproduced("bc", three))
     text = page.trends("bc", three)
     # estimates -0.3, 0.1, 0.5 at 40, 80, 160 epochs: +0.4 per doubling, towards the paper's 1.07
-    self.assertIn("`bc.lead.joint-lin-sloss`: 40 epochs per version: −0.30 pts", text)
+    self.assertIn("`bc.lead.joint-lin-sloss` (lead.combined.joint-lin-sloss): 40 epochs per version: −0.30 pts", text)
     self.assertIn("Per doubling of epochs per version: +0.40 pts", text)
     self.assertIn("reaches it after 1.4 more doublings", text)  # (1.07 - 0.5) / 0.4
 

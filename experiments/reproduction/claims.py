@@ -36,6 +36,7 @@ class Measurement:
   paper: Value = None  # the paper's number for this measurement, when it differs from the claim's
   chosen_on_test: str | None = None  # why a setting counts as chosen on the judging data
   budget: float | None = None  # the budget (steps, pages, epochs) of a budget trend
+  series: str | None = None  # the trend this budget point belongs to (default: its measure's key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -410,24 +411,24 @@ CLAIMS: tuple[Claim, ...] = (
         "gramian-scaling-quick",
         "improvement_pct.uniform.n10000",
         (4.2, 13.0),
-        None,
-        1e4,
+        budget=1e4,
+        series="uniform, 600 steps",
       ),
       Measurement(
         "100K pages, uniform, 600 steps",
         "gramian-scaling-quick",
         "improvement_pct.uniform.n100000",
         (4.2, 13.0),
-        None,
-        1e5,
+        budget=1e5,
+        series="uniform, 600 steps",
       ),
       Measurement(
         "1M pages, uniform, 600 steps",
         "gramian-scaling-quick",
         "improvement_pct.uniform.n1000000",
         (4.2, 13.0),
-        None,
-        1e6,
+        budget=1e6,
+        series="uniform, 600 steps",
       ),
     ),
     unit=" %",
@@ -446,10 +447,26 @@ CLAIMS: tuple[Claim, ...] = (
       Measurement("10K pages, uniform, 1,500 steps", "gramian-training-quick", "reach_fraction.uniform"),
       Measurement("10K pages, linear, 1,500 steps", "gramian-training-quick", "reach_fraction.linear"),
       Measurement(
-        "10K pages, uniform, 600 steps", "gramian-scaling-quick", "reach_fraction.uniform.n10000", budget=1e4
+        "10K pages, uniform, 600 steps",
+        "gramian-scaling-quick",
+        "reach_fraction.uniform.n10000",
+        series="uniform, 600 steps",
+        budget=1e4,
       ),
-      Measurement("100K pages, uniform", "gramian-scaling-quick", "reach_fraction.uniform.n100000", budget=1e5),
-      Measurement("1M pages, uniform", "gramian-scaling-quick", "reach_fraction.uniform.n1000000", budget=1e6),
+      Measurement(
+        "100K pages, uniform",
+        "gramian-scaling-quick",
+        "reach_fraction.uniform.n100000",
+        series="uniform, 600 steps",
+        budget=1e5,
+      ),
+      Measurement(
+        "1M pages, uniform",
+        "gramian-scaling-quick",
+        "reach_fraction.uniform.n1000000",
+        series="uniform, 600 steps",
+        budget=1e6,
+      ),
     ),
     null=1.0,
     budget_unit="pages",
@@ -511,6 +528,16 @@ CLAIMS: tuple[Claim, ...] = (
       Measurement("α = 0.3, patience 5", "icl-budget-p5", "time_speedup.icl.a0.3", 10.1, budget=5),
       Measurement("α = 0.3, patience 10", "icl-budget-p10", "time_speedup.icl.a0.3", 10.1, budget=10),
       Measurement("α = 0.3, patience 20", "icl-budget-p20", "time_speedup.icl.a0.3", 10.1, budget=20),
+      *(
+        Measurement(
+          f"α = 0.3, patience {p}, time to retraining's accuracy (bcjax's rule)",
+          f"icl-budget-p{p}",
+          "target_time_speedup.icl.a0.3",
+          10.1,
+          budget=p,
+        )
+        for p in (5, 10, 20)
+      ),
     ),
     null=1.0,
     unit="×",

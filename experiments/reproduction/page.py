@@ -133,39 +133,47 @@ def claims_table(paper: str, summaries: Mapping[str, Mapping]) -> str:
   return "\n".join(lines)
 
 
+def budget_series(claim: Claim, summaries: Mapping[str, Mapping]) -> dict[str, list[tuple[float, float, object]]]:
+  """The measured budget points of ``claim`` by series (a measurement's ``series``, else its measure's key):
+  [(budget, estimate, the paper's value)] in budget order."""
+  series: dict[str, list[tuple[float, float, object]]] = {}
+  for m in claim.measurements:
+    if m.budget is None:
+      continue
+    interval, _ = measured(summaries.get(m.group), m.key)
+    if interval is not None:
+      value = m.paper if m.paper is not None else claim.value
+      series.setdefault(m.series or m.key, []).append((m.budget, interval.estimate, value))
+  return {k: sorted(v, key=lambda p: p[0]) for k, v in series.items()}
+
+
 def trends(paper: str, summaries: Mapping[str, Mapping]) -> str:
-  """The budget trend of each claim of ``paper`` with three or more budgeted measurements."""
+  """The budget trend of each series of three or more measured budgets of the claims of ``paper``."""
   out = []
   for claim in (c for c in CLAIMS if c.paper == paper):
-    points = []
-    for m in claim.measurements:
-      if m.budget is None:
+    for name, points in budget_series(claim, summaries).items():
+      if len(points) < 3:
         continue
-      interval, _ = measured(summaries.get(m.group), m.key)
-      if interval is not None:
-        points.append((m.budget, interval.estimate, m.paper if m.paper is not None else claim.value))
-    if len(points) < 3:
-      continue
-    points.sort(key=lambda p: p[0])
-    paper_value = points[-1][2]
-    if paper_value is None and claim.side is not None:  # a direction: the paper's side of the null
-      paper_value = (claim.null, math.inf) if claim.side > 0 else (-math.inf, claim.null)
-    trend = rules.budget_trend([(b, e) for b, e, _ in points], paper_value)
-    where = (
-      "moves towards the paper's value"
-      + (
-        f"; a straight line in log2({claim.budget_unit}) reaches it after {trend.doublings_to_paper:.1f} more doublings"
-        if trend.doublings_to_paper
-        else ""
+      paper_value = points[-1][2]
+      if paper_value is None and claim.side is not None:  # a direction: the paper's side of the null
+        paper_value = (claim.null, math.inf) if claim.side > 0 else (-math.inf, claim.null)
+      trend = rules.budget_trend([(b, e) for b, e, _ in points], paper_value)  # type: ignore[arg-type]
+      where = (
+        "moves towards the paper's value"
+        + (
+          f"; a straight line in log2({claim.budget_unit}) reaches it after {trend.doublings_to_paper:.1f} more "
+          "doublings"
+          if trend.doublings_to_paper
+          else ""
+        )
+        if trend.towards_paper
+        else "does not move towards the paper's value"
       )
-      if trend.towards_paper
-      else "does not move towards the paper's value"
-    )
-    steps = ", ".join(f"{b:,.0f} {claim.budget_unit}: {_num(e, claim.unit)}" for b, e, _ in points)
-    out.append(
-      f"- `{claim.key}`: {steps}. Per doubling of {claim.budget_unit}: {_num(trend.per_doubling, claim.unit)}; "
-      f"the estimate {where}."
-    )
+      steps = ", ".join(f"{b:,.0f} {claim.budget_unit}: {_num(e, claim.unit)}" for b, e, _ in points)
+      out.append(
+        f"- `{claim.key}` ({name}): {steps}. Per doubling of {claim.budget_unit}: "
+        f"{_num(trend.per_doubling, claim.unit)}; the estimate {where}."
+      )
   return "\n".join(out)
 
 
@@ -179,10 +187,7 @@ def not_reproduced(paper: str, summaries: Mapping[str, Mapping]) -> list[str]:
   for claim in (c for c in CLAIMS if c.paper == paper):
     rows = claim_rows(claim, summaries)
     verdicts_ = [v for *_, v in rows]
-    measured_budgets = sum(
-      m is not None and m.budget is not None and measured(summaries.get(m.group), m.key)[0] is not None
-      for m, *_ in rows
-    )
+    measured_budgets = max((len(p) for p in budget_series(claim, summaries).values()), default=0)
     held = rules.REPRODUCED in verdicts_ or rules.EQUIVALENT in verdicts_
     if not held and any(v in NOT_REPRODUCED for v in verdicts_) and measured_budgets < 3:
       out.append(claim.key)
