@@ -158,18 +158,22 @@ def trends(paper: str, summaries: Mapping[str, Mapping]) -> str:
       if paper_value is None and claim.side is not None:  # a direction: the paper's side of the null
         paper_value = (claim.null, math.inf) if claim.side > 0 else (-math.inf, claim.null)
       trend = rules.budget_trend([(b, e) for b, e, _ in points], paper_value)  # type: ignore[arg-type]
-      where = (
-        "moves towards the paper's value"
-        + (
-          f"; a straight line in log2({claim.budget_unit}) reaches it after {trend.doublings_to_paper:.1f} more "
-          "doublings"
-          if trend.doublings_to_paper
-          else ""
+      signed = claim.null == 0.0
+      if trend.doublings_to_paper == 0.0:
+        where = "reaches the paper's value (or its side of the null) at the largest budget"
+      else:
+        where = (
+          "moves towards the paper's value"
+          + (
+            f"; a straight line in log2({claim.budget_unit}) reaches it after {trend.doublings_to_paper:.1f} more "
+            "doublings"
+            if trend.doublings_to_paper
+            else ""
+          )
+          if trend.towards_paper
+          else "does not move towards the paper's value"
         )
-        if trend.towards_paper
-        else "does not move towards the paper's value"
-      )
-      steps = ", ".join(f"{b:,.0f} {claim.budget_unit}: {_num(e, claim.unit)}" for b, e, _ in points)
+      steps = ", ".join(f"{b:,.0f} {claim.budget_unit}: {_num(e, claim.unit, signed)}" for b, e, _ in points)
       out.append(
         f"- `{claim.key}` ({name}): {steps}. Per doubling of {claim.budget_unit}: "
         f"{_num(trend.per_doubling, claim.unit)}; the estimate {where}."
