@@ -569,7 +569,13 @@ CLAIMS: tuple[Claim, ...] = (
       Measurement("w/o LRL (NCE-II + meta)", "icl-proteins-quick", "time_speedup.meta.a0.3", 3.8),
       Measurement("w/o M (NCE-II + LRL)", "icl-proteins-quick", "time_speedup.lrl.a0.3", 2.6),
       Measurement("w/o M+LRL (NCE-II only)", "icl-proteins-quick", "time_speedup.nce2-only.a0.3", 2.5),
+      *(
+        Measurement(f"{label}, patience {p}", group, f"time_speedup.{method}.a0.3", paper, budget=p)
+        for method, label, paper in (("meta", "w/o LRL", 3.8), ("lrl", "w/o M", 2.6), ("nce2-only", "w/o M+LRL", 2.5))
+        for p, group in ((5, "icl-ablation-p5"), (10, "icl-proteins-quick"), (20, "icl-ablation-p20"))
+      ),
     ),
+    budget_unit="epochs of patience",
     null=1.0,
     unit="×",
   ),

@@ -225,6 +225,20 @@ def standing(paper: str, summaries: Mapping[str, Mapping]) -> str:
   return "Each claim under the best verdict any of its measurements earns:\n\n" + "\n".join(lines)
 
 
+def why_no_trend(key: str, summaries: Mapping[str, Mapping]) -> str:
+  """What each budget point of claim ``key`` gave: the measured ones and why the others have no number."""
+  claim = next(c for c in CLAIMS if c.key == key)
+  points = [m for m in claim.measurements if m.budget is not None]
+  if not points:
+    return "no budget points are planned in the catalogue yet."
+  said = []
+  for m in points:
+    interval, text = measured(summaries.get(m.group), m.key, claim.null == 0.0)
+    value = _num(interval.estimate, claim.unit, claim.null == 0.0) if interval is not None else text
+    said.append(f"{m.label}: {value}")
+  return "; ".join(said) + "."
+
+
 def runs_table(paper: str, summaries: Mapping[str, Mapping]) -> str:
   groups = sorted({m.group for c in CLAIMS if c.paper == paper for m in c.measurements if m.group in summaries})
   lines = ["| group | command | seeds | commit | machine |", "|---|---|---|---|---|"]
@@ -299,11 +313,10 @@ def render(summaries: Mapping[str, Mapping]) -> str:
     missing = not_reproduced(paper, summaries)
     if missing:
       parts.append(
-        "\n**Not reproduced, no budget trend yet:** "
-        + ", ".join(f"`{k}`" for k in missing)
-        + ". Each needs the same measure at three or more budgets (steps, epochs, corpus size) before the gap can "
-        "be put down to the budget."
+        "\n**Not reproduced, and no budget trend:** a trend needs the same measure at three or more budgets "
+        "(steps, epochs, corpus size) before the gap can be put down to the budget.\n"
       )
+      parts.append("\n".join(f"- `{k}`: {why_no_trend(k, summaries)}" for k in missing))
     figures = list(dict.fromkeys(c.figure for c in CLAIMS if c.paper == paper and c.figure))
     shown = [f for f in figures if any(f == f"{g}-{x}" for g, s in summaries.items() for x in s["figures"])]
     if shown:
