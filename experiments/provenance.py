@@ -51,9 +51,18 @@ def cpu_description() -> dict:
 
 
 def git_state(path: str | os.PathLike | None = None) -> dict:
-  """``{"commit", "dirty"}`` of the git checkout holding ``path`` (this package by default); Nones outside one."""
-  where = Path(path) if path is not None else Path(__file__).resolve().parent
+  """``{"commit", "dirty"}`` of the git checkout holding ``path``; Nones outside one.
+
+  By default, bcjax's own source checkout: None when this package is installed (a virtual environment inside some
+  other repository must not lend it that repository's commit)."""
+  here = Path(__file__).resolve().parent
+  where = Path(path) if path is not None else here
   try:
+    top = subprocess.run(
+      ["git", "rev-parse", "--show-toplevel"], cwd=where, capture_output=True, text=True, timeout=10, check=True
+    ).stdout.strip()
+    if path is None and Path(top).resolve() != here.parent:
+      return {"commit": None, "dirty": None}
     commit = subprocess.run(
       ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10, check=True
     ).stdout.strip()
