@@ -58,7 +58,7 @@ class Config:
   )
   learning_rate: float = option(1e-3, help="the optimiser's learning rate", low=0.0, low_open=True)
   batch_size: int = option(1024, help="observed pairs per step", low=1)
-  penalty_batch_size: int = option(128, help="entities per side for the Gramian", low=1)
+  penalty_batch_size: int = option(1024, help="entities per side for the Gramian (paper: 1024)", low=1)
   alpha: float = option(0.1, help="SOGram's Gramian learning rate", low=0.0, high=1.0, low_open=True)
   temperatures: tuple[float, ...] = option(
     (1.0, 3.0, 10.0, 30.0),
