@@ -1,6 +1,7 @@
 """The verdict rules of the reproduction page: each rule, its edges, and the seven rows a referee read against the
 papers (issue 54), with the verdicts the rules give them."""
 
+import math
 import unittest
 
 from experiments.reproduction import rules
@@ -117,6 +118,14 @@ class BudgetTrendTest(unittest.TestCase):
     trend = budget_trend([(1, 1.0), (2, 0.5), (4, 0.0)], 3.0)
     self.assertFalse(trend.towards_paper)
     self.assertIsNone(trend.doublings_to_paper)
+
+  def test_beyond_the_papers_value_counts_as_reached(self):
+    # as "reproduced" counts an effect at least as large: 8.2 points against the paper's 3.1-6.6
+    self.assertEqual(budget_trend([(40, -2.3), (80, 6.9), (160, 8.2)], (3.08, 6.63)).doublings_to_paper, 0.0)
+    # below the null: a degradation of -30 % against the paper's -22 ... -31 %
+    self.assertEqual(budget_trend([(1, -29.9), (2, -29.5), (4, -30.0)], (-30.81, -22.07)).doublings_to_paper, 0.0)
+    # a ratio's null: 1.1 > 1, the paper's side of a direction claim
+    self.assertEqual(budget_trend([(1, 0.5), (2, 0.6), (4, 1.1)], (1.0, math.inf), null=1.0).doublings_to_paper, 0.0)
 
   def test_already_there(self):
     self.assertEqual(budget_trend([(1, 1.0), (2, 3.0), (4, 4.0)], (3.5, 5.0)).doublings_to_paper, 0.0)

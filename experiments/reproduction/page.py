@@ -157,10 +157,10 @@ def trends(paper: str, summaries: Mapping[str, Mapping]) -> str:
       paper_value = points[-1][2]
       if paper_value is None and claim.side is not None:  # a direction: the paper's side of the null
         paper_value = (claim.null, math.inf) if claim.side > 0 else (-math.inf, claim.null)
-      trend = rules.budget_trend([(b, e) for b, e, _ in points], paper_value)  # type: ignore[arg-type]
+      trend = rules.budget_trend([(b, e) for b, e, _ in points], paper_value, null=claim.null)  # type: ignore[arg-type]
       signed = claim.null == 0.0
       if trend.doublings_to_paper == 0.0:
-        where = "reaches the paper's value (or its side of the null) at the largest budget"
+        where = "reaches the paper's value at the largest budget (or, for a direction, its side of the null)"
       else:
         where = (
           "moves towards the paper's value"

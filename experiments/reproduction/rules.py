@@ -146,12 +146,16 @@ class Trend:
   doublings_to_paper: float | None  # extrapolated doublings from the largest budget to the paper's nearest value
 
 
-def budget_trend(points: list[tuple[float, float]], paper: float | tuple[float, float] | None) -> Trend:
+def budget_trend(
+  points: list[tuple[float, float]], paper: float | tuple[float, float] | None, *, null: float = 0.0
+) -> Trend:
   """The trend of ``points`` = [(budget, estimate), ...] (three or more budgets, each > 0, all different).
 
-  ``doublings_to_paper`` extrapolates the straight line in log2(budget) from the largest budget to the paper's
-  nearest value; None when the estimate does not move towards it or is there already. An extrapolation, not a
-  forecast: the page prints it next to the measured points.
+  The paper's value is *reached* at the largest budget when the estimate there is at least as large as the paper's
+  smallest value on the paper's side of ``null`` (as *reproduced* counts an effect at least as large), or inside a
+  band that straddles the null. ``doublings_to_paper`` extrapolates the straight line in log2(budget) from the
+  largest budget to the paper's nearest value: 0 when reached, None when the estimate moves away. An extrapolation,
+  not a forecast: the page prints it next to the measured points.
   """
   if len(points) < 3:
     raise ValueError(f"budget_trend: needs three or more budgets, got {len(points)}")
@@ -166,8 +170,13 @@ def budget_trend(points: list[tuple[float, float]], paper: float | tuple[float, 
     return Trend(slope, None, None)
   low, high = _range(paper)
   last = max(points)[1]
-  if low <= last <= high:
+  if low >= null and high > null:  # the paper's effect lies above the null
+    reached, target = last >= low, low
+  elif high <= null and low < null:  # below it
+    reached, target = last <= high, high
+  else:  # a band around the null
+    reached, target = low <= last <= high, (low if last < low else high)
+  if reached:
     return Trend(slope, True, 0.0)
-  target = low if last < low else high
   towards = (target - last) * slope > 0
   return Trend(slope, towards, (target - last) / slope if towards else None)
