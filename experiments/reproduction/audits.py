@@ -69,7 +69,8 @@ AUDITS: dict[str, tuple[tuple[str, str, str, str | None], ...]] = {
     (
       "data",
       "Wikipedia simple / fr / en, 85K / 1.1M / 4.1M pages (§4.1)",
-      "synthetic link corpus: 10,000 pages (training), 10K / 100K / 1M pages (scaling)",
+      "synthetic link corpus: 10,000 pages (training), 10K and 100K pages (scaling; its 1M-page corpus did not fit "
+      "the CPU session and is in `make reproduce-gpu`)",
       "data: Wikipedia link graphs are not available offline",
     ),
     ("budget", "20 / 30 / 50 hours per model (§4.3)", "1,500 steps (training), 600 steps (scaling)", BUDGET),
