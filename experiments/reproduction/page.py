@@ -147,6 +147,12 @@ def budget_series(claim: Claim, summaries: Mapping[str, Mapping]) -> dict[str, l
   return {k: sorted(v, key=lambda p: p[0]) for k, v in series.items()}
 
 
+def series_unit(claim: Claim, name: str) -> str:
+  """The budget unit of a claim's series: its measurements' own, else the claim's."""
+  units = {m.budget_unit for m in claim.measurements if (m.series or m.key) == name and m.budget_unit}
+  return units.pop() if units else claim.budget_unit
+
+
 def trends(paper: str, summaries: Mapping[str, Mapping]) -> str:
   """The budget trend of each series of three or more measured budgets of the claims of ``paper``."""
   out = []
@@ -154,6 +160,7 @@ def trends(paper: str, summaries: Mapping[str, Mapping]) -> str:
     for name, points in budget_series(claim, summaries).items():
       if len(points) < 3:
         continue
+      unit = series_unit(claim, name)
       paper_value = points[-1][2]
       if paper_value is None and claim.side is not None:  # a direction: the paper's side of the null
         paper_value = (claim.null, math.inf) if claim.side > 0 else (-math.inf, claim.null)
@@ -165,17 +172,16 @@ def trends(paper: str, summaries: Mapping[str, Mapping]) -> str:
         where = (
           "moves towards the paper's value"
           + (
-            f"; a straight line in log2({claim.budget_unit}) reaches it after {trend.doublings_to_paper:.1f} more "
-            "doublings"
+            f"; a straight line in log2({unit}) reaches it after {trend.doublings_to_paper:.1f} more doublings"
             if trend.doublings_to_paper
             else ""
           )
           if trend.towards_paper
           else "does not move towards the paper's value"
         )
-      steps = ", ".join(f"{b:,.0f} {claim.budget_unit}: {_num(e, claim.unit, signed)}" for b, e, _ in points)
+      steps = ", ".join(f"{b:,.0f} {unit}: {_num(e, claim.unit, signed)}" for b, e, _ in points)
       out.append(
-        f"- `{claim.key}` ({name}): {steps}. Per doubling of {claim.budget_unit}: "
+        f"- `{claim.key}` ({name}): {steps}. Per doubling of {unit}: "
         f"{_num(trend.per_doubling, claim.unit)}; the estimate {where}."
       )
   return "\n".join(out)
