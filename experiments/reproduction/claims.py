@@ -89,6 +89,15 @@ def _bc(key, where, quote, value, measure, mkey, *, budgets: bool = True, **kw) 
   return Claim(key, "bc", where, quote, value, measure, _bc_budgets(mkey), budget_unit="epochs per version", **kw)
 
 
+def _estimation_budgets(mkey: str, label: str) -> tuple[Measurement, ...]:
+  """A Figure 2 measure over the quick preset's seeds (600 steps, ``label``) and on seed 0 at 300 and 1,200 steps."""
+  return (
+    Measurement(label, "gramian-estimation-quick", mkey, budget=600),
+    Measurement("seed 0, 300 steps", "gramian-estimation-steps300", mkey, budget=300),
+    Measurement("seed 0, 1,200 steps", "gramian-estimation-steps1200", mkey, budget=1200),
+  )
+
+
 def _bc_budgets(mkey: str) -> tuple[Measurement, ...]:
   return (
     Measurement("synthetic graph, quick (80 epochs), over seeds", BC_SEEDS, mkey, budget=80),
@@ -280,16 +289,7 @@ CLAIMS: tuple[Claim, ...] = (
     None,
     "the best sampling baseline's mean relative Gramian error over SOGram's (α = 0.1), second half of a common "
     "trajectory, |B| = 128 (> 1: SOGram better)",
-    (
-      Measurement(
-        "synthetic corpus, 600 steps, over seeds, |B| = 128",
-        "gramian-estimation-quick",
-        "sampling_over_sogram.B128",
-        budget=600,
-      ),
-      Measurement("seed 0, 300 steps", "gramian-estimation-steps300", "sampling_over_sogram.B128", budget=300),
-      Measurement("seed 0, 1,200 steps", "gramian-estimation-steps1200", "sampling_over_sogram.B128", budget=1200),
-    ),
+    _estimation_budgets("sampling_over_sogram.B128", "synthetic corpus, 600 steps, over seeds, |B| = 128"),
     null=1.0,
     side=1,
     figure="gramian-estimation-quick-figure2a.png",
@@ -302,16 +302,7 @@ CLAIMS: tuple[Claim, ...] = (
     "both variants of SAGram yield the best estimates",
     None,
     "the best other estimator's error over the worse SAGram variant's (> 1: both SAGram variants best)",
-    (
-      Measurement(
-        "synthetic corpus, 600 steps, over seeds, |B| = 128",
-        "gramian-estimation-quick",
-        "others_over_sagram.B128",
-        budget=600,
-      ),
-      Measurement("seed 0, 300 steps", "gramian-estimation-steps300", "others_over_sagram.B128", budget=300),
-      Measurement("seed 0, 1,200 steps", "gramian-estimation-steps1200", "others_over_sagram.B128", budget=1200),
-    ),
+    _estimation_budgets("others_over_sagram.B128", "synthetic corpus, 600 steps, over seeds, |B| = 128"),
     null=1.0,
     side=1,
     budget_unit="trajectory steps",
@@ -354,20 +345,7 @@ CLAIMS: tuple[Claim, ...] = (
     "higher values of α suffer from higher variance which persists throughout the trajectory",
     None,
     "step-to-step variability of the error over the second half, highest α (0.5) over lowest (0.001)",
-    (
-      Measurement(
-        "synthetic corpus, 600 steps, over seeds",
-        "gramian-estimation-quick",
-        "late_variability_high_over_low_alpha",
-        budget=600,
-      ),
-      Measurement(
-        "seed 0, 300 steps", "gramian-estimation-steps300", "late_variability_high_over_low_alpha", budget=300
-      ),
-      Measurement(
-        "seed 0, 1,200 steps", "gramian-estimation-steps1200", "late_variability_high_over_low_alpha", budget=1200
-      ),
-    ),
+    _estimation_budgets("late_variability_high_over_low_alpha", "synthetic corpus, 600 steps, over seeds"),
     null=1.0,
     side=1,
     figure="gramian-estimation-quick-figure2b.png",
@@ -380,18 +358,7 @@ CLAIMS: tuple[Claim, ...] = (
     "A lower α reduces the variance but introduces a bias, which is mostly visible during the early iterations",
     None,
     "mean error over the first tenth of the trajectory, lowest α over highest",
-    (
-      Measurement(
-        "synthetic corpus, 600 steps, over seeds",
-        "gramian-estimation-quick",
-        "early_error_low_over_high_alpha",
-        budget=600,
-      ),
-      Measurement("seed 0, 300 steps", "gramian-estimation-steps300", "early_error_low_over_high_alpha", budget=300),
-      Measurement(
-        "seed 0, 1,200 steps", "gramian-estimation-steps1200", "early_error_low_over_high_alpha", budget=1200
-      ),
-    ),
+    _estimation_budgets("early_error_low_over_high_alpha", "synthetic corpus, 600 steps, over seeds"),
     null=1.0,
     side=1,
     budget_unit="trajectory steps",

@@ -43,6 +43,13 @@ MNIST = ("mnist",)
 STS = ("sts", "sif/enwiki_vocab_min200.txt")
 SEEDS = (1, 2, 3)
 
+
+def _icl_quick(name: str, dataset: str, data_dir: str, needs: tuple[str, ...]) -> Planned:
+  """ICL's quick preset on one more dataset, under the paper's convergence rule: retraining against ICL, 3 runs."""
+  argv = ("--dataset", dataset, "--data-dir", data_dir, "--preset", "quick", "--speedup", "convergence")
+  return Planned(name, "icl", (*argv, "--runs", "3", "--methods", "retrain,icl"), needs)
+
+
 PLANS: dict[str, tuple[Planned, ...]] = {
   # One H100, nine minutes: the CPU sessions' quick presets with the paper's settings where the CPU forced smaller
   # ones (5 ICL runs, all three samplings, five BC seeds), largest first in value per second.
@@ -93,44 +100,8 @@ PLANS: dict[str, tuple[Planned, ...]] = {
     Planned("gramian-training-quick", "gramian_training", ("--preset", "quick", "--penalty-batch-size", "1024")),
     Planned("gramian-scaling-quick", "gramian_scaling", ("--preset", "quick", "--penalty-batch-size", "1024")),
     # ICL's second graph dataset and its CV table, last: the runs the CPU sessions could not afford
-    Planned(
-      "icl-reddit-quick",
-      "icl",
-      (
-        "--dataset",
-        "reddit-binary",
-        "--data-dir",
-        "{data}/tu",
-        "--preset",
-        "quick",
-        "--speedup",
-        "convergence",
-        "--runs",
-        "3",
-        "--methods",
-        "retrain,icl",
-      ),
-      REDDIT,
-    ),
-    Planned(
-      "icl-mnist-quick",
-      "icl",
-      (
-        "--dataset",
-        "mnist-2",
-        "--data-dir",
-        "{data}/mnist",
-        "--preset",
-        "quick",
-        "--speedup",
-        "convergence",
-        "--runs",
-        "3",
-        "--methods",
-        "retrain,icl",
-      ),
-      MNIST,
-    ),
+    _icl_quick("icl-reddit-quick", "reddit-binary", "{data}/tu", REDDIT),
+    _icl_quick("icl-mnist-quick", "mnist-2", "{data}/mnist", MNIST),
   ),
   # The same plan's shape at the test presets: seconds per run on a CPU.
   "tiny": (
