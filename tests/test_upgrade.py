@@ -84,6 +84,19 @@ class ClosedFormTest(parameterized.TestCase):
     ridge = np.linalg.solve(zn.T @ zn + gamma * np.eye(9), zn.T @ zp).T
     assert_close(upgrade.closed_form("linear", m, alpha=0.3)[0], ridge, "linalg")
 
+  def test_least_squares_with_fewer_pairs_than_dimensions_is_minimum_norm(self):
+    """n < d: the Gram matrix is singular; the map is lstsq's minimum-norm solution on the centred rows, not one that
+    inverts the rounding noise of its null eigenvalues."""
+    rng = np.random.default_rng(0)
+    for n, d in ((30, 40), (10, 40), (39, 40)):
+      zn, zp = rng.standard_normal((n, d)), rng.standard_normal((n, 8))
+      w, b = upgrade.closed_form("linear", upgrade.pair_moments(zn, zp))
+      reference = np.linalg.lstsq(zn - zn.mean(0), zp - zp.mean(0), rcond=None)[0].T
+      assert_close(w, reference, "linalg", scale=np.linalg.norm(reference))
+      assert_close(b, zp.mean(0) - reference @ zn.mean(0), "linalg", scale=np.linalg.norm(reference))
+      fresh = rng.standard_normal((50, d))
+      assert_close(fresh @ w.T, fresh @ reference.T, "linalg", scale=np.abs(fresh) @ np.abs(reference).T)
+
   @pytest.mark.heavy
   def test_affine_shrinks_towards_the_scaled_isometry(self):
     m = upgrade.pair_moments(self.z_new, self.z_prev)
@@ -181,7 +194,8 @@ class KindsTest(absltest.TestCase):
     self.assertGreater(affine_choices["alpha"], 0.0)
     self.assertNotIn("rank", affine_choices)
     least_squares = upgrade.closed_form("linear", upgrade.pair_moments(z_new, z_prev, rows=order[:40]))
-    self.assertLess(affine, 0.1 * upgrade.moments_mse(*least_squares, test_m))
+    # The true minimum-norm map (40 pairs, 40 dimensions) errs about five times as much as the shrunk one here.
+    self.assertLess(affine, 0.25 * upgrade.moments_mse(*least_squares, test_m))
     self.assertLess(affine, 0.7 * min(ridge, isometry))
 
   def test_spaces_that_already_agree_shrink_towards_the_identity(self):

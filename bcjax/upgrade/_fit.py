@@ -103,8 +103,11 @@ class UpgradeFit(NamedTuple):
 def _spectrum(gram_c: np.ndarray, count: int):
   lam, vecs = np.linalg.eigh(gram_c)
   lam = np.maximum(lam, 0.0)
-  # Least squares keeps the directions lstsq would: singular values s = sqrt(lam) above eps * max(n, d) * s_max.
-  cutoff = (np.finfo(np.float64).eps * max(count, gram_c.shape[0])) ** 2 * (lam.max() if lam.size else 0.0)
+  # Least squares keeps the directions the Gram matrix resolves. Its computed eigenvalues carry an absolute rounding
+  # error of about eps * max(n, d) * lam_max, so an eigenvalue below that is noise, not a direction the pairs span:
+  # inverting it would add a large, arbitrary component (the minimum-norm solution has none). The cutoff is lstsq's
+  # relative one applied to the eigenvalues themselves, not squared as it would be on singular values of the data.
+  cutoff = np.finfo(np.float64).eps * max(count, gram_c.shape[0]) * (lam.max() if lam.size else 0.0)
   return lam, vecs, cutoff
 
 
