@@ -3,15 +3,15 @@ registry, and transform stored embeddings to older versions.
 
   bcjax fit --old OLD.npy --new NEW.npy (--out MAP | --registry DIR) [--kind auto|linear|orthogonal|affine|mlp]
             [--normalize] [--index OLD_INDEX.npy [--new-index NEW_INDEX.npy] [--qrels QRELS]] [--labels LABELS.npy]
-            [--min-recovery R] [--report-dir DIR] ...
+            [--min-recovery R] [--min-hit-rate H] [--report-dir DIR] ...
   bcjax init --registry DIR --dim D_0 [--notes TEXT]
   bcjax append --registry DIR (W.npy | MAP) [--notes TEXT]
   bcjax versions --registry DIR [--json]
   bcjax transform (--registry DIR --to J [--from K] | --map MAP) IN.npy OUT.npy [--dtype D] [--overwrite]
 
 Exit status: 0 on success (for ``fit``: the verdict is "bridge"), 1 on a registry or data error, 2 on bad input (a
-usage error, a file that is not a finite floating .npy matrix, an existing output; nothing is written), 3 when
-``fit``'s verdict is not "bridge" (re-index, undecided or not measurable: the map is written to ``--out`` but not
+usage error, a file that is not a finite floating .npy matrix, an existing output; nothing is written); for ``fit``
+3 when the verdict is "re-index", 4 "undecided", 5 "not measurable" (the map is written to ``--out`` but not
 appended to a registry unless ``--force``). Messages go to stderr.
 """
 
@@ -29,7 +29,9 @@ from bcjax._compile_cache import use_compilation_cache
 from bcjax.upgrade import _files, _fit, _map, _report, _serve
 from bcjax.versioning import Registry, RegistryError
 
-EXIT_ERROR, EXIT_USAGE, EXIT_NOT_BRIDGE = 1, 2, 3
+EXIT_ERROR, EXIT_USAGE = 1, 2
+# `bcjax fit`'s exit status per verdict: a script can tell "re-embed" from "fit more pairs" from "measure properly".
+EXIT_VERDICT = {"bridge": 0, "re-index": 3, "undecided": 4, "not measurable": 5}
 
 
 class UsageError(ValueError):
@@ -160,8 +162,9 @@ def _read_qrels(path: str) -> tuple[np.ndarray, np.ndarray]:
 
 def _check_fit_args(args):
   """Every check of `bcjax fit` that needs no fitting, so bad input exits 2 before anything is written."""
-  if not 0.0 < args.min_recovery <= 1.0:
-    raise UsageError(f"`--min-recovery` must lie in (0, 1], got {args.min_recovery}")
+  for flag, value in (("--min-recovery", args.min_recovery), ("--min-hit-rate", args.min_hit_rate)):
+    if not 0.0 < value <= 1.0:
+      raise UsageError(f"`{flag}` must lie in (0, 1], got {value}")
   if (args.out is None) == (args.registry is None):
     raise UsageError("pass exactly one of --out MAP (write the map to a file) or --registry DIR (append it)")
   if args.k < 1:
@@ -286,6 +289,8 @@ def _cmd_fit(args) -> int:
     k=args.k,
     metric=args.metric,
     min_recovery=args.min_recovery,
+    min_hit_rate=args.min_hit_rate,
+    chunk_rows=args.chunk_rows,
     seed=args.seed,
   )
   report.update(
@@ -299,7 +304,7 @@ def _cmd_fit(args) -> int:
   summary = {
     "verdict": report["verdict"],
     "primary": report["primary"],
-    report["primary"]: report["metrics"][report["primary"]]["value"],
+    report["primary"]: _report.finite_or_none(report["metrics"][report["primary"]]["value"]),
     "kind": fitted.map.kind,
     "old_model": args.old_model,
     "new_model": args.new_model,
@@ -317,7 +322,7 @@ def _cmd_fit(args) -> int:
     )
     written.append(f"{args.registry} version {info.version}")
     appended = True
-  _atomic.write_atomic(args.report_json, json.dumps(report, indent=2, default=float).encode())
+  _atomic.write_atomic(args.report_json, _report.report_json(report).encode())
   _atomic.write_atomic(args.report_md, _report.report_markdown(report).encode())
   written += [args.report_json, args.report_md]
   print(fitted.reason)
@@ -325,7 +330,7 @@ def _cmd_fit(args) -> int:
   if args.registry is not None and not appended:
     print(f"not appended to {args.registry}: the verdict is {report['verdict']} (pass --force to append anyway)")
   print("wrote " + ", ".join(str(w) for w in written))
-  return 0 if report["verdict"] == "bridge" else EXIT_NOT_BRIDGE
+  return EXIT_VERDICT[report["verdict"]]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -347,6 +352,10 @@ def _parser() -> argparse.ArgumentParser:
     "fit",
     help="fit a backward map from a new model's embeddings to an old one's on paired rows, "
     "judge it on held-out pairs (bridge or re-index) and save it or append it to a registry",
+    epilog="exit status: 0 bridge (the primary measure's whole 95 % interval clears its threshold), 3 re-index "
+    "(wholly below), 4 undecided (straddles it: more held-out pairs would decide), 5 not measurable (chance is not "
+    "far below the threshold or the reference carries no signal: pass --index, or relevance the reference "
+    "retrieves above chance), 2 bad input, 1 a registry or data error",
   )
   p.add_argument("--old", required=True, help=".npy [n, D_old]: the old model's embeddings of n items")
   p.add_argument("--new", required=True, help=".npy [n, D_new]: the new model's embeddings of the same n items")
@@ -376,7 +385,15 @@ def _parser() -> argparse.ArgumentParser:
     "--min-recovery",
     type=float,
     default=0.95,
-    help="bridge threshold in (0, 1] on the primary measure's 95 %% interval (default 0.95)",
+    help="bridge threshold in (0, 1] on recall recovery's 95 %% interval, a share of the reference's recall (the "
+    "primary measure with --qrels; default 0.95)",
+  )
+  p.add_argument(
+    "--min-hit-rate",
+    type=float,
+    default=0.95,
+    help="bridge threshold in (0, 1] on the own-vector hit rate's 95 %% interval, an absolute rate (the primary "
+    "measure without --qrels; default 0.95)",
   )
   p.add_argument("--test-fraction", type=float, default=0.2, help="pairs held out for the report (default 0.2)")
   p.add_argument("--val-fraction", type=float, default=0.1, help="pairs for the kind's choices (default 0.1)")

@@ -155,15 +155,16 @@ class FitCommandTest(absltest.TestCase):
     super().setUp()
     self.tmp = Path(self.create_tempdir().full_path)
     rng = np.random.default_rng(0)
-    n = 600
-    z_new = (rng.standard_normal((n, 10)) * np.linspace(0.5, 2.0, 10) + 2.0).astype(np.float32)
+    n, n_index = 600, 1600  # the index: the 600 paired items and 1,000 more, enough rows for a hit-rate verdict
+    z_new = (rng.standard_normal((n_index, 10)) * np.linspace(0.5, 2.0, 10) + 2.0).astype(np.float32)
     q, _ = np.linalg.qr(rng.standard_normal((10, 10)))
-    z_old = ((z_new - 2.0) @ q[:6].T + 1.0 + 0.05 * rng.standard_normal((n, 6))).astype(np.float32)
+    z_old = ((z_new - 2.0) @ q[:6].T + 1.0 + 0.05 * rng.standard_normal((n_index, 6))).astype(np.float32)
+    index, z_new, z_old = z_old, z_new[:n], z_old[:n]
     self.z_new, self.z_old = z_new, z_old
     for name, arr in (
       ("new", z_new),
       ("old", z_old),
-      ("index", z_old[:200]),
+      ("index", index),
       ("labels", (z_old[:, 0] > np.median(z_old[:, 0])).astype(np.int64)),
     ):
       np.save(self.tmp / f"{name}.npy", arr)
@@ -229,14 +230,65 @@ class FitCommandTest(absltest.TestCase):
       "--k",
       "1",
     )
-    self.assertEqual(code, 3, stdout)
-    self.assertRegex(stdout, "verdict: (re-index|undecided)")
+    self.assertEqual(code, 3, stdout)  # k = 1 among 120 held-out own vectors: chance 0.008, a pool large enough
+    self.assertIn("verdict: re-index", stdout)
     self.assertIn("not appended", stdout)
     self.assertEqual(Registry(reg).latest, 0)
-    code, stdout, _ = run(*self.base, "--registry", reg, "--min-recovery", "0.5", "--seed", "1")
+    index = str(self.tmp / "index.npy")
+    code, stdout, _ = run(*self.base, "--registry", reg, "--index", index, "--seed", "1")
     self.assertEqual(code, 0, stdout)
     self.assertEqual(Registry(reg).latest, 1)
     self.assertEqual(len(list(Path(reg).glob("upgrade-*.report.json"))), 2)
+
+  def test_every_verdict_has_its_exit_code(self):
+    """0 bridge, 3 re-index, 4 undecided, 5 not measurable; 200 pairs without --index are refused a verdict."""
+    index = str(self.tmp / "index.npy")
+    np.save(self.tmp / "old200.npy", self.z_old[:200])
+    np.save(self.tmp / "new200.npy", self.z_new[:200])
+    small = ["fit", "--old", str(self.tmp / "old200.npy"), "--new", str(self.tmp / "new200.npy"), "--kind", "linear"]
+    code, stdout, _ = run(*small, "--out", str(self.tmp / "small.bcmap"))
+    self.assertEqual(code, 5, stdout)
+    report = json.loads((self.tmp / "small.bcmap.report.json").read_text())
+    self.assertEqual(report["verdict"], "not measurable")
+    self.assertEqual([r["code"] for r in report["reasons"]], ["pool-too-small"])
+    self.assertEqual(report["metrics"]["own_vector_hit_rate"]["pool"], 40)
+    self.assertIn("chance", (self.tmp / "small.bcmap.report.md").read_text())
+    # With the index as distractors the same 200 pairs are judged: the map is near exact, so a bridge.
+    code, stdout, _ = run(*small, "--out", str(self.tmp / "small2.bcmap"), "--index", index)
+    self.assertEqual(code, 0, stdout)
+    # A new model that barely predicts the old vectors: its own vector is first for some rows only (k = 1).
+    noisy = self.z_old + 0.6 * np.random.default_rng(5).standard_normal(self.z_old.shape).astype(np.float32)
+    np.save(self.tmp / "noisy.npy", noisy)
+    noisy_index = np.load(index)
+    noisy_index[:600] = noisy
+    np.save(self.tmp / "noisy_index.npy", noisy_index)
+    weak = ["fit", "--old", str(self.tmp / "noisy.npy"), "--new", str(self.tmp / "new.npy"), "--kind", "linear"]
+    weak += ["--index", str(self.tmp / "noisy_index.npy"), "--k", "1"]
+    code, stdout, _ = run(*weak, "--out", str(self.tmp / "weak.bcmap"))
+    self.assertEqual(code, 3, stdout)
+    hit = json.loads((self.tmp / "weak.bcmap.report.json").read_text())["metrics"]["own_vector_hit_rate"]
+    self.assertLess(hit["high"], 0.95)
+    self.assertLess(hit["low"], hit["value"])
+    self.assertLess(hit["value"], hit["high"])
+    # The same map against a threshold inside its interval: undecided.
+    code, stdout, _ = run(*weak, "--out", str(self.tmp / "weak2.bcmap"), "--min-hit-rate", f"{hit['value']:.6f}")
+    self.assertEqual(code, 4, stdout)
+    self.assertIn("verdict: undecided", stdout)
+    self.assertEqual(run("versions", "--registry", str(self.tmp / "no-registry"))[0], 1)
+
+  def test_reports_are_strict_json(self):
+    """A recovery with no relevance pair is null in the report, never NaN."""
+    qrels = self.tmp / "qrels.txt"
+    qrels.write_text("0 0\n")  # row 0 is a training pair: no held-out row has relevance
+    code, _, _ = run(
+      *self.base, "--out", str(self.tmp / "q.bcmap"), "--index", str(self.tmp / "index.npy"), "--qrels", str(qrels)
+    )
+    self.assertEqual(code, 5)
+    text = (self.tmp / "q.bcmap.report.json").read_text()
+    self.assertNotIn("NaN", text)
+    report = json.loads(text, parse_constant=lambda c: self.fail(f"non-standard JSON constant {c}"))
+    self.assertIsNone(report["metrics"]["recall_recovery"]["value"])
+    self.assertEqual([r["code"] for r in report["reasons"]], ["no-relevance"])
 
   def test_transform_refuses_a_bad_chunk_size_before_writing(self):
     code, _, err = run(
@@ -285,6 +337,7 @@ class FitCommandTest(absltest.TestCase):
       (["--old", old, "--new", new, "--out", str(bad / "taken.bcmap")], "taken.bcmap exists"),
       (["--old", old, "--new", new, "--out", out, "--min-recovery", "0"], r"`--min-recovery` must lie in \(0, 1\]"),
       (["--old", old, "--new", new, "--out", out, "--min-recovery", "1.5"], "got 1.5"),
+      (["--old", old, "--new", new, "--out", out, "--min-hit-rate", "0"], r"`--min-hit-rate` must lie in \(0, 1\]"),
       (["--old", old, "--new", new, "--out", out, "--test-fraction", "1.5"], "`--test-fraction` must lie in"),
       (["--old", old, "--new", new, "--out", out, "--k", "0"], "`--k` must be >= 1, got 0"),
       (["--old", old, "--new", new, "--out", out, "--new-index", new], "`--new-index` needs `--index`"),

@@ -26,7 +26,9 @@ from bcjax.upgrade._map import save_map
 from bcjax.upgrade._moments import PairMoments
 from bcjax.upgrade._moments import pair_moments
 from bcjax.upgrade._report import VERDICTS
+from bcjax.upgrade._report import Reason
 from bcjax.upgrade._report import evaluate_upgrade
+from bcjax.upgrade._report import report_json
 from bcjax.upgrade._report import report_markdown
 from bcjax.upgrade._report import report_summary
 from bcjax.upgrade._retrieval import neighbour_agreement
@@ -43,6 +45,7 @@ __all__ = (
   "EmbeddingFileError",
   "PairMoments",
   "PairSplit",
+  "Reason",
   "UpgradeFit",
   "UpgradeMap",
   "affine_form",
@@ -63,6 +66,7 @@ __all__ = (
   "pair_moments",
   "query_function",
   "registry_maps",
+  "report_json",
   "report_markdown",
   "report_summary",
   "save_map",

@@ -16,14 +16,21 @@ interval over those rows, and is named for what it means:
   the held-out rows' old and mapped embeddings: both accuracies, the negative-flip rate, and whether the consumer is
   above the majority-class share at all (otherwise its flips mean nothing).
 
-The verdict compares the primary measure (``recall_recovery`` if relevance was given, else ``own_vector_hit_rate``,
-with the index as distractors when one was given) with ``min_recovery``: **bridge** when its whole interval is
-at or above it, **re-index** when its whole interval is below, **undecided** when the interval straddles it (more
-held-out pairs would decide), **not measurable** when the reference itself carries no signal.
+The verdict compares the primary measure with its own threshold: ``recall_recovery`` (if relevance was given, a
+share of the reference's recall) with ``min_recovery``, else ``own_vector_hit_rate`` (an absolute rate) with
+``min_hit_rate``. **bridge** only when the measure's whole 95 % interval is at or above the threshold, **re-index**
+when its whole interval is below, **undecided** when the interval straddles it (more held-out pairs would decide),
+**not measurable** when the measure cannot carry a verdict: the reference itself is not above chance, no held-out
+row has relevance pairs, or the own-vector pool is so small that chance (k / pool) is more than
+:data:`MAX_CHANCE_SHARE` of the threshold (without an index the pool is the held-out pairs' own old vectors alone:
+40 of them at 200 pairs, where a random map hits a top 10 a quarter of the time). Each such finding is a
+:class:`Reason` whose ``code`` (not its wording) decides.
 """
 
+import json
 import math
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,7 +39,31 @@ from bcjax.upgrade import _consumer, _files, _moments, _retrieval
 from bcjax.upgrade._map import UpgradeMap
 
 VERDICTS = ("bridge", "re-index", "undecided", "not measurable")
+"""The report's verdicts, in the order of the command's exit codes 0, 3, 4 and 5."""
+
+MAX_CHANCE_SHARE = 0.01
+"""The own-vector hit rate carries a verdict only where chance (k / pool) is at most this share of the threshold."""
+
 _REPLICATES = 1000
+
+
+class Reason(NamedTuple):
+  """A finding of the report: ``code`` names it (one of :data:`REASON_CODES`), ``blocks_verdict`` says whether it
+  makes the primary measure unable to carry a verdict, ``text`` says it for a reader."""
+
+  code: str
+  blocks_verdict: bool
+  text: str
+
+
+REASON_CODES = ("pool-too-small", "reference-at-chance", "no-relevance", "consumer-at-majority")
+"""Every :class:`Reason` code: the first three block a verdict, the last marks the consumer's measures."""
+
+
+def _reason(code: str, text: str) -> dict:
+  if code not in REASON_CODES:
+    raise ValueError(f"unknown reason code {code!r}")
+  return Reason(code, code != "consumer-at-majority", text)._asdict()
 
 
 def _interval(values: np.ndarray, reference: np.ndarray | None = None, *, seed: int) -> dict:
@@ -121,7 +152,9 @@ def evaluate_upgrade(
   k: int = 10,
   metric: str = "cosine",
   min_recovery: float = 0.95,
+  min_hit_rate: float = 0.95,
   max_rows: int = 20_000,
+  chunk_rows: int = _files.DEFAULT_CHUNK_ROWS,
   seed: int = 0,
 ) -> dict:
   """The go/no-go report (module docstring) of ``upgrade_map`` on the held-out pairs ``rows``.
@@ -137,16 +170,27 @@ def evaluate_upgrade(
     consumer_rows: the rows the consumer is fitted on (the training rows); at most ``max_rows`` are used.
     k: the cut-off of every top-k measure.
     metric: ``cosine``, ``dot`` or ``l2``.
-    min_recovery: the bridge threshold in (0, 1].
+    min_recovery: the bridge threshold of ``recall_recovery`` (a share of the reference's recall), in (0, 1].
+    min_hit_rate: the bridge threshold of ``own_vector_hit_rate`` (an absolute rate), in (0, 1].
+    max_rows: held-out rows, consumer rows and index rows sampled as own-vector distractors, at most.
+    chunk_rows: index rows read at a time: the index is streamed, never held in memory whole.
     seed: seeds the subsamples and the bootstrap.
 
   Returns:
-    A JSON-able dict: ``metrics`` (each ``{value, low, high, n, means}``), ``primary``, ``verdict`` (one of
-    :data:`VERDICTS`), ``reasons``, and the settings.
+    A dict that strict JSON holds once :func:`report_json` has replaced undefined numbers by null: ``metrics``
+    (each ``{value, low, high, n, means}``), ``primary``, ``threshold`` (the primary's), ``verdict`` (one of
+    :data:`VERDICTS`), ``reasons`` (:class:`Reason` as dicts), and the settings.
+
+  Raises:
+    ValueError: naming the argument, for a threshold outside (0, 1], an unknown metric, no held-out rows,
+      relevance pairs without an index, or labels without consumer rows.
   """
   fn = "evaluate_upgrade"
-  if not 0.0 < min_recovery <= 1.0:
-    raise ValueError(f"{fn}: `min_recovery` must lie in (0, 1], got {min_recovery!r}")
+  for name, value in (("min_recovery", min_recovery), ("min_hit_rate", min_hit_rate)):
+    if not 0.0 < value <= 1.0:
+      raise ValueError(f"{fn}: `{name}` must lie in (0, 1], got {value!r}")
+  if chunk_rows < 1:
+    raise ValueError(f"{fn}: `chunk_rows` must be >= 1, got {chunk_rows!r}")
   if metric not in _retrieval.METRICS:
     raise ValueError(f"{fn}: `metric` must be one of {list(_retrieval.METRICS)}, got {metric!r}")
   if len(rows) == 0:
@@ -176,19 +220,41 @@ def evaluate_upgrade(
     distractors = candidates[_without_copies(candidates, zp)]
   hits = _retrieval.own_vector_hits(mapped, target, distractors, k=k, metric=metric)
   pool = len(rows) + (0 if distractors is None else len(distractors))
+  chance = min(1.0, k / pool)
   metrics["own_vector_hit_rate"] = dict(
     _interval(hits, seed=seed),
     means=(
       f"share of held-out items whose mapped new embedding ranks their own old embedding in its top {k} among "
       f"{pool} old embeddings"
     ),
-    chance=min(1.0, k / pool),
+    chance=chance,
+    pool=pool,
   )
-  primary = "own_vector_hit_rate"
+  primary, threshold = "own_vector_hit_rate", min_hit_rate
+  needed = math.ceil(k / (MAX_CHANCE_SHARE * min_hit_rate))
+  if qrels is None and pool < needed:
+    where = (
+      f"{len(rows)} held-out pairs' own old vectors"
+      if distractors is None
+      else f"{len(rows)} held-out pairs' old vectors and {len(distractors)} index rows"
+    )
+    reasons.append(
+      _reason(
+        "pool-too-small",
+        f"the own-vector hit rate is scored among {pool} old embeddings ({where}), where a random map already "
+        f"finds its own vector in the top {k} with probability {chance:.3g}: a verdict needs chance at most "
+        f"{MAX_CHANCE_SHARE:g} x the threshold {min_hit_rate:g}, a pool of at least {needed} rows. "
+        + (
+          f"Not measurable without --index (or a sample of the old index of at least {needed - len(rows)} rows)"
+          if distractors is None
+          else f"Not measurable with this index: pass one (or a sample of it) of at least {needed - len(rows)} rows"
+        ),
+      )
+    )
 
   if index_arr is not None:
-    index_f = _files.read_rows(index_arr, slice(None), np.float32)
-    agreement = _retrieval.neighbour_agreement(mapped, zp, index_f, k=k, metric=metric)
+    index_f = index_arr  # streamed by every search below, never read whole
+    agreement = _retrieval.neighbour_agreement(mapped, zp, index_f, k=k, metric=metric, chunk_rows=chunk_rows)
     metrics["neighbour_agreement"] = dict(
       _interval(agreement, seed=seed),
       means=(
@@ -201,7 +267,9 @@ def evaluate_upgrade(
       relevant = _relevant_lists(qrels, rows, index_f.shape[0])
       has = np.array([len(r) > 0 for r in relevant])
       if not has.any():
-        reasons.append("no held-out row has a relevance pair: recall recovery is not measurable")
+        reasons.append(
+          _reason("no-relevance", "no held-out row has a relevance pair: recall recovery is not measurable")
+        )
         metrics["recall_recovery"] = {
           "value": math.nan,
           "low": math.nan,
@@ -211,7 +279,7 @@ def evaluate_upgrade(
         }
       else:
         rel = [r for r, h in zip(relevant, has) if h]
-        bridged = _retrieval.recall_per_query(mapped[has], index_f, rel, k=k, metric=metric)
+        bridged = _retrieval.recall_per_query(mapped[has], index_f, rel, k=k, metric=metric, chunk_rows=chunk_rows)
         if new_index is not None:
           if new_index.shape[0] != index_f.shape[0]:
             raise ValueError(
@@ -219,12 +287,10 @@ def evaluate_upgrade(
               f"both must embed the same items"
             )
           reference_name = "re-embedding (new queries against the new model's index)"
-          reference = _retrieval.recall_per_query(
-            zn[has], _files.read_rows(new_index, slice(None), np.float32), rel, k=k, metric=metric
-          )
+          reference = _retrieval.recall_per_query(zn[has], new_index, rel, k=k, metric=metric, chunk_rows=chunk_rows)
         else:
           reference_name = "the old model (old queries against the old index)"
-          reference = _retrieval.recall_per_query(zp[has], index_f, rel, k=k, metric=metric)
+          reference = _retrieval.recall_per_query(zp[has], index_f, rel, k=k, metric=metric, chunk_rows=chunk_rows)
         chance = float(np.mean([min(1.0, k / index_f.shape[0]) for _ in rel]))
         ref_interval = _interval(reference, seed=seed)
         metrics["recall_bridged"] = dict(_interval(bridged, seed=seed), means=f"Recall@{k} of the mapped new queries")
@@ -235,26 +301,31 @@ def evaluate_upgrade(
         )
         if not ref_interval["low"] > chance:
           reasons.append(
-            f"the reference's Recall@{k} ({ref_interval['value']:.3f}, 95 % interval down to "
-            f"{ref_interval['low']:.3f}) is not above chance ({chance:.3f}): recall recovery is not "
-            f"measurable on these relevance pairs"
+            _reason(
+              "reference-at-chance",
+              f"the reference's Recall@{k} ({ref_interval['value']:.3f}, 95 % interval down to "
+              f"{ref_interval['low']:.3f}) is not above chance ({chance:.3f}): recall recovery is not "
+              f"measurable on these relevance pairs",
+            )
           )
-      primary = "recall_recovery"
+      primary, threshold = "recall_recovery", min_recovery
 
   if labels is not None:
     metrics.update(
       _consumer_metrics(labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed, reasons)
     )
 
-  verdict = _verdict(metrics[primary], min_recovery, reasons)
+  verdict = _verdict(metrics[primary], threshold, reasons)
   return {
     "metrics": metrics,
     "primary": primary,
+    "threshold": threshold,
     "verdict": verdict,
     "reasons": reasons,
     "k": k,
     "metric": metric,
     "min_recovery": min_recovery,
+    "min_hit_rate": min_hit_rate,
     "held_out_rows": len(rows),
     "map": {"kind": kind, "choices": choices, "normalize": normalize, "dims": list(dims)},
   }
@@ -298,29 +369,52 @@ def _consumer_metrics(labels, z_prev, rows, zp, mapped, consumer_rows, normalize
   }
   if not old_acc["low"] > majority:
     reasons.append(
-      f"the consumer's accuracy on old embeddings ({old_acc['value']:.3f}, 95 % interval down to "
-      f"{old_acc['low']:.3f}) is not above always answering the majority class ({majority:.3f}): its flips are "
-      f"not measurable"
+      _reason(
+        "consumer-at-majority",
+        f"the consumer's accuracy on old embeddings ({old_acc['value']:.3f}, 95 % interval down to "
+        f"{old_acc['low']:.3f}) is not above always answering the majority class ({majority:.3f}): its flips are "
+        f"not measurable",
+      )
     )
     for name in out:
       out[name]["measurable"] = False
   return out
 
 
-def _verdict(primary: dict, min_recovery: float, reasons: list) -> str:
-  if any(
-    "not measurable on these relevance pairs" in r or "no held-out row has a relevance pair" in r for r in reasons
-  ) or not math.isfinite(primary["value"]):
+def _verdict(primary: dict, threshold: float, reasons: Sequence[dict]) -> str:
+  """The verdict (module docstring) from the primary measure's interval and the reasons' codes."""
+  if any(r["blocks_verdict"] for r in reasons) or not all(
+    math.isfinite(primary[key]) for key in ("value", "low", "high")
+  ):
     return "not measurable"
-  if primary["low"] >= min_recovery:
+  if primary["low"] >= threshold:
     return "bridge"
-  if primary["high"] < min_recovery:
+  if primary["high"] < threshold:
     return "re-index"
   return "undecided"
 
 
+def finite_or_none(value):
+  """``value`` with every non-finite float (at any depth of dicts, lists and tuples) replaced by None."""
+  if isinstance(value, float) and not math.isfinite(value):
+    return None
+  if isinstance(value, dict):
+    return {k: finite_or_none(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [finite_or_none(v) for v in value]
+  if isinstance(value, np.generic):
+    return finite_or_none(value.item())
+  return value
+
+
+def report_json(report: dict) -> str:
+  """The report as strict JSON (RFC 8259): an undefined number (a recovery with no relevance pair) is ``null``,
+  never ``NaN``."""
+  return json.dumps(finite_or_none(report), indent=2, allow_nan=False)
+
+
 def _fmt(m: dict) -> str:
-  if not math.isfinite(m["value"]):
+  if m["value"] is None or not math.isfinite(m["value"]):
     return "n/a"
   return f"{m['value']:.4f} [{m['low']:.4f}, {m['high']:.4f}]"
 
@@ -331,28 +425,33 @@ def report_markdown(report: dict) -> str:
     f"# Upgrade report: **{report['verdict']}**",
     "",
     f"Primary measure `{report['primary']}` = {_fmt(report['metrics'][report['primary']])} (95 % interval over "
-    f"{report['held_out_rows']} held-out pairs) against the threshold {report['min_recovery']:g}.",
+    f"{report['held_out_rows']} held-out pairs) against the threshold {report['threshold']:g}. Rule: bridge only "
+    f"when the whole interval is at or above the threshold, re-index when it is wholly below, undecided when it "
+    f"straddles it, not measurable when the measure cannot carry a verdict (the reasons below).",
     "",
   ]
-  lines += [f"- {r}" for r in report["reasons"]]
+  lines += [f"- {r['text']}" + (" (blocks the verdict)" if r["blocks_verdict"] else "") for r in report["reasons"]]
   lines += [
     "",
     f"Map: {report['map']['kind']} {report['map']['choices']}, D {report['map']['dims'][1]} -> "
     f"{report['map']['dims'][0]}, normalised: {report['map']['normalize']}; k = {report['k']}, "
     f"metric {report['metric']}.",
     "",
-    "| measure | value [95 % interval] | rows | what it means |",
-    "|---|---|---|---|",
+    "| measure | value [95 % interval] | rows | chance | what it means |",
+    "|---|---|---|---|---|",
   ]
   for name, m in report["metrics"].items():
-    lines.append(f"| {name} | {_fmt(m)} | {m['n']} | {m['means']} |")
+    chance = f"{m['chance']:.3g}" if m.get("chance") is not None else ""
+    if m.get("pool") is not None:
+      chance += f" (pool {m['pool']})"
+    lines.append(f"| {name} | {_fmt(m)} | {m['n']} | {chance} | {m['means']} |")
   return "\n".join(lines) + "\n"
 
 
 def report_summary(report: dict) -> list[str]:
   """A few printed lines: the verdict and the measures a reader decides on."""
   p = report["metrics"][report["primary"]]
-  lines = [f"verdict: {report['verdict']} ({report['primary']} {_fmt(p)} vs threshold {report['min_recovery']:g})"]
+  lines = [f"verdict: {report['verdict']} ({report['primary']} {_fmt(p)} vs threshold {report['threshold']:g})"]
   for name in (
     "recall_recovery",
     "neighbour_agreement",
@@ -364,5 +463,5 @@ def report_summary(report: dict) -> list[str]:
   ):
     if name in report["metrics"] and name != report["primary"]:
       lines.append(f"  {name}: {_fmt(report['metrics'][name])}")
-  lines += [f"  note: {r}" for r in report["reasons"]]
+  lines += [f"  note: {r['text']}" for r in report["reasons"]]
   return lines

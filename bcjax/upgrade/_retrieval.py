@@ -1,4 +1,5 @@
-r"""Brute-force top-k search for judging a bridged query against an old index: exact, chunked over queries.
+r"""Brute-force top-k search for judging a bridged query against an old index: exact, streamed over the index in
+row chunks (an index larger than memory is read once) and blocked over queries.
 
 Scores: ``cosine`` (dot product of L2-normalised rows), ``dot``, or ``l2`` (:math:`-\lVert q - x \rVert^2`, ranked
 as :math:`2 q\cdot x - \lVert x \rVert^2`). Ties are broken towards the lower item id, as ``jax.lax.top_k`` does.
@@ -11,6 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcjax._buckets import bucket_size
+from bcjax.upgrade import _files
+from bcjax.upgrade._files import DEFAULT_CHUNK_ROWS
 
 METRICS = ("cosine", "dot", "l2")
 # Query rows per chunk: a chunk's scores stay near 2^26 entries (256 MiB of float32) whatever the index size.
@@ -26,31 +29,56 @@ def _prepare(x: np.ndarray, metric: str) -> np.ndarray:
 
 
 @functools.partial(jax.jit, static_argnames=("k", "l2"))
-def _top_k(queries, items, item_sq, *, k, l2):
+def _merge_top_k(queries, items, item_sq, valid, offset, best_scores, best_ids, *, k, l2):
+  """The k best of (the running best, this chunk of items): the running best comes first and holds only lower ids,
+  so ties still go to the lower id."""
   scores = queries @ items.T
   if l2:
     scores = 2.0 * scores - item_sq[None, :]
-  return jax.lax.top_k(scores, k)[1]
+  scores = jnp.where(jnp.arange(items.shape[0])[None, :] < valid, scores, -jnp.inf)
+  ids = offset + jnp.arange(items.shape[0], dtype=best_ids.dtype)
+  all_scores = jnp.concatenate([best_scores, scores], axis=1)
+  all_ids = jnp.concatenate([best_ids, jnp.broadcast_to(ids, scores.shape)], axis=1)
+  top, where = jax.lax.top_k(all_scores, k)
+  return top, jnp.take_along_axis(all_ids, where, axis=1)
 
 
-def top_k(queries: np.ndarray, items: np.ndarray, k: int, *, metric: str = "cosine") -> np.ndarray:
-  """Ids [Q, k] of each query's k best-scoring items (best first), exact, in float32."""
+def top_k(
+  queries: np.ndarray, items: np.ndarray, k: int, *, metric: str = "cosine", chunk_rows: int = DEFAULT_CHUNK_ROWS
+) -> np.ndarray:
+  """Ids [Q, k] of each query's k best-scoring items (best first), exact, in float32.
+
+  ``items`` may be a memory map larger than memory: it is read ``chunk_rows`` rows at a time, once, and each chunk's
+  scores are merged into every query's running top k, so memory stays bounded by the chunk and the queries (a
+  block of queries at a time keeps each score matrix near 2^26 entries)."""
   if metric not in METRICS:
     raise ValueError(f"top_k: `metric` must be one of {list(METRICS)}, got {metric!r}")
   if not 1 <= k <= items.shape[0]:
     raise ValueError(f"top_k: `k` must lie in [1, {items.shape[0]}] (the items), got {k}")
-  q, x = _prepare(queries, metric), _prepare(items, metric)
-  x_dev = jnp.asarray(x)
-  item_sq = jnp.sum(x_dev * x_dev, axis=1)
-  rows = max(1, min(_CHUNK_ENTRIES // max(x.shape[0], 1), 4096))
+  if chunk_rows < 1:
+    raise ValueError(f"top_k: `chunk_rows` must be >= 1, got {chunk_rows}")
+  q = _prepare(queries, metric)
+  n_items = items.shape[0]
+  chunk_rows = min(chunk_rows, n_items)
+  size = bucket_size(chunk_rows)  # every chunk padded to one shape: one compile per octave of chunk sizes
+  rows = max(1, min(_CHUNK_ENTRIES // size, 4096))
+  blocks = [slice(s, min(s + rows, q.shape[0])) for s in range(0, q.shape[0], rows)]
+  padded_q = [
+    jnp.asarray(np.pad(q[b], ((0, bucket_size(b.stop - b.start) - (b.stop - b.start)), (0, 0)))) for b in blocks
+  ]
+  # ids in int32: an index of 2^31 rows would be terabytes; the placeholders (score -inf) are always displaced.
+  best = [(jnp.full((p.shape[0], k), -jnp.inf, jnp.float32), jnp.zeros((p.shape[0], k), jnp.int32)) for p in padded_q]
+  with _files.chunk_reader(items) as read:
+    for chunk in _files.chunks(n_items, chunk_rows):
+      x = _prepare(read(chunk), metric)
+      valid = x.shape[0]
+      x_dev = jnp.asarray(np.pad(x, ((0, size - valid), (0, 0))))
+      item_sq = jnp.sum(x_dev * x_dev, axis=1)
+      for i, p in enumerate(padded_q):
+        best[i] = _merge_top_k(p, x_dev, item_sq, valid, chunk.start, *best[i], k=k, l2=metric == "l2")
   out = np.empty((q.shape[0], k), np.int64)
-  for start in range(0, q.shape[0], rows):
-    block = q[start : start + rows]
-    size = bucket_size(block.shape[0])  # one compile per octave of chunk sizes
-    padded = np.pad(block, ((0, size - block.shape[0]), (0, 0)))
-    out[start : start + block.shape[0]] = np.asarray(_top_k(padded, x_dev, item_sq, k=k, l2=metric == "l2"))[
-      : block.shape[0]
-    ]
+  for b, (_, ids) in zip(blocks, best):
+    out[b] = np.asarray(ids)[: b.stop - b.start]
   return out
 
 
@@ -67,20 +95,33 @@ def own_vector_hits(
 
 
 def neighbour_agreement(
-  mapped: np.ndarray, old_queries: np.ndarray, index: np.ndarray, *, k: int, metric: str = "cosine"
+  mapped: np.ndarray,
+  old_queries: np.ndarray,
+  index: np.ndarray,
+  *,
+  k: int,
+  metric: str = "cosine",
+  chunk_rows: int = DEFAULT_CHUNK_ROWS,
 ) -> np.ndarray:
   """For each query, the share of the old model's top k in ``index`` (``old_queries[i]``'s) that the mapped query
   also ranks in its top k: [Q] floats in [0, 1]."""
   k = min(k, index.shape[0])
-  mine, theirs = top_k(mapped, index, k, metric=metric), top_k(old_queries, index, k, metric=metric)
+  both = top_k(np.concatenate([mapped, old_queries]), index, k, metric=metric, chunk_rows=chunk_rows)  # one read
+  mine, theirs = both[: len(mapped)], both[len(mapped) :]
   return np.array([len(np.intersect1d(a, b)) for a, b in zip(mine, theirs)], np.float64) / k
 
 
 def recall_per_query(
-  queries: np.ndarray, index: np.ndarray, relevant: list[np.ndarray], *, k: int, metric: str = "cosine"
+  queries: np.ndarray,
+  index: np.ndarray,
+  relevant: list[np.ndarray],
+  *,
+  k: int,
+  metric: str = "cosine",
+  chunk_rows: int = DEFAULT_CHUNK_ROWS,
 ) -> np.ndarray:
   """Recall@k of each query [Q]: the share of its ``relevant`` index ids found in its top k."""
-  found = top_k(queries, index, min(k, index.shape[0]), metric=metric)
+  found = top_k(queries, index, min(k, index.shape[0]), metric=metric, chunk_rows=chunk_rows)
   return np.array([np.isin(rel, f).mean() for f, rel in zip(found, relevant)], np.float64)
 
 
