@@ -4,6 +4,11 @@ over a stored file, and the added latency of one query.
 * ``fit``: ``fit_upgrade`` wall time per kind on ``pairs`` x ``dim`` synthetic pairs (a noisy rotation with shifts,
   new width ``dim`` to old width ``old_dim``), including its cross-validation and, for the MLP, its early-stopped
   epochs (reported).
+* ``command``: the ``bcjax fit`` command a user runs, per kind (``orthogonal``, ``linear``, ``affine``, ``auto``) on
+  ``command_pairs`` x ``dim`` pairs with an old index of ``command_index_rows`` rows (``--normalize --index``, the
+  report included), in a fresh process with the persistent compilation cache off (the first run on a machine): its
+  wall time, and where that time goes, measured in a second fresh process that runs the same steps in turn: the
+  imports, ``fit_upgrade``, ``evaluate_upgrade`` and writing the map and report (the medians of ``repeats`` runs).
 * ``transform``: ``transform_file`` over a float32 ``.npy`` of ``rows`` x D (for each D of ``widths``) with an affine
   map to ``old_dim``, against a plain chunked NumPy loop over the same memory map (read a chunk, ``z @ W.T + b``,
   write it into an output memory map): the memory-bandwidth bound of the same work. Each runs in a fresh subprocess
@@ -44,6 +49,13 @@ class Config:
   widths: tuple[int, ...] = option((384, 1024), help="widths D of the served file", low=1)
   chunk_rows: int = option(65_536, help="rows per chunk when serving", low=1)
   mlp_epochs: int = option(10, help="the MLP's epoch limit in the fit timing", low=1)
+  command_pairs: int = option(1000, help="paired rows of the `bcjax fit` command timings", low=20)
+  command_index_rows: int = option(20_000, help="old-index rows of the `bcjax fit` command timings", low=20)
+  command_kinds: tuple[str, ...] = option(
+    ("orthogonal", "linear", "affine", "auto"),
+    help="kinds of the `bcjax fit` command timings",
+    choices=upgrade.UPGRADE_KINDS,
+  )
   repeats: int = option(3, help="subprocess runs per transform timing (median reported)", low=1)
   query_repeats: int = option(2000, help="timed single-row queries (median reported)", low=1)
 
@@ -58,6 +70,8 @@ PRESETS = {
     widths=(32, 64),
     chunk_rows=4096,
     mlp_epochs=2,
+    command_pairs=300,
+    command_index_rows=2000,
     repeats=2,
     query_repeats=200,
   ),
@@ -87,6 +101,71 @@ else:
 seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "peak_rss_bytes": peak_bytes(), "after_import_rss_bytes": imported}))
 """
+
+
+_PHASES = r"""
+import json, sys, time
+start = time.perf_counter()
+from pathlib import Path
+from bcjax import _atomic
+from bcjax._compile_cache import use_compilation_cache
+from bcjax.upgrade import _files, _fit, _map, _report
+use_compilation_cache(False)
+phases = {"import_s": time.perf_counter() - start}
+old_path, new_path, index_path, kind, out = sys.argv[1:6]
+old, new = _files.open_embeddings(old_path), _files.open_embeddings(new_path)
+index = _files.open_embeddings(index_path)
+start = time.perf_counter()
+split = _fit.split_pairs(old.shape[0])
+fitted = _fit.fit_upgrade(new, old, kind=kind, split=split, normalize=True)
+phases["fit_s"] = time.perf_counter() - start
+start = time.perf_counter()
+report = _report.evaluate_upgrade(fitted.map, new, old, split.test, index=index, consumer_rows=split.train)
+phases["report_s"] = time.perf_counter() - start
+start = time.perf_counter()
+_map.save_map(fitted.map, out, overwrite=True)
+_atomic.write_atomic(out + ".report.json", _report.report_json(report).encode(), overwrite=True)
+_atomic.write_atomic(out + ".report.md", _report.report_markdown(report).encode(), overwrite=True)
+phases["write_s"] = time.perf_counter() - start
+print(json.dumps(phases))
+"""
+
+
+def time_command(cfg: Config, scratch: Path) -> dict:
+  """``bcjax fit`` end to end per kind, and its phases (module docstring)."""
+  z_new, z_old = _pairs(cfg.command_pairs + cfg.command_index_rows, cfg.dim, cfg.old_dim, seed=5)
+  paths = {name: scratch / f"command-{name}.npy" for name in ("new", "old", "index")}
+  np.save(paths["new"], z_new[: cfg.command_pairs])
+  np.save(paths["old"], z_old[: cfg.command_pairs])
+  np.save(paths["index"], z_old)  # the paired items and the rest of the corpus
+  cli = [sys.executable, "-m", "bcjax.cli", "--no-compile-cache", "fit", "--normalize"]
+  cli += ["--old", str(paths["old"]), "--new", str(paths["new"]), "--index", str(paths["index"])]
+  out: dict = {"pairs": cfg.command_pairs, "dim": cfg.dim, "old_dim": cfg.old_dim, "index_rows": len(z_old)}
+  for kind in cfg.command_kinds:
+    walls, phases = [], []
+    for repeat in range(cfg.repeats):
+      target = scratch / f"command-{kind}-{repeat}.bcmap"
+      for path in scratch.glob(target.name + "*"):
+        path.unlink()
+      start = time.perf_counter()
+      proc = subprocess.run([*cli, "--kind", kind, "--out", str(target)], capture_output=True, text=True)
+      walls.append(time.perf_counter() - start)
+      if proc.returncode not in (0, 3, 4, 5):  # a verdict of any kind: the command ran to its end
+        raise RuntimeError(f"bcjax fit --kind {kind} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+      worker = [sys.executable, "-c", _PHASES, str(paths["old"]), str(paths["new"]), str(paths["index"])]
+      done = subprocess.run([*worker, kind, str(scratch / "phases.bcmap")], capture_output=True, text=True, check=True)
+      phases.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    out[kind] = {
+      "command_median_s": statistics.median(walls),
+      **{name: statistics.median(p[name] for p in phases) for name in phases[0]},
+    }
+    row = out[kind]
+    print(
+      f"bcjax fit --kind {kind}: {row['command_median_s']:.2f} s (imports {row['import_s']:.2f}, fit "
+      f"{row['fit_s']:.2f}, report {row['report_s']:.2f}, write {row['write_s']:.2f})",
+      file=sys.stderr,
+    )
+  return out
 
 
 def _pairs(n: int, d_new: int, d_old: int, seed: int = 0):
@@ -187,7 +266,12 @@ def time_query(cfg: Config) -> dict:
 
 def run(cfg: Config) -> dict:
   with tempfile.TemporaryDirectory(dir=os.environ.get("BCJAX_BENCH_SCRATCH")) as scratch:
-    return {"fit": time_fits(cfg), "transform": time_transforms(cfg, Path(scratch)), "query": time_query(cfg)}
+    return {
+      "command": time_command(cfg, Path(scratch)),
+      "fit": time_fits(cfg),
+      "transform": time_transforms(cfg, Path(scratch)),
+      "query": time_query(cfg),
+    }
 
 
 def main(argv=None) -> int:

@@ -36,12 +36,23 @@ class BenchmarkSmokeTest(absltest.TestCase):
           "20",
           "--pairs",
           "600",
+          "--command-pairs",
+          "200",
+          "--command-index-rows",
+          "1200",
+          "--command-kinds",
+          "linear",
         ]
       ),
       0,
     )
     report = json.loads(out.read_text())
     self.assertEqual(sorted(report["fit"]), ["affine", "linear", "mlp", "orthogonal"])
+    command = report["command"]
+    self.assertEqual((command["pairs"], command["index_rows"]), (200, 1400))
+    phases = [command["linear"][name] for name in ("import_s", "fit_s", "report_s", "write_s")]
+    self.assertTrue(all(p > 0 for p in phases), phases)
+    self.assertGreater(command["linear"]["command_median_s"], command["linear"]["fit_s"])
     (row,) = report["transform"]
     self.assertEqual((row["rows"], row["width"], row["input_bytes"]), (5000, 16, 5000 * 16 * 4 + 128))
     for name in ("bcjax", "numpy"):
