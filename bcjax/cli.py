@@ -52,6 +52,13 @@ def _cmd_init(args) -> None:
   print(f"created registry {reg.path} with version 0 (D_0={args.dim})")
 
 
+# A registry version holds a backward map only; a hubness correction belongs to one old index and stays in the map file.
+_HUBNESS_NOT_IN_REGISTRY = (
+  "note: the map's hubness correction (CSLS) is not stored in the registry, which holds backward maps only; serve it "
+  "from the map file {path}"
+)
+
+
 def _cmd_append(args) -> None:
   registry = Registry(args.registry)
   if _map.is_map_file(args.weight):
@@ -60,6 +67,8 @@ def _cmd_append(args) -> None:
     info = registry.append(
       upgrade_map.params, transform=upgrade_map.transform, normalize=upgrade_map.normalize, notes=notes
     )
+    if upgrade_map.hubness is not None:
+      print(_HUBNESS_NOT_IN_REGISTRY.format(path=args.weight), file=sys.stderr)
   else:
     if Path(args.weight).suffix == ".npz":
       raise UsageError(
@@ -171,6 +180,8 @@ def _check_fit_args(args):
     raise UsageError(f"`--k` must be >= 1, got {args.k}")
   if args.chunk_rows < 1:
     raise UsageError(f"`--chunk-rows` must be >= 1, got {args.chunk_rows}")
+  if args.hubness == "on" and args.metric != "cosine":
+    raise UsageError(f"`--hubness on` corrects cosine scores; `--metric` is {args.metric}")
   old = _files.open_embeddings(args.old, name="--old")
   new = _files.open_embeddings(args.new, name="--new")
   if old.shape[0] != new.shape[0]:
@@ -275,6 +286,7 @@ def _cmd_fit(args) -> int:
     seed=args.seed,
     chunk_rows=args.chunk_rows,
     progress=say,
+    hubness=args.hubness,
   )
   report = _report.evaluate_upgrade(
     fitted.map,
@@ -296,6 +308,7 @@ def _cmd_fit(args) -> int:
   report.update(
     reason=fitted.reason,
     candidates=fitted.candidates,
+    hubness=fitted.hubness,
     old=str(args.old),
     new=str(args.new),
     old_model=args.old_model,
@@ -322,6 +335,8 @@ def _cmd_fit(args) -> int:
     )
     written.append(f"{args.registry} version {info.version}")
     appended = True
+    if fitted.map.hubness is not None:
+      say(_HUBNESS_NOT_IN_REGISTRY.format(path="(pass --out to keep one)"))
   _atomic.write_atomic(args.report_json, _report.report_json(report).encode())
   _atomic.write_atomic(args.report_md, _report.report_markdown(report).encode())
   written += [args.report_json, args.report_md]
@@ -379,6 +394,14 @@ def _parser() -> argparse.ArgumentParser:
     "--qrels", help="relevance pairs (pair row, index row): an integer .npy [m, 2] or text with two integers per line"
   )
   p.add_argument("--labels", help=".npy [n] of integer classes: a consumer task for accuracy and negative flips")
+  p.add_argument(
+    "--hubness",
+    choices=_fit.HUBNESS_MODES,
+    default="auto",
+    help="hubness correction (CSLS: each old vector's score lowered by its mean similarity to mapped training rows, "
+    "stored with the map and applied wherever bcjax searches): auto keeps it when it helps on the validation pairs "
+    "(cosine only; default auto)",
+  )
   p.add_argument("--k", type=int, default=10, help="cut-off of the top-k measures (default 10)")
   p.add_argument("--metric", default="cosine", choices=("cosine", "dot", "l2"), help="retrieval score")
   p.add_argument(

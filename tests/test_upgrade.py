@@ -477,6 +477,114 @@ class ReportTest(absltest.TestCase):
     assert_close(params["b"], clf.intercept_, "statistical", rtol=1e-4, atol=1e-4)
 
 
+def hub_pairs(seed: int, n: int = 3000, d: int = 48, extra: int = 0):
+  """Pairs whose old side is a squashed rotation of the new plus anisotropic noise (a linear map's images crowd
+  together, so some old vectors sit near many of them); ``extra`` more old vectors of unpaired items come back as
+  an index."""
+  rng = np.random.default_rng(seed)
+  base = rng.standard_normal((n + extra, d))
+  q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+  old = np.tanh(base @ q.T) + rng.standard_normal((n + extra, d)) * np.geomspace(2.0, 0.2, d)
+  return base[:n], old[:n], old[n:]
+
+
+class HubnessTest(absltest.TestCase):
+  """CSLS: the per-document bias against a float64 brute force, the inner-product serving identity, biased search,
+  auto's choice on validation, the map file's round trip and the report's use of it."""
+
+  def setUp(self):
+    super().setUp()
+    rng = np.random.default_rng(11)
+    self.docs = rng.standard_normal((700, 12)) + 0.5
+    self.mapped = rng.standard_normal((90, 12))
+
+  def unit(self, x):
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+  def test_bias_is_half_the_mean_of_the_k_nearest_cosines(self):
+    hub = upgrade.make_hubness(self.mapped, k=7)
+    cos = self.unit(self.docs) @ self.unit(self.mapped).T
+    expected = 0.5 * np.sort(cos, axis=1)[:, -7:].mean(axis=1)
+    for chunk_rows in (700, 64, 1):
+      bias = upgrade.hubness_bias(self.docs, hub, chunk_rows=chunk_rows)
+      assert_close(bias, expected, "reduction", scale=1.0)
+
+  def test_inner_product_serving_equals_the_corrected_cosine(self):
+    hub = upgrade.make_hubness(self.mapped)
+    bias = upgrade.hubness_bias(self.docs, hub)
+    queries = np.random.default_rng(2).standard_normal((30, 12))
+    served = upgrade.csls_queries(queries) @ upgrade.csls_documents(self.docs, bias).T
+    expected = self.unit(queries) @ self.unit(self.docs).T - bias[None, :].astype(np.float64)
+    assert_close(served, expected, "reduction", scale=1.0)
+
+  def test_biased_search_against_brute_force(self):
+    bias = upgrade.hubness_bias(self.docs, upgrade.make_hubness(self.mapped))
+    queries = np.random.default_rng(3).standard_normal((50, 12))
+    scores = self.unit(queries) @ self.unit(self.docs).T - bias[None, :]
+    expected = np.argsort(-scores, axis=1, kind="stable")[:, :5]
+    for chunk_rows in (700, 33):
+      found = upgrade.top_k(queries, self.docs, 5, item_bias=bias, chunk_rows=chunk_rows)
+      np.testing.assert_array_equal(found, expected)
+    self.assertFalse(np.array_equal(upgrade.top_k(queries, self.docs, 5), expected))  # the bias changes rankings
+    ranks = upgrade.own_vector_ranks(queries, self.docs[:50], self.docs[50:], item_bias=bias)
+    own = scores[np.arange(50), np.arange(50)][:, None]
+    assert_close(ranks, ((scores < own).sum(1) + 0.5 * ((scores == own).sum(1) - 1)) / 699, "elementwise")
+
+  def test_bad_input_is_refused_naming_the_argument(self):
+    with self.assertRaisesRegex(ValueError, "`k` must be >= 1"):
+      upgrade.make_hubness(self.mapped, k=0)
+    with self.assertRaisesRegex(ValueError, "at least k=100 rows"):
+      upgrade.make_hubness(self.mapped, k=100)
+    with self.assertRaisesRegex(ValueError, "`docs` has shape"):
+      upgrade.hubness_bias(self.docs[:, :5], upgrade.make_hubness(self.mapped))
+    with self.assertRaisesRegex(ValueError, "`item_bias` must be finite"):
+      upgrade.top_k(self.mapped, self.docs, 3, item_bias=np.zeros(5))
+    with self.assertRaisesRegex(ValueError, "`hubness` must be one of"):
+      upgrade.fit_upgrade(self.docs, self.docs, hubness="yes")
+
+  @pytest.mark.heavy
+  def test_auto_keeps_the_correction_where_it_helps_and_the_map_carries_it(self):
+    z_new, z_old, index = hub_pairs(0, extra=2000)
+    split = upgrade.split_pairs(len(z_new), seed=0)
+    fit = upgrade.fit_upgrade(z_new, z_old, kind="linear", normalize=True, split=split)
+    self.assertIn("hubness correction (CSLS, k=10) kept", fit.reason)
+    self.assertGreater(fit.hubness["val_rank_score_corrected"], fit.hubness["val_rank_score_plain"])
+    plain = fit.map._replace(hubness=None)
+    self.assertEqual(len(fit.map.hubness.reference), len(split.train) + len(split.val))  # under the 5,000 cap
+    # The report applies the map's correction; without it the hit rate differs.
+    reports = [
+      upgrade.evaluate_upgrade(m, z_new, z_old, split.test, index=index, k=1, min_hit_rate=0.5)
+      for m in (plain, fit.map)
+    ]
+    hits = [r["metrics"]["own_vector_hit_rate"]["value"] for r in reports]
+    self.assertNotEqual(hits[0], hits[1])
+    self.assertIsNone(reports[0]["map"]["hubness"])
+    self.assertEqual(reports[1]["map"]["hubness"], {"k": 10, "reference_rows": len(fit.map.hubness.reference)})
+    # The report's corrected hit rate against a brute force over the same pool.
+    mapped = np.asarray(fit.map(z_new[split.test]))
+    pool = np.concatenate([z_old[split.test], index])
+    scores = self.unit(mapped) @ self.unit(pool).T - upgrade.hubness_bias(pool, fit.map.hubness)[None, :]
+    assert_close(hits[1], np.mean(np.argmax(scores, axis=1) == np.arange(len(split.test))), "elementwise")
+    # Round trip through a map file.
+    path = Path(self.create_tempdir().full_path) / "m.bcmap"
+    upgrade.save_map(fit.map, path)
+    loaded, _ = upgrade.load_map(path)
+    np.testing.assert_array_equal(loaded.hubness.reference, fit.map.hubness.reference)
+    self.assertEqual(loaded.hubness.k, 10)
+    off = upgrade.fit_upgrade(z_new, z_old, kind="linear", normalize=True, split=split, hubness="off")
+    self.assertIsNone(off.map.hubness)
+    self.assertIsNone(upgrade.load_map(upgrade.save_map(off.map, path.with_suffix(".off")))[0].hubness)
+
+  @pytest.mark.heavy
+  def test_auto_leaves_out_a_correction_that_does_not_help(self):
+    rng = np.random.default_rng(4)
+    z_new = rng.standard_normal((1000, 8))
+    z_old = z_new @ rotation(rng, 8, 8).T  # an exact rotation: every own vector already ranks first
+    fit = upgrade.fit_upgrade(z_new, z_old, kind="orthogonal", normalize=True)
+    self.assertIn("left out", fit.reason)
+    self.assertIsNone(fit.map.hubness)
+
+
 class RankScoreTest(absltest.TestCase):
   def test_rank_score_against_brute_force(self):
     rng = np.random.default_rng(30)

@@ -9,6 +9,7 @@ from bcjax.upgrade._consumer import fit_logistic_regression
 from bcjax.upgrade._files import EmbeddingFileError
 from bcjax.upgrade._files import check_finite_rows
 from bcjax.upgrade._files import open_embeddings
+from bcjax.upgrade._fit import HUBNESS_REFERENCE_ROWS
 from bcjax.upgrade._fit import UPGRADE_KINDS
 from bcjax.upgrade._fit import PairSplit
 from bcjax.upgrade._fit import UpgradeFit
@@ -16,6 +17,11 @@ from bcjax.upgrade._fit import closed_form
 from bcjax.upgrade._fit import fit_upgrade
 from bcjax.upgrade._fit import moments_mse
 from bcjax.upgrade._fit import split_pairs
+from bcjax.upgrade._hubness import Hubness
+from bcjax.upgrade._hubness import csls_documents
+from bcjax.upgrade._hubness import csls_queries
+from bcjax.upgrade._hubness import hubness_bias
+from bcjax.upgrade._hubness import make_hubness
 from bcjax.upgrade._map import UpgradeMap
 from bcjax.upgrade._map import affine_form
 from bcjax.upgrade._map import apply_map
@@ -40,9 +46,11 @@ from bcjax.upgrade._serve import registry_maps
 from bcjax.upgrade._serve import transform_file
 
 __all__ = (
+  "HUBNESS_REFERENCE_ROWS",
   "UPGRADE_KINDS",
   "VERDICTS",
   "EmbeddingFileError",
+  "Hubness",
   "PairMoments",
   "PairSplit",
   "Reason",
@@ -53,10 +61,14 @@ __all__ = (
   "check_finite_rows",
   "closed_form",
   "compose_affine",
+  "csls_documents",
+  "csls_queries",
   "evaluate_upgrade",
   "fit_logistic_regression",
   "fit_upgrade",
+  "hubness_bias",
   "load_map",
+  "make_hubness",
   "moments_mse",
   "neighbour_agreement",
   "open_embeddings",

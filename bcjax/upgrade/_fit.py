@@ -30,6 +30,13 @@ Given the same items embedded by the old model (:math:`z_{k-1}`, [n, D_(k-1)]) a
   is preferred, and the reason is returned. With fewer than 50 validation pairs it ranks the closed-form kinds
   by their cross-validated error instead (and says so).
 
+Hubness correction (CSLS, :mod:`bcjax.upgrade._hubness`): with ``hubness="auto"`` (cosine retrieval, at least 50
+validation pairs) the chosen map is scored on the validation pairs with and without it, the old vectors' scores
+lowered by their mean similarity to mapped training rows of one half of the training pairs, the distractors the old
+vectors of the other half (so no distractor has its own twin in the reference); it is kept only when it raises the
+mean own-vector rank score by more than one paired standard error. The kept correction's reference is the final
+map's image of up to :data:`HUBNESS_REFERENCE_ROWS` training and validation pairs.
+
 Closed-form kinds stream their rows into float64 sums, so pairs larger than memory fit exactly as in memory; the
 final closed-form map is refitted on the training and validation pairs together.
 """
@@ -45,7 +52,7 @@ import numpy as np
 import optax
 
 from bcjax.alignment._transforms import affine_transform, mlp_transform, orthogonal_transform, procrustes
-from bcjax.upgrade import _files, _moments, _retrieval
+from bcjax.upgrade import _files, _hubness, _moments, _retrieval
 from bcjax.upgrade._map import UpgradeMap
 
 KINDS = ("orthogonal", "linear", "affine", "mlp")
@@ -53,6 +60,8 @@ MIN_VALIDATION_ROWS = 50  # from the fewest parameters to the most (auto's prefe
 UPGRADE_KINDS = ("auto", *KINDS)
 ALPHAS = (0.0, 1e-4, 1e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0)
 RANK_FRACTIONS = (1 / 2, 1 / 4, 1 / 8)
+HUBNESS_MODES = ("auto", "on", "off")
+HUBNESS_REFERENCE_ROWS = 5000  # mapped rows stored with a map for its hubness correction (7.5 MiB at 384-d)
 
 
 class PairSplit(NamedTuple):
@@ -90,11 +99,14 @@ def split_pairs(n: int, *, test_fraction: float = 0.2, val_fraction: float = 0.1
 
 class UpgradeFit(NamedTuple):
   """Result of :func:`fit_upgrade`: the chosen ``map``; ``candidates``, one dict per kind fitted (its choices, its
-  cross-validated or validation mean squared error, its validation own-vector hit rate); ``reason``, why this kind."""
+  cross-validated or validation mean squared error, its validation own-vector hit rate); ``reason``, why this kind
+  (and why the hubness correction is kept or left out); ``hubness``, that choice's record (mode, k, and the
+  validation rank scores without and with it where they were measured)."""
 
   map: UpgradeMap
   candidates: list
   reason: str
+  hubness: dict | None = None
 
 
 # Closed forms from moments -----------------------------------------------------------------------------------------
@@ -417,6 +429,8 @@ def fit_upgrade(
   seed: int = 0,
   chunk_rows: int = _files.DEFAULT_CHUNK_ROWS,
   progress: Callable[[str], None] | None = None,
+  hubness: str = "auto",
+  hubness_k: int = _hubness.DEFAULT_K,
 ) -> UpgradeFit:
   r"""Fits a backward map from new-model embeddings ``z_new`` [n, D_k] to old-model ones ``z_prev`` [n, D_(k-1)]
   of the same items (module docstring for the kinds and how each choice is made).
@@ -436,9 +450,16 @@ def fit_upgrade(
     seed: seeds the default split, the folds and the MLP.
     chunk_rows: rows read at a time when streaming the pairs.
     progress: called with a line of text at each stage.
+    hubness: the hubness correction (CSLS): ``auto`` (kept when it helps on the validation pairs, module
+      docstring), ``on`` or ``off``; only for cosine retrieval.
+    hubness_k: neighbours averaged in the correction's per-document bias.
 
   Returns:
     :class:`UpgradeFit`.
+
+  Raises:
+    ValueError: naming the argument, for an unknown kind, metric or hubness mode, pairs of different rows, or a
+      split without the training or validation pairs the kind needs.
   """
   fn = "fit_upgrade"
   if kind not in UPGRADE_KINDS:
@@ -446,6 +467,12 @@ def fit_upgrade(
   _check_pairs(z_new, z_prev)
   if metric not in _retrieval.METRICS:
     raise ValueError(f"{fn}: `metric` must be one of {list(_retrieval.METRICS)}, got {metric!r}")
+  if hubness not in HUBNESS_MODES:
+    raise ValueError(f"{fn}: `hubness` must be one of {list(HUBNESS_MODES)}, got {hubness!r}")
+  if hubness == "on" and metric != "cosine":
+    raise ValueError(f"{fn}: `hubness`='on' corrects cosine scores; `metric` is {metric!r}")
+  if hubness_k < 1:
+    raise ValueError(f"{fn}: `hubness_k` must be >= 1, got {hubness_k}")
   split = split_pairs(z_new.shape[0], seed=seed) if split is None else split
   if len(split.train) < 2:
     raise ValueError(f"{fn}: the split has {len(split.train)} training pairs; at least 2 are needed")
@@ -541,10 +568,22 @@ def fit_upgrade(
       )
     return _as_map(name, *closed_form(name, data, **closed_choices[name]), normalize, closed_choices[name])
 
+  def finish(name: str, reason: str) -> UpgradeFit:
+    on_train = final_map(name, train)
+    final = on_train if name == "mlp" or val_moments is None else final_map(name, train_and_val)
+    choice = _choose_hubness(
+      on_train, z_new, z_prev, split, normalize, metric, hubness, hubness_k, seed, len(split.val) >= MIN_VALIDATION_ROWS
+    )
+    say(choice.reason)
+    if choice.keep:
+      rows = np.concatenate([split.train, split.val])
+      rows = np.sort(np.random.default_rng(seed + 3).permutation(rows)[:HUBNESS_REFERENCE_ROWS])
+      mapped = np.asarray(final(_read_pairs(z_new, z_prev, rows, normalize)[0]))
+      final = final._replace(hubness=_hubness.make_hubness(mapped, k=hubness_k))
+    return UpgradeFit(final, candidates, reason + "; " + choice.reason, choice.record)
+
   if kind != "auto":
-    data = train if kind == "mlp" else train_and_val
-    chosen = final_map(kind, data)
-    return UpgradeFit(chosen, candidates, f"{kind} was asked for")
+    return finish(kind, f"{kind} was asked for")
 
   if few_val:
     closed = candidates
@@ -556,7 +595,7 @@ def fit_upgrade(
       f"cross-validated rank score over {len(sample.new)} training pairs: {scores}"
     )
     say(reason)
-    return UpgradeFit(final_map(best_record["kind"], train_and_val), candidates, reason)
+    return finish(best_record["kind"], reason)
 
   # auto: each kind fitted on the training pairs, scored on the validation pairs' retrieval.
   val_new, val_prev = _read_pairs(z_new, z_prev, split.val, normalize)
@@ -587,5 +626,50 @@ def fit_upgrade(
     f"{scores}{reason}"
   )
   say(reason)
-  data = train if chosen_name == "mlp" else train_and_val
-  return UpgradeFit(final_map(chosen_name, data), candidates, reason)
+  return finish(chosen_name, reason)
+
+
+class _HubnessChoice(NamedTuple):
+  keep: bool
+  reason: str
+  record: dict
+
+
+def _choose_hubness(
+  on_train: UpgradeMap, z_new, z_prev, split: PairSplit, normalize, metric, mode, k, seed, enough_val
+) -> _HubnessChoice:
+  """Whether to keep the hubness correction (module docstring), with the reason and a candidate record."""
+  record: dict[str, Any] = {"kind": "hubness", "mode": mode, "k": k}
+  if mode == "off":
+    return _HubnessChoice(False, "no hubness correction (asked)", record)
+  if metric != "cosine":
+    return _HubnessChoice(False, f"no hubness correction: it corrects cosine scores, the metric is {metric}", record)
+  if mode == "on":
+    return _HubnessChoice(True, f"hubness correction (CSLS, k={k}) asked for", record)
+  order = np.random.default_rng(seed + 4).permutation(split.train)
+  half = len(order) // 2
+  reference_rows, distractor_rows = np.sort(order[:half][:10_000]), np.sort(order[half:][:10_000])
+  if not enough_val or len(reference_rows) < k:
+    return _HubnessChoice(
+      False,
+      f"no hubness correction: {len(split.val)} validation pairs and {len(reference_rows)} reference rows are too "
+      f"few to judge it (at least {MIN_VALIDATION_ROWS} and {k})",
+      record,
+    )
+  reference = _hubness.make_hubness(np.asarray(on_train(_read_pairs(z_new, z_prev, reference_rows, normalize)[0])), k=k)
+  val_new, val_prev = _read_pairs(z_new, z_prev, split.val, normalize)
+  distractors = _read_pairs(z_new, z_prev, distractor_rows, normalize)[1]
+  mapped = np.asarray(on_train(val_new))
+  bias = _hubness.hubness_bias(np.concatenate([val_prev, distractors]), reference)
+  plain = _retrieval.own_vector_ranks(mapped, val_prev, distractors, metric=metric)
+  corrected = _retrieval.own_vector_ranks(mapped, val_prev, distractors, metric=metric, item_bias=bias)
+  diff = corrected - plain
+  se = float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else math.inf
+  keep = bool(diff.mean() > se)
+  record.update(val_rank_score_plain=float(plain.mean()), val_rank_score_corrected=float(corrected.mean()))
+  reason = (
+    f"hubness correction (CSLS, k={k}) {'kept' if keep else 'left out'}: validation rank score "
+    f"{plain.mean():.4f} without, {corrected.mean():.4f} with it (paired standard error {se:.2g}; kept only when "
+    f"it gains more than one)"
+  )
+  return _HubnessChoice(keep, reason, record)

@@ -19,10 +19,12 @@ import numpy as np
 
 from bcjax import _atomic
 from bcjax.alignment._transforms import BackwardTransform, backward_transform, check_params, semi_orthogonal
+from bcjax.upgrade._hubness import Hubness
 from bcjax.versioning._format import CorruptVersionError, decode, encode
 from bcjax.versioning._registry import _unit_rows, apply_version
 
 MAP_FORMAT = "bcjax-upgrade-map"
+_HUBNESS_REFERENCE = "hubness.reference"  # not a transform parameter: kept apart on load
 
 
 class UpgradeMap(NamedTuple):
@@ -32,7 +34,9 @@ class UpgradeMap(NamedTuple):
   ``transform`` and ``params``: the :mod:`bcjax.alignment` kind and its parameter arrays (float64 NumPy);
   ``normalize``: inputs are L2-normalised before B and outputs after it (a cosine model); ``kind``: the upgrade
   kind it was fitted as (``linear``, ``orthogonal``, ``affine`` or ``mlp``: ``linear`` is stored as a full-rank
-  ``affine`` transform); ``choices``: the hyper-parameters chosen on the validation split (JSON-able).
+  ``affine`` transform); ``choices``: the hyper-parameters chosen on the validation split (JSON-able);
+  ``hubness``: the fitted hubness correction (CSLS, :mod:`bcjax.upgrade._hubness`) applied to the old vectors'
+  scores wherever bcjax searches with this map, or None.
   """
 
   transform: BackwardTransform
@@ -40,6 +44,7 @@ class UpgradeMap(NamedTuple):
   normalize: bool
   kind: str
   choices: dict
+  hubness: Hubness | None = None
 
   @property
   def dims(self) -> tuple[int, int]:
@@ -140,6 +145,9 @@ def save_map(
   }
   json.dumps(header)  # fails here, before anything is written, on a value JSON cannot hold
   params = {name: np.asarray(a, np.float64) for name, a in upgrade_map.params.items()}
+  if upgrade_map.hubness is not None:
+    header["hubness_k"] = int(upgrade_map.hubness.k)
+    params[_HUBNESS_REFERENCE] = np.asarray(upgrade_map.hubness.reference, np.float32)
   return _atomic.write_atomic(path, encode(header, params), overwrite=overwrite)
 
 
@@ -165,16 +173,21 @@ def load_map(path: str | os.PathLike) -> tuple[UpgradeMap, dict]:
     raise ValueError(f"load_map: {e}") from None
   if header.get("format") != MAP_FORMAT or not isinstance(params, dict):
     raise ValueError(f"load_map: {path} is not a bcjax map file (header format {header.get('format')!r})")
+  reference = params.pop(_HUBNESS_REFERENCE, None)
   try:
     transform = backward_transform(header["kind"], **dict(header["hparams"]))
     check_params(f"load_map({path})", transform, params, int(header["prev_dim"]), int(header["dim"]))
+    hubness = None if reference is None else Hubness(np.asarray(reference, np.float32), int(header["hubness_k"]))
   except (KeyError, TypeError) as e:
     raise ValueError(f"load_map: {path} has a damaged header ({e!r})") from None
+  if hubness is not None and (hubness.reference.ndim != 2 or hubness.reference.shape[1] != int(header["prev_dim"])):
+    raise ValueError(f"load_map: {path}'s hubness reference has shape {hubness.reference.shape}, not [M, D_(k-1)]")
   upgrade_map = UpgradeMap(
     transform,
     {n: np.asarray(a) for n, a in params.items()},
     bool(header["normalize"]),
     str(header["fitted_as"]),
     dict(header["choices"]),
+    hubness,
   )
   return upgrade_map, dict(header["notes"])

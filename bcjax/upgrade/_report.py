@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bcjax.metrics._flips import negative_flip_rate
-from bcjax.upgrade import _consumer, _files, _moments, _retrieval
+from bcjax.upgrade import _consumer, _files, _hubness, _moments, _retrieval
 from bcjax.upgrade._map import UpgradeMap
 
 VERDICTS = ("bridge", "re-index", "undecided", "not measurable")
@@ -199,6 +199,14 @@ def evaluate_upgrade(
     raise ValueError(f"{fn}: `qrels` name index rows; pass the old `index` with them")
   rows = _sample(np.asarray(rows), max_rows, seed)
   apply, normalize, kind, choices, dims = _chain_map(upgrade_map)
+  # The last map's hubness correction lives in the chain's output space: it corrects every bridged search below.
+  hubness = (upgrade_map if isinstance(upgrade_map, UpgradeMap) else list(upgrade_map)[-1]).hubness
+  if hubness is not None and metric != "cosine":
+    raise ValueError(f"{fn}: the map's hubness correction corrects cosine scores; `metric` is {metric!r}")
+
+  def bias_of(docs):
+    return None if hubness is None else _hubness.hubness_bias(docs, hubness, chunk_rows=chunk_rows)
+
   zn, zp = _files.read_rows(z_new, rows, np.float32), _files.read_rows(z_prev, rows, np.float32)
   mapped = apply(zn)
   target = _moments.unit_rows(zp) if normalize else zp
@@ -218,7 +226,8 @@ def evaluate_upgrade(
     sample = _sample(np.arange(index_arr.shape[0]), max_rows, seed + 1)
     candidates = _files.read_rows(index_arr, sample, np.float32)
     distractors = candidates[_without_copies(candidates, zp)]
-  hits = _retrieval.own_vector_hits(mapped, target, distractors, k=k, metric=metric)
+  pool_rows = target if distractors is None else np.concatenate([target, distractors])
+  hits = _retrieval.own_vector_hits(mapped, target, distractors, k=k, metric=metric, item_bias=bias_of(pool_rows))
   pool = len(rows) + (0 if distractors is None else len(distractors))
   chance = min(1.0, k / pool)
   metrics["own_vector_hit_rate"] = dict(
@@ -254,7 +263,10 @@ def evaluate_upgrade(
 
   if index_arr is not None:
     index_f = index_arr  # streamed by every search below, never read whole
-    agreement = _retrieval.neighbour_agreement(mapped, zp, index_f, k=k, metric=metric, chunk_rows=chunk_rows)
+    index_bias = bias_of(index_f)  # [N] floats: the one index-sized array the report holds
+    agreement = _retrieval.neighbour_agreement(
+      mapped, zp, index_f, k=k, metric=metric, chunk_rows=chunk_rows, item_bias=index_bias
+    )
     metrics["neighbour_agreement"] = dict(
       _interval(agreement, seed=seed),
       means=(
@@ -279,7 +291,9 @@ def evaluate_upgrade(
         }
       else:
         rel = [r for r, h in zip(relevant, has) if h]
-        bridged = _retrieval.recall_per_query(mapped[has], index_f, rel, k=k, metric=metric, chunk_rows=chunk_rows)
+        bridged = _retrieval.recall_per_query(
+          mapped[has], index_f, rel, k=k, metric=metric, chunk_rows=chunk_rows, item_bias=index_bias
+        )
         if new_index is not None:
           if new_index.shape[0] != index_f.shape[0]:
             raise ValueError(
@@ -327,7 +341,13 @@ def evaluate_upgrade(
     "min_recovery": min_recovery,
     "min_hit_rate": min_hit_rate,
     "held_out_rows": len(rows),
-    "map": {"kind": kind, "choices": choices, "normalize": normalize, "dims": list(dims)},
+    "map": {
+      "kind": kind,
+      "choices": choices,
+      "normalize": normalize,
+      "dims": list(dims),
+      "hubness": None if hubness is None else {"k": hubness.k, "reference_rows": len(hubness.reference)},
+    },
   }
 
 
@@ -435,7 +455,13 @@ def report_markdown(report: dict) -> str:
     "",
     f"Map: {report['map']['kind']} {report['map']['choices']}, D {report['map']['dims'][1]} -> "
     f"{report['map']['dims'][0]}, normalised: {report['map']['normalize']}; k = {report['k']}, "
-    f"metric {report['metric']}.",
+    f"metric {report['metric']}; hubness correction: "
+    + (
+      f"CSLS with k = {report['map']['hubness']['k']} over {report['map']['hubness']['reference_rows']} mapped rows"
+      if report["map"].get("hubness")
+      else "none"
+    )
+    + ".",
     "",
     "| measure | value [95 % interval] | rows | chance | what it means |",
     "|---|---|---|---|---|",

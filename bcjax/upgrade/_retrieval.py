@@ -29,12 +29,13 @@ def _prepare(x: np.ndarray, metric: str) -> np.ndarray:
 
 
 @functools.partial(jax.jit, static_argnames=("k", "l2"))
-def _merge_top_k(queries, items, item_sq, valid, offset, best_scores, best_ids, *, k, l2):
+def _merge_top_k(queries, items, item_sq, item_bias, valid, offset, best_scores, best_ids, *, k, l2):
   """The k best of (the running best, this chunk of items): the running best comes first and holds only lower ids,
   so ties still go to the lower id."""
   scores = queries @ items.T
   if l2:
     scores = 2.0 * scores - item_sq[None, :]
+  scores = scores - item_bias[None, :]
   scores = jnp.where(jnp.arange(items.shape[0])[None, :] < valid, scores, -jnp.inf)
   ids = offset + jnp.arange(items.shape[0], dtype=best_ids.dtype)
   all_scores = jnp.concatenate([best_scores, scores], axis=1)
@@ -44,9 +45,16 @@ def _merge_top_k(queries, items, item_sq, valid, offset, best_scores, best_ids, 
 
 
 def top_k(
-  queries: np.ndarray, items: np.ndarray, k: int, *, metric: str = "cosine", chunk_rows: int = DEFAULT_CHUNK_ROWS
+  queries: np.ndarray,
+  items: np.ndarray,
+  k: int,
+  *,
+  metric: str = "cosine",
+  chunk_rows: int = DEFAULT_CHUNK_ROWS,
+  item_bias: np.ndarray | None = None,
 ) -> np.ndarray:
-  """Ids [Q, k] of each query's k best-scoring items (best first), exact, in float32.
+  """Ids [Q, k] of each query's k best-scoring items (best first), exact, in float32; ``item_bias`` [N], when
+  given, is subtracted from every score of its item (a hubness correction, :mod:`bcjax.upgrade._hubness`).
 
   ``items`` may be a memory map larger than memory: it is read ``chunk_rows`` rows at a time, once, and each chunk's
   scores are merged into every query's running top k, so memory stays bounded by the chunk and the queries (a
@@ -57,6 +65,7 @@ def top_k(
     raise ValueError(f"top_k: `k` must lie in [1, {items.shape[0]}] (the items), got {k}")
   if chunk_rows < 1:
     raise ValueError(f"top_k: `chunk_rows` must be >= 1, got {chunk_rows}")
+  bias = _check_bias("top_k", item_bias, items.shape[0])
   q = _prepare(queries, metric)
   n_items = items.shape[0]
   chunk_rows = min(chunk_rows, n_items)
@@ -74,23 +83,40 @@ def top_k(
       valid = x.shape[0]
       x_dev = jnp.asarray(np.pad(x, ((0, size - valid), (0, 0))))
       item_sq = jnp.sum(x_dev * x_dev, axis=1)
+      chunk_bias = jnp.asarray(np.pad(bias[chunk], (0, size - valid)))
       for i, p in enumerate(padded_q):
-        best[i] = _merge_top_k(p, x_dev, item_sq, valid, chunk.start, *best[i], k=k, l2=metric == "l2")
+        best[i] = _merge_top_k(p, x_dev, item_sq, chunk_bias, valid, chunk.start, *best[i], k=k, l2=metric == "l2")
   out = np.empty((q.shape[0], k), np.int64)
   for b, (_, ids) in zip(blocks, best):
     out[b] = np.asarray(ids)[: b.stop - b.start]
   return out
 
 
+def _check_bias(fn: str, item_bias, n_items: int) -> np.ndarray:
+  if item_bias is None:
+    return np.zeros(n_items, np.float32)
+  bias = np.asarray(item_bias, np.float32)
+  if bias.shape != (n_items,) or not np.isfinite(bias).all():
+    raise ValueError(f"{fn}: `item_bias` must be finite with one value per item, shape ({n_items},); got {bias.shape}")
+  return bias
+
+
 def own_vector_hits(
-  mapped: np.ndarray, targets: np.ndarray, distractors: np.ndarray | None = None, *, k: int, metric: str = "cosine"
+  mapped: np.ndarray,
+  targets: np.ndarray,
+  distractors: np.ndarray | None = None,
+  *,
+  k: int,
+  metric: str = "cosine",
+  item_bias: np.ndarray | None = None,
 ) -> np.ndarray:
   """For each row i, whether ``targets[i]`` is among the k items scoring best for ``mapped[i]`` when the items are
   all the targets plus the ``distractors`` (e.g. an old index): [n] bools. A label-free measure of a bridge: the
-  mapped new embedding of an item should find that item's old embedding."""
+  mapped new embedding of an item should find that item's old embedding. ``item_bias``: one value per item (the
+  targets', then the distractors'), subtracted from its scores."""
   items = targets if distractors is None or len(distractors) == 0 else np.concatenate([targets, distractors])
   k = min(k, items.shape[0])
-  found = top_k(mapped, items, k, metric=metric)
+  found = top_k(mapped, items, k, metric=metric, item_bias=item_bias)
   return (found == np.arange(mapped.shape[0])[:, None]).any(axis=1)
 
 
@@ -102,12 +128,17 @@ def neighbour_agreement(
   k: int,
   metric: str = "cosine",
   chunk_rows: int = DEFAULT_CHUNK_ROWS,
+  item_bias: np.ndarray | None = None,
 ) -> np.ndarray:
   """For each query, the share of the old model's top k in ``index`` (``old_queries[i]``'s) that the mapped query
-  also ranks in its top k: [Q] floats in [0, 1]."""
+  also ranks in its top k (with ``item_bias`` subtracted from the mapped queries' scores): [Q] floats in [0, 1]."""
   k = min(k, index.shape[0])
-  both = top_k(np.concatenate([mapped, old_queries]), index, k, metric=metric, chunk_rows=chunk_rows)  # one read
-  mine, theirs = both[: len(mapped)], both[len(mapped) :]
+  if item_bias is None:
+    both = top_k(np.concatenate([mapped, old_queries]), index, k, metric=metric, chunk_rows=chunk_rows)  # one read
+    mine, theirs = both[: len(mapped)], both[len(mapped) :]
+  else:
+    mine = top_k(mapped, index, k, metric=metric, chunk_rows=chunk_rows, item_bias=item_bias)
+    theirs = top_k(old_queries, index, k, metric=metric, chunk_rows=chunk_rows)
   return np.array([len(np.intersect1d(a, b)) for a, b in zip(mine, theirs)], np.float64) / k
 
 
@@ -119,21 +150,30 @@ def recall_per_query(
   k: int,
   metric: str = "cosine",
   chunk_rows: int = DEFAULT_CHUNK_ROWS,
+  item_bias: np.ndarray | None = None,
 ) -> np.ndarray:
-  """Recall@k of each query [Q]: the share of its ``relevant`` index ids found in its top k."""
-  found = top_k(queries, index, min(k, index.shape[0]), metric=metric, chunk_rows=chunk_rows)
+  """Recall@k of each query [Q]: the share of its ``relevant`` index ids found in its top k (``item_bias``
+  subtracted from the scores)."""
+  found = top_k(queries, index, min(k, index.shape[0]), metric=metric, chunk_rows=chunk_rows, item_bias=item_bias)
   return np.array([np.isin(rel, f).mean() for f, rel in zip(found, relevant)], np.float64)
 
 
 def own_vector_ranks(
-  mapped: np.ndarray, targets: np.ndarray, distractors: np.ndarray | None = None, *, metric: str = "cosine"
+  mapped: np.ndarray,
+  targets: np.ndarray,
+  distractors: np.ndarray | None = None,
+  *,
+  metric: str = "cosine",
+  item_bias: np.ndarray | None = None,
 ) -> np.ndarray:
   """For each row i, the share of the other items (the other targets and the ``distractors``) that ``mapped[i]``
   scores below ``targets[i]`` (ties count half): [n] in [0, 1], 1 when row i ranks its own target first, about 0.5
-  for a map that ranks at random. A continuous, label-free retrieval measure for choosing between maps."""
+  for a map that ranks at random. A continuous, label-free retrieval measure for choosing between maps.
+  ``item_bias``: one value per item (targets, then distractors) subtracted from its scores."""
   if metric not in METRICS:
     raise ValueError(f"own_vector_ranks: `metric` must be one of {list(METRICS)}, got {metric!r}")
   items = targets if distractors is None or len(distractors) == 0 else np.concatenate([targets, distractors])
+  bias = _check_bias("own_vector_ranks", item_bias, items.shape[0]).astype(np.float64)
   n, others = mapped.shape[0], items.shape[0] - 1
   if others < 1:
     return np.full(n, 0.5)
@@ -145,6 +185,7 @@ def own_vector_ranks(
     scores = q[rows] @ x.T
     if metric == "l2":
       scores = 2.0 * scores - item_sq[None, :]
+    scores = scores - bias[None, :]
     own = scores[np.arange(len(rows)), rows][:, None]
     out[rows] = (np.sum(scores < own, axis=1) + 0.5 * (np.sum(scores == own, axis=1) - 1)) / others
   return out
