@@ -291,7 +291,26 @@ def conceptors_sts(results: Mapping) -> dict[str, Measured]:
   return out
 
 
+def embedding_upgrade(results: Mapping) -> dict[str, Measured]:
+  """One upgrade run (:mod:`experiments.embedding_upgrade`): per model pair (``old>new``), kind and paired fraction,
+  Recall@10 recovery (%) of re-embedding's with its bootstrap interval over the held-out queries, and the recovery
+  with no map at all (new queries straight against the old index)."""
+  out: dict[str, Measured] = {}
+  queries = results["corpus"]["queries"]
+  for pair in results["pairs"]:
+    name = f"{pair['old']}>{pair['new']}"
+    out[f"no_map.{name}"] = Measured(100.0 * pair["no_map"]["flat"] / pair["reference"]["flat"])
+    for row in pair["rows"]:
+      r = row.get("recall_recovery")
+      if r is None:
+        continue
+      key = f"recovery.{name}.{row['kind']}.f{row['fraction']:g}"
+      out[key] = Measured(100.0 * r["value"], 100.0 * r["low"], 100.0 * r["high"], "held-out queries", queries)
+  return out
+
+
 EXTRACTORS: dict[str, Callable[[Mapping], dict[str, Measured]]] = {
+  "embedding_upgrade": embedding_upgrade,
   "bc_aligner": bc_aligner,
   "gramian_estimation": gramian_estimation,
   "gramian_training": gramian_training,
