@@ -13,7 +13,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[experiments,dev]'
+	$(PY) -m pip install --quiet -e '.[experiments,dev,stores]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -287,6 +287,8 @@ def _cmd_fit(args) -> int:
     chunk_rows=args.chunk_rows,
     progress=say,
     hubness=args.hubness,
+    old_model=args.old_model,
+    new_model=args.new_model,
   )
   report = _report.evaluate_upgrade(
     fitted.map,

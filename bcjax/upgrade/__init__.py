@@ -6,6 +6,7 @@ From the command line: ``bcjax fit``, ``bcjax append``, ``bcjax transform`` (see
 """
 
 from bcjax.upgrade._consumer import fit_logistic_regression
+from bcjax.upgrade._faiss_store import FaissStore
 from bcjax.upgrade._files import EmbeddingFileError
 from bcjax.upgrade._files import check_finite_rows
 from bcjax.upgrade._files import open_embeddings
@@ -22,15 +23,18 @@ from bcjax.upgrade._hubness import csls_documents
 from bcjax.upgrade._hubness import csls_queries
 from bcjax.upgrade._hubness import hubness_bias
 from bcjax.upgrade._hubness import make_hubness
+from bcjax.upgrade._lancedb_store import LanceDBStore
 from bcjax.upgrade._map import UpgradeMap
 from bcjax.upgrade._map import affine_form
 from bcjax.upgrade._map import apply_map
+from bcjax.upgrade._map import check_direction
 from bcjax.upgrade._map import compose_affine
 from bcjax.upgrade._map import load_map
 from bcjax.upgrade._map import query_function
 from bcjax.upgrade._map import save_map
 from bcjax.upgrade._moments import PairMoments
 from bcjax.upgrade._moments import pair_moments
+from bcjax.upgrade._qdrant_store import QdrantStore
 from bcjax.upgrade._report import VERDICTS
 from bcjax.upgrade._report import Reason
 from bcjax.upgrade._report import evaluate_upgrade
@@ -44,45 +48,67 @@ from bcjax.upgrade._retrieval import own_vector_ranks
 from bcjax.upgrade._retrieval import top_k
 from bcjax.upgrade._serve import registry_maps
 from bcjax.upgrade._serve import transform_file
+from bcjax.upgrade._spaces import SpaceStamp
+from bcjax.upgrade._spaces import space_stamp
+from bcjax.upgrade._stores import MixedSpaceError
+from bcjax.upgrade._stores import NewVectors
+from bcjax.upgrade._stores import SearchResult
+from bcjax.upgrade._stores import VectorStore
+from bcjax.upgrade._stores import bridge_items
+from bcjax.upgrade._stores import bridged_search
+from bcjax.upgrade._stores import check_store_space
 
 __all__ = (
   "HUBNESS_REFERENCE_ROWS",
   "UPGRADE_KINDS",
   "VERDICTS",
-  "EmbeddingFileError",
-  "Hubness",
-  "PairMoments",
-  "PairSplit",
-  "Reason",
-  "UpgradeFit",
-  "UpgradeMap",
   "affine_form",
   "apply_map",
+  "bridge_items",
+  "bridged_search",
+  "check_direction",
   "check_finite_rows",
+  "check_store_space",
   "closed_form",
   "compose_affine",
   "csls_documents",
   "csls_queries",
+  "EmbeddingFileError",
   "evaluate_upgrade",
+  "FaissStore",
   "fit_logistic_regression",
   "fit_upgrade",
+  "Hubness",
   "hubness_bias",
+  "LanceDBStore",
   "load_map",
   "make_hubness",
+  "MixedSpaceError",
   "moments_mse",
   "neighbour_agreement",
+  "NewVectors",
   "open_embeddings",
   "own_vector_hits",
   "own_vector_rank_score",
   "own_vector_ranks",
   "pair_moments",
+  "PairMoments",
+  "PairSplit",
+  "QdrantStore",
   "query_function",
+  "Reason",
   "registry_maps",
   "report_json",
   "report_markdown",
   "report_summary",
   "save_map",
+  "SearchResult",
+  "space_stamp",
+  "SpaceStamp",
   "split_pairs",
   "top_k",
   "transform_file",
+  "UpgradeFit",
+  "UpgradeMap",
+  "VectorStore",
 )

@@ -52,7 +52,7 @@ import numpy as np
 import optax
 
 from bcjax.alignment._transforms import affine_transform, mlp_transform, orthogonal_transform, procrustes
-from bcjax.upgrade import _files, _hubness, _moments, _retrieval
+from bcjax.upgrade import _files, _hubness, _moments, _retrieval, _spaces
 from bcjax.upgrade._map import UpgradeMap
 
 KINDS = ("orthogonal", "linear", "affine", "mlp")
@@ -431,6 +431,8 @@ def fit_upgrade(
   progress: Callable[[str], None] | None = None,
   hubness: str = "auto",
   hubness_k: int = _hubness.DEFAULT_K,
+  old_model: str = "",
+  new_model: str = "",
 ) -> UpgradeFit:
   r"""Fits a backward map from new-model embeddings ``z_new`` [n, D_k] to old-model ones ``z_prev`` [n, D_(k-1)]
   of the same items (module docstring for the kinds and how each choice is made).
@@ -453,6 +455,8 @@ def fit_upgrade(
     hubness: the hubness correction (CSLS): ``auto`` (kept when it helps on the validation pairs, module
       docstring), ``on`` or ``off``; only for cosine retrieval.
     hubness_k: neighbours averaged in the correction's per-document bias.
+    old_model, new_model: the models' names, stamped in the map with their fingerprints
+      (:mod:`bcjax.upgrade._spaces`) so that it is never applied the wrong way round.
 
   Returns:
     :class:`UpgradeFit`.
@@ -491,6 +495,7 @@ def fit_upgrade(
   ]
   picked = np.sort(np.random.default_rng(seed + 2).permutation(len(split.train))[:CV_SAMPLE_ROWS])
   sample = _RetrievalSample(*_read_pairs(z_new, z_prev, split.train[picked], normalize), fold_of[picked])
+  spaces = {"new": _spaces.space_stamp(sample.new, new_model), "old": _spaces.space_stamp(sample.old, old_model)}
   train = functools.reduce(_plus, fold_moments)
   val_moments = (
     _moments.pair_moments(z_new, z_prev, rows=split.val, normalize=normalize, chunk_rows=chunk_rows)
@@ -580,6 +585,7 @@ def fit_upgrade(
       rows = np.sort(np.random.default_rng(seed + 3).permutation(rows)[:HUBNESS_REFERENCE_ROWS])
       mapped = np.asarray(final(_read_pairs(z_new, z_prev, rows, normalize)[0]))
       final = final._replace(hubness=_hubness.make_hubness(mapped, k=hubness_k))
+    final = final._replace(spaces=spaces)
     return UpgradeFit(final, candidates, reason + "; " + choice.reason, choice.record)
 
   if kind != "auto":

@@ -20,11 +20,13 @@ import numpy as np
 from bcjax import _atomic
 from bcjax.alignment._transforms import BackwardTransform, backward_transform, check_params, semi_orthogonal
 from bcjax.upgrade._hubness import Hubness
+from bcjax.upgrade._spaces import SpaceStamp, margin
 from bcjax.versioning._format import CorruptVersionError, decode, encode
 from bcjax.versioning._registry import _unit_rows, apply_version
 
 MAP_FORMAT = "bcjax-upgrade-map"
 _HUBNESS_REFERENCE = "hubness.reference"  # not a transform parameter: kept apart on load
+_SPACE_PREFIX = "space."  # the models' fingerprints ("space.new", "space.old"): kept apart on load too
 
 
 class UpgradeMap(NamedTuple):
@@ -36,7 +38,8 @@ class UpgradeMap(NamedTuple):
   kind it was fitted as (``linear``, ``orthogonal``, ``affine`` or ``mlp``: ``linear`` is stored as a full-rank
   ``affine`` transform); ``choices``: the hyper-parameters chosen on the validation split (JSON-able);
   ``hubness``: the fitted hubness correction (CSLS, :mod:`bcjax.upgrade._hubness`) applied to the old vectors'
-  scores wherever bcjax searches with this map, or None.
+  scores wherever bcjax searches with this map, or None; ``spaces``: the two models' fingerprints
+  (:mod:`bcjax.upgrade._spaces`), ``{"new": ..., "old": ...}``, that fix the map's direction, or None.
   """
 
   transform: BackwardTransform
@@ -45,6 +48,7 @@ class UpgradeMap(NamedTuple):
   kind: str
   choices: dict
   hubness: Hubness | None = None
+  spaces: dict[str, SpaceStamp] | None = None
 
   @property
   def dims(self) -> tuple[int, int]:
@@ -101,6 +105,30 @@ def query_function(maps: "UpgradeMap | Sequence[UpgradeMap]", *, dtype=jnp.float
   return functools.partial(run, params)
 
 
+def check_direction(upgrade_map: UpgradeMap, z, *, name: str = "z") -> None:
+  """Refuses embeddings ``z`` [n, D] that are not the new model's: a width other than D_k, or, where both models
+  have the same width and the map carries their fingerprints, rows that lean to the old model's direction (the map
+  would be applied the wrong way round).
+
+  Raises:
+    ValueError: naming ``name``, the models and the evidence.
+  """
+  z = np.asarray(z)
+  d_prev, d_new = upgrade_map.dims
+  if z.ndim != 2 or z.shape[1] != d_new:
+    raise ValueError(f"`{name}` has shape {tuple(z.shape)}; the map takes the new model's D_k={d_new} columns")
+  spaces = upgrade_map.spaces
+  if spaces is None or d_prev != d_new or z.shape[0] == 0:
+    return
+  lean = margin(z, spaces["new"], spaces["old"])
+  if lean < 0:
+    new, old = (spaces[s].model or f"the {s} model" for s in ("new", "old"))
+    raise ValueError(
+      f"`{name}` looks like {old}'s embeddings, not {new}'s: its rows are likelier under {old}'s fingerprint (by "
+      f"{-lean:.3g} in mean log-likelihood); the map takes {new}'s embeddings to {old}'s space, not the other way round"
+    )
+
+
 def affine_form(transform: BackwardTransform, params) -> tuple[np.ndarray, np.ndarray] | None:
   """(W [D_(k-1), D_k], b [D_(k-1)]) in float64 of an affine kind (linear, orthogonal, affine of any rank), or None
   for the MLP."""
@@ -148,6 +176,11 @@ def save_map(
   if upgrade_map.hubness is not None:
     header["hubness_k"] = int(upgrade_map.hubness.k)
     params[_HUBNESS_REFERENCE] = np.asarray(upgrade_map.hubness.reference, np.float32)
+  if upgrade_map.spaces is not None:
+    header["spaces"] = {side: {"model": st.model, "residual": st.residual} for side, st in upgrade_map.spaces.items()}
+    for side, stamp in upgrade_map.spaces.items():
+      for field in ("mean", "components", "variances"):
+        params[f"{_SPACE_PREFIX}{side}.{field}"] = np.asarray(getattr(stamp, field), np.float64)
   return _atomic.write_atomic(path, encode(header, params), overwrite=overwrite)
 
 
@@ -160,8 +193,19 @@ def is_map_file(path: str | os.PathLike) -> bool:
     return False
 
 
-def load_map(path: str | os.PathLike) -> tuple[UpgradeMap, dict]:
-  """Reads and verifies a map file written by :func:`save_map`; returns (the map, the notes stored with it)."""
+def load_map(
+  path: str | os.PathLike, *, old_model: str | None = None, new_model: str | None = None
+) -> tuple[UpgradeMap, dict]:
+  """Reads and verifies a map file written by :func:`save_map`; returns (the map, the notes stored with it).
+
+  Args:
+    path: the map file.
+    old_model, new_model: the models the caller serves, when known: a map stamped with other model names is refused
+      (a map from model A to B applied to C, or the wrong way round).
+
+  Raises:
+    ValueError: for a missing, corrupt or foreign file, or models other than the ones stamped.
+  """
   path = Path(path)
   try:
     data = path.read_bytes()
@@ -174,10 +218,25 @@ def load_map(path: str | os.PathLike) -> tuple[UpgradeMap, dict]:
   if header.get("format") != MAP_FORMAT or not isinstance(params, dict):
     raise ValueError(f"load_map: {path} is not a bcjax map file (header format {header.get('format')!r})")
   reference = params.pop(_HUBNESS_REFERENCE, None)
+  stamp_arrays = {n[len(_SPACE_PREFIX) :]: params.pop(n) for n in list(params) if n.startswith(_SPACE_PREFIX)}
   try:
     transform = backward_transform(header["kind"], **dict(header["hparams"]))
     check_params(f"load_map({path})", transform, params, int(header["prev_dim"]), int(header["dim"]))
     hubness = None if reference is None else Hubness(np.asarray(reference, np.float32), int(header["hubness_k"]))
+    spaces = (
+      {
+        side: SpaceStamp(
+          str(header["spaces"][side]["model"]),
+          np.asarray(stamp_arrays[f"{side}.mean"], np.float64),
+          np.asarray(stamp_arrays[f"{side}.components"], np.float64),
+          np.asarray(stamp_arrays[f"{side}.variances"], np.float64),
+          float(header["spaces"][side]["residual"]),
+        )
+        for side in ("new", "old")
+      }
+      if stamp_arrays
+      else None
+    )
   except (KeyError, TypeError) as e:
     raise ValueError(f"load_map: {path} has a damaged header ({e!r})") from None
   if hubness is not None and (hubness.reference.ndim != 2 or hubness.reference.shape[1] != int(header["prev_dim"])):
@@ -189,5 +248,13 @@ def load_map(path: str | os.PathLike) -> tuple[UpgradeMap, dict]:
     str(header["fitted_as"]),
     dict(header["choices"]),
     hubness,
+    spaces,
   )
+  stamped = {side: stamp.model for side, stamp in (spaces or {}).items()}
+  for side, expected in (("old", old_model), ("new", new_model)):
+    if expected is not None and stamped.get(side) and stamped[side] != expected:
+      raise ValueError(
+        f"load_map: {path} maps {stamped['new'] or 'its new model'} to {stamped['old'] or 'its old model'}; "
+        f"`{side}_model` is {expected!r}, not {stamped[side]!r}"
+      )
   return upgrade_map, dict(header["notes"])

@@ -1,0 +1,124 @@
+"""A LanceDB table (embedded, on disk) as a bridge's old store: an integer id column and a fixed-size vector column.
+LanceDB writes are versioned and atomic; rows added through the bridge are appended, never written over."""
+
+import os
+
+import numpy as np
+
+from bcjax.upgrade._extras import require
+
+_IN_CHUNK = 1000  # ids per `IN (...)` filter
+
+
+class LanceDBStore:
+  """The table ``table`` of the LanceDB database at ``uri`` as a :class:`VectorStore`.
+
+  Args:
+    uri: the database directory (``lancedb.connect``'s).
+    table: the table's name.
+    vector_column: the fixed-size float vector column.
+    id_column: the integer id column.
+  """
+
+  def __init__(self, uri: str | os.PathLike, table: str, *, vector_column: str = "vector", id_column: str = "id"):
+    self._lancedb = require("lancedb", "stores", "LanceDBStore")
+    self._pa = require("pyarrow", "stores", "LanceDBStore")
+    self.db = self._lancedb.connect(str(uri))
+    try:
+      self.table = self.db.open_table(table)
+    except (FileNotFoundError, ValueError) as e:
+      raise ValueError(f"LanceDBStore: no table {table!r} in {uri} ({e})") from None
+    schema = self.table.schema
+    for name in (vector_column, id_column):
+      if name not in schema.names:
+        raise ValueError(f"LanceDBStore: table {table!r} has no column {name!r} (columns: {schema.names})")
+    vtype = schema.field(vector_column).type
+    if not self._pa.types.is_fixed_size_list(vtype):
+      raise ValueError(f"LanceDBStore: column {vector_column!r} is {vtype}, not a fixed-size list of floats")
+    if not self._pa.types.is_integer(schema.field(id_column).type):
+      raise ValueError(f"LanceDBStore: column {id_column!r} is {schema.field(id_column).type}, not integers")
+    self.vector_column, self.id_column = vector_column, id_column
+    self._dim = int(vtype.list_size)
+
+  @property
+  def dim(self) -> int:
+    return self._dim
+
+  def count(self) -> int:
+    return int(self.table.count_rows())
+
+  def _vectors(self, arrow) -> np.ndarray:
+    column = arrow[self.vector_column].combine_chunks()
+    return np.asarray(column.values.to_numpy(zero_copy_only=False), np.float32).reshape(len(arrow), self._dim)
+
+  def read(self, ids) -> np.ndarray:
+    ids = np.asarray(ids, np.int64)
+    found: dict[int, np.ndarray] = {}
+    for start in range(0, len(ids), _IN_CHUNK):
+      chunk = ids[start : start + _IN_CHUNK]
+      where = f"{self.id_column} IN ({', '.join(str(int(i)) for i in chunk)})"
+      columns = [self.id_column, self.vector_column]
+      rows = self.table.search().where(where).select(columns).limit(len(chunk)).to_arrow()
+      for item, vector in zip(rows[self.id_column].to_numpy(), self._vectors(rows)):
+        found[int(item)] = vector
+    missing = [int(i) for i in ids if int(i) not in found]
+    if missing:
+      raise KeyError(f"LanceDBStore: ids not in the table: {missing[:10]}")
+    return np.stack([found[int(i)] for i in ids]) if len(ids) else np.zeros((0, self._dim), np.float32)
+
+  def candidates(self, queries, k: int):
+    queries = np.asarray(queries, np.float32)
+    ids = np.full((len(queries), k), -1, np.int64)
+    vectors = np.zeros((len(queries), k, self._dim), np.float32)
+    if len(queries) == 0:
+      return ids, vectors
+    result = (
+      self.table.search(list(queries)).metric("cosine").select([self.id_column, self.vector_column]).limit(k).to_arrow()
+    )
+    which = result["query_index"].to_numpy() if len(queries) > 1 else np.zeros(len(result), np.int64)
+    found, found_vectors = result[self.id_column].to_numpy(), self._vectors(result)
+    filled = np.zeros(len(queries), np.int64)
+    for q, item, vector in zip(which, found, found_vectors):
+      j = filled[q]
+      if j < k:
+        ids[q, j], vectors[q, j] = item, vector
+        filled[q] += 1
+    return ids, vectors
+
+  def add(self, ids, vectors) -> None:
+    ids = np.asarray(ids, np.int64)
+    vectors = np.asarray(vectors, np.float32)
+    taken = self._existing(ids)
+    if len(taken):
+      raise ValueError(f"LanceDBStore.add: ids already stored: {taken[:10].tolist()}")
+    pa = self._pa
+    values = pa.array(vectors.ravel(), pa.float32())
+    table = pa.table(
+      {
+        self.id_column: pa.array(ids, self.table.schema.field(self.id_column).type),
+        self.vector_column: pa.FixedSizeListArray.from_arrays(values, self._dim),
+      }
+    )
+    self.table.add(table)
+
+  def _existing(self, ids: np.ndarray) -> np.ndarray:
+    out = []
+    for start in range(0, len(ids), _IN_CHUNK):
+      chunk = ids[start : start + _IN_CHUNK]
+      where = f"{self.id_column} IN ({', '.join(str(int(i)) for i in chunk)})"
+      rows = self.table.search().where(where).select([self.id_column]).limit(len(chunk)).to_arrow()
+      out.append(rows[self.id_column].to_numpy())
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+  def sample(self, n: int, seed: int = 0) -> np.ndarray:
+    total = self.count()
+    if total == 0:
+      return np.zeros((0, self._dim), np.float32)
+    blocks = min(10, total)
+    per = max(1, n // blocks)
+    starts = np.linspace(0, max(total - per, 0), blocks).astype(int)
+    parts = [
+      self._vectors(self.table.search().select([self.vector_column]).offset(int(s)).limit(per).to_arrow())
+      for s in np.unique(starts)
+    ]
+    return np.concatenate(parts)[:n]
