@@ -121,7 +121,7 @@ class StoreRoundTripTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "looks like A's embeddings, not B's"):
       upgrade.bridge_items(store, m, NEW_ID0 + np.arange(50), self.old[1000:1050])  # old-model rows as "new"
     store.add(NEW_ID0 + np.arange(100), self.new[1000:1100])  # raw new-model vectors written without the map
-    with self.assertRaisesRegex(upgrade.MixedSpaceError, "like B's"):
+    with self.assertRaisesRegex(upgrade.MixedSpaceError, "look like B's"):
       upgrade.bridged_search(store, m, self.new[:5], 3)
     with self.assertRaisesRegex(ValueError, "looks like A's embeddings"):
       upgrade.bridged_search(store, m, self.old[:5], 3, check_space=False)  # queries the wrong way round

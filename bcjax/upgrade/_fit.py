@@ -585,7 +585,9 @@ def fit_upgrade(
       rows = np.sort(np.random.default_rng(seed + 3).permutation(rows)[:HUBNESS_REFERENCE_ROWS])
       mapped = np.asarray(final(_read_pairs(z_new, z_prev, rows, normalize)[0]))
       final = final._replace(hubness=_hubness.make_hubness(mapped, k=hubness_k))
-    final = final._replace(spaces=spaces)
+    # The map's images of new-model rows: what bridge_items writes into an old store, so not a foreign model's.
+    bridged = _spaces.space_stamp(np.asarray(final(sample.new)), f"{new_model or 'new'} bridged")
+    final = final._replace(spaces={**spaces, "bridged": bridged})
     return UpgradeFit(final, candidates, reason + "; " + choice.reason, choice.record)
 
   if kind != "auto":

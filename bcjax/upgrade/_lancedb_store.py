@@ -73,7 +73,11 @@ class LanceDBStore:
     if len(queries) == 0:
       return ids, vectors
     result = (
-      self.table.search(list(queries)).metric("cosine").select([self.id_column, self.vector_column]).limit(k).to_arrow()
+      self.table.search(list(queries))
+      .metric("cosine")
+      .select([self.id_column, self.vector_column, "_distance"])  # bcjax rescores; naming it keeps lance quiet
+      .limit(k)
+      .to_arrow()
     )
     which = result["query_index"].to_numpy() if len(queries) > 1 else np.zeros(len(result), np.int64)
     found, found_vectors = result[self.id_column].to_numpy(), self._vectors(result)

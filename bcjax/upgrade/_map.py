@@ -39,7 +39,8 @@ class UpgradeMap(NamedTuple):
   ``affine`` transform); ``choices``: the hyper-parameters chosen on the validation split (JSON-able);
   ``hubness``: the fitted hubness correction (CSLS, :mod:`bcjax.upgrade._hubness`) applied to the old vectors'
   scores wherever bcjax searches with this map, or None; ``spaces``: the two models' fingerprints
-  (:mod:`bcjax.upgrade._spaces`), ``{"new": ..., "old": ...}``, that fix the map's direction, or None.
+  (:mod:`bcjax.upgrade._spaces`), ``{"new": ..., "old": ..., "bridged": ...}`` (the last: the map's images of
+  new-model rows), that fix the map's direction, or None.
   """
 
   transform: BackwardTransform
@@ -232,7 +233,7 @@ def load_map(
           np.asarray(stamp_arrays[f"{side}.variances"], np.float64),
           float(header["spaces"][side]["residual"]),
         )
-        for side in ("new", "old")
+        for side in header["spaces"]
       }
       if stamp_arrays
       else None

@@ -7,16 +7,19 @@ embeddings (Tipping & Bishop 1999): the mean :math:`\mu`, the top r principal di
 variances :math:`\lambda`, and the mean variance :math:`\sigma^2` of the other directions. An embedding is attributed
 to the model under whose Gaussian :math:`\mathcal N(\mu, V^\top \mathrm{diag}(\lambda) V + \sigma^2 (I - V^\top V))`
 its unit vector is likelier. On all-MiniLM-L6-v2 against paraphrase-MiniLM-L3-v2 (both 384-d, 17,830 sentences,
-fingerprints from 2,000) this attributes 99.9 % of either model's rows correctly with r = 64 (the common direction
-alone: 63-83 %). Where the widths differ the width already tells the spaces apart.
+fingerprints from 150 to 2,000 of them) this attributes 99 % to 100 % of either model's rows correctly (the common
+direction alone: 63-83 %). Where the widths differ the width already tells the spaces apart.
 """
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 
-MAX_COMPONENTS = 64  # principal directions kept per fingerprint (at most D / 2 and n - 1)
+# Principal directions kept per fingerprint: at most 64, D / 2 and n / 4 (more, from few rows, fit their noise: from
+# 150 MiniLM rows r = 64 misattributed 1.5 % of a model's own rows, r = n / 4 0.03 %).
+MAX_COMPONENTS = 64
 
 
 class SpaceStamp(NamedTuple):
@@ -55,7 +58,7 @@ def space_stamp(z, model: str = "") -> SpaceStamp:
   _, sv, vt = np.linalg.svd(x - mean, full_matrices=False)
   variances = sv**2 / len(x)
   d = x.shape[1]
-  r = max(1, min(MAX_COMPONENTS, d // 2, len(x) - 1))
+  r = max(1, min(MAX_COMPONENTS, d // 2, len(x) // 4))
   floor = 1e-12 * max(float(variances[0]), 1e-300)
   residual = max(float(np.sum(variances[r:])) / (d - r), floor)
   return SpaceStamp(str(model), mean, vt[:r], np.maximum(variances[:r], floor), residual)
@@ -89,6 +92,19 @@ def attribute_rows(z, stamps: dict[str, SpaceStamp]) -> np.ndarray:
     raise ValueError(f"attribute_rows: no stamp has width {z.shape[1]} (stamps: {list(stamps)})")
   scores = np.stack([log_likelihood(z, stamps[name]) for name in names], axis=1)
   return np.asarray(names)[np.argmax(scores, axis=1)]
+
+
+# A row counts as another model's only when it is likelier under that model by this many nats (a log-likelihood
+# ratio of e^25): MiniLM-L6 against -L3 rows score a median 100-190 nats for their own model, while the worst 0.1 %
+# of a model's own rows, with fingerprints from only 150 pairs, lean up to about 22 nats the wrong way.
+MARGIN_NATS = 25.0
+
+
+def foreign_rows(z, own: Sequence[SpaceStamp], foreign: SpaceStamp) -> np.ndarray:
+  """Which rows of ``z`` [n, D] are ``foreign``'s: likelier under it than under every stamp of ``own`` by more than
+  :data:`MARGIN_NATS`: [n] bools."""
+  best_own = np.max(np.stack([log_likelihood(z, s) for s in own]), axis=0)
+  return log_likelihood(z, foreign) - best_own > MARGIN_NATS
 
 
 def margin(z, stamp: SpaceStamp, other: SpaceStamp) -> float:

