@@ -13,6 +13,7 @@ import pytest
 from benchmarks import alignment_losses, gnn_step, gramian_vs_sampling, scaling
 from benchmarks import compile as compile_benchmark
 from benchmarks import upgrade as upgrade_benchmark
+from benchmarks import upgrade_peers
 from tests._tolerance import assert_close
 
 
@@ -60,6 +61,22 @@ class BenchmarkSmokeTest(absltest.TestCase):
       self.assertGreaterEqual(row[name]["peak_rss_bytes"], row[name]["after_import_rss_bytes"])
     assert_close(row["time_ratio"], row["bcjax"]["median_s"] / row["numpy"]["median_s"])
     self.assertGreater(report["query"]["bcjax_median_us"], 0)
+    self.assertIn("model", report["cpu"])
+
+  def test_peers_benchmark_scores_every_tool_on_the_same_queries(self):
+    out = Path(self.create_tempdir().full_path) / "peers.json"
+    argv = ["--out", str(out), "--quick", "--items", "600", "--pairs", "100", "--queries", "100"]
+    with contextlib.redirect_stderr(io.StringIO()):
+      self.assertEqual(upgrade_peers.main(argv), 0)
+    report = json.loads(out.read_text())
+    (row,) = report["rows"]
+    tools = row["tools"]
+    for kind in upgrade_peers.KINDS:
+      self.assertGreater(tools[f"bcjax {kind}"]["fit_s"], 0)
+      self.assertGreaterEqual(tools[f"bcjax {kind}"]["r@10"], tools[f"bcjax {kind}"]["r@1"])
+    self.assertLess(tools["no map"]["r@10"], 0.2)  # two unrelated spaces: the measure is far from saturated
+    self.assertGreater(tools["bcjax linear"]["r@10"], 0.5)
+    self.assertEqual("isotrieve ridge" in tools, report["isotrieve"])
     self.assertIn("model", report["cpu"])
 
   def test_compile_budget_counts_a_fit_cold_and_warm(self):
