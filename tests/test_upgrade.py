@@ -622,6 +622,28 @@ class RankScoreTest(absltest.TestCase):
 
 
 class ServeTest(absltest.TestCase):
+  def test_one_compiled_path_gives_every_entry_point_the_same_numbers(self):
+    """A map's call, apply_map, the report, transform_file and the stores share one compiled program per map and
+    dtype: the same numbers, and the parameters placed on the device once."""
+    rng = np.random.default_rng(21)
+    z_new, z_prev, _ = anisotropic_pairs(rng, n=400, noise=0.2)
+    m = upgrade.fit_upgrade(z_new, z_prev, kind="linear", normalize=True, hubness="off").map
+    z = z_new[:64].astype(np.float32)
+    self.assertIs(upgrade.compiled_map(m), upgrade.compiled_map(m))
+    via_call = np.asarray(m(z))
+    np.testing.assert_array_equal(np.asarray(upgrade.apply_map(m, z)), via_call)
+    np.testing.assert_array_equal(np.asarray(upgrade.compiled_map(m)(z)), via_call)
+    tmp = Path(self.create_tempdir().full_path)
+    np.save(tmp / "in.npy", z)
+    upgrade.transform_file(m, tmp / "in.npy", tmp / "out.npy", chunk_rows=64)
+    np.testing.assert_array_equal(np.load(tmp / "out.npy"), via_call)
+    report = upgrade.evaluate_upgrade(m, z, z_prev[:64].astype(np.float32), np.arange(64), min_hit_rate=0.5)
+    target = z_prev[:64] / np.linalg.norm(z_prev[:64], axis=1, keepdims=True)
+    expected = np.linalg.norm(via_call.astype(np.float64) - target, axis=1).mean()
+    assert_close(report["metrics"]["alignment_l2"]["value"], expected, "reduction", precision="float32")
+    # query_function built apart runs the same program on the same shapes.
+    assert_close(np.asarray(upgrade.query_function(m)(z)), via_call, "elementwise", scale=1.0)
+
   @pytest.mark.heavy
   def test_streaming_transform_bounds_memory_and_matches_numpy(self):
     tmp = Path(self.create_tempdir().full_path)

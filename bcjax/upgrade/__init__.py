@@ -28,6 +28,7 @@ from bcjax.upgrade._map import UpgradeMap
 from bcjax.upgrade._map import affine_form
 from bcjax.upgrade._map import apply_map
 from bcjax.upgrade._map import check_direction
+from bcjax.upgrade._map import compiled_map
 from bcjax.upgrade._map import compose_affine
 from bcjax.upgrade._map import load_map
 from bcjax.upgrade._map import query_function
@@ -70,6 +71,7 @@ __all__ = (
   "check_finite_rows",
   "check_store_space",
   "closed_form",
+  "compiled_map",
   "compose_affine",
   "csls_documents",
   "csls_queries",

@@ -22,7 +22,7 @@ from bcjax.alignment._transforms import BackwardTransform, backward_transform, c
 from bcjax.upgrade._hubness import Hubness
 from bcjax.upgrade._spaces import SpaceStamp, margin
 from bcjax.versioning._format import CorruptVersionError, decode, encode
-from bcjax.versioning._registry import _unit_rows, apply_version
+from bcjax.versioning._registry import _unit_rows
 
 MAP_FORMAT = "bcjax-upgrade-map"
 _HUBNESS_REFERENCE = "hubness.reference"  # not a transform parameter: kept apart on load
@@ -61,20 +61,37 @@ class UpgradeMap(NamedTuple):
     return apply_map(self, z)
 
 
-@functools.partial(jax.jit, static_argnames=("transform", "normalize"))
-def _apply(params, z, *, transform, normalize):
-  return apply_version(transform, params, z, normalize=normalize)
-
-
 def apply_map(upgrade_map: UpgradeMap, z) -> jax.Array:
   """Maps new-model embeddings ``z`` [n, D_k] to the old model's space, [n, D_(k-1)], in ``z``'s precision (float32
-  for narrower inputs), jitted: the query-time entry point (one compile per input shape and dtype)."""
+  for narrower inputs): the same compiled program as :func:`query_function` (:func:`compiled_map`), its parameters
+  placed on the device once per map, so the query path, the report, ``bcjax transform`` and the stores all compute
+  the same numbers."""
   z = jnp.asarray(z)
   if z.ndim != 2 or z.shape[1] != upgrade_map.dims[1]:
     raise ValueError(f"apply_map: `z` has shape {tuple(z.shape)} but the map takes D_k={upgrade_map.dims[1]} columns")
   dtype = jnp.float64 if z.dtype == jnp.float64 else jnp.float32
-  params = {name: jnp.asarray(a, dtype) for name, a in upgrade_map.params.items()}
-  return _apply(params, z.astype(dtype), transform=upgrade_map.transform, normalize=upgrade_map.normalize)
+  return compiled_map([upgrade_map], dtype)(z)
+
+
+# query_function per (chain of map objects, dtype), so that calling a map never uploads its parameters again; a few
+# dozen entries (each holds its maps' parameters on the device), the oldest dropped first.
+_COMPILED: dict[tuple, tuple[tuple, Callable]] = {}
+_COMPILED_LIMIT = 32
+
+
+def compiled_map(maps: "UpgradeMap | Sequence[UpgradeMap]", dtype=jnp.float32) -> Callable[[jax.Array], jax.Array]:
+  """:func:`query_function` of ``maps`` in ``dtype``, built once per chain of map objects and dtype and then reused:
+  the one compiled application path of :mod:`bcjax.upgrade`."""
+  chain = (maps,) if isinstance(maps, UpgradeMap) else tuple(maps)
+  key = (tuple(id(m) for m in chain), jnp.dtype(dtype).name)
+  hit = _COMPILED.get(key)
+  if hit is not None and all(a is b for a, b in zip(hit[0], chain)):
+    return hit[1]
+  fn = query_function(list(chain), dtype=dtype)
+  if len(_COMPILED) >= _COMPILED_LIMIT:
+    _COMPILED.pop(next(iter(_COMPILED)))
+  _COMPILED[key] = (chain, fn)
+  return fn
 
 
 def query_function(maps: "UpgradeMap | Sequence[UpgradeMap]", *, dtype=jnp.float32) -> Callable[[jax.Array], jax.Array]:

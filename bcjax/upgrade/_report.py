@@ -32,11 +32,12 @@ import math
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+import jax.numpy as jnp
 import numpy as np
 
 from bcjax.metrics._flips import negative_flip_rate
 from bcjax.upgrade import _consumer, _files, _hubness, _moments, _retrieval
-from bcjax.upgrade._map import UpgradeMap
+from bcjax.upgrade._map import UpgradeMap, compiled_map
 
 VERDICTS = ("bridge", "re-index", "undecided", "not measurable")
 """The report's verdicts, in the order of the command's exit codes 0, 3, 4 and 5."""
@@ -123,9 +124,7 @@ def _chain_map(maps) -> tuple[Callable, bool, str, dict, tuple[int, int]]:
     raise ValueError("evaluate_upgrade: `upgrade_map` is an empty chain")
 
   def apply(z):
-    for m in maps:
-      z = np.asarray(m(z), np.float32)
-    return z
+    return np.asarray(compiled_map(maps, jnp.float32)(jnp.asarray(z, jnp.float32)))
 
   if len(maps) == 1:
     return apply, maps[0].normalize, maps[0].kind, maps[0].choices, maps[0].dims

@@ -2,10 +2,9 @@
 
 The input is memory-mapped and read ``chunk_rows`` rows at a time; the output is written through a memory-mapped
 ``.npy`` under a temporary name and published atomically, never over an existing file unless asked. Memory stays at
-a few chunks whatever the file's size. Affine chains (every kind but the MLP) are composed once into one
-:math:`Wz + b` and applied with NumPy's matrix product in the compute precision (float32, or float64 for float64
-input); a chain with an MLP applies its maps one at a time with the jitted :func:`apply_map`, on chunks padded to one
-shape so it compiles once.
+a few chunks whatever the file's size. Each chunk goes through the package's one compiled application path
+(:func:`~bcjax.upgrade.compiled_map`: affine runs composed into one :math:`Wz + b`, placed on the device once) in the
+compute precision (float32, or float64 for float64 input), padded to one shape so it compiles once.
 """
 
 import os
@@ -13,41 +12,29 @@ import secrets
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 
 from bcjax import _atomic
-from bcjax.upgrade import _files, _moments
-from bcjax.upgrade._map import UpgradeMap, affine_form, apply_map, compose_affine
+from bcjax.upgrade import _files
+from bcjax.upgrade._map import UpgradeMap, compiled_map
 
 OUTPUT_DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
 
 
-def _stages(maps: Sequence[UpgradeMap], dtype):
-  """The chain as callables on one chunk: runs of affine maps without normalisation between them are composed."""
-  stages: list = []
-  run: list = []
+def _chunk_function(maps: Sequence[UpgradeMap], compute, chunk_rows: int) -> Callable[[np.ndarray], np.ndarray]:
+  """The chain on one chunk through the package's one compiled path (:func:`compiled_map`), each chunk padded to
+  ``chunk_rows`` rows so that every chunk, the last one too, runs the same compiled program."""
+  fn = compiled_map(maps, jnp.float64 if compute == np.float64 else jnp.float32)
 
-  def flush():
-    if run:
-      w, b = compose_affine(run)
-      w_t, b_c = np.ascontiguousarray(w.T.astype(dtype)), b.astype(dtype)
-      stages.append(lambda z: z @ w_t + b_c)
-      run.clear()
+  def apply(block: np.ndarray) -> np.ndarray:
+    rows = block.shape[0]
+    if rows < chunk_rows:
+      block = np.pad(block, ((0, chunk_rows - rows), (0, 0)))
+    return np.asarray(fn(block))[:rows]
 
-  for m in maps:
-    form = affine_form(m.transform, m.params)
-    if form is not None and not m.normalize:
-      run.append(form)
-      continue
-    flush()
-    if form is not None:  # an affine map on normalised rows: normalise, map, normalise
-      w_t, b_c = np.ascontiguousarray(form[0].T.astype(dtype)), form[1].astype(dtype)
-      stages.append(lambda z, w_t=w_t, b_c=b_c: _moments.unit_rows(_moments.unit_rows(z) @ w_t + b_c))
-    else:
-      stages.append(lambda z, m=m: np.asarray(apply_map(m, z), dtype))
-  flush()
-  return stages
+  return apply
 
 
 def transform_file(
@@ -92,7 +79,7 @@ def transform_file(
       )
   out_dtype = np.dtype(OUTPUT_DTYPES[dtype]) if dtype is not None else z.dtype
   compute = _files.compute_dtype(z.dtype)
-  stages = _stages(maps, compute)
+  apply = _chunk_function(maps, compute, min(chunk_rows, z.shape[0])) if maps else (lambda block: block)
   n, d_out = z.shape[0], (maps[-1].dims[0] if maps else z.shape[1])
   # np.lib.format has no name for bfloat16; ml_dtypes' np.save writes it as |V2, and so do we.
   bfloat16 = out_dtype == ml_dtypes.bfloat16
@@ -108,9 +95,7 @@ def transform_file(
     with _files.chunk_reader(z) as read, open(tmp, "xb") as f:
       np.lib.format.write_array_header_2_0(f, header)
       for rows in _files.chunks(n, chunk_rows):
-        block = read(rows).astype(compute, copy=False)
-        for stage in stages:
-          block = stage(block)
+        block = apply(read(rows).astype(compute, copy=False))
         if not np.isfinite(block).all():
           bad = rows.start + int(np.argmax(~np.isfinite(block).all(axis=1)))
           raise ValueError(
