@@ -32,7 +32,7 @@ def _chunk_function(maps: Sequence[UpgradeMap], compute, chunk_rows: int) -> Cal
     rows = block.shape[0]
     if rows < chunk_rows:
       block = np.pad(block, ((0, chunk_rows - rows), (0, 0)))
-    return np.asarray(fn(block))[:rows]
+    return np.asarray(fn(jnp.asarray(block)))[:rows]
 
   return apply
 
