@@ -89,7 +89,7 @@ class BenchmarkSmokeTest(absltest.TestCase):
     runs = report["targets"]["fit-linear"]
     for name in ("cold", "warm"):
       run = runs[name]
-      self.assertEqual(run["exit_code"], 0)
+      self.assertIn(run["exit_code"], (0, 3, 4, 5))  # bcjax fit ran to a verdict (200 pairs: not measurable)
       self.assertGreater(run["wall_s"], 0)
       self.assertGreaterEqual(run["wall_s"], run["compile_s"])
       self.assertEqual(

@@ -384,7 +384,7 @@ class LifecycleTest(absltest.TestCase):
       "import sys, jax; hits = []; "
       "jax.monitoring.register_event_listener(lambda e, **k: hits.append(e) if e.endswith('cache_hits') else None); "
       "from bcjax import cli; sys.argv = sys.argv[1:]; "
-      "assert cli.main(sys.argv) in (0, 3); print('HITS', len(hits))"
+      "assert cli.main(sys.argv) in (0, 3, 4, 5); print('HITS', len(hits))"  # a verdict, whichever
     )
     env = {**_without_cache_settings(os.environ), "BCJAX_DATA": str(self.tmp / "data")}
     hits = []
