@@ -17,6 +17,7 @@ import ml_dtypes
 import numpy as np
 
 from bcjax import _atomic
+from bcjax._buckets import bucket_size
 from bcjax.upgrade import _files
 from bcjax.upgrade._map import UpgradeMap, compiled_map
 
@@ -24,14 +25,16 @@ OUTPUT_DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32
 
 
 def _chunk_function(maps: Sequence[UpgradeMap], compute, chunk_rows: int) -> Callable[[np.ndarray], np.ndarray]:
-  """The chain on one chunk through the package's one compiled path (:func:`compiled_map`), each chunk padded to
-  ``chunk_rows`` rows so that every chunk, the last one too, runs the same compiled program."""
+  """The chain on one chunk through the package's one compiled path (:func:`compiled_map`). Full chunks share one
+  compiled program; the last, shorter chunk is padded only to the next power of two (one more program, not a whole
+  chunk of padding computed for nothing)."""
   fn = compiled_map(maps, jnp.float64 if compute == np.float64 else jnp.float32)
 
   def apply(block: np.ndarray) -> np.ndarray:
     rows = block.shape[0]
-    if rows < chunk_rows:
-      block = np.pad(block, ((0, chunk_rows - rows), (0, 0)))
+    size = rows if rows == chunk_rows else min(chunk_rows, bucket_size(rows))
+    if rows < size:
+      block = np.pad(block, ((0, size - rows), (0, 0)))
     return np.asarray(fn(jnp.asarray(block)))[:rows]
 
   return apply
