@@ -732,6 +732,22 @@ class ServeTest(absltest.TestCase):
 
 
 class FilesTest(absltest.TestCase):
+  def test_rows_read_from_a_file_equal_the_array_in_any_order(self):
+    """read_rows reads a file's rows with plain reads (runs of consecutive rows): the same values as indexing, in the
+    order asked, for slices, scattered and repeated rows, and bfloat16 files."""
+    tmp = Path(self.create_tempdir().full_path)
+    x = np.random.default_rng(0).standard_normal((1000, 7)).astype(np.float32)
+    np.save(tmp / "a.npy", x)
+    np.save(tmp / "b.npy", x.astype(ml_dtypes.bfloat16))
+    from bcjax.upgrade import _files
+
+    for name, expected in (("a", x), ("b", x.astype(ml_dtypes.bfloat16).astype(np.float32))):
+      mapped = upgrade.open_embeddings(tmp / f"{name}.npy")
+      for rows in (slice(None), slice(10, 20), np.array([5, 3, 3, 999, 0, 1, 2]), np.zeros(0, np.int64)):
+        np.testing.assert_array_equal(_files.read_rows(mapped, rows), expected[rows])
+    with self.assertRaisesRegex(IndexError, "outside"):
+      _files.read_rows(upgrade.open_embeddings(tmp / "a.npy"), np.array([1000]))
+
   def test_bad_files_are_refused_naming_the_argument(self):
     tmp = Path(self.create_tempdir().full_path)
     np.save(tmp / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)

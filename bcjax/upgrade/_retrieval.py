@@ -86,6 +86,9 @@ def top_k(
       chunk_bias = jnp.asarray(np.pad(bias[chunk], (0, size - valid)))
       for i, p in enumerate(padded_q):
         best[i] = _merge_top_k(p, x_dev, item_sq, chunk_bias, valid, chunk.start, *best[i], k=k, l2=metric == "l2")
+      # Dispatch is asynchronous: without waiting, reading runs ahead of the matrix products and every chunk read
+      # stays alive in the queue (a 15 GB index grew the process to 16 GB). One chunk in flight bounds memory.
+      jax.block_until_ready(best)
   out = np.empty((q.shape[0], k), np.int64)
   for b, (_, ids) in zip(blocks, best):
     out[b] = np.asarray(ids)[: b.stop - b.start]
