@@ -100,6 +100,26 @@ def _estimation_budgets(mkey: str, label: str) -> tuple[Measurement, ...]:
   )
 
 
+def _training_steps(mkey: str, paper: Value = None) -> tuple[Measurement, ...]:
+  """A Table 2 measure, uniform sampling on 10K pages, at 375, 750 and 1,500 training steps (one budget series)."""
+  return tuple(
+    Measurement(
+      f"10K pages, uniform, {n:,} steps",
+      group,
+      mkey,
+      paper,
+      budget=n,
+      series="10K pages, uniform, by steps",
+      budget_unit="training steps",
+    )
+    for n, group in (
+      (1500, "gramian-training-quick"),
+      (375, "gramian-training-steps375"),
+      (750, "gramian-training-steps750"),
+    )
+  )
+
+
 def _bc_budgets(mkey: str) -> tuple[Measurement, ...]:
   return (
     Measurement("synthetic graph, quick (80 epochs), over seeds", BC_SEEDS, mkey, budget=80),
@@ -374,27 +394,7 @@ CLAIMS: tuple[Claim, ...] = (
     (4.2, 19.5),
     "SOGram's relative change in final validation MAP@10 over the same sampling baseline (%)",
     (
-      Measurement(
-        "10K pages, uniform, 1,500 steps",
-        "gramian-training-quick",
-        "improvement_pct.uniform",
-        (4.2, 13.0),
-        budget=1500,
-        series="10K pages, uniform, by steps",
-        budget_unit="training steps",
-      ),
-      *(
-        Measurement(
-          f"10K pages, uniform, {n} steps",
-          f"gramian-training-steps{n}",
-          "improvement_pct.uniform",
-          (4.2, 13.0),
-          budget=n,
-          series="10K pages, uniform, by steps",
-          budget_unit="training steps",
-        )
-        for n in (375, 750)
-      ),
+      *_training_steps("improvement_pct.uniform", (4.2, 13.0)),
       Measurement("10K pages, linear, 1,500 steps", "gramian-training-quick", "improvement_pct.linear", (10.7, 19.5)),
       Measurement(
         "10K pages, uniform, 600 steps",
@@ -434,25 +434,7 @@ CLAIMS: tuple[Claim, ...] = (
     (0.10, 0.30),
     "share of the training steps after which SOGram first reaches its baseline's final MAP@10 (1 = never)",
     (
-      Measurement(
-        "10K pages, uniform, 1,500 steps",
-        "gramian-training-quick",
-        "reach_fraction.uniform",
-        budget=1500,
-        series="10K pages, uniform, by steps",
-        budget_unit="training steps",
-      ),
-      *(
-        Measurement(
-          f"10K pages, uniform, {n} steps",
-          f"gramian-training-steps{n}",
-          "reach_fraction.uniform",
-          budget=n,
-          series="10K pages, uniform, by steps",
-          budget_unit="training steps",
-        )
-        for n in (375, 750)
-      ),
+      *_training_steps("reach_fraction.uniform"),
       Measurement("10K pages, linear, 1,500 steps", "gramian-training-quick", "reach_fraction.linear"),
       Measurement(
         "10K pages, uniform, 600 steps",
