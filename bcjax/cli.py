@@ -307,7 +307,7 @@ def _cmd_fit(args) -> int:
     chunk_rows=args.chunk_rows,
     seed=args.seed,
   )
-  report.update(
+  context = dict(
     reason=fitted.reason,
     candidates=fitted.candidates,
     hubness=fitted.hubness,
@@ -317,9 +317,9 @@ def _cmd_fit(args) -> int:
     new_model=args.new_model,
   )
   summary = {
-    "verdict": report["verdict"],
-    "primary": report["primary"],
-    report["primary"]: _report.finite_or_none(report["metrics"][report["primary"]]["value"]),
+    "verdict": report.verdict,
+    "primary": report.primary,
+    report.primary: _report.finite_or_none(report.primary_measure.value),
     "kind": fitted.map.kind,
     "old_model": args.old_model,
     "new_model": args.new_model,
@@ -328,7 +328,7 @@ def _cmd_fit(args) -> int:
   appended = False
   if args.out is not None:
     written.append(_map.save_map(fitted.map, args.out, notes=summary))
-  elif report["verdict"] == "bridge" or args.force:
+  elif report.verdict == "bridge" or args.force:
     info = Registry(args.registry).append(
       fitted.map.params,
       transform=fitted.map.transform,
@@ -339,15 +339,15 @@ def _cmd_fit(args) -> int:
     appended = True
     if fitted.map.hubness is not None:
       say(_HUBNESS_NOT_IN_REGISTRY.format(path="(pass --out to keep one)"))
-  _atomic.write_atomic(args.report_json, _report.report_json(report).encode())
+  _atomic.write_atomic(args.report_json, _report.report_json(report, **context).encode())
   _atomic.write_atomic(args.report_md, _report.report_markdown(report).encode())
   written += [args.report_json, args.report_md]
   print(fitted.reason)
   print("\n".join(_report.report_summary(report)))
   if args.registry is not None and not appended:
-    print(f"not appended to {args.registry}: the verdict is {report['verdict']} (pass --force to append anyway)")
+    print(f"not appended to {args.registry}: the verdict is {report.verdict} (pass --force to append anyway)")
   print("wrote " + ", ".join(str(w) for w in written))
-  return EXIT_VERDICT[report["verdict"]]
+  return EXIT_VERDICT[report.verdict]
 
 
 def _parser() -> argparse.ArgumentParser:

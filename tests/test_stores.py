@@ -92,8 +92,11 @@ class StoreRoundTripTest(parameterized.TestCase):
     assert_close(unit(got), unit(want), "elementwise", precision="float32", scale=1.0)  # faiss/qdrant keep unit rows
     with self.assertRaises(KeyError):
       store.read(np.array([ID0 + 5000]))
+    for n, rows in ((5000, 1000), (300, 300), (0, 0)):  # a sample holds distinct stored rows, at most n
+      sample = store.sample(n, seed=1)
+      self.assertEqual((len(sample), len(np.unique(sample, axis=0))), (rows, rows), n)
     m = self.fit(store, hubness="off")
-    self.assertEqual(upgrade.check_store_space(store, m)["new"], 0)
+    self.assertEqual(upgrade.check_store_space(store, m), upgrade.SpaceCheck(old=1000, new=0, sampled=1000))
     queries = self.new[np.arange(1, 1000, 2)]  # items that were not paired
     result = upgrade.bridged_search(store, m, queries, 10)
     scores = unit(np.asarray(m(queries))) @ unit(self.old[:1000]).T
@@ -120,8 +123,9 @@ class StoreRoundTripTest(parameterized.TestCase):
     m = self.fit(store)
     with self.assertRaisesRegex(ValueError, "looks like A's embeddings, not B's"):
       upgrade.bridge_items(store, m, NEW_ID0 + np.arange(50), self.old[1000:1050])  # old-model rows as "new"
+    upgrade.bridged_search(store, m, self.new[:5], 3)  # one model's vectors: searched, and remembered as checked
     store.add(NEW_ID0 + np.arange(100), self.new[1000:1100])  # raw new-model vectors written without the map
-    with self.assertRaisesRegex(upgrade.MixedSpaceError, "look like B's"):
+    with self.assertRaisesRegex(upgrade.MixedSpaceError, "look like B's"):  # rows added: checked again
       upgrade.bridged_search(store, m, self.new[:5], 3)
     with self.assertRaisesRegex(ValueError, "looks like A's embeddings"):
       upgrade.bridged_search(store, m, self.old[:5], 3, check_space=False)  # queries the wrong way round
@@ -168,6 +172,39 @@ class ScoringTest(absltest.TestCase):
     full = upgrade.bridged_search(self.store, self.map, self.queries, 5, new_vectors=everything, overfetch=200)
     reembed = np.argsort(-(unit(self.queries) @ unit(self.new[:1000]).T), axis=1, kind="stable")[:, :5]
     np.testing.assert_array_equal(full.ids - ID0, reembed)
+
+
+class SampleCounter:
+  """A store that counts how often its rows are sampled (the space check's cost), delegating the rest."""
+
+  def __init__(self, store):
+    self.store, self.samples = store, 0
+
+  def sample(self, n, seed=0):
+    self.samples += 1
+    return self.store.sample(n, seed)
+
+  def __getattr__(self, name):
+    return getattr(self.store, name)
+
+
+class SpaceCheckCacheTest(absltest.TestCase):
+  def test_a_store_is_checked_once_per_map_until_rows_are_added(self):
+    if importlib.util.find_spec("faiss") is None:
+      self.skipTest("faiss is not installed (the stores extra)")
+    new, old = two_models(seed=4, n=400)
+    store = SampleCounter(make_store("faiss", Path(self.create_tempdir().full_path), ID0 + np.arange(300), old[:300]))
+    m = upgrade.fit_upgrade(new[:300], old[:300], kind="linear", normalize=True, hubness="off").map
+    for _ in range(3):
+      upgrade.bridged_search(store, m, new[300:310], 3)
+    self.assertEqual(store.samples, 1)
+    upgrade.bridged_search(store, m._replace(hubness=None), new[300:310], 3)  # another map object: checked anew
+    self.assertEqual(store.samples, 2)
+    upgrade.bridge_items(store, m, NEW_ID0 + np.arange(20), new[300:320])
+    upgrade.bridged_search(store, m, new[300:310], 3)  # the row count changed: checked again
+    self.assertEqual(store.samples, 3)
+    upgrade.bridged_search(store, m, new[300:310], 3, check_space=False)
+    self.assertEqual(store.samples, 3)
 
 
 class SpacesTest(absltest.TestCase):

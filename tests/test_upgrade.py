@@ -2,18 +2,20 @@
 in-memory, kinds recovering the maps they can represent, auto's choice, every report measure against a brute-force
 reference, streaming serving with bounded memory, and the map file's round trip through a registry."""
 
-import pytest
+import dataclasses
+import json
 import tracemalloc
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 from sklearn.linear_model import LogisticRegression
 
 from bcjax import upgrade
 from bcjax.alignment import affine_transform, orthogonal_transform
-from bcjax.upgrade import _report
+from bcjax.upgrade import _consumer, _files, _fit, _map, _report, _retrieval
 from bcjax.versioning import Registry
 from tests._tolerance import assert_close
 
@@ -122,8 +124,8 @@ class ClosedFormTest(parameterized.TestCase):
     w, b = upgrade.closed_form("orthogonal", m)
     params = orthogonal_transform(bias=True).fit(self.z_new, self.z_prev)
     assert_close(
-      upgrade.moments_mse(w, b, m),
-      upgrade.moments_mse(np.asarray(params["a"]), np.asarray(params["b"]), m),
+      _fit.moments_mse(w, b, m),
+      _fit.moments_mse(np.asarray(params["a"]), np.asarray(params["b"]), m),
       "statistical",
       rtol=1e-7,
       atol=0,
@@ -140,7 +142,7 @@ class ClosedFormTest(parameterized.TestCase):
     rng = np.random.default_rng(1)
     w, b = rng.standard_normal((6, 9)), rng.standard_normal(6)
     direct = np.mean(np.sum((self.z_new @ w.T + b - self.z_prev) ** 2, axis=1))
-    assert_close(upgrade.moments_mse(w, b, m), direct)
+    assert_close(_fit.moments_mse(w, b, m), direct)
 
 
 class KindsTest(absltest.TestCase):
@@ -184,7 +186,7 @@ class KindsTest(absltest.TestCase):
 
     def test_error(kind):
       fit = upgrade.fit_upgrade(z_new, z_prev, kind=kind, split=split)
-      return fit.map.choices, upgrade.moments_mse(*upgrade.affine_form(fit.map.transform, fit.map.params), test_m)
+      return fit.map.choices, _fit.moments_mse(*upgrade.affine_form(fit.map.transform, fit.map.params), test_m)
 
     (affine_choices, affine), (_, ridge), (_, isometry) = (
       test_error("affine"),
@@ -195,7 +197,7 @@ class KindsTest(absltest.TestCase):
     self.assertNotIn("rank", affine_choices)
     least_squares = upgrade.closed_form("linear", upgrade.pair_moments(z_new, z_prev, rows=order[:40]))
     # The true minimum-norm map (40 pairs, 40 dimensions) errs about five times as much as the shrunk one here.
-    self.assertLess(affine, 0.25 * upgrade.moments_mse(*least_squares, test_m))
+    self.assertLess(affine, 0.25 * _fit.moments_mse(*least_squares, test_m))
     self.assertLess(affine, 0.7 * min(ridge, isometry))
 
   def test_spaces_that_already_agree_shrink_towards_the_identity(self):
@@ -210,8 +212,8 @@ class KindsTest(absltest.TestCase):
     self.assertEqual(fit.map.choices["target"], "identity")
     test_m = upgrade.pair_moments(z_new, z_prev, rows=split.test)
     m = upgrade.pair_moments(z_new, z_prev, rows=order[:30])
-    chosen = upgrade.moments_mse(*upgrade.affine_form(fit.map.transform, fit.map.params), test_m)
-    isometry = upgrade.moments_mse(*upgrade.closed_form("affine", m, alpha=fit.map.choices["alpha"]), test_m)
+    chosen = _fit.moments_mse(*upgrade.affine_form(fit.map.transform, fit.map.params), test_m)
+    isometry = _fit.moments_mse(*upgrade.closed_form("affine", m, alpha=fit.map.choices["alpha"]), test_m)
     self.assertLess(chosen, isometry)
     with self.assertRaisesRegex(ValueError, "identity target needs equal widths"):
       upgrade.closed_form("affine", upgrade.pair_moments(z_new, z_prev[:, :5]), alpha=1.0, target="identity")
@@ -352,47 +354,47 @@ class ReportTest(absltest.TestCase):
     mapped = self.map.transform.apply(self.map.params, self.z_new[rows])
     mapped = np.asarray(mapped)
     target = self.z_prev[rows]
-    m = report["metrics"]
+    m = report.metrics
     # The report's means are float64 numbers of float32 distances: float32 rounding, whatever the result's dtype.
     assert_close(
-      m["alignment_l2"]["value"], np.linalg.norm(mapped - target, axis=1).mean(), "network", precision="float32"
+      m["alignment_l2"].value, np.linalg.norm(mapped - target, axis=1).mean(), "network", precision="float32"
     )
     cos = np.sum(mapped * target, 1) / np.linalg.norm(mapped, axis=1) / np.linalg.norm(target, axis=1)
-    assert_close(m["alignment_cosine"]["value"], cos.mean(), "network", precision="float32")
+    assert_close(m["alignment_cosine"].value, cos.mean(), "network", precision="float32")
     # own-vector hits among the targets plus the index
     items = np.concatenate([target, self.index])
     hits = (self.brute_top(mapped, items, 5) == np.arange(len(rows))[:, None]).any(1)
-    assert_close(m["own_vector_hit_rate"]["value"], hits.mean(), "elementwise")
+    assert_close(m["own_vector_hit_rate"].value, hits.mean(), "elementwise")
     # neighbour agreement with the old model's top 5
     mine, theirs = self.brute_top(mapped, self.index, 5), self.brute_top(target, self.index, 5)
     agreement = np.mean([len(set(a) & set(b)) / 5 for a, b in zip(mine, theirs)])
-    assert_close(m["neighbour_agreement"]["value"], agreement, "elementwise")
+    assert_close(m["neighbour_agreement"].value, agreement, "elementwise")
     # recall recovery against the old model
     rel = {r: {i} for r, i in zip(*qrel_pairs)}
     queries = [j for j, r in enumerate(rows) if r in rel]
     bridged = np.mean([len(rel[rows[j]] & set(mine[j])) for j in queries])
     reference = np.mean([len(rel[rows[j]] & set(theirs[j])) for j in queries])
-    assert_close(m["recall_bridged"]["value"], bridged, "elementwise")
-    assert_close(m["recall_recovery"]["value"], bridged / reference, "elementwise")
+    assert_close(m["recall_bridged"].value, bridged, "elementwise")
+    assert_close(m["recall_recovery"].value, bridged / reference, "elementwise")
     # the consumer: scikit-learn's logistic regression on the old training embeddings
     clf = LogisticRegression(C=1.0, tol=1e-10, max_iter=10_000).fit(
       self.z_prev[self.split.train], labels[self.split.train]
     )
     old_right = clf.predict(target) == labels[rows]
     new_right = clf.predict(mapped) == labels[rows]
-    assert_close(m["consumer_accuracy_old"]["value"], old_right.mean(), "statistical", rtol=0, atol=2.5 / len(rows))
+    assert_close(m["consumer_accuracy_old"].value, old_right.mean(), "statistical", rtol=0, atol=2.5 / len(rows))
     assert_close(
-      m["consumer_negative_flips"]["value"],
+      m["consumer_negative_flips"].value,
       (old_right & ~new_right).mean(),
       "statistical",
       rtol=0,
       atol=2.5 / len(rows),
     )
     for name, metric in m.items():
-      if np.isfinite(metric["value"]):
-        self.assertLessEqual(metric["low"], metric["value"] + 1e-12, name)
-        self.assertGreaterEqual(metric["high"], metric["value"] - 1e-12, name)
-    self.assertEqual(report["primary"], "recall_recovery")
+      if np.isfinite(metric.value):
+        self.assertLessEqual(metric.low, metric.value + 1e-12, name)
+        self.assertGreaterEqual(metric.high, metric.value - 1e-12, name)
+    self.assertEqual(report.primary, "recall_recovery")
 
   @pytest.mark.heavy
   def test_recall_recovery_against_re_embedding_uses_the_new_index(self):
@@ -405,20 +407,24 @@ class ReportTest(absltest.TestCase):
     )
     found = self.brute_top(self.z_new[rows], new_index, 10)
     reference = np.mean([(r % 300) in f for r, f in zip(rows, found)])
-    assert_close(report["metrics"]["recall_reference"]["value"], reference, "elementwise")
-    self.assertIn("re-embedding", report["metrics"]["recall_recovery"]["means"])
+    assert_close(report.metrics["recall_reference"].value, reference, "elementwise")
+    self.assertIn("re-embedding", report.metrics["recall_recovery"].means)
 
   def test_verdicts_follow_the_interval_and_the_reason_codes(self):
     reasons = []
-    self.assertEqual(_report._verdict({"value": 0.97, "low": 0.96, "high": 0.98}, 0.95, reasons), "bridge")
-    self.assertEqual(_report._verdict({"value": 0.9, "low": 0.88, "high": 0.94}, 0.95, reasons), "re-index")
-    self.assertEqual(_report._verdict({"value": 0.95, "low": 0.93, "high": 0.97}, 0.95, reasons), "undecided")
-    self.assertEqual(_report._verdict({"value": 0.95, "low": 0.95, "high": 0.97}, 0.95, reasons), "bridge")
-    good = {"value": 0.99, "low": 0.98, "high": 1.0}
+
+    def measure(value, low, high):
+      return upgrade.Measure(value, low, high, 100, "a test measure")
+
+    self.assertEqual(_report._verdict(measure(0.97, 0.96, 0.98), 0.95, reasons), "bridge")
+    self.assertEqual(_report._verdict(measure(0.9, 0.88, 0.94), 0.95, reasons), "re-index")
+    self.assertEqual(_report._verdict(measure(0.95, 0.93, 0.97), 0.95, reasons), "undecided")
+    self.assertEqual(_report._verdict(measure(0.95, 0.95, 0.97), 0.95, reasons), "bridge")
+    good = measure(0.99, 0.98, 1.0)
     for code in _report.REASON_CODES:
       verdict = _report._verdict(good, 0.95, [_report._reason(code, "any wording")])
       self.assertEqual(verdict, "bridge" if code == "consumer-at-majority" else "not measurable", code)
-    self.assertEqual(_report._verdict(dict(good, low=float("nan")), 0.95, []), "not measurable")
+    self.assertEqual(_report._verdict(good._replace(low=float("nan")), 0.95, []), "not measurable")
     with self.assertRaisesRegex(ValueError, "unknown reason code"):
       _report._reason("pool-small", "a typo in a code")
 
@@ -428,24 +434,39 @@ class ReportTest(absltest.TestCase):
     lower threshold needs a larger pool: chance must stay at 1 % of it)."""
     rows = self.split.test[:200]
     report = upgrade.evaluate_upgrade(self.map, self.z_new, self.z_prev, rows, min_hit_rate=0.95)
-    hit = report["metrics"]["own_vector_hit_rate"]
-    self.assertEqual((hit["pool"], hit["chance"]), (200, 10 / 200))
-    self.assertEqual(report["verdict"], "not measurable")
-    self.assertIn("at least 1053 rows", report["reasons"][0]["text"])
-    self.assertIn("at least 853 rows", report["reasons"][0]["text"])
+    hit = report.metrics["own_vector_hit_rate"]
+    self.assertEqual((hit.pool, hit.chance), (200, 10 / 200))
+    self.assertFalse(hit.measurable)
+    self.assertEqual(report.verdict, "not measurable")
+    self.assertIn("at least 1053 rows", report.reasons[0].text)
+    self.assertIn("at least 853 rows", report.reasons[0].text)
     index = np.random.default_rng(3).standard_normal((1100, 8)) * 2.0 - 1.0
     report = upgrade.evaluate_upgrade(self.map, self.z_new, self.z_prev, rows, index=index, min_hit_rate=0.95)
-    self.assertEqual(report["reasons"], [])
-    self.assertNotEqual(report["verdict"], "not measurable")
+    self.assertEqual(report.reasons, ())
+    self.assertNotEqual(report.verdict, "not measurable")
     with self.assertRaisesRegex(ValueError, "`min_hit_rate` must lie in"):
       upgrade.evaluate_upgrade(self.map, self.z_new, self.z_prev, rows, min_hit_rate=0.0)
+
+  def test_the_report_is_typed_and_its_json_strict(self):
+    rows = self.split.test
+    report = upgrade.evaluate_upgrade(self.map, self.z_new, self.z_prev, rows, index=self.index, k=5)
+    self.assertIsInstance(report.primary_measure, upgrade.Measure)
+    with self.assertRaises(dataclasses.FrozenInstanceError):
+      report.verdict = "bridge"  # a report cannot be edited into another verdict
+    body = json.loads(upgrade.report_json(report, fit_reason="why"))
+    self.assertEqual(body["verdict"], report.verdict)
+    self.assertEqual(body["fit_reason"], "why")
+    self.assertEqual(body["metrics"][report.primary]["value"], report.primary_measure.value)
+    self.assertEqual(body["map"]["dims"], list(self.map.dims))
+    with self.assertRaisesRegex(ValueError, r"`context` keys \['verdict'\]"):
+      upgrade.report_json(report, verdict="bridge")
 
   def test_the_index_is_streamed_in_chunks(self):
     """Chunks of 7 index rows give the whole index's measures."""
     rows = self.split.test
     whole = upgrade.evaluate_upgrade(self.map, self.z_new, self.z_prev, rows, index=self.index, k=5)
     chunked = upgrade.evaluate_upgrade(self.map, self.z_new, self.z_prev, rows, index=self.index, k=5, chunk_rows=7)
-    self.assertEqual(whole["metrics"], chunked["metrics"])
+    self.assertEqual(whole.metrics, chunked.metrics)
 
   @pytest.mark.heavy
   def test_a_reference_at_chance_is_not_measurable(self):
@@ -453,8 +474,8 @@ class ReportTest(absltest.TestCase):
     rng = np.random.default_rng(0)
     qrels = (rows, rng.integers(0, 300, size=len(rows)))  # random relevance: the old model is at chance
     report = upgrade.evaluate_upgrade(self.map, self.z_new, self.z_prev, rows, index=self.index, qrels=qrels, k=1)
-    self.assertEqual(report["verdict"], "not measurable")
-    self.assertEqual([r["code"] for r in report["reasons"]], ["reference-at-chance"])
+    self.assertEqual(report.verdict, "not measurable")
+    self.assertEqual([r.code for r in report.reasons], ["reference-at-chance"])
 
   @pytest.mark.heavy
   def test_a_consumer_at_the_majority_share_is_flagged(self):
@@ -463,15 +484,15 @@ class ReportTest(absltest.TestCase):
     report = upgrade.evaluate_upgrade(
       self.map, self.z_new, self.z_prev, self.split.test, labels=labels, consumer_rows=self.split.train
     )
-    self.assertFalse(report["metrics"]["consumer_negative_flips"]["measurable"])
-    self.assertIn("consumer-at-majority", [r["code"] for r in report["reasons"]])
+    self.assertFalse(report.metrics["consumer_negative_flips"].measurable)
+    self.assertIn("consumer-at-majority", [r.code for r in report.reasons])
 
   @pytest.mark.heavy
   def test_logistic_regression_matches_scikit_learn(self):
     rng = np.random.default_rng(8)
     x = rng.standard_normal((300, 5))
     y = (x[:, 0] + 0.5 * x[:, 1] + rng.standard_normal(300) > 0).astype(int) + (x[:, 2] > 1)
-    params = upgrade.fit_logistic_regression(x, y, c=0.5)
+    params = _consumer.fit_logistic_regression(x, y, c=0.5)
     clf = LogisticRegression(C=0.5, tol=1e-12, max_iter=10_000).fit(x, y)
     assert_close(params["w"], clf.coef_, "statistical", rtol=1e-4, atol=1e-4)
     assert_close(params["b"], clf.intercept_, "statistical", rtol=1e-4, atol=1e-4)
@@ -556,10 +577,10 @@ class HubnessTest(absltest.TestCase):
       upgrade.evaluate_upgrade(m, z_new, z_old, split.test, index=index, k=1, min_hit_rate=0.5)
       for m in (plain, fit.map)
     ]
-    hits = [r["metrics"]["own_vector_hit_rate"]["value"] for r in reports]
+    hits = [r.metrics["own_vector_hit_rate"].value for r in reports]
     self.assertNotEqual(hits[0], hits[1])
-    self.assertIsNone(reports[0]["map"]["hubness"])
-    self.assertEqual(reports[1]["map"]["hubness"], {"k": 10, "reference_rows": len(fit.map.hubness.reference)})
+    self.assertIsNone(reports[0].map.hubness_k)
+    self.assertEqual(reports[1].map[-2:], (10, len(fit.map.hubness.reference)))
     # The report's corrected hit rate against a brute force over the same pool.
     mapped = np.asarray(fit.map(z_new[split.test]))
     pool = np.concatenate([z_old[split.test], index])
@@ -601,9 +622,9 @@ class RankScoreTest(absltest.TestCase):
         s = -((mapped[:, None, :] - targets[None, :, :]) ** 2).sum(-1)
       expected = np.mean([(np.sum(s[i] < s[i, i])) / 39 for i in range(40)])
       assert_close(
-        upgrade.own_vector_rank_score(mapped, targets, metric=metric), expected, "elementwise", err_msg=metric
+        _retrieval.own_vector_rank_score(mapped, targets, metric=metric), expected, "elementwise", err_msg=metric
       )
-    self.assertEqual(upgrade.own_vector_rank_score(targets, targets, metric="cosine"), 1.0)
+    self.assertEqual(_retrieval.own_vector_rank_score(targets, targets, metric="cosine"), 1.0)
 
   def test_shrinking_towards_the_mean_lowers_the_error_but_not_the_rank(self):
     """Why choices are made by rank: predictions pulled towards the old mean have a smaller squared error on a
@@ -615,8 +636,8 @@ class RankScoreTest(absltest.TestCase):
     shrunk = mean + 0.5 * (noisy - mean)
     self.assertLess(np.mean((shrunk - old) ** 2), np.mean((noisy - old) ** 2))
     self.assertEqual(
-      upgrade.own_vector_rank_score(shrunk, old, metric="dot")
-      < upgrade.own_vector_rank_score(noisy, old, metric="dot"),
+      _retrieval.own_vector_rank_score(shrunk, old, metric="dot")
+      < _retrieval.own_vector_rank_score(noisy, old, metric="dot"),
       True,
     )
 
@@ -629,10 +650,10 @@ class ServeTest(absltest.TestCase):
     z_new, z_prev, _ = anisotropic_pairs(rng, n=400, noise=0.2)
     m = upgrade.fit_upgrade(z_new, z_prev, kind="linear", normalize=True, hubness="off").map
     z = z_new[:64].astype(np.float32)
-    self.assertIs(upgrade.compiled_map(m), upgrade.compiled_map(m))
+    self.assertIs(_map.compiled_map(m), _map.compiled_map(m))
     via_call = np.asarray(m(z))
     np.testing.assert_array_equal(np.asarray(upgrade.apply_map(m, z)), via_call)
-    np.testing.assert_array_equal(np.asarray(upgrade.compiled_map(m)(z)), via_call)
+    np.testing.assert_array_equal(np.asarray(_map.compiled_map(m)(z)), via_call)
     tmp = Path(self.create_tempdir().full_path)
     np.save(tmp / "in.npy", z)
     upgrade.transform_file(m, tmp / "in.npy", tmp / "out.npy", chunk_rows=64)
@@ -640,7 +661,7 @@ class ServeTest(absltest.TestCase):
     report = upgrade.evaluate_upgrade(m, z, z_prev[:64].astype(np.float32), np.arange(64), min_hit_rate=0.5)
     target = z_prev[:64] / np.linalg.norm(z_prev[:64], axis=1, keepdims=True)
     expected = np.linalg.norm(via_call.astype(np.float64) - target, axis=1).mean()
-    assert_close(report["metrics"]["alignment_l2"]["value"], expected, "reduction", precision="float32")
+    assert_close(report.metrics["alignment_l2"].value, expected, "reduction", precision="float32")
     # query_function built apart runs the same program on the same shapes.
     assert_close(np.asarray(upgrade.query_function(m)(z)), via_call, "elementwise", scale=1.0)
 
@@ -772,7 +793,7 @@ class FilesTest(absltest.TestCase):
     z[57, 1] = np.inf
     z[80, 0] = np.nan
     with self.assertRaisesRegex(upgrade.EmbeddingFileError, r"`--new` holds NaN or inf: first in row 57"):
-      upgrade.check_finite_rows(z, name="--new", chunk_rows=16)
+      _files.check_finite_rows(z, name="--new", chunk_rows=16)
 
 
 if __name__ == "__main__":

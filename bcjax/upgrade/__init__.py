@@ -5,18 +5,14 @@ serve it over stored embeddings of any size.
 From the command line: ``bcjax fit``, ``bcjax append``, ``bcjax transform`` (see ``bcjax --help``).
 """
 
-from bcjax.upgrade._consumer import fit_logistic_regression
 from bcjax.upgrade._faiss_store import FaissStore
 from bcjax.upgrade._files import EmbeddingFileError
-from bcjax.upgrade._files import check_finite_rows
 from bcjax.upgrade._files import open_embeddings
-from bcjax.upgrade._fit import HUBNESS_REFERENCE_ROWS
 from bcjax.upgrade._fit import UPGRADE_KINDS
 from bcjax.upgrade._fit import PairSplit
 from bcjax.upgrade._fit import UpgradeFit
 from bcjax.upgrade._fit import closed_form
 from bcjax.upgrade._fit import fit_upgrade
-from bcjax.upgrade._fit import moments_mse
 from bcjax.upgrade._fit import split_pairs
 from bcjax.upgrade._hubness import Hubness
 from bcjax.upgrade._hubness import csls_documents
@@ -28,8 +24,6 @@ from bcjax.upgrade._map import UpgradeMap
 from bcjax.upgrade._map import affine_form
 from bcjax.upgrade._map import apply_map
 from bcjax.upgrade._map import check_direction
-from bcjax.upgrade._map import compiled_map
-from bcjax.upgrade._map import compose_affine
 from bcjax.upgrade._map import load_map
 from bcjax.upgrade._map import query_function
 from bcjax.upgrade._map import save_map
@@ -37,14 +31,14 @@ from bcjax.upgrade._moments import PairMoments
 from bcjax.upgrade._moments import pair_moments
 from bcjax.upgrade._qdrant_store import QdrantStore
 from bcjax.upgrade._report import VERDICTS
+from bcjax.upgrade._report import MapSummary
+from bcjax.upgrade._report import Measure
 from bcjax.upgrade._report import Reason
+from bcjax.upgrade._report import UpgradeReport
 from bcjax.upgrade._report import evaluate_upgrade
 from bcjax.upgrade._report import report_json
 from bcjax.upgrade._report import report_markdown
 from bcjax.upgrade._report import report_summary
-from bcjax.upgrade._retrieval import neighbour_agreement
-from bcjax.upgrade._retrieval import own_vector_hits
-from bcjax.upgrade._retrieval import own_vector_rank_score
 from bcjax.upgrade._retrieval import own_vector_ranks
 from bcjax.upgrade._retrieval import top_k
 from bcjax.upgrade._serve import registry_maps
@@ -54,13 +48,13 @@ from bcjax.upgrade._spaces import space_stamp
 from bcjax.upgrade._stores import MixedSpaceError
 from bcjax.upgrade._stores import NewVectors
 from bcjax.upgrade._stores import SearchResult
+from bcjax.upgrade._stores import SpaceCheck
 from bcjax.upgrade._stores import VectorStore
 from bcjax.upgrade._stores import bridge_items
 from bcjax.upgrade._stores import bridged_search
 from bcjax.upgrade._stores import check_store_space
 
 __all__ = (
-  "HUBNESS_REFERENCE_ROWS",
   "UPGRADE_KINDS",
   "VERDICTS",
   "affine_form",
@@ -68,30 +62,24 @@ __all__ = (
   "bridge_items",
   "bridged_search",
   "check_direction",
-  "check_finite_rows",
   "check_store_space",
   "closed_form",
-  "compiled_map",
-  "compose_affine",
   "csls_documents",
   "csls_queries",
   "EmbeddingFileError",
   "evaluate_upgrade",
   "FaissStore",
-  "fit_logistic_regression",
   "fit_upgrade",
   "Hubness",
   "hubness_bias",
   "LanceDBStore",
   "load_map",
+  "MapSummary",
+  "Measure",
   "make_hubness",
   "MixedSpaceError",
-  "moments_mse",
-  "neighbour_agreement",
   "NewVectors",
   "open_embeddings",
-  "own_vector_hits",
-  "own_vector_rank_score",
   "own_vector_ranks",
   "pair_moments",
   "PairMoments",
@@ -105,6 +93,7 @@ __all__ = (
   "report_summary",
   "save_map",
   "SearchResult",
+  "SpaceCheck",
   "space_stamp",
   "SpaceStamp",
   "split_pairs",
@@ -112,5 +101,6 @@ __all__ = (
   "transform_file",
   "UpgradeFit",
   "UpgradeMap",
+  "UpgradeReport",
   "VectorStore",
 )

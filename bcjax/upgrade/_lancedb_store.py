@@ -116,9 +116,12 @@ class LanceDBStore:
 
   def sample(self, n: int, seed: int = 0) -> np.ndarray:
     total = self.count()
-    if total == 0:
+    if total == 0 or n <= 0:
       return np.zeros((0, self._dim), np.float32)
-    blocks = min(10, total)
+    if n >= total:  # the whole table, each row once
+      return self._vectors(self.table.search().select([self.vector_column]).limit(total).to_arrow())
+    # Ten runs of n // 10 rows spread over the table: with n < total they are at least n // 10 rows apart, disjoint.
+    blocks = min(10, n)
     per = max(1, n // blocks)
     starts = np.linspace(0, max(total - per, 0), blocks).astype(int)
     parts = [

@@ -68,6 +68,8 @@ class QdrantStore:
 
   def sample(self, n: int, seed: int = 0) -> np.ndarray:
     """Up to n points drawn at random by Qdrant itself (its random sample query; ``seed`` is not used)."""
+    if n <= 0:
+      return np.zeros((0, self._dim), np.float32)
     query = self._models.SampleQuery(sample=self._models.Sample.RANDOM)
     points = self.client.query_points(self.collection, query=query, limit=n, with_vectors=True).points
     return np.asarray([p.vector for p in points], np.float32).reshape(len(points), self._dim)

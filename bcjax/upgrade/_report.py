@@ -27,10 +27,11 @@ row has relevance pairs, or the own-vector pool is so small that chance (k / poo
 :class:`Reason` whose ``code`` (not its wording) decides.
 """
 
+import dataclasses
 import json
 import math
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -61,15 +62,101 @@ REASON_CODES = ("pool-too-small", "reference-at-chance", "no-relevance", "consum
 """Every :class:`Reason` code: the first three block a verdict, the last marks the consumer's measures."""
 
 
-def _reason(code: str, text: str) -> dict:
+def _reason(code: str, text: str) -> Reason:
   if code not in REASON_CODES:
     raise ValueError(f"unknown reason code {code!r}")
-  return Reason(code, code != "consumer-at-majority", text)._asdict()
+  return Reason(code, code != "consumer-at-majority", text)
 
 
-def _interval(values: np.ndarray, reference: np.ndarray | None = None, *, seed: int) -> dict:
+class Measure(NamedTuple):
+  """One measure of the report: ``value`` with its 95 % bootstrap interval [``low``, ``high``] over ``n`` rows
+  (NaN where undefined), what it ``means``, and where they apply: the ``chance`` level and the ``pool`` it was
+  scored among, the consumer's ``majority``-class share, an independent ``check`` of the value, and whether it is
+  ``measurable`` at all."""
+
+  value: float
+  low: float
+  high: float
+  n: int
+  means: str
+  chance: float | None = None
+  pool: int | None = None
+  majority: float | None = None
+  check: float | None = None
+  measurable: bool = True
+
+
+class MapSummary(NamedTuple):
+  """The map a report judged: its ``kind`` (``chain(...)`` for a chain), fitted ``choices``, whether it
+  ``normalize``s, ``dims`` (D_(k-1), D_k), and its hubness correction's k and reference rows (None without one)."""
+
+  kind: str
+  choices: Mapping[str, Any]
+  normalize: bool
+  dims: tuple[int, int]
+  hubness_k: int | None = None
+  hubness_rows: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class UpgradeReport:
+  """The go/no-go report of :func:`evaluate_upgrade` (module docstring for the rule).
+
+  Attributes:
+    verdict: one of :data:`VERDICTS`.
+    primary: the name of the measure the verdict reads.
+    threshold: that measure's bridge threshold.
+    metrics: every measure by name.
+    reasons: the findings that can block the verdict or qualify a measure.
+    k, metric, min_recovery, min_hit_rate: the settings.
+    held_out_rows: the held-out pairs scored.
+    map: the map judged.
+  """
+
+  verdict: str
+  primary: str
+  threshold: float
+  metrics: Mapping[str, Measure]
+  reasons: tuple[Reason, ...]
+  k: int
+  metric: str
+  min_recovery: float
+  min_hit_rate: float
+  held_out_rows: int
+  map: MapSummary
+
+  @property
+  def primary_measure(self) -> Measure:
+    """The measure the verdict reads."""
+    return self.metrics[self.primary]
+
+  def to_dict(self) -> dict:
+    """The report as plain dicts and lists, the shape :func:`report_json` writes (undefined numbers still NaN)."""
+    m = self.map
+    return {
+      "metrics": {name: measure._asdict() for name, measure in self.metrics.items()},
+      "primary": self.primary,
+      "threshold": self.threshold,
+      "verdict": self.verdict,
+      "reasons": [r._asdict() for r in self.reasons],
+      "k": self.k,
+      "metric": self.metric,
+      "min_recovery": self.min_recovery,
+      "min_hit_rate": self.min_hit_rate,
+      "held_out_rows": self.held_out_rows,
+      "map": {
+        "kind": m.kind,
+        "choices": dict(m.choices),
+        "normalize": m.normalize,
+        "dims": list(m.dims),
+        "hubness": None if m.hubness_k is None else {"k": m.hubness_k, "reference_rows": m.hubness_rows},
+      },
+    }
+
+
+def _interval(values: np.ndarray, reference: np.ndarray | None = None, *, seed: int, means: str, **extra) -> Measure:
   """The mean of ``values`` (or the ratio of its mean to ``reference``'s, paired by row) with a 95 % percentile
-  bootstrap interval over rows."""
+  bootstrap interval over rows, as a :class:`Measure` meaning ``means`` (``extra``: its other fields)."""
   values = np.asarray(values, np.float64)
   n = len(values)
   rng = np.random.default_rng(seed)
@@ -83,7 +170,7 @@ def _interval(values: np.ndarray, reference: np.ndarray | None = None, *, seed: 
     draws = np.where(denominator > 0, values[idx].mean(axis=1) / np.where(denominator > 0, denominator, 1.0), np.nan)
     draws = draws[np.isfinite(draws)]
   low, high = np.percentile(draws, [2.5, 97.5]) if draws.size else (math.nan, math.nan)
-  return {"value": estimate, "low": float(low), "high": float(high), "n": n}
+  return Measure(estimate, float(low), float(high), n, means, **extra)
 
 
 def _sample(rows: np.ndarray, limit: int, seed: int) -> np.ndarray:
@@ -155,7 +242,7 @@ def evaluate_upgrade(
   max_rows: int = 20_000,
   chunk_rows: int = _files.DEFAULT_CHUNK_ROWS,
   seed: int = 0,
-) -> dict:
+) -> UpgradeReport:
   """The go/no-go report (module docstring) of ``upgrade_map`` on the held-out pairs ``rows``.
 
   Args:
@@ -176,9 +263,9 @@ def evaluate_upgrade(
     seed: seeds the subsamples and the bootstrap.
 
   Returns:
-    A dict that strict JSON holds once :func:`report_json` has replaced undefined numbers by null: ``metrics``
-    (each ``{value, low, high, n, means}``), ``primary``, ``threshold`` (the primary's), ``verdict`` (one of
-    :data:`VERDICTS`), ``reasons`` (:class:`Reason` as dicts), and the settings.
+    An :class:`UpgradeReport`: the ``verdict`` (one of :data:`VERDICTS`), the ``primary`` measure's name and
+    ``threshold``, every :class:`Measure` in ``metrics``, the ``reasons`` (:class:`Reason`), the settings and the
+    map judged; :func:`report_json` writes it as strict JSON.
 
   Raises:
     ValueError: naming the argument, for a threshold outside (0, 1], an unknown metric, no held-out rows,
@@ -209,15 +296,16 @@ def evaluate_upgrade(
   zn, zp = _files.read_rows(z_new, rows, np.float32), _files.read_rows(z_prev, rows, np.float32)
   mapped = apply(zn)
   target = _moments.unit_rows(zp) if normalize else zp
-  metrics, reasons = {}, []
+  metrics: dict[str, Measure] = {}
+  reasons: list[Reason] = []
 
   error = np.linalg.norm(mapped - target, axis=1)
   cos = np.sum(_moments.unit_rows(mapped) * _moments.unit_rows(target), axis=1)
-  metrics["alignment_l2"] = dict(_interval(error, seed=seed), means="mean ||B(z_new) - z_old|| on held-out pairs")
-  metrics["alignment_relative"] = dict(
-    _interval(error, np.linalg.norm(target, axis=1), seed=seed), means="mean ||B(z_new) - z_old|| / mean ||z_old||"
+  metrics["alignment_l2"] = _interval(error, seed=seed, means="mean ||B(z_new) - z_old|| on held-out pairs")
+  metrics["alignment_relative"] = _interval(
+    error, np.linalg.norm(target, axis=1), seed=seed, means="mean ||B(z_new) - z_old|| / mean ||z_old||"
   )
-  metrics["alignment_cosine"] = dict(_interval(cos, seed=seed), means="mean cosine of B(z_new) and z_old")
+  metrics["alignment_cosine"] = _interval(cos, seed=seed, means="mean cosine of B(z_new) and z_old")
 
   index_arr = index
   distractors = None
@@ -229,8 +317,9 @@ def evaluate_upgrade(
   hits = _retrieval.own_vector_hits(mapped, target, distractors, k=k, metric=metric, item_bias=bias_of(pool_rows))
   pool = len(rows) + (0 if distractors is None else len(distractors))
   chance = min(1.0, k / pool)
-  metrics["own_vector_hit_rate"] = dict(
-    _interval(hits, seed=seed),
+  metrics["own_vector_hit_rate"] = _interval(
+    hits,
+    seed=seed,
     means=(
       f"share of held-out items whose mapped new embedding ranks their own old embedding in its top {k} among "
       f"{pool} old embeddings"
@@ -266,8 +355,9 @@ def evaluate_upgrade(
     agreement = _retrieval.neighbour_agreement(
       mapped, zp, index_f, k=k, metric=metric, chunk_rows=chunk_rows, item_bias=index_bias
     )
-    metrics["neighbour_agreement"] = dict(
-      _interval(agreement, seed=seed),
+    metrics["neighbour_agreement"] = _interval(
+      agreement,
+      seed=seed,
       means=(
         f"share of the old model's top {k} in the old index that the mapped new query also ranks in its top {k} "
         f"(how much the bridged model behaves like the old one: re-embedding with a different model scores below 1 "
@@ -281,13 +371,9 @@ def evaluate_upgrade(
         reasons.append(
           _reason("no-relevance", "no held-out row has a relevance pair: recall recovery is not measurable")
         )
-        metrics["recall_recovery"] = {
-          "value": math.nan,
-          "low": math.nan,
-          "high": math.nan,
-          "n": 0,
-          "means": "no held-out query with relevance pairs",
-        }
+        metrics["recall_recovery"] = Measure(
+          math.nan, math.nan, math.nan, 0, "no held-out query with relevance pairs", measurable=False
+        )
       else:
         rel = [r for r, h in zip(relevant, has) if h]
         bridged = _retrieval.recall_per_query(
@@ -305,20 +391,23 @@ def evaluate_upgrade(
           reference_name = "the old model (old queries against the old index)"
           reference = _retrieval.recall_per_query(zp[has], index_f, rel, k=k, metric=metric, chunk_rows=chunk_rows)
         chance = float(np.mean([min(1.0, k / index_f.shape[0]) for _ in rel]))
-        ref_interval = _interval(reference, seed=seed)
-        metrics["recall_bridged"] = dict(_interval(bridged, seed=seed), means=f"Recall@{k} of the mapped new queries")
-        metrics["recall_reference"] = dict(ref_interval, means=f"Recall@{k} of {reference_name}", chance=chance)
-        metrics["recall_recovery"] = dict(
-          _interval(bridged, reference, seed=seed),
-          means=(f"Recall@{k} of the mapped new queries against the old index as a share of {reference_name}'s"),
+        ref = _interval(reference, seed=seed, means=f"Recall@{k} of {reference_name}", chance=chance)
+        at_chance = not ref.low > chance
+        metrics["recall_bridged"] = _interval(bridged, seed=seed, means=f"Recall@{k} of the mapped new queries")
+        metrics["recall_reference"] = ref
+        metrics["recall_recovery"] = _interval(
+          bridged,
+          reference,
+          seed=seed,
+          means=f"Recall@{k} of the mapped new queries against the old index as a share of {reference_name}'s",
+          measurable=not at_chance,
         )
-        if not ref_interval["low"] > chance:
+        if at_chance:
           reasons.append(
             _reason(
               "reference-at-chance",
-              f"the reference's Recall@{k} ({ref_interval['value']:.3f}, 95 % interval down to "
-              f"{ref_interval['low']:.3f}) is not above chance ({chance:.3f}): recall recovery is not "
-              f"measurable on these relevance pairs",
+              f"the reference's Recall@{k} ({ref.value:.3f}, 95 % interval down to {ref.low:.3f}) is not above "
+              f"chance ({chance:.3f}): recall recovery is not measurable on these relevance pairs",
             )
           )
       primary, threshold = "recall_recovery", min_recovery
@@ -328,29 +417,33 @@ def evaluate_upgrade(
       _consumer_metrics(labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed, reasons)
     )
 
-  verdict = _verdict(metrics[primary], threshold, reasons)
-  return {
-    "metrics": metrics,
-    "primary": primary,
-    "threshold": threshold,
-    "verdict": verdict,
-    "reasons": reasons,
-    "k": k,
-    "metric": metric,
-    "min_recovery": min_recovery,
-    "min_hit_rate": min_hit_rate,
-    "held_out_rows": len(rows),
-    "map": {
-      "kind": kind,
-      "choices": choices,
-      "normalize": normalize,
-      "dims": list(dims),
-      "hubness": None if hubness is None else {"k": hubness.k, "reference_rows": len(hubness.reference)},
-    },
-  }
+  if any(r.code == "pool-too-small" for r in reasons):
+    metrics[primary] = metrics[primary]._replace(measurable=False)
+  return UpgradeReport(
+    verdict=_verdict(metrics[primary], threshold, reasons),
+    primary=primary,
+    threshold=threshold,
+    metrics=metrics,
+    reasons=tuple(reasons),
+    k=k,
+    metric=metric,
+    min_recovery=min_recovery,
+    min_hit_rate=min_hit_rate,
+    held_out_rows=len(rows),
+    map=MapSummary(
+      kind,
+      choices,
+      normalize,
+      (int(dims[0]), int(dims[1])),
+      None if hubness is None else hubness.k,
+      None if hubness is None else len(hubness.reference),
+    ),
+  )
 
 
-def _consumer_metrics(labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed, reasons) -> dict:
+def _consumer_metrics(
+  labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed, reasons
+) -> dict[str, Measure]:
   labels = np.asarray(labels)
   if labels.ndim != 1 or labels.shape[0] != z_prev.shape[0] or not np.issubdtype(labels.dtype, np.integer):
     raise ValueError(
@@ -370,45 +463,44 @@ def _consumer_metrics(labels, z_prev, rows, zp, mapped, consumer_rows, normalize
   old_right, new_right = old_pred == y, new_pred == y
   # Chance for this consumer: always answering the training rows' most common class, scored on the held-out rows.
   majority = float(np.mean(y == np.bincount(labels[fit_rows]).argmax()))
-  old_acc = _interval(old_right, seed=seed)
-  out = {
-    "consumer_accuracy_old": dict(
-      old_acc,
-      means="a logistic regression fitted on old embeddings, scored on the held-out rows' old embeddings",
-      majority=majority,
-    ),
-    "consumer_accuracy_bridged": dict(
-      _interval(new_right, seed=seed), means="the same consumer scored on the mapped new embeddings"
-    ),
-    "consumer_negative_flips": dict(
-      _interval(old_right & ~new_right, seed=seed),
-      means=("share of held-out rows the consumer got right on old embeddings and wrong on mapped ones"),
-      check=float(negative_flip_rate(y, old_pred, new_pred)),
-    ),
-  }
-  if not old_acc["low"] > majority:
+  old_acc = _interval(
+    old_right,
+    seed=seed,
+    means="a logistic regression fitted on old embeddings, scored on the held-out rows' old embeddings",
+    majority=majority,
+  )
+  measurable = old_acc.low > majority
+  if not measurable:
     reasons.append(
       _reason(
         "consumer-at-majority",
-        f"the consumer's accuracy on old embeddings ({old_acc['value']:.3f}, 95 % interval down to "
-        f"{old_acc['low']:.3f}) is not above always answering the majority class ({majority:.3f}): its flips are "
+        f"the consumer's accuracy on old embeddings ({old_acc.value:.3f}, 95 % interval down to "
+        f"{old_acc.low:.3f}) is not above always answering the majority class ({majority:.3f}): its flips are "
         f"not measurable",
       )
     )
-    for name in out:
-      out[name]["measurable"] = False
-  return out
+  return {
+    "consumer_accuracy_old": old_acc._replace(measurable=measurable),
+    "consumer_accuracy_bridged": _interval(
+      new_right, seed=seed, means="the same consumer scored on the mapped new embeddings", measurable=measurable
+    ),
+    "consumer_negative_flips": _interval(
+      old_right & ~new_right,
+      seed=seed,
+      means="share of held-out rows the consumer got right on old embeddings and wrong on mapped ones",
+      check=float(negative_flip_rate(y, old_pred, new_pred)),
+      measurable=measurable,
+    ),
+  }
 
 
-def _verdict(primary: dict, threshold: float, reasons: Sequence[dict]) -> str:
+def _verdict(primary: Measure, threshold: float, reasons: Sequence[Reason]) -> str:
   """The verdict (module docstring) from the primary measure's interval and the reasons' codes."""
-  if any(r["blocks_verdict"] for r in reasons) or not all(
-    math.isfinite(primary[key]) for key in ("value", "low", "high")
-  ):
+  if any(r.blocks_verdict for r in reasons) or not all(map(math.isfinite, (primary.value, primary.low, primary.high))):
     return "not measurable"
-  if primary["low"] >= threshold:
+  if primary.low >= threshold:
     return "bridge"
-  if primary["high"] < threshold:
+  if primary.high < threshold:
     return "re-index"
   return "undecided"
 
@@ -426,57 +518,84 @@ def finite_or_none(value):
   return value
 
 
-def report_json(report: dict) -> str:
+def report_json(report: UpgradeReport, **context) -> str:
   """The report as strict JSON (RFC 8259): an undefined number (a recovery with no relevance pair) is ``null``,
-  never ``NaN``."""
-  return json.dumps(finite_or_none(report), indent=2, allow_nan=False)
+  never ``NaN``.
+
+  Args:
+    report: an :class:`UpgradeReport`.
+    **context: more top-level keys, JSON-serialisable (the command line adds the fit's record and the file names);
+      they may not replace the report's own.
+
+  Returns:
+    The JSON text of :meth:`UpgradeReport.to_dict` with ``context``.
+
+  Raises:
+    ValueError: for a ``context`` key the report already has.
+  """
+  body = report.to_dict()
+  clash = sorted(set(body) & set(context))
+  if clash:
+    raise ValueError(f"report_json: `context` keys {clash} are the report's own")
+  return json.dumps(finite_or_none({**body, **context}), indent=2, allow_nan=False)
 
 
-def _fmt(m: dict) -> str:
-  if m["value"] is None or not math.isfinite(m["value"]):
+def _fmt(m: Measure) -> str:
+  if not math.isfinite(m.value):
     return "n/a"
-  return f"{m['value']:.4f} [{m['low']:.4f}, {m['high']:.4f}]"
+  return f"{m.value:.4f} [{m.low:.4f}, {m.high:.4f}]"
 
 
-def report_markdown(report: dict) -> str:
-  """The report as a markdown page: the verdict first, then one row per measure with what it means."""
+def report_markdown(report: UpgradeReport) -> str:
+  """The report as a markdown page: the verdict first, then one row per measure with what it means.
+
+  Args:
+    report: an :class:`UpgradeReport`.
+
+  Returns:
+    The page's text.
+  """
+  m = report.map
   lines = [
-    f"# Upgrade report: **{report['verdict']}**",
+    f"# Upgrade report: **{report.verdict}**",
     "",
-    f"Primary measure `{report['primary']}` = {_fmt(report['metrics'][report['primary']])} (95 % interval over "
-    f"{report['held_out_rows']} held-out pairs) against the threshold {report['threshold']:g}. Rule: bridge only "
+    f"Primary measure `{report.primary}` = {_fmt(report.primary_measure)} (95 % interval over "
+    f"{report.held_out_rows} held-out pairs) against the threshold {report.threshold:g}. Rule: bridge only "
     f"when the whole interval is at or above the threshold, re-index when it is wholly below, undecided when it "
     f"straddles it, not measurable when the measure cannot carry a verdict (the reasons below).",
     "",
   ]
-  lines += [f"- {r['text']}" + (" (blocks the verdict)" if r["blocks_verdict"] else "") for r in report["reasons"]]
+  lines += [f"- {r.text}" + (" (blocks the verdict)" if r.blocks_verdict else "") for r in report.reasons]
   lines += [
     "",
-    f"Map: {report['map']['kind']} {report['map']['choices']}, D {report['map']['dims'][1]} -> "
-    f"{report['map']['dims'][0]}, normalised: {report['map']['normalize']}; k = {report['k']}, "
-    f"metric {report['metric']}; hubness correction: "
-    + (
-      f"CSLS with k = {report['map']['hubness']['k']} over {report['map']['hubness']['reference_rows']} mapped rows"
-      if report["map"].get("hubness")
-      else "none"
-    )
+    f"Map: {m.kind} {dict(m.choices)}, D {m.dims[1]} -> {m.dims[0]}, normalised: {m.normalize}; k = {report.k}, "
+    f"metric {report.metric}; hubness correction: "
+    + (f"CSLS with k = {m.hubness_k} over {m.hubness_rows} mapped rows" if m.hubness_k is not None else "none")
     + ".",
     "",
     "| measure | value [95 % interval] | rows | chance | what it means |",
     "|---|---|---|---|---|",
   ]
-  for name, m in report["metrics"].items():
-    chance = f"{m['chance']:.3g}" if m.get("chance") is not None else ""
-    if m.get("pool") is not None:
-      chance += f" (pool {m['pool']})"
-    lines.append(f"| {name} | {_fmt(m)} | {m['n']} | {chance} | {m['means']} |")
+  for name, measure in report.metrics.items():
+    chance = f"{measure.chance:.3g}" if measure.chance is not None else ""
+    if measure.pool is not None:
+      chance += f" (pool {measure.pool})"
+    lines.append(f"| {name} | {_fmt(measure)} | {measure.n} | {chance} | {measure.means} |")
   return "\n".join(lines) + "\n"
 
 
-def report_summary(report: dict) -> list[str]:
-  """A few printed lines: the verdict and the measures a reader decides on."""
-  p = report["metrics"][report["primary"]]
-  lines = [f"verdict: {report['verdict']} ({report['primary']} {_fmt(p)} vs threshold {report['threshold']:g})"]
+def report_summary(report: UpgradeReport) -> list[str]:
+  """A few printed lines: the verdict and the measures a reader decides on.
+
+  Args:
+    report: an :class:`UpgradeReport`.
+
+  Returns:
+    The lines, the verdict first.
+  """
+  lines = [
+    f"verdict: {report.verdict} ({report.primary} {_fmt(report.primary_measure)} vs threshold {report.threshold:g})"
+  ]
   for name in (
     "recall_recovery",
     "neighbour_agreement",
@@ -486,7 +605,7 @@ def report_summary(report: dict) -> list[str]:
     "consumer_accuracy_bridged",
     "consumer_negative_flips",
   ):
-    if name in report["metrics"] and name != report["primary"]:
-      lines.append(f"  {name}: {_fmt(report['metrics'][name])}")
-  lines += [f"  note: {r['text']}" for r in report["reasons"]]
+    if name in report.metrics and name != report.primary:
+      lines.append(f"  {name}: {_fmt(report.metrics[name])}")
+  lines += [f"  note: {r.text}" for r in report.reasons]
   return lines

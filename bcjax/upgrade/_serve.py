@@ -3,7 +3,7 @@
 The input is memory-mapped and read ``chunk_rows`` rows at a time; the output is written through a memory-mapped
 ``.npy`` under a temporary name and published atomically, never over an existing file unless asked. Memory stays at
 a few chunks whatever the file's size. Each chunk goes through the package's one compiled application path
-(:func:`~bcjax.upgrade.compiled_map`: affine runs composed into one :math:`Wz + b`, placed on the device once) in the
+(``compiled_map``: affine runs composed into one :math:`Wz + b`, placed on the device once) in the
 compute precision (float32, or float64 for float64 input), padded to one shape so it compiles once.
 """
 

@@ -18,7 +18,7 @@ plain score ranks just below the k-th can still rise into the top k.
 """
 
 import math
-from collections.abc import Sequence
+import weakref
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -80,13 +80,29 @@ def _unit(x: np.ndarray) -> np.ndarray:
   return x / np.where(norm > 0, norm, 1.0)
 
 
-def check_store_space(store: VectorStore, upgrade_map: UpgradeMap, *, sample_rows: int = 2000, seed: int = 0) -> dict:
+class SpaceCheck(NamedTuple):
+  """What :func:`check_store_space` found: of ``sampled`` stored rows, ``old`` look like the old model's space (its
+  vectors, or the map's images of new-model vectors) and ``new`` like the new model's."""
+
+  old: int
+  new: int
+  sampled: int
+
+
+def check_store_space(
+  store: VectorStore, upgrade_map: UpgradeMap, *, sample_rows: int = 2000, seed: int = 0
+) -> SpaceCheck:
   """Attributes a sample of the store's vectors to the map's old and new models (their fingerprints).
 
+  Args:
+    store: the old store (:class:`VectorStore`).
+    upgrade_map: the fitted map, new -> old, with the fingerprints :func:`~bcjax.upgrade.fit_upgrade` stamps.
+    sample_rows: stored rows drawn for the attribution, at most.
+    seed: seeds the store's sample.
+
   Returns:
-    ``{"old": rows, "new": rows, "sampled": n}``: ``new`` counts the rows likelier under the new model's
-    fingerprint than under the old model's and the bridged rows' (the map's images) by a clear margin
-    (:data:`~bcjax.upgrade._spaces.MARGIN_NATS`).
+    A :class:`SpaceCheck`: ``new`` counts the rows likelier under the new model's fingerprint than under the old
+    model's and the bridged rows' (the map's images) by a clear margin (:data:`~bcjax.upgrade._spaces.MARGIN_NATS`).
 
   Raises:
     MixedSpaceError: when both models hold at least 1 % of the sample (and three rows): the store mixes spaces.
@@ -96,23 +112,40 @@ def check_store_space(store: VectorStore, upgrade_map: UpgradeMap, *, sample_row
   if store.dim != d_prev:
     raise ValueError(f"the store holds {store.dim}-d vectors; the map maps to the old model's D_(k-1)={d_prev}")
   sample = store.sample(sample_rows, seed)
-  counts = {"old": len(sample), "new": 0, "sampled": len(sample)}
   spaces = upgrade_map.spaces
   if spaces is None or spaces["new"].dim != d_prev or len(sample) == 0:
-    return counts  # different widths cannot mix; a map without fingerprints cannot tell
+    return SpaceCheck(len(sample), 0, len(sample))  # different widths cannot mix; no fingerprints cannot tell
   # The old space holds the old model's vectors and the map's images of new-model vectors (bridge_items writes them).
   own = [spaces[side] for side in ("old", "bridged") if side in spaces]
   new_rows = int(np.sum(_spaces.foreign_rows(sample, own, spaces["new"])))
-  counts.update(old=len(sample) - new_rows, new=new_rows)
+  found = SpaceCheck(len(sample) - new_rows, new_rows, len(sample))
   if new_rows >= max(3, math.ceil(0.01 * len(sample))):
     new, old = spaces["new"].model or "the new model", spaces["old"].model or "the old model"
     raise MixedSpaceError(
-      f"the store mixes two models' vectors: of {len(sample)} sampled rows, {counts['new']} look like {new}'s "
-      f"(likelier under its fingerprint by more than {_spaces.MARGIN_NATS:g} nats) and {counts['old']} like "
+      f"the store mixes two models' vectors: of {found.sampled} sampled rows, {found.new} look like {new}'s "
+      f"(likelier under its fingerprint by more than {_spaces.MARGIN_NATS:g} nats) and {found.old} like "
       f"{old}'s space; bridged queries would compare incomparable scores. Re-embed the store, or write the new "
       f"model's vectors through the map (bridge_items) instead"
     )
-  return counts
+  return found
+
+
+# Stores already found single-space for a map, with their row count then: bridged_search checks a store once per map
+# and again only when rows were added (a writer may have put new-model vectors in it). Weak keys: a closed store goes.
+_CHECKED_SPACES: "weakref.WeakKeyDictionary[object, list[tuple[UpgradeMap, int]]]" = weakref.WeakKeyDictionary()
+
+
+def _check_space_once(store: VectorStore, upgrade_map: UpgradeMap) -> None:
+  try:
+    seen = _CHECKED_SPACES.setdefault(store, [])
+  except TypeError:  # a store that takes no weak reference is checked on every call
+    check_store_space(store, upgrade_map)
+    return
+  rows = store.count()
+  if any(m is upgrade_map and n == rows for m, n in seen):
+    return
+  check_store_space(store, upgrade_map)
+  seen[:] = [(m, n) for m, n in seen if m is not upgrade_map] + [(upgrade_map, rows)]
 
 
 def bridge_items(store: VectorStore, upgrade_map: UpgradeMap, ids, new_vectors) -> np.ndarray:
@@ -151,7 +184,8 @@ def bridged_search(
     k: results per query.
     new_vectors: new-model vectors of some stored items, for the two-stage re-ranking.
     overfetch: candidates asked of the store per result when the scores are corrected or re-ranked.
-    check_space: attribute a sample of the store to the two models first (:func:`check_store_space`).
+    check_space: attribute a sample of the store to the two models first (:func:`check_store_space`): once per
+      store and map, and again whenever the store's row count has changed since.
 
   Raises:
     ValueError: for queries that are not the new model's, k < 1, overfetch < 1, or a store of another width.
@@ -164,7 +198,7 @@ def bridged_search(
   if new_vectors is not None:
     new_vectors = check_new_vectors(new_vectors, upgrade_map)
   if check_space:
-    check_store_space(store, upgrade_map)
+    _check_space_once(store, upgrade_map)
   elif store.dim != upgrade_map.dims[0]:
     raise ValueError(f"bridged_search: the store holds {store.dim}-d vectors; the map gives {upgrade_map.dims[0]}")
   mapped = _unit(np.asarray(query_function(upgrade_map)(queries), np.float64))
@@ -173,8 +207,7 @@ def bridged_search(
   valid = ids >= 0
   scores = np.einsum("qd,qkd->qk", mapped, _unit(vectors))
   if upgrade_map.hubness is not None:
-    flat = vectors.reshape(-1, vectors.shape[-1])
-    scores = scores - _hubness.hubness_bias(flat, upgrade_map.hubness).reshape(ids.shape).astype(np.float64)
+    scores = scores - _candidate_bias(ids, valid, vectors, upgrade_map.hubness)
   if new_vectors is not None:
     scores = _rerank(scores, ids, valid, _unit(queries), new_vectors)
   scores = np.where(valid, scores, -np.inf)
@@ -182,6 +215,14 @@ def bridged_search(
   top_ids = np.take_along_axis(np.where(valid, ids, -1), order, axis=1)
   top_scores = np.take_along_axis(scores, order, axis=1)
   return SearchResult(top_ids, top_scores)
+
+
+def _candidate_bias(ids, valid, vectors, hubness: _hubness.Hubness) -> np.ndarray:
+  """The hubness bias [Q, K] of each candidate, computed once per distinct id (queries share most candidates)."""
+  _, first, inverse = np.unique(np.where(valid, ids, -1), return_index=True, return_inverse=True)
+  flat = vectors.reshape(-1, vectors.shape[-1])
+  bias = _hubness.hubness_bias(flat[first], hubness).astype(np.float64)
+  return np.where(valid, bias[inverse.reshape(ids.shape)], 0.0)
 
 
 def _rerank(scores, ids, valid, queries_new, new_vectors: NewVectors) -> np.ndarray:
@@ -216,13 +257,3 @@ def check_new_vectors(new_vectors: NewVectors, upgrade_map: UpgradeMap) -> NewVe
     )
   check_direction(upgrade_map, vectors, name="new_vectors.vectors")
   return NewVectors(ids, vectors)
-
-
-def pad_candidates(per_query: Sequence[tuple[np.ndarray, np.ndarray]], k: int, dim: int):
-  """Stacks per-query (ids, vectors) of up to k rows into (ids [Q, k] with -1 padding, vectors [Q, k, D])."""
-  ids = np.full((len(per_query), k), -1, np.int64)
-  vectors = np.zeros((len(per_query), k, dim), np.float32)
-  for q, (i, v) in enumerate(per_query):
-    ids[q, : len(i)] = i
-    vectors[q, : len(i)] = v
-  return ids, vectors

@@ -136,8 +136,8 @@ def _evaluate(maps, z_new, z_old, corpus: corpus_lib.Corpus, k: int, seed: int, 
     k=k,
     seed=seed,
   )
-  m = report["metrics"]
-  row = {"verdict": report["verdict"], "primary": report["primary"], "reasons": report["reasons"]}
+  m = report.metrics
+  row = {"verdict": report.verdict, "primary": report.primary, "reasons": [r._asdict() for r in report.reasons]}
   for name in (
     "recall_recovery",
     "recall_bridged",
@@ -150,7 +150,7 @@ def _evaluate(maps, z_new, z_old, corpus: corpus_lib.Corpus, k: int, seed: int, 
     "consumer_negative_flips",
   ):
     if name in m:
-      row[name] = {key: m[name][key] for key in ("value", "low", "high")}
+      row[name] = {"value": m[name].value, "low": m[name].low, "high": m[name].high}
   return row
 
 
