@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.bcjax-installed
 OUT ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: demo test test-fast test-floors lint docs install upgrade-models reproduce-gpu clean
+.PHONY: demo test test-fast test-floors test-core lint docs install upgrade-models reproduce-gpu clean
 
 install: $(STAMP)
 
@@ -35,6 +35,16 @@ test-floors:
 	$(PYTHON) .ci/floors.py > $(FLOORS_VENV)/floors.txt
 	$(FLOORS_VENV)/bin/python -m pip install --quiet -e '.[experiments,dev]' -c $(FLOORS_VENV)/floors.txt
 	$(FLOORS_VENV)/bin/python -m pytest -n 2 -q -m "not heavy"
+
+# `pip install .` with no extras, in a fresh environment: the core alone runs the README's examples, the upgrade
+# tool imports, and each support-tier name raises an ImportError naming its extra (.ci/core_check.py).
+CORE_VENV ?= .venv-core
+test-core:
+	rm -rf $(CORE_VENV)
+	$(PYTHON) -m venv $(CORE_VENV)
+	$(CORE_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CORE_VENV)/bin/python -m pip install --quiet .
+	cd $(CORE_VENV) && env -u JAX_ENABLE_X64 JAX_PLATFORMS=cpu bin/python ../.ci/core_check.py ../README.md
 
 # The gate CI runs before the tests: lint, formatting (2-space indents, 120 columns) and types of the library.
 lint: $(STAMP)
@@ -65,4 +75,4 @@ reproduce-gpu: $(STAMP)
 	$(PY) -m experiments.reproduction.suite --size gpu --out $(GPU_OUT) $(if $(DATA),--data-dir $(DATA))
 
 clean:
-	rm -rf $(VENV) $(FLOORS_VENV) runs docs/_build docs/api/_generated
+	rm -rf $(VENV) $(FLOORS_VENV) $(CORE_VENV) runs docs/_build docs/api/_generated

@@ -350,7 +350,7 @@ def _cmd_fit(args) -> int:
   return EXIT_VERDICT[report.verdict]
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
     prog="bcjax",
     description="Keep-latest registry of backward-compatible embedding "
@@ -466,7 +466,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-  args = _parser().parse_args(argv)
+  args = build_parser().parse_args(argv)
   use_compilation_cache(not args.no_compile_cache)
   try:
     code = args.run(args)

@@ -1,13 +1,18 @@
 """The documentation: every public name has an API page, and every example in the guides runs as written, in
 float32, and prints what the page shows under it."""
 
-import pytest
+import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from absl.testing import absltest
 
 import bcjax
+from bcjax import _extras
 from tests.test_readme import examples, run_float32
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,6 +97,62 @@ class GuidesTest(absltest.TestCase):
     self.assertGreaterEqual(
       report.count("| claim (paper's words) | where | measured as | paper | bcjax | verdict |"), 4
     )
+
+
+def _architecture():
+  spec = importlib.util.spec_from_file_location("architecture", DOCS / "architecture.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+class ArchitectureTest(absltest.TestCase):
+  """The tiers on the import graph: no upward import, no cycle, every package in a tier, the picture current."""
+
+  def setUp(self):
+    super().setUp()
+    self.graph = _architecture().import_graph(ROOT)
+    self.level = {p: i for i, tier in enumerate(_extras.TIERS.values()) for p in tier}
+
+  def test_every_package_is_in_one_tier_and_helpers_import_no_package(self):
+    public = {name for name in self.graph if not name.startswith("_")}
+    self.assertEqual(public, set(self.level), "a package missing from bcjax._extras.TIERS, or a stale entry")
+    for helper in (name for name in self.graph if name.startswith("_")):
+      self.assertEqual({t for t in self.graph[helper] if not t.startswith("_")}, set(), helper)
+
+  def test_no_package_imports_from_a_tier_above(self):
+    for source, targets in self.graph.items():
+      for target in targets:
+        if source in self.level and target in self.level:
+          self.assertLessEqual(self.level[target], self.level[source], f"bcjax.{source} imports bcjax.{target}")
+
+  def test_the_package_graph_has_no_cycle(self):
+    state: dict[str, int] = {}
+
+    def visit(node, path):
+      if state.get(node) == 1:
+        self.fail("import cycle: " + " -> ".join([*path, node]))
+      if state.get(node) == 2:
+        return
+      state[node] = 1
+      for target in sorted(self.graph.get(node, ())):
+        visit(target, [*path, node])
+      state[node] = 2
+
+    for node in sorted(self.graph):
+      visit(node, [])
+
+  def test_an_upward_import_is_caught(self):
+    self.graph["gramian"] = self.graph["gramian"] | {"upgrade"}
+    with self.assertRaises(AssertionError):
+      self.test_no_package_imports_from_a_tier_above()
+
+  def test_the_picture_is_what_the_code_gives(self):
+    run = subprocess.run(
+      [sys.executable, str(DOCS / "architecture.py"), "--check"], capture_output=True, text=True, timeout=120
+    )
+    self.assertEqual(run.returncode, 0, run.stderr)
+    self.assertIn("architecture.svg", (DOCS / "architecture.md").read_text(encoding="utf-8"))
 
 
 if __name__ == "__main__":

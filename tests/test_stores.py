@@ -234,9 +234,19 @@ class SpacesTest(absltest.TestCase):
       upgrade.check_direction(loaded, old[:20])
 
 
+class OpeningTest(absltest.TestCase):
+  def test_opening_a_missing_lancedb_directory_creates_nothing(self):
+    if importlib.util.find_spec("lancedb") is None:
+      self.skipTest("lancedb is not installed (the stores extra)")
+    where = Path(self.create_tempdir().full_path) / "no-such-db"
+    with self.assertRaisesRegex(ValueError, "`uri` .*no-such-db' is not a directory"):
+      upgrade.LanceDBStore(where, "docs")
+    self.assertFalse(where.exists())
+
+
 class MissingExtraTest(absltest.TestCase):
   def test_a_missing_library_names_the_extra(self):
-    from bcjax.upgrade import _extras
+    from bcjax import _extras
 
     with self.assertRaisesRegex(ImportError, r"pip install 'bcjax\[stores\]'"):
       _extras.require("no_such_vector_store_library", "stores", "SomeStore")

@@ -1,7 +1,14 @@
 """Backward-compatible embeddings: backward transformations, their compositions and alignment losses (BC-Aligner).
 
 Row-vector convention: embeddings are [n, d]; W_k has the paper's shape [d_(k-1), d_k] and is applied as z @ W_k.T.
+
+:class:`BackwardLinear` and :class:`BackwardMap` are flax NNX modules: they load on first use and need
+``bcjax[models]``; everything else needs the core install only.
 """
+
+from typing import TYPE_CHECKING
+
+from bcjax import _extras
 
 from bcjax.alignment._compose import apply_backward
 from bcjax.alignment._compose import apply_chain
@@ -16,8 +23,6 @@ from bcjax.alignment._losses import alignment_error
 from bcjax.alignment._losses import multi_step_loss
 from bcjax.alignment._losses import multi_step_pull
 from bcjax.alignment._losses import single_step_loss
-from bcjax.alignment._module import BackwardLinear
-from bcjax.alignment._module import BackwardMap
 from bcjax.alignment._transforms import TRANSFORM_KINDS
 from bcjax.alignment._transforms import BackwardTransform
 from bcjax.alignment._transforms import affine_transform
@@ -52,3 +57,9 @@ __all__ = (
   "semi_orthogonal",
   "single_step_loss",
 )
+
+__getattr__ = _extras.lazy_names(__name__, {"BackwardLinear": "_module", "BackwardMap": "_module"}, "models", ("flax",))
+
+if TYPE_CHECKING:
+  from bcjax.alignment._module import BackwardLinear as BackwardLinear
+  from bcjax.alignment._module import BackwardMap as BackwardMap

@@ -1,19 +1,20 @@
 """Incremental contrastive learning (ICL): InfoNCE, the change ratio, NCE-II and the ICL objective; first-order
-meta-optimisation; learning-rate learning with DDPG."""
+meta-optimisation; learning-rate learning with DDPG.
+
+The learning-rate agent's names (:class:`LearningRateAgent`, :func:`ddpg` and their states) are flax NNX networks:
+they load on first use and need ``bcjax[models]``; everything else needs the core install only.
+"""
+
+from typing import TYPE_CHECKING
+
+from bcjax import _extras
 
 from bcjax.contrastive._losses import change_ratio
-from bcjax.contrastive._lr_agent import DDPG
-from bcjax.contrastive._lr_agent import AgentConfig
-from bcjax.contrastive._lr_agent import AgentState
-from bcjax.contrastive._lr_agent import DDPGState
-from bcjax.contrastive._lr_agent import LearningRateAgent
-from bcjax.contrastive._lr_agent import ReplayBuffer
-from bcjax.contrastive._lr_agent import Transitions
-from bcjax.contrastive._lr_agent import ddpg
-from bcjax.contrastive._lr_agent import learning_rate_agent
-from bcjax.contrastive._lr_agent import replay_add
-from bcjax.contrastive._lr_agent import replay_buffer
-from bcjax.contrastive._lr_agent import replay_sample
+from bcjax.contrastive._replay import ReplayBuffer
+from bcjax.contrastive._replay import Transitions
+from bcjax.contrastive._replay import replay_add
+from bcjax.contrastive._replay import replay_buffer
+from bcjax.contrastive._replay import replay_sample
 from bcjax.contrastive._meta import INNER_RULES
 from bcjax.contrastive._meta import MetaGradient
 from bcjax.contrastive._meta import first_order_meta_gradient
@@ -58,3 +59,15 @@ __all__ = (
   "replay_sample",
   "sgd_step",
 )
+
+_AGENT_NAMES = ("AgentConfig", "AgentState", "DDPG", "DDPGState", "LearningRateAgent", "ddpg", "learning_rate_agent")
+__getattr__ = _extras.lazy_names(__name__, dict.fromkeys(_AGENT_NAMES, "_lr_agent"), "models", ("flax",))
+
+if TYPE_CHECKING:
+  from bcjax.contrastive._lr_agent import DDPG as DDPG
+  from bcjax.contrastive._lr_agent import AgentConfig as AgentConfig
+  from bcjax.contrastive._lr_agent import AgentState as AgentState
+  from bcjax.contrastive._lr_agent import DDPGState as DDPGState
+  from bcjax.contrastive._lr_agent import LearningRateAgent as LearningRateAgent
+  from bcjax.contrastive._lr_agent import ddpg as ddpg
+  from bcjax.contrastive._lr_agent import learning_rate_agent as learning_rate_agent

@@ -1,5 +1,12 @@
 """Datasets in their public formats, a download cache, and the seeded synthetic defaults."""
 
+from bcjax import _extras
+
+_extras.require_extra(
+  "models", "bcjax.data", ("jraph", "dm_pix")
+)  # before the imports below, so a missing library names the extra
+
+
 from bcjax._textfile import DataFormatError
 from bcjax.data._amazon import AMAZON_RELEASES
 from bcjax.data._amazon import amazon_files

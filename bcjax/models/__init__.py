@@ -1,5 +1,10 @@
 """Embedding models (flax NNX)."""
 
+from bcjax import _extras
+
+_extras.require_extra("models", "bcjax.models")  # before the imports below, so a missing library names the extra
+
+
 from bcjax.models._bipartite import BipartiteInputs
 from bcjax.models._bipartite import BipartiteSAGE
 from bcjax.models._bipartite import bipartite_inputs

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from bcjax import _atomic
-from bcjax.upgrade._extras import require
+from bcjax._extras import require
 
 
 class FaissStore:

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from bcjax.upgrade._extras import require
+from bcjax._extras import require
 
 _IN_CHUNK = 1000  # ids per `IN (...)` filter
 
@@ -14,7 +14,8 @@ class LanceDBStore:
   """The table ``table`` of the LanceDB database at ``uri`` as a :class:`VectorStore`.
 
   Args:
-    uri: the database directory (``lancedb.connect``'s).
+    uri: the database directory (``lancedb.connect``'s); a local one must exist (opening never creates one), a
+      URI with a scheme (``s3://...``) is passed to LanceDB as it is.
     table: the table's name.
     vector_column: the fixed-size float vector column.
     id_column: the integer id column.
@@ -23,6 +24,8 @@ class LanceDBStore:
   def __init__(self, uri: str | os.PathLike, table: str, *, vector_column: str = "vector", id_column: str = "id"):
     self._lancedb = require("lancedb", "stores", "LanceDBStore")
     self._pa = require("pyarrow", "stores", "LanceDBStore")
+    if "://" not in str(uri) and not os.path.isdir(uri):
+      raise ValueError(f"LanceDBStore: `uri` {str(uri)!r} is not a directory (a LanceDB database)")
     self.db = self._lancedb.connect(str(uri))
     try:
       self.table = self.db.open_table(table)

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from bcjax.upgrade._extras import require
+from bcjax._extras import require
 
 _BATCH = 256  # queries per batched request
 
