@@ -8,7 +8,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-
 FLOOR_EXTRAS = ("models",)
 
 

@@ -31,6 +31,10 @@ from bcjax import metrics
 from bcjax import parallel
 from bcjax import sentence
 from bcjax.alignment import TRANSFORM_KINDS
+from bcjax.alignment import TransformApplyFn
+from bcjax.alignment import TransformDimsFn
+from bcjax.alignment import TransformFitFn
+from bcjax.alignment import TransformInitFn
 from bcjax.alignment import BackwardTransform
 from bcjax.alignment import PosthocFit
 from bcjax.alignment import affine_transform
@@ -78,6 +82,8 @@ from bcjax.contrastive import old_negative_count
 from bcjax.contrastive import sgd_step
 from bcjax.gramian import GramianEstimate
 from bcjax.gramian import GramianEstimator
+from bcjax.gramian import GramianInitFn
+from bcjax.gramian import GramianUpdateFn
 from bcjax.gramian import batch_gramian
 from bcjax.gramian import cross_gramian
 from bcjax.gramian import full_gramian
@@ -213,6 +219,8 @@ __all__ = (
     # gramian
     "GramianEstimate",
     "GramianEstimator",
+    "GramianInitFn",
+    "GramianUpdateFn",
     "batch_gramian",
     "cross_gramian",
     "full_gramian",

@@ -207,7 +207,7 @@ def _check_fit_args(args):
   stem = Path(args.out).name if args.out else "upgrade"
   args.report_json, args.report_md = report_dir / f"{stem}.report.json", report_dir / f"{stem}.report.md"
   if args.out is None:  # one report per append: never over an earlier one
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%f")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%f")
     args.report_json, args.report_md = (
       report_dir / f"upgrade-{stamp}.report.json",
       report_dir / f"upgrade-{stamp}.report.md",

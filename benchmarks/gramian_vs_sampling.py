@@ -126,7 +126,9 @@ def _tree_bytes(tree) -> int:
 def train_step_costs(num_pages: int, methods, repeats: int, optimizer_name: str) -> dict:
   """Step time and memory of each method's train step on the synthetic corpus of ``num_pages`` pages."""
   import time
+
   from flax import nnx
+
   from bcjax.data import synthetic_link_corpus
   from bcjax.models import TwoTower
   from experiments.gramian_scaling.configs import PRESETS as SCALING

@@ -14,10 +14,11 @@ import statistics
 import jax
 import numpy as np
 
-from benchmarks.timing import benchmark_main
 from bcjax.data import growth_split
+from benchmarks.timing import benchmark_main
 from experiments.harness import UsageError, option
-from experiments.icl.configs import METHODS, PRESETS as ICL_PRESETS
+from experiments.icl.configs import METHODS
+from experiments.icl.configs import PRESETS as ICL_PRESETS
 from experiments.icl.datasets import DATASETS, known_dataset, load_dataset
 from experiments.icl.methods import Context, pretrain, train_method
 from experiments.icl.train import split_encoder
@@ -65,7 +66,7 @@ def epoch_seconds(data, cfg: Config, name: str) -> dict:
       loss0,
       jax.random.key(2 + i),
       2 + i,
-      log=lambda **r: clock.append(r["train_seconds"]),
+      log=lambda clock=clock, **r: clock.append(r["train_seconds"]),
     )
     per_epoch = np.diff([0.0] + clock)[1:]  # the first epoch is dropped
     rows[method] = {

@@ -99,7 +99,9 @@ def run(cfg: Config) -> dict:
       row["tools"]["no map"] = _recall(new[queries], old, queries)
     for kind in KINDS:
       fit, seconds = _timed(
-        lambda kind=kind: upgrade.fit_upgrade(new[rows], old[rows], kind=kind, normalize=True, hubness="off"),
+        lambda kind=kind, rows=rows: upgrade.fit_upgrade(
+          new[rows], old[rows], kind=kind, normalize=True, hubness="off"
+        ),
         cfg.repeats,
       )
       mapped = np.asarray(fit.map(new[queries]))
@@ -112,7 +114,7 @@ def run(cfg: Config) -> dict:
     if has_isotrieve:
       from isotrieve import RidgeMapping
 
-      ridge, seconds = _timed(lambda: RidgeMapping(alpha="auto").fit(new[rows], old[rows]), cfg.repeats)
+      ridge, seconds = _timed(lambda rows=rows: RidgeMapping(alpha="auto").fit(new[rows], old[rows]), cfg.repeats)
       row["tools"]["isotrieve ridge"] = dict(_recall(ridge.transform(new[queries]), old, queries), fit_s=seconds)
     for name, r in row["tools"].items():
       extra = f", fit {r['fit_s']:.2f} s" if "fit_s" in r else ""

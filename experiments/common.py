@@ -127,7 +127,7 @@ def split_train_eval(model: nnx.Module):
   return train_def, eval_def, params, stats
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def adam(learning_rate: float, weight_decay: float = 0.0) -> optax.GradientTransformation:
   """One Adam per (rate, coupled L2 decay as torch's ``Adam(weight_decay=...)``), so jitted steps that close over
   it stay cached across versions, methods and runs."""

@@ -347,17 +347,17 @@ class Run:
     if writer:
       self.out = out
       self.stages.mkdir(exist_ok=True)
-      self._metrics = open(out / "metrics.jsonl", "a", buffering=1)
+      self._metrics = open(out / "metrics.jsonl", "a", buffering=1)  # noqa: SIM115 (open for the run; closed by close())
     else:
       self.out = Path(tempfile.mkdtemp(prefix="bcjax-process-"))
-      self._metrics = open(os.devnull, "w")
+      self._metrics = open(os.devnull, "w")  # noqa: SIM115 (as above)
     self._values: dict = {}  # stages of this process, so a shared stage (M_0) is read once
     self.loaded: list[str] = []
     self.computed: list[str] = []
 
   def log(self, **record) -> None:
     """Appends one JSON object to ``metrics.jsonl`` (a resumed run appends after the killed one's lines)."""
-    record.setdefault("time", datetime.datetime.now(datetime.timezone.utc).isoformat())
+    record.setdefault("time", datetime.datetime.now(datetime.UTC).isoformat())
     self._metrics.write(json.dumps(common.jsonable(record)) + "\n")
 
   def _path(self, name: str, suffix: str = PICKLE_SUFFIX) -> Path:
@@ -468,14 +468,14 @@ class Experiment(abc.ABC):
   # --devices rather than ignore it
   data_parallel = False
 
-  def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+  def add_arguments(self, parser: argparse.ArgumentParser) -> None:  # noqa: B027 (an optional hook: the default does nothing)
     """Flags that are not config fields (input files, sweeps)."""
 
   def preset(self, args: argparse.Namespace):
     """The base config for ``--preset`` (and the dataset, where the presets depend on it)."""
     return self.presets[args.preset]
 
-  def check(self, args: argparse.Namespace, cfg) -> None:
+  def check(self, args: argparse.Namespace, cfg) -> None:  # noqa: B027 (an optional hook: the default does nothing)
     """Cross-field and non-config checks; raise :class:`UsageError`."""
 
   def load(self, args: argparse.Namespace, cfg):
@@ -581,7 +581,7 @@ class Experiment(abc.ABC):
       if path is not None and not os.path.exists(path):
         raise InputError(flag, f"{path} does not exist")
 
-  def check_mesh(self, args: argparse.Namespace, cfg, devices: int) -> None:
+  def check_mesh(self, args: argparse.Namespace, cfg, devices: int) -> None:  # noqa: B027 (an optional hook: the default does nothing)
     """Checks that need the mesh's device count (e.g. batch divisibility); raise :class:`UsageError`."""
 
   def launch(self, args: argparse.Namespace, cfg) -> None:

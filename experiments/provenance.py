@@ -92,5 +92,5 @@ def provenance() -> dict:
     "jax_version": jax.__version__,
     "cpu": cpu_description(),
     "devices": {"platform": devices[0].platform, "kind": devices[0].device_kind, "count": len(devices)},
-    "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
   }

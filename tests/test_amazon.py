@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-from absl.testing import absltest, parameterized
 import pytest
+from absl.testing import absltest, parameterized
 
 from bcjax.data import TASKS, DataFormatError, amazon_files, load_amazon, read_amazon_metadata, read_amazon_reviews
 from experiments.bc_aligner import __main__ as cli

@@ -2,10 +2,10 @@
 its maximiser against a dense NumPy search, closed forms, scale equivariance (hypothesis), batching, jit and bad
 inputs."""
 
-import pytest
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -1,10 +1,10 @@
 """Arguments whose wrong value would give a silent wrong answer are refused with an error naming them, and NumPy
 scalars or 0-d arrays are accepted wherever a Python number is."""
 
-import pytest
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from absl.testing import absltest
 
 import bcjax

@@ -5,8 +5,6 @@ import jax
 import numpy as np
 from absl.testing import absltest
 
-from tests._bad_inputs import bad_input_test_case
-
 from bcjax.alignment import (
   alignment_error,
   apply_backward,
@@ -19,6 +17,7 @@ from bcjax.alignment import (
   notrans,
   single_step_loss,
 )
+from tests._bad_inputs import bad_input_test_case
 
 z5, z4, z3 = np.ones((6, 5)), np.ones((6, 4)), np.ones((6, 3))
 w45, w34 = np.ones((4, 5)), np.ones((3, 4))

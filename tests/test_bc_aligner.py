@@ -13,17 +13,17 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from unittest import mock
 from types import SimpleNamespace
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from absl.testing import absltest
 from flax import nnx
 from sklearn.metrics import recall_score, roc_auc_score
-import pytest
 
 from bcjax.alignment import (
   PosthocFit,
@@ -37,7 +37,10 @@ from bcjax.data import TASKS, synthetic_evolving_graph
 from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteSAGE, bipartite_inputs
 from bcjax.versioning import Registry
+from experiments import harness
 from experiments.bc_aligner import __main__ as cli
+from experiments.bc_aligner import noise, seeds
+from experiments.bc_aligner import train as train_module
 from experiments.bc_aligner.configs import KEEP_LATEST, METHODS, PRESETS
 from experiments.bc_aligner.consumers import (
   ConsumerMLP,
@@ -49,9 +52,7 @@ from experiments.bc_aligner.consumers import (
   train_consumer,
 )
 from experiments.bc_aligner.data import Batch, BPRSampler, VersionData, attribute_sizes, check_cutoffs, version_data
-from experiments.bc_aligner import noise, seeds
 from experiments.bc_aligner.experiment import EXPERIMENT, BCAligner
-from experiments import harness
 from experiments.bc_aligner.report import (
   figure_5,
   headline,
@@ -61,7 +62,6 @@ from experiments.bc_aligner.report import (
   transform_headline,
   transform_table,
 )
-from experiments.bc_aligner import train as train_module
 from experiments.bc_aligner.train import (
   AlignTarget,
   StepInputs,
@@ -1164,7 +1164,7 @@ class CommandLineTest(absltest.TestCase):
     measured = {t for t, c in results["consumers"].items() if c["reference_auc_ci95"][0] > 0.5}
     self.assertGreaterEqual(len(measured), 2)
     self.assertEqual(set(results["consumers"]) - measured, set(results["consumers_at_chance"]))
-    for m, r in results["methods"].items():  # the unintended side averages the measured tasks only
+    for r in results["methods"].values():  # the unintended side averages the measured tasks only
       assert_close(r["unintended_auc_mean"], np.mean([r["unintended_auc_by_task"][t] for t in measured]), scale=1.0)
     for m, r in results["methods"].items():
       self.assertEqual(len(r["intended_recall50_by_version"]), 5)

@@ -7,13 +7,12 @@ from pathlib import Path
 from unittest import mock
 
 import numpy as np
-from absl.testing import absltest
 import pytest
+from absl.testing import absltest
 
-from benchmarks import alignment_losses, gnn_step, gramian_vs_sampling, scaling
+from benchmarks import alignment_losses, gnn_step, gramian_vs_sampling, scaling, upgrade_peers
 from benchmarks import compile as compile_benchmark
 from benchmarks import upgrade as upgrade_benchmark
-from benchmarks import upgrade_peers
 from tests._tolerance import assert_close
 
 
@@ -100,9 +99,9 @@ class BenchmarkSmokeTest(absltest.TestCase):
     self.assertEqual(runs["cold"]["programs"], runs["cold"]["programs_compiled"] + runs["cold"]["programs_from_cache"])
     self.assertEqual(runs["cold"]["programs_from_cache"], 0)  # an empty cache
     self.assertGreater(runs["cold"]["trace_s"], 0)
-    with self.assertRaises(SystemExit):  # a target outside the list is a usage error, before any run
-      with contextlib.redirect_stderr(io.StringIO()):
-        compile_benchmark.main(["--out", str(out.with_name("x.json")), "--targets", "nothing"])
+    # a target outside the list is a usage error, before any run
+    with self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
+      compile_benchmark.main(["--out", str(out.with_name("x.json")), "--targets", "nothing"])
 
   def test_alignment_losses_quick_writes_json(self):
     out = Path(self.create_tempdir().full_path) / "bench.json"

@@ -1,6 +1,5 @@
 """Tests of the ``bcjax`` console script (init, append, versions, transform)."""
 
-import pytest
 import contextlib
 import io
 import json
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
+import pytest
 from absl.testing import absltest
 
 from bcjax.alignment import affine_transform

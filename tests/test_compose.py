@@ -1,9 +1,9 @@
 """Tests of compose, compositions, apply_backward, apply_chain and notrans against float64 NumPy."""
 
-import pytest
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 from hypothesis import given
 from hypothesis import strategies as st

@@ -1,15 +1,13 @@
 """Tests of the conceptor algebra: NumPy float64 references, Jaeger's laws as hypothesis properties, singular inputs,
 limits, gradients, batching and bad inputs."""
 
-import pytest
 import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
-
-from tests._bad_inputs import bad_input_test_case
 from hypothesis import given
 from hypothesis import strategies as st
 from jax.test_util import check_grads
@@ -24,6 +22,7 @@ from bcjax.conceptors import (
   negation,
   quota,
 )
+from tests._bad_inputs import bad_input_test_case
 from tests._tolerance import assert_close
 
 

@@ -10,8 +10,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from absl.testing import absltest
 import pytest
+from absl.testing import absltest
 
 from bcjax.sentence import load_sts_genres
 from experiments.conceptors_sts.__main__ import main

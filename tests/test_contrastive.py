@@ -2,10 +2,10 @@
 with exact set means, NCE-II = 0 at α = 0 or r = 1, the reference's negative counts and column mask, finite gradients
 at extreme similarities, inert padded rows, jit vs no-jit, and sharded (vmap with axis_name) vs unsharded."""
 
-import pytest
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 from hypothesis import given, settings
 from hypothesis import strategies as st

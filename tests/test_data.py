@@ -2,7 +2,6 @@
 malformed lines: the error names file and line), the download cache (file:// URLs, offline error), the synthetic
 corpus, and the real ML-100K when the development data is present."""
 
-import pytest
 import hashlib
 import io
 import os
@@ -10,6 +9,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 
 from bcjax.data import (

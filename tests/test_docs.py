@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from absl.testing import absltest
 
 import bcjax

@@ -12,8 +12,8 @@ from pathlib import Path
 from unittest import mock
 
 import numpy as np
-from absl.testing import absltest
 import pytest
+from absl.testing import absltest
 
 from bcjax.versioning import Registry
 from experiments.error_amplification.__main__ import main

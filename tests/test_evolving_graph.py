@@ -2,13 +2,13 @@
 sizes, BC-Aligner's split rules on a hand-built graph with known answers, consumer-task labels against NumPy, the
 Amazon 2018 and MovieLens loaders on fixture files (malformed lines name file and line), and the synthetic default."""
 
-import pytest
 import gzip
 import json
 import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 from hypothesis import given
 from hypothesis import strategies as st
@@ -22,8 +22,8 @@ from bcjax.data import (
   item_rating_threshold,
   load_amazon,
   load_graph_dataset,
-  movielens_graph,
   load_movielens,
+  movielens_graph,
   num_edges_at,
   sample_users,
   split_version,
@@ -31,8 +31,8 @@ from bcjax.data import (
   synthetic_evolving_graph,
   task_examples,
 )
-from tests.test_data import ml100k
 from tests._tolerance import assert_close
+from tests.test_data import ml100k
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("BCJAX_DATA_DIR", ROOT.parent / "shared" / "data"))

@@ -1,9 +1,9 @@
 """Tests of post-hoc fitting: closed form vs NumPy, the post-hoc identity (the least-squares W_k also minimises the
 multi-step loss), gradient fitting converging to it, and the BackwardLinear module."""
 
-import pytest
 import jax
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 from flax import nnx
 

@@ -2,21 +2,19 @@
 PSD preservation (Prop. 2, SOGram), SOGram's closed form and variance bound (Prop. 5), the low-rank prior, the logQ
 sign, estimator-state stability and bad inputs."""
 
-import pytest
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
-
-from tests._bad_inputs import bad_input_test_case
 from hypothesis import given
 from hypothesis import strategies as st
 
 from bcjax.gramian import (
   batch_gramian,
-  full_gramian,
   cross_gramian,
   double_sum_penalty,
+  full_gramian,
   global_orthogonal_penalty,
   gramian,
   gramian_form_penalty,
@@ -28,6 +26,7 @@ from bcjax.gramian import (
   sampling_probabilities,
   sogram,
 )
+from tests._bad_inputs import bad_input_test_case
 from tests._tolerance import assert_close
 
 

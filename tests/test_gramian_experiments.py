@@ -8,18 +8,17 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from absl.testing import absltest
 import pytest
+from absl.testing import absltest
 
 from bcjax.data import PAD, FeatureBags, PairCorpus, Pairs, synthetic_link_corpus
-
 from experiments.gramian_estimation.__main__ import main as estimation_main
 from experiments.gramian_estimation.experiment import EXPERIMENT as estimation
 from experiments.gramian_training.__main__ import main as training_main
 from experiments.gramian_training.experiment import improvements, notes, oracle_gaps, table_2
+from experiments.two_tower.data import check_corpus, corpus_notes, load_corpus
 from tests._resume import assert_same_results, kill_then_resume
 from tests._tolerance import assert_close
-from experiments.two_tower.data import check_corpus, corpus_notes, load_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("BCJAX_DATA_DIR", ROOT.parent / "shared" / "data"))
@@ -78,8 +77,9 @@ class ValidationQueriesTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    from flax import nnx
     import jax
+    from flax import nnx
+
     from bcjax.models import TwoTower
     from experiments.two_tower.train import make_embedder
 
@@ -102,8 +102,8 @@ class ValidationQueriesTest(absltest.TestCase):
 
   @pytest.mark.heavy
   def test_a_subset_ranks_like_a_validation_split_of_only_its_pairs(self):
-    from experiments.gramian_training.run import evaluate, validation_queries
     from bcjax.data import Pairs
+    from experiments.gramian_training.run import evaluate, validation_queries
 
     some = validation_queries(self.corpus, 25, 1)
     keep = np.isin(self.corpus.val.left, some)
@@ -120,8 +120,8 @@ class ValidationQueriesTest(absltest.TestCase):
 
   @pytest.mark.heavy
   def test_candidate_evaluation_embeds_only_the_ranked_items(self):
-    from experiments.gramian_training.run import evaluate
     from bcjax.metrics import evaluate_retrieval
+    from experiments.gramian_training.run import evaluate
 
     queries, candidates = np.unique(self.corpus.val.left), np.arange(1, 300, 3)
     embedded = []

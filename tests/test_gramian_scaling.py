@@ -9,8 +9,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from absl.testing import absltest
 import pytest
+from absl.testing import absltest
 
 from experiments.gramian_scaling.__main__ import main
 from experiments.gramian_scaling.experiment import best_temperature, map_at, next_temperature, oracle_gap

@@ -3,7 +3,6 @@ names, malformed lines naming file and line), selection, local degree profiles a
 loop-based references, the growth split, padded batching, GraphCL views, and the GCN encoder against a dense float64
 NumPy forward pass."""
 
-import pytest
 import os
 import zipfile
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 from flax import nnx
 

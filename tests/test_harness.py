@@ -2,7 +2,6 @@
 checked; stages make a run resumable after a SIGKILL; a failed stage leaves results.partial.json. Then every real
 experiment and benchmark command line refuses each out-of-range flag with status 2 and no run directory."""
 
-import pytest
 import contextlib
 import dataclasses
 import io
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 
 from benchmarks import alignment_losses, gnn_step, gramian_vs_sampling

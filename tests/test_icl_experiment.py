@@ -10,27 +10,35 @@ from types import SimpleNamespace
 
 import jax
 import numpy as np
-from absl.testing import absltest
 import pytest
-from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score
+from absl.testing import absltest
 from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import LabelEncoder, StandardScaler
 from sklearn.svm import SVC
 
+from bcjax.contrastive import first_order_meta_gradient, sgd_step
 from bcjax.data import bucket, growth_split
 from experiments.icl import __main__ as icl_main
-from experiments.icl.experiment import EXPERIMENT
 from experiments.icl.configs import PRESETS
-from experiments.icl.data import Cycle, GraphData, graph_views, load_graphs, synthetic_graphs, typical_budget
-from experiments.icl.evaluate import C_GRID, majority_shares, make_probe, probe_accuracy, svm_accuracy
-from experiments.icl.report import detail_table, speedup_table, summarise, uninformative_svm
-from experiments.icl.target import TargetRule, median_sd
-from bcjax.contrastive import first_order_meta_gradient, sgd_step
 from experiments.icl.convergence import Rule
-from experiments.icl.data import common_budget, stack_batches
+from experiments.icl.data import (
+  Cycle,
+  GraphData,
+  common_budget,
+  graph_views,
+  load_graphs,
+  stack_batches,
+  synthetic_graphs,
+  typical_budget,
+)
+from experiments.icl.evaluate import C_GRID, majority_shares, make_probe, probe_accuracy, svm_accuracy
+from experiments.icl.experiment import EXPERIMENT
 from experiments.icl.methods import METHODS, Context, _Incremental, _Trainer, converge, pretrain, train_method
+from experiments.icl.report import detail_table, speedup_table, summarise, uninformative_svm
 from experiments.icl.steps import MetaRule, init_carry, meta_step
+from experiments.icl.target import TargetRule, median_sd
 from experiments.icl.train import batch_loss, split_encoder
 from tests._resume import assert_same_results, kill_then_resume
 from tests._tolerance import assert_close

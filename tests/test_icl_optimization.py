@@ -2,12 +2,11 @@
 a hand-unrolled float64 two-step reference, and the DDPG learning-rate agent (a 1-D bandit whose reward peaks at a
 chosen learning rate, the replay buffer, and the reward timing of the loss-driven agent)."""
 
-import pytest
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
-
 from flax import nnx
 
 from bcjax.contrastive import (

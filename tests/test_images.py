@@ -3,7 +3,6 @@ naming the file), MoCo-v2 augmentations against float64 NumPy / colorsys / SciPy
 the ResNet-18 and small-CNN encoders (torchvision's parameter count, masked BatchNorm leaving padded rows inert), and
 the experiment's image data."""
 
-import pytest
 import colorsys
 import gzip
 import struct
@@ -12,6 +11,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from absl.testing import absltest
 from flax import nnx
 from scipy import ndimage

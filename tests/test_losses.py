@@ -1,12 +1,12 @@
 """Tests of single_step_loss, multi_step_loss and alignment_error: NumPy float64 references, the error
 decomposition identity (eq. 9), gradients, jit, vmap, masks and sharded means."""
 
-import pytest
 import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 from jax.test_util import check_grads
 

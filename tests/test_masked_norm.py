@@ -3,10 +3,10 @@ devices (unequal counts per device, padded rows holding huge values or NaN) agai
 ``jax.vmap`` with a named axis (the collectives a mesh axis runs); and a GCN encoder split by graphs over that axis
 embedding as on one device."""
 
-import pytest
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from absl.testing import absltest
 from flax import nnx
 

@@ -2,20 +2,20 @@
 brute-force loop (full corpus and candidate sets)."""
 
 import functools
-import pytest
 from unittest import mock
 
 import jax
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
-
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
 from bcjax.metrics import (
-  roc_auc_interval,
+  _bootstrap,
+  _retrieval,
   average_precision_at_k,
   evaluate_retrieval,
   mean_over_queries,
@@ -23,8 +23,8 @@ from bcjax.metrics import (
   paired_bootstrap,
   recall_at_k,
   roc_auc,
+  roc_auc_interval,
 )
-from bcjax.metrics import _bootstrap, _retrieval
 from bcjax.metrics._ranking import TIE_ULPS, ranking_metrics
 from tests._tolerance import assert_close, close
 

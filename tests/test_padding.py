@@ -2,12 +2,12 @@
 the same finite result eagerly and under ``jax.jit``, equal to the result on the valid rows alone, and (where the
 function is differentiable) a finite gradient that is zero on the padded rows."""
 
-import pytest
 import inspect
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 
 import bcjax

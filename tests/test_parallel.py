@@ -4,6 +4,7 @@ JAX starts): the mesh, rows sharded and reduced inside ``jax.shard_map`` against
 that name the argument and the counts."""
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -18,16 +19,25 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from absl.testing import absltest
 import pytest
+from absl.testing import absltest
 
 from bcjax import parallel
 from experiments import harness
-from tests.conftest import TEST_XLA_FLAGS
 from tests._runs import assert_runs_agree
 from tests._tolerance import assert_close, row_scale
+from tests.conftest import TEST_XLA_FLAGS
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def _known_xla_flag(flag: str) -> str:
+  """``flag`` where this jaxlib's XLA knows it, else "" (XLA aborts on an unknown flag; jaxlib 0.8.1, the floor, has
+  no ``--xla_cpu_collective_timeout_seconds``)."""
+  env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": flag}
+  probe = subprocess.run([sys.executable, "-c", "import jax; jax.devices()"], env=env, capture_output=True, timeout=120)
+  return flag if probe.returncode == 0 else ""
 
 
 def forced_device_env(n: int) -> dict:
@@ -43,7 +53,7 @@ def forced_device_env(n: int) -> dict:
     "XLA_FLAGS": f"--xla_force_host_platform_device_count={n} "
     f"--xla_cpu_collective_call_terminate_timeout_seconds=600 "
     f"--xla_cpu_collective_call_warn_stuck_timeout_seconds=120 "
-    f"--xla_cpu_collective_timeout_seconds=600 {TEST_XLA_FLAGS}",
+    f"{_known_xla_flag('--xla_cpu_collective_timeout_seconds=600')} {TEST_XLA_FLAGS}",
   }
   env.pop("PJRT_NPROC", None)
   env.pop("NPROC", None)
@@ -898,8 +908,8 @@ class LaunchFlagsTest(absltest.TestCase):
 
   def test_bad_launch_flags_exit_2_naming_the_flag(self):
     from experiments.gramian_scaling.experiment import EXPERIMENT as scaling
-    from experiments.icl.experiment import EXPERIMENT as icl
     from experiments.gramian_training.experiment import EXPERIMENT as gramian
+    from experiments.icl.experiment import EXPERIMENT as icl
 
     out = Path(self.create_tempdir().full_path) / "run"
     code, err = self._main(gramian, ["--preset", "test", "--num-processes", "2", "--out", str(out)])

@@ -2,21 +2,21 @@
 hold across modules, the Gramian estimators are interchangeable, and functions said to be jittable accept traced
 hyper-parameters."""
 
-import pytest
 import importlib
 import importlib.util
 import inspect
-from importlib import metadata
 import os
 import re
 import subprocess
 import sys
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 from flax import nnx
 
@@ -201,6 +201,41 @@ class EstimatorSwapTest(parameterized.TestCase):
       masked, _ = est.update(state, padded, indices=idx, where=where)
       kept, _ = est.update(state, x[:4], indices=idx[:4])
       assert_close(masked.gramian, kept.gramian, "reduction")
+
+
+class ProtocolTest(absltest.TestCase):
+  """Every estimator and every kind of backward map has its protocol's exact signature (names, kinds, defaults), so
+  one replaces another; mypy checks the annotations, this checks the objects users get."""
+
+  def assert_signature(self, fn, protocol, what):
+    want = inspect.signature(protocol.__call__)
+    want = want.replace(parameters=list(want.parameters.values())[1:])  # without self
+    got = inspect.signature(fn)
+    self.assertEqual(
+      [(p.name, p.kind, p.default) for p in got.parameters.values()],
+      [(p.name, p.kind, p.default) for p in want.parameters.values()],
+      what,
+    )
+
+  def test_gramian_estimators(self):
+    for name, est in (
+      ("sogram", gram.sogram(0.5)),
+      ("sagram", gram.sagram(6)),
+      ("batch_gramian", gram.batch_gramian()),
+    ):
+      self.assertIsInstance(est, gram.GramianEstimator)
+      self.assert_signature(est.init, gram.GramianInitFn, f"{name}.init")
+      self.assert_signature(est.update, gram.GramianUpdateFn, f"{name}.update")
+
+  def test_backward_transforms(self):
+    for kind in bcjax.TRANSFORM_KINDS:
+      t = bcjax.backward_transform(kind)
+      self.assert_signature(t.init, bcjax.TransformInitFn, f"{kind}.init")
+      self.assert_signature(t.apply, bcjax.TransformApplyFn, f"{kind}.apply")
+      if t.fit is not None:
+        self.assert_signature(t.fit, bcjax.TransformFitFn, f"{kind}.fit")
+      params = t.init(jax.random.key(0), 3, 5)
+      self.assertEqual(t.dims(params), (3, 5), kind)
 
 
 def _traced_cases():

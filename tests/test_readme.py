@@ -1,13 +1,13 @@
 """The README's examples run as written, in float32 (the precision users get), and print what the README shows
 under each; its two commands exist in the Makefile and CI runs the test command."""
 
-import pytest
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from absl.testing import absltest
 
 ROOT = Path(__file__).resolve().parents[1]

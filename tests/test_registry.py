@@ -1,7 +1,6 @@
 """Tests of the keep-latest registry: round trip, inductive transforms, crash safety, corruption, concurrency, and
 every kind of backward map (format 2) next to the format-1 files of linear maps."""
 
-import pytest
 import datetime
 import hashlib
 import io
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
+import pytest
 from absl.testing import absltest
 
 from bcjax.alignment import affine_transform, apply_chain, mlp_transform, orthogonal_transform
@@ -26,8 +26,8 @@ from bcjax.versioning import (
   Registry,
   VersionExistsError,
   VersionNotFoundError,
+  _format,
 )
-from bcjax.versioning import _format
 from tests._tolerance import assert_close
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +57,7 @@ class RegistryTest(absltest.TestCase):
     for info in infos:
       created = datetime.datetime.fromisoformat(info.created)
       self.assertIsNotNone(created.tzinfo)
-      self.assertLess(abs((datetime.datetime.now(datetime.timezone.utc) - created).total_seconds()), 600)
+      self.assertLess(abs((datetime.datetime.now(datetime.UTC) - created).total_seconds()), 600)
     for k, w in enumerate(self.ws, start=1):
       np.testing.assert_array_equal(reg.backward(k), w)
       self.assertEqual(reg.backward(k).dtype, w.dtype)

@@ -5,8 +5,8 @@ import math
 import unittest
 
 from experiments.reproduction import rules
-from tests._tolerance import assert_close
 from experiments.reproduction.rules import Interval, budget_trend, effect_verdict, parity_verdict
+from tests._tolerance import assert_close
 
 
 class EffectVerdictTest(unittest.TestCase):

@@ -1,11 +1,11 @@
 """GraphSAGE on jraph.GraphsTuple against a dense float64 NumPy reference (multi-edges, isolated nodes, BatchNorm
 over all nodes, padding masks), jit vs no-jit."""
 
-import pytest
 import jax
 import jax.numpy as jnp
 import jraph
 import numpy as np
+import pytest
 from absl.testing import absltest
 from flax import nnx
 

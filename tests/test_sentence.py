@@ -1,13 +1,13 @@
 """Tests of the sentence package: SIF and CA against direct NumPy implementations, tokenisation, metrics vs SciPy,
 and the loaders on small fixtures written by the tests (malformed lines included)."""
 
-import pytest
 import gzip
 import os
 import zipfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 from nltk.tokenize import NLTKWordTokenizer
 from scipy.stats import pearsonr
@@ -21,7 +21,6 @@ from bcjax.sentence import (
   ca_initial,
   ca_update,
   cosine_similarity,
-  stopword_conceptor,
   encode_token_ids,
   keep_token,
   load_sts_genres,
@@ -33,6 +32,7 @@ from bcjax.sentence import (
   principal_direction,
   remove_direction,
   sif_weights,
+  stopword_conceptor,
   tokenize,
   weighted_average,
 )

@@ -2,13 +2,13 @@
 orthogonal parametrisation through training, the multi-step loss of non-linear chains against a hand-composed
 float64 reference, the linear kind against the array API bit for bit, padding and bad input."""
 
-import pytest
 import pickle
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from absl.testing import absltest, parameterized
 from flax import nnx
 
@@ -180,13 +180,13 @@ class ChainLossTest(parameterized.TestCase):
       aff = lambda x: x @ (np.asarray(params[1]["v"]) @ np.asarray(params[1]["u"]).T) + np.asarray(params[1]["b"])
       a, b = _np_mlp(params[0], z_new[:7]), z_prev[:7]
       terms = []
-      for f in (None, aff, lambda x: x @ q1.T):
+      for f in (None, aff, lambda x, q1=q1: x @ q1.T):
         if f is not None:
           a, b = f(a), f(b)
         terms.append(np.mean(np.sum((a - b) ** 2, 1) / (a.shape[1] if per_dim else 1)))
       assert_close(float(got), np.mean(terms))
       jitted = jax.jit(
-        lambda zn, p, w: multi_step_loss(
+        lambda zn, p, w, per_dim=per_dim: multi_step_loss(
           zn,
           z_prev,
           p,

@@ -1,24 +1,23 @@
 """The two-tower model and its Gramian-penalty train step: bag means against NumPy, the entity sampler's
 distribution and weights, SOGram with alpha = 1 reproducing the sampling baseline exactly, and training progress."""
 
-import pytest
 import hypothesis
 import hypothesis.strategies as st
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from absl.testing import absltest
 from flax import nnx
 
 from bcjax.data import synthetic_link_corpus
-from bcjax.gramian import batch_gramian, sogram
+from bcjax.gramian import batch_gramian, penalty_surrogate, sogram
 from bcjax.models import TwoTower, bag_mean
 from experiments.two_tower.data import make_sampler, pair_capacity, sample, train_data
 from experiments.two_tower.softmax import make_softmax_step
 from experiments.two_tower.sparse import step_rows, update_rows
 from experiments.two_tower.train import exact_gramians, init_state, make_optimizer, make_train_step
-from bcjax.gramian import penalty_surrogate
 from tests._tolerance import assert_close
 
 

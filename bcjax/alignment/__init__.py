@@ -23,6 +23,10 @@ from bcjax.alignment._losses import alignment_error
 from bcjax.alignment._losses import multi_step_loss
 from bcjax.alignment._losses import multi_step_pull
 from bcjax.alignment._losses import single_step_loss
+from bcjax.alignment._transforms import TransformDimsFn
+from bcjax.alignment._transforms import TransformFitFn
+from bcjax.alignment._transforms import TransformApplyFn
+from bcjax.alignment._transforms import TransformInitFn
 from bcjax.alignment._transforms import TRANSFORM_KINDS
 from bcjax.alignment._transforms import BackwardTransform
 from bcjax.alignment._transforms import affine_transform
@@ -33,6 +37,10 @@ from bcjax.alignment._transforms import orthogonal_transform
 from bcjax.alignment._transforms import semi_orthogonal
 
 __all__ = (
+  "TransformDimsFn",
+  "TransformFitFn",
+  "TransformApplyFn",
+  "TransformInitFn",
   "TRANSFORM_KINDS",
   "BackwardLinear",
   "BackwardMap",

@@ -8,7 +8,7 @@ from jax.typing import ArrayLike
 
 from bcjax.alignment._compose import apply_backward
 from bcjax.alignment._linear import init_backward
-from bcjax.alignment._transforms import BackwardTransform, check_params
+from bcjax.alignment._transforms import BackwardTransform, backward_transform, check_params
 
 
 class BackwardLinear(nnx.Module):
@@ -62,7 +62,10 @@ class BackwardMap(nnx.Module):
         f"BackwardMap: `transform` must be a BackwardTransform (bcjax.backward_transform(kind)), got "
         f"{type(transform).__name__}"
       )
-    self.transform = transform  # static: the kind's functions and hyper-parameters
+    # Static, by name: the kind's functions are closures, so the module keeps its kind and hyper-parameters (strings
+    # and integers) and looks the cached transform up. A graphdef then pickles on every flax the floors allow (0.12.1
+    # flattens a NamedTuple attribute into its closures, which do not pickle).
+    self.kind, self.hparams = transform.kind, transform.hparams
     params = transform.init(rngs.params(), d_prev, d_new, dtype=dtype)
     self.params = nnx.Dict({name: nnx.Param(value) for name, value in params.items()})
 
@@ -84,6 +87,11 @@ class BackwardMap(nnx.Module):
     for name, value in params.items():
       module.params[name] = nnx.Param(jnp.asarray(value))
     return module
+
+  @property
+  def transform(self) -> BackwardTransform:
+    """The kind of map, the cached object of :func:`~bcjax.alignment.backward_transform`."""
+    return backward_transform(self.kind, **dict(self.hparams))
 
   def arrays(self) -> dict[str, jax.Array]:
     """The parameters as a dict of arrays, ``transform.apply``'s first argument."""

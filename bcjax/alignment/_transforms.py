@@ -24,35 +24,107 @@ References:
 """
 
 import functools
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Mapping
+from typing import NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
-from jax.typing import ArrayLike
+from jax.typing import ArrayLike, DTypeLike
 
 from bcjax import _checks
 from bcjax.alignment._linear import init_backward, least_squares_backward
 
 Params = dict[str, jax.Array]
+"""A kind's parameters as ``init`` and ``fit`` return them: a dict of arrays named by the kind."""
+
+ParamsLike = Mapping[str, ArrayLike]
+"""Parameters as ``apply`` and ``dims`` accept them: any mapping of array-likes (a registry's NumPy arrays too)."""
+
+
+class TransformInitFn(Protocol):
+  """``init(key, d_prev, d_new, dtype=float32) -> params``: a kind's initial parameters."""
+
+  def __call__(self, key: jax.Array, d_prev: int, d_new: int, dtype: DTypeLike = jnp.float32) -> Params:
+    """The initial parameters of a map from D_k = ``d_new`` to D_(k-1) = ``d_prev``.
+
+    Args:
+      key: a PRNG key.
+      d_prev: D_(k-1), the old version's width.
+      d_new: D_k, the new version's width.
+      dtype: the parameters' dtype.
+
+    Returns:
+      The kind's dict of arrays.
+    """
+    ...
+
+
+class TransformApplyFn(Protocol):
+  """``apply(params, z) -> B(z)``: the map applied to rows."""
+
+  def __call__(self, params: ParamsLike, z: ArrayLike) -> jax.Array:
+    """:math:`B(z)`.
+
+    Args:
+      params: the kind's parameters.
+      z: new-version embeddings [n, D_k].
+
+    Returns:
+      [n, D_(k-1)].
+    """
+    ...
+
+
+class TransformFitFn(Protocol):
+  """``fit(z_new, z_prev) -> params``: the kind's closed-form single-step minimiser (eq. 7) on fixed pairs."""
+
+  def __call__(self, z_new: ArrayLike, z_prev: ArrayLike) -> Params:
+    r"""The parameters minimising :math:`\sum_i \lVert B(z_{k,i}) - z_{k-1,i}\rVert^2` within the kind.
+
+    Args:
+      z_new: new-version embeddings [n, D_k].
+      z_prev: the same rows' old-version embeddings [n, D_(k-1)].
+
+    Returns:
+      The kind's parameters.
+    """
+    ...
+
+
+class TransformDimsFn(Protocol):
+  """``dims(params) -> (d_prev, d_new)``: the widths a kind's parameters map between."""
+
+  def __call__(self, params: ParamsLike) -> tuple[int, int]:
+    """(D_(k-1), D_k) of ``params``.
+
+    Args:
+      params: the kind's parameters.
+
+    Returns:
+      ``(d_prev, d_new)``.
+    """
+    ...
 
 
 class BackwardTransform(NamedTuple):
   """One kind of backward map (hashable: pass it as a static argument to ``jax.jit``).
 
-  * ``init(key, d_prev, d_new, dtype=float32) -> params``;
-  * ``apply(params, z [n, d_new]) -> [n, d_prev]``;
-  * ``fit(z_new [n, d_new], z_prev [n, d_prev]) -> params``: the closed-form single-step minimiser within the kind,
-    or ``None`` where there is none (``mlp``);
-  * ``dims(params) -> (d_prev, d_new)``.
+  Attributes:
+    kind: its name, one of :data:`TRANSFORM_KINDS`.
+    hparams: its hyper-parameters, e.g. ``(("rank", 8),)``.
+    init: the initial parameters (:class:`TransformInitFn`).
+    apply: the map on rows [n, D_k] -> [n, D_(k-1)] (:class:`TransformApplyFn`).
+    fit: the closed-form single-step minimiser within the kind (:class:`TransformFitFn`), or ``None`` where there
+      is none (``mlp``).
+    dims: ``(d_prev, d_new)`` of a parameter dict (:class:`TransformDimsFn`).
   """
 
   kind: str
-  hparams: tuple[tuple[str, int], ...]  # the kind's hyper-parameters, e.g. (("rank", 8),)
-  init: Callable
-  apply: Callable
-  fit: Callable | None
-  dims: Callable
+  hparams: tuple[tuple[str, int], ...]
+  init: TransformInitFn
+  apply: TransformApplyFn
+  fit: TransformFitFn | None
+  dims: TransformDimsFn
 
   def __reduce__(self):
     # Pickled by name (its functions are closures): a model or stage holding a kind unpickles to the cached factory's

@@ -26,7 +26,6 @@ from jax.typing import ArrayLike
 from bcjax import _checks
 from bcjax._reduce import zero_padded
 
-
 # Helpers ---------------------------------------------------------------------------------------------------------
 
 

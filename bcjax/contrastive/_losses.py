@@ -22,8 +22,8 @@ Reference: Ji et al., "Unbiased and Efficient Self-Supervised Incremental Contra
 (arXiv 2301.12104); reference code RingBDStack/ICL-Incremental-InfoNCE.
 """
 
-from typing import Any
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp

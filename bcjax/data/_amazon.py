@@ -106,7 +106,7 @@ def _day_of(record: dict) -> int:
     if isinstance(stamp, bool) or not isinstance(stamp, int):
       raise ValueError(f"'unixReviewTime' {stamp!r} is not an integer")
     try:
-      date = datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc).date()
+      date = datetime.datetime.fromtimestamp(stamp, datetime.UTC).date()
     except (OverflowError, OSError) as e:
       raise ValueError(f"'unixReviewTime' {stamp} is out of range") from e
     return date.year * 10000 + date.month * 100 + date.day
@@ -186,9 +186,8 @@ def read_metadata(path: str | os.PathLike) -> Metadata:
         names += _string_list(path, lineno, "categories", p)
       category[asin] = list(dict.fromkeys(names))
       seen_2014 = True
-    if "brand" in r:
-      if not isinstance(r["brand"], str):
-        fail(str(path), lineno, f"'brand' must be a string, got {type(r['brand']).__name__}")
+    if "brand" in r and not isinstance(r["brand"], str):
+      fail(str(path), lineno, f"'brand' must be a string, got {type(r['brand']).__name__}")
     brand[asin] = [str(r.get("brand") or "")]  # a missing brand is the empty brand, which the reference counts
     with_attributes += any(k in r for k in ATTRIBUTE_KEYS)
   if not brand:

@@ -10,7 +10,6 @@ steps are vectorised.
 import numpy as np
 
 from bcjax import _checks
-
 from bcjax.data._pairs import PAD, FeatureBags, PairCorpus, Pairs, split_pairs
 
 
@@ -52,7 +51,7 @@ def synthetic_link_corpus(
     _checks.check_positive_int("synthetic_link_corpus", name, value)
   if num_clusters > num_pages:
     raise ValueError(f"synthetic_link_corpus: `num_clusters` ({num_clusters}) exceeds `num_pages` ({num_pages})")
-  if not (0 <= own_cluster and 0 <= neighbour_cluster and own_cluster + neighbour_cluster <= 1):
+  if not (own_cluster >= 0 and neighbour_cluster >= 0 and own_cluster + neighbour_cluster <= 1):
     raise ValueError(
       "synthetic_link_corpus: `own_cluster` and `neighbour_cluster` must be probabilities summing to "
       f"at most 1, got {own_cluster}, {neighbour_cluster}"

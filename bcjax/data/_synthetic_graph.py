@@ -21,7 +21,6 @@ data of the BC-Aligner paper (Fix-M_0 loses about a quarter of Recall@50 there).
 import numpy as np
 
 from bcjax import _checks
-
 from bcjax.data._evolving import EvolvingGraph, evolving_graph
 
 

@@ -1,6 +1,9 @@
 """Gramian estimation (Krichene et al., ICLR 2019): all-pairs penalties in Gramian form, SAGram / SOGram estimators
 and candidate-sampling baselines."""
 
+from bcjax.gramian._estimators import GramianState
+from bcjax.gramian._estimators import GramianUpdateFn
+from bcjax.gramian._estimators import GramianInitFn
 from bcjax.gramian._estimators import BatchGramianState
 from bcjax.gramian._estimators import GramianEstimate
 from bcjax.gramian._estimators import GramianEstimator
@@ -24,6 +27,9 @@ from bcjax.gramian._penalty import prior_penalty
 from bcjax.gramian._sampled_softmax import sampled_softmax_loss
 
 __all__ = (
+  "GramianState",
+  "GramianUpdateFn",
+  "GramianInitFn",
   "BatchGramianState",
   "GramianEstimate",
   "GramianEstimator",

@@ -15,8 +15,9 @@ The estimate must include the current batch before the gradient is taken (Alg. 1
 
   (loss, (state_u, state_v)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, est_state, batch)
 
-Every estimator has the same signature, so one can replace another without touching the loss:
-``init(embeddings)`` with the entity table [n, k] (SAGram's initial cache; the others read only k and the dtype) and
+Every estimator has the same signature (the :class:`GramianInitFn` and :class:`GramianUpdateFn` protocols), so one
+can replace another without touching the loss: ``init(embeddings, *, weights=None, prior=None)`` with the entity
+table [n, k] (SAGram's initial cache, its weights and prior; the others read only k and the dtype) and
 ``update(state, embeddings [B, k], *, indices=None [B], weights=None [B], prior=None [B, k_P], where=None [B])``.
 ``indices`` are the batch's entity ids (SAGram's cache rows; the inverse-probability weights of non-uniform
 sampling), ``where`` masks padded rows, which never reach a state or an estimate. One estimator instance tracks
@@ -26,12 +27,12 @@ step), where Algorithm 1 line 11 recomputes them after the step; this saves a fo
 (unbiasedness holds for caches from any earlier parameters).
 """
 
-from collections.abc import Callable
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Protocol, TypeAlias
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from bcjax import _checks
 from bcjax.gramian._penalty import cross_gramian, gramian
@@ -44,12 +45,71 @@ class GramianEstimate(NamedTuple):
   cross: jax.Array  # [k, k_P]; [k, 0] without a prior
 
 
-class GramianEstimator(NamedTuple):
-  """An estimator: ``init(embeddings, **kw) -> state`` and
-  ``update(state, embeddings, *, indices=None, weights=None, prior=None, where=None) -> (estimate, state)``."""
+GramianState: TypeAlias = Any
+"""An estimator's state: a pytree of arrays (:class:`SOGramState`, :class:`SAGramState` or
+:class:`BatchGramianState`), carried through ``jax.jit`` and ``jax.lax.scan`` like an optax state."""
 
-  init: Callable
-  update: Callable
+
+class GramianInitFn(Protocol):
+  """``init(embeddings, *, weights=None, prior=None) -> state``: an estimator's initial state."""
+
+  def __call__(
+    self, embeddings: ArrayLike, *, weights: ArrayLike | None = None, prior: ArrayLike | None = None
+  ) -> GramianState:
+    """The initial state.
+
+    Args:
+      embeddings: the entity table [n, k] (SAGram caches it; the other estimators read only k and the dtype).
+      weights: per-entity weights [n] of the cached rows (SAGram's weighted variant, App. C).
+      prior: the low-rank prior's embeddings [n, k_P] of the cached rows (SAGram with a prior, Alg. 3).
+
+    Returns:
+      The estimator's state.
+    """
+    ...
+
+
+class GramianUpdateFn(Protocol):
+  """``update(state, embeddings, *, indices, weights, prior, where) -> (estimate, state)``: one step of an
+  estimator, including the batch in the estimate (Alg. 1 line 8, Alg. 2 line 6)."""
+
+  def __call__(
+    self,
+    state: GramianState,
+    embeddings: ArrayLike,
+    *,
+    indices: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
+    prior: ArrayLike | None = None,
+    where: ArrayLike | None = None,
+  ) -> tuple[GramianEstimate, GramianState]:
+    """The estimate after this batch, and the next state.
+
+    Args:
+      state: the estimator's state.
+      embeddings: the batch's embeddings [B, k] (under ``stop_gradient`` inside a loss).
+      indices: the batch's entity ids [B] (SAGram's cache rows; non-uniform sampling's weights).
+      weights: per-row weights [B] (App. C).
+      prior: the low-rank prior's embeddings [B, k_P].
+      where: a mask [B]; padded rows (False) never reach the state or the estimate.
+
+    Returns:
+      ``(estimate, state)``: a :class:`GramianEstimate` and the next state.
+    """
+    ...
+
+
+class GramianEstimator(NamedTuple):
+  """A Gramian estimator as an optax-style pair of pure functions (:func:`sogram`, :func:`sagram`,
+  :func:`batch_gramian` build one).
+
+  Attributes:
+    init: the initial state (:class:`GramianInitFn`).
+    update: one step (:class:`GramianUpdateFn`).
+  """
+
+  init: GramianInitFn
+  update: GramianUpdateFn
 
 
 class SOGramState(NamedTuple):
@@ -196,12 +256,21 @@ def sogram(alpha, *, prior_dim: int = 0, axis_name: str | None = None) -> Gramia
     alpha = _checks.as_float_in("sogram", "alpha", alpha, 0.0, 1.0, low_open=True)
   prior_dim = _checks.as_int("sogram", "prior_dim", prior_dim, low=0)
 
-  def init(embeddings) -> SOGramState:
+  def init(embeddings: ArrayLike, *, weights: ArrayLike | None = None, prior: ArrayLike | None = None) -> SOGramState:
+    del weights, prior  # accepted so every estimator's init takes the same arguments
     k = _shape_of("sogram.init", embeddings)[-1]
     dtype = _dtype_of(embeddings)
     return SOGramState(jnp.zeros((k, k), dtype), jnp.zeros((k, prior_dim), dtype), jnp.zeros((), jnp.int32))
 
-  def update(state: SOGramState, embeddings, *, indices=None, weights=None, prior=None, where=None):
+  def update(
+    state: SOGramState,
+    embeddings: ArrayLike,
+    *,
+    indices: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
+    prior: ArrayLike | None = None,
+    where: ArrayLike | None = None,
+  ) -> tuple[GramianEstimate, SOGramState]:
     del indices  # accepted so every estimator's update takes the same arguments
     x, prior = _check_batch("sogram.update", embeddings, state.gramian.shape[0], prior, prior_dim, where)
     batch = gramian(x, weights, where=where, axis_name=axis_name).astype(state.gramian.dtype)
@@ -274,7 +343,7 @@ def sagram(
   if shard_cache and axis_name is None:
     raise ValueError("sagram: `shard_cache` splits the cache over the devices of `axis_name`; pass `axis_name`")
 
-  def init(embeddings, *, weights=None, prior=None) -> SAGramState:
+  def init(embeddings: ArrayLike, *, weights: ArrayLike | None = None, prior: ArrayLike | None = None) -> SAGramState:
     cache = _checks.as_float_array("sagram.init", "embeddings", embeddings, ndim=2)
     if cache.shape[0] != n:
       raise ValueError(f"sagram.init: `embeddings` has {cache.shape[0]} rows but the estimator was built for n={n}")
@@ -289,7 +358,15 @@ def sagram(
       cross = cross_gramian(cache, prior)
     return SAGramState(cache, gramian(cache, weights), cross, jnp.zeros((), jnp.int32))
 
-  def update(state: SAGramState, embeddings, *, indices=None, weights=None, prior=None, where=None):
+  def update(
+    state: SAGramState,
+    embeddings: ArrayLike,
+    *,
+    indices: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
+    prior: ArrayLike | None = None,
+    where: ArrayLike | None = None,
+  ) -> tuple[GramianEstimate, SAGramState]:
     fn = "sagram.update"
     k = state.cache.shape[1]
     x, prior = _check_batch(fn, embeddings, k, prior, prior_dim, where)
@@ -410,11 +487,22 @@ def batch_gramian(
     raise ValueError(f"batch_gramian: sampling={sampling!r} needs the item `counts`")
   mu = None if counts is None else jnp.asarray(1.0 / (len(counts) * sampling_probabilities(counts, sampling)))
 
-  def init(embeddings) -> BatchGramianState:
+  def init(
+    embeddings: ArrayLike, *, weights: ArrayLike | None = None, prior: ArrayLike | None = None
+  ) -> BatchGramianState:
+    del weights, prior  # accepted so every estimator's init takes the same arguments
     _shape_of("batch_gramian.init", embeddings)
     return BatchGramianState(jnp.zeros((), jnp.int32))
 
-  def update(state: BatchGramianState, embeddings, *, indices=None, weights=None, prior=None, where=None):
+  def update(
+    state: BatchGramianState,
+    embeddings: ArrayLike,
+    *,
+    indices: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
+    prior: ArrayLike | None = None,
+    where: ArrayLike | None = None,
+  ) -> tuple[GramianEstimate, BatchGramianState]:
     fn = "batch_gramian.update"
     x, prior = _check_batch(fn, embeddings, None, prior, prior_dim, where)
     w = None if weights is None else _check_weights(fn, weights, x.shape[0], x.dtype)

@@ -10,7 +10,6 @@ sampling estimate it from batches.
 """
 
 from collections.abc import Callable
-
 from typing import Any
 
 import jax

@@ -19,8 +19,8 @@ from jax.typing import ArrayLike
 
 from bcjax import _checks
 from bcjax._buckets import pad_to_bucket
-from bcjax.metrics._ranking import tie_tolerance
 from bcjax._device import device_array
+from bcjax.metrics._ranking import tie_tolerance
 
 
 def roc_auc(scores: ArrayLike, labels: ArrayLike, *, where: ArrayLike | None = None) -> jax.Array:

@@ -15,8 +15,8 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from bcjax import _checks
-from bcjax._reduce import row_mean
 from bcjax._device import device_array
+from bcjax._reduce import row_mean
 
 
 def negative_flip_rate(

@@ -16,7 +16,6 @@ import numpy as np
 from bcjax import _checks
 from bcjax._buckets import bucket_size, pad_to_bucket
 from bcjax._device import device_array
-
 from bcjax.metrics._ranking import ranking_metrics
 
 

@@ -29,7 +29,6 @@ from flax import nnx
 from bcjax.data._graph_batch import node_graph_ids, node_mask
 from bcjax.models._norm import MaskedBatchNorm
 
-
 SELF_LOOPS = ("always", "remaining")
 
 

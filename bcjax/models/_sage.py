@@ -24,6 +24,7 @@ W. Hu et al., "Learning Backward Compatible Embeddings", KDD 2022 (the reference
 """
 
 from typing import cast
+
 import jax
 import jax.numpy as jnp
 import jraph

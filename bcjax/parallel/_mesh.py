@@ -1,11 +1,11 @@
 """The data mesh and the placement of host values on it (see :mod:`bcjax.parallel`)."""
 
-from typing import cast
 import os
 import re
 import socket
 import time
 import warnings
+from typing import cast
 
 import jax
 import numpy as np
@@ -207,7 +207,8 @@ def split_rows(mesh: jax.sharding.Mesh, tree, *, axis: int = 0):
   if all(isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer) and x.is_fully_addressable for x in leaves):
     # outside jit, on this process's devices: a transfer, where an eager reshard compiles a program per shape
     return jax.device_put(tree, NamedSharding(mesh, spec))
-  return jax.reshard(tree, NamedSharding(mesh, spec))
+  # jax.sharding.reshard: jax 0.8.1 (the floor) has it there only; later releases alias it as jax.reshard.
+  return jax.sharding.reshard(tree, NamedSharding(mesh, spec))
 
 
 def _from_full(mesh, tree, spec):

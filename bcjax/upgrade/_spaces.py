@@ -16,7 +16,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-
 # Principal directions kept per fingerprint: at most 64, D / 2 and n / 4 (more, from few rows, fit their noise: from
 # 150 MiniLM rows r = 64 misattributed 1.5 % of a model's own rows, r = n / 4 0.03 %).
 MAX_COMPONENTS = 64

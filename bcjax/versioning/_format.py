@@ -15,11 +15,11 @@ versions are still written in format 1, so registries of linear maps stay readab
 The checksum covers the header and the payload, so any flipped or truncated byte is detected on load.
 """
 
-from typing import Any
 import hashlib
 import io
 import json
 import zipfile
+from typing import Any
 
 import numpy as np
 

@@ -162,7 +162,7 @@ class Registry:
   @staticmethod
   def _write(path: Path, version: int, header: dict, w: np.ndarray | dict | None) -> None:
     header = dict(
-      header, format=2 if isinstance(w, dict) else 1, created=datetime.datetime.now(datetime.timezone.utc).isoformat()
+      header, format=2 if isinstance(w, dict) else 1, created=datetime.datetime.now(datetime.UTC).isoformat()
     )
     if isinstance(w, dict):
       header.update(shapes={name: list(a.shape) for name, a in w.items()})

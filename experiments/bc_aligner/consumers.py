@@ -20,12 +20,12 @@ import optax
 from flax import nnx
 
 from bcjax._buckets import pad_to_bucket
+from bcjax._device import device_array
 from bcjax.data import TASKS, TaskExamples, VersionSplit, item_rating_threshold, task_examples
 from bcjax.metrics import negative_flip_rate, roc_auc, roc_auc_interval
 from bcjax.models import torch_linear_init
 from experiments.bc_aligner.configs import Config
 from experiments.common import adam, split_train_eval, to_host
-from bcjax._device import device_array
 
 FIT_STEP = {t: 0 for t in TASKS}
 STOP_STEP = {**{t: 0 for t in TASKS}, "user-activity": 1, "user-positive-activity": 1}
@@ -116,7 +116,7 @@ def consumer_inputs(examples: TaskExamples, z: np.ndarray, num_users: int) -> np
   return np.concatenate(parts, axis=1).astype(np.float32)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _make_epoch(train_def: nnx.GraphDef, learning_rate: float):
   """Jitted ``epoch(state, x, y, rows [S, B], mask [S, B], key) -> state``: one pass of shuffled batches."""
   optimizer = adam(learning_rate)

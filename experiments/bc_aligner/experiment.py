@@ -8,14 +8,13 @@ from tqdm.auto import tqdm
 
 from bcjax.data import GRAPH_DATASETS, MOVIELENS_VARIANTS, TASKS, load_graph_dataset, sample_users
 from experiments import harness
-from experiments.bc_methods import check_transform_rank, transform_name
 from experiments.bc_aligner import noise, report
 from experiments.bc_aligner.configs import BASELINES, INTENDED_K, LINEAR, METHODS, PRESETS, Config, preset
 from experiments.bc_aligner.consumers import above_chance, plan_tasks, unintended_aucs
 from experiments.bc_aligner.data import attribute_sizes, check_cutoffs, check_versions, version_data, with_item_ids
 from experiments.bc_aligner.methods import MethodRunner
 from experiments.bc_aligner.train import recall
-
+from experiments.bc_methods import check_transform_rank, transform_name
 
 # The unintended side averages tasks; one task alone is that task's noise, not a side of the trade-off.
 MIN_CONSUMER_TASKS = 2

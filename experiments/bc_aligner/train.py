@@ -30,12 +30,11 @@ from bcjax.metrics import evaluate_retrieval
 from bcjax.models import BipartiteInputs, BipartiteSAGE
 from bcjax.parallel import DATA_AXIS, replicate, split_rows
 from experiments.bc_aligner.configs import INTENDED_K, KS, Config
-from experiments.train_step import apply_optimizer, data_parallel, donating_jit
 from experiments.bc_aligner.data import Batch, BPRSampler, VersionData
 from experiments.bc_methods import POSTHOC_LOSS, alignment_loss
-
 from experiments.common import adam, restore_module_state, split_train_eval, state_tree, to_host
 from experiments.harness import Checkpoint
+from experiments.train_step import apply_optimizer, data_parallel, donating_jit
 
 
 class Model(NamedTuple):
@@ -71,7 +70,7 @@ def model_like(attribute_sizes: tuple[int, ...], layers: int, dim: int) -> Model
   return model._replace(params=fresh(model.params), batch_stats=fresh(model.batch_stats))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _abstract_model(module: type, attribute_sizes: tuple[int, ...], layers: int, dim: int) -> Model:
   model = nnx.eval_shape(lambda: module(attribute_sizes, dim, layers, rngs=nnx.Rngs(params=0)))
   return Model(*split_train_eval(model), dim)
@@ -127,7 +126,7 @@ def fresh_state(optimizer: optax.GradientTransformation, params, batch_stats) ->
   return TrainState(copy(params), copy(batch_stats), optimizer.init(params), jnp.zeros((), jnp.int32))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def make_train_step(
   train_def: nnx.GraphDef,
   kind: str | None,
@@ -411,7 +410,7 @@ def _fresh_fit(optimizer: optax.GradientTransformation, w0) -> PosthocFit:
   return PosthocFit(w0, None, optimizer.init(w0))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sharded_posthoc(
   mesh: jax.sharding.Mesh, loss: str, optimizer: optax.GradientTransformation, transform: BackwardTransform | None
 ) -> Callable:

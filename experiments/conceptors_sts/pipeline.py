@@ -42,7 +42,7 @@ from bcjax.sentence import (
 APERTURE_RULES = {"jaeger": optimal_aperture, "relative": relative_aperture}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sharded_correlation(mesh: jax.sharding.Mesh):
   return jax.jit(
     jax.shard_map(

@@ -32,7 +32,7 @@ def from_sts(sts_dir, *, max_sentences: int, max_queries: int, seed: int) -> Cor
   genres = load_sts_genres(sts_dir)
   row_of: dict[str, int] = {}
   labels, sentences, paraphrases, similar = [], [], [], []
-  for g, (name, pairs) in enumerate(genres.items()):
+  for g, pairs in enumerate(genres.values()):
     for s1, s2, score in zip(pairs.sentence1, pairs.sentence2, pairs.scores):
       for s in (s1, s2):
         if s not in row_of:

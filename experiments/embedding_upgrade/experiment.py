@@ -246,7 +246,7 @@ def run_chain_and_joint(run, corpus, embeddings: dict, base: tuple[str, str], cf
       variant["joint_chain_to_v0"] = _evaluate([learned, b1], c, z0, corpus, cfg.k, cfg.seed)
     else:  # the registry's chain against a direct map, for the post-hoc C
 
-      def build(path):
+      def build(path, posthoc=posthoc):
         reg = Registry.create(path, dim=z0.shape[1], notes=v0)
         reg.append(b1.params, transform=b1.transform, normalize=True, notes=f"{v1} -> {v0}")
         reg.append(posthoc.params, transform=posthoc.transform, normalize=True, notes=f"C -> {v1}")

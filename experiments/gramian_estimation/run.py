@@ -20,8 +20,8 @@ from bcjax.data import PairCorpus, counts
 from bcjax.gramian import GramianEstimator, SAGramState, batch_gramian, gramian, sagram, sogram
 from bcjax.models import TwoTower
 from bcjax.parallel import DATA_AXIS, replicate, shard_table, split_rows
-from experiments.two_tower.data import Sampler, gather, make_sampler, sample, train_data
 from experiments.harness import option
+from experiments.two_tower.data import Sampler, gather, make_sampler, sample, train_data
 from experiments.two_tower.train import init_state, make_embedder, make_optimizer, make_train_step
 
 

@@ -1,6 +1,7 @@
 """The ICL experiment's datasets by name: graph sets (GraphData) and image sets (ImageData)."""
 
-from experiments.icl.data import DATASETS as GRAPH_DATASETS, GraphData, is_graph_dataset, load_graphs
+from experiments.icl.data import DATASETS as GRAPH_DATASETS
+from experiments.icl.data import GraphData, is_graph_dataset, load_graphs
 from experiments.icl.images import IMAGE_DATASETS, ImageData, load_images
 
 DATASETS = GRAPH_DATASETS + IMAGE_DATASETS

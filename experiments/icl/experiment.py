@@ -18,7 +18,6 @@ from experiments.icl.methods import METHODS, Context, pretrain, train_method
 from experiments.icl.target import TargetRule
 from experiments.icl.train import split_encoder
 
-
 SUBSETS = ("all", "old", "new")
 
 

@@ -64,12 +64,12 @@ def load_images(name: str, data_dir: str | None = None, *, download: bool = Fals
   return images, np.asarray(labels, np.int64)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _augment_fn(cfg: AugmentConfig):
   return jax.jit(lambda key, images: augment_images(key, images, cfg))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _resize_fn(cfg: AugmentConfig):
   return jax.jit(lambda images: resize_images(images, cfg))
 

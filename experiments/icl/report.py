@@ -25,8 +25,11 @@ LABELS = {
 TABLE_ORDER = ("finetune", "replay", "distill", "icl", "meta", "lrl", "nce2-only")
 
 
+_DEFAULT_TARGET = TargetRule()
+
+
 def summarise(
-  runs: dict[str, list[dict]], rule: str = "target", target: TargetRule = TargetRule(), key: jax.Array | None = None
+  runs: dict[str, list[dict]], rule: str = "target", target: TargetRule = _DEFAULT_TARGET, key: jax.Array | None = None
 ) -> dict:
   """Per method the means over independent runs of epochs, training and compile time and accuracies, and the
   speed-ups over retraining in time and in epochs: ratios of the means over the runs (which are paired: the same

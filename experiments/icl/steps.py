@@ -84,7 +84,7 @@ def _adam_apply(optimizer, params, opt_state, grads):
   return optax.apply_updates(params, updates), opt_state
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def adam_step(
   train_def: nnx.GraphDef,
   kind: str,
@@ -111,7 +111,7 @@ def adam_step(
   return jax.jit(_on_mesh(step, mesh, (0, None, None, None)), donate_argnums=(0,))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def agent_step(
   train_def: nnx.GraphDef, kind: str, temperature: float, agent: AgentConfig, which: int, static_extra=None, mesh=None
 ):
@@ -143,7 +143,7 @@ class MetaRule(NamedTuple):
   unroll: bool = False  # unroll the inner steps instead of scanning over them
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def meta_step(train_def: nnx.GraphDef, temperature: float, new_num: int, rule: MetaRule, mesh=None):
   """``step(carry, supports, query, key, alpha) -> (carry, (query loss, support losses [n_inner]))``: ICL's
   fused step per query batch (see the module docstring). ``supports`` are the n_inner NCE-II batches stacked on a

@@ -78,7 +78,7 @@ def _positions(views, axis_name: str | None):
   return jax.lax.axis_index(axis_name) * samples + jnp.arange(rows)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def loss_fn(train_def: nnx.GraphDef, kind: str, temperature: float, axis_name: str | None = None) -> Callable:
   """``loss(params, stats, batch, key, extra) -> (loss, stats)`` for one kind:
 
@@ -132,7 +132,7 @@ def loss_fn(train_def: nnx.GraphDef, kind: str, temperature: float, axis_name: s
   return loss
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def batch_loss(
   train_def: nnx.GraphDef, kind: str, temperature: float, static_extra=None, axis_name: str | None = None
 ) -> Callable:
@@ -148,7 +148,7 @@ def batch_loss(
   return run
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def embed_fn(eval_def: nnx.GraphDef) -> Callable:
   return jax.jit(lambda params, stats, graphs: nnx.merge(eval_def, params, stats)(graphs))
 

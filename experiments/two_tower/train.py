@@ -18,9 +18,9 @@ from flax import nnx
 
 from bcjax.gramian import GramianEstimator, full_gramian, gramian_penalty, penalty_surrogate
 from bcjax.parallel import DATA_AXIS, split_rows
+from experiments.train_step import data_parallel, donating_jit
 from experiments.two_tower.data import TrainData, gather, sample
 from experiments.two_tower.sparse import RowSparse, descend
-from experiments.train_step import data_parallel, donating_jit
 
 
 class TrainState(NamedTuple):
