@@ -35,7 +35,8 @@ def use_compilation_cache(enabled: bool = True) -> None:
     jax.config.update("jax_enable_compilation_cache", False)
     return
   jax.config.update("jax_enable_compilation_cache", True)
-  if jax.config.jax_compilation_cache_dir is None and not os.environ.get(_DIR_ENV):
+  # getattr: jax.config declares no attribute for this option, so mypy would reject the plain attribute.
+  if getattr(jax.config, "jax_compilation_cache_dir") is None and not os.environ.get(_DIR_ENV):  # noqa: B009
     jax.config.update("jax_compilation_cache_dir", str(default_compile_cache_dir()))
   if not any(name in os.environ for name in _THRESHOLD_ENVS):
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)

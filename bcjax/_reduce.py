@@ -16,6 +16,23 @@ def zero_padded(x: jax.Array, where: jax.Array | None) -> jax.Array:
   return jnp.where(jnp.reshape(where, where.shape + (1,) * (x.ndim - where.ndim)), x, jnp.zeros((), x.dtype))
 
 
+def psum_each(values: tuple, axis_name: str) -> tuple:
+  """Each of ``values`` summed over the mapped axis ``axis_name``, by one ``psum`` per value.
+
+  One ``psum`` of a tuple would do the same, but under ``jax.grad`` inside ``shard_map`` jax 0.8.1 (the declared
+  floor) cannot transpose it when one member does not depend on the differentiated inputs (a row count): its
+  transpose rule asserts that every member does.
+
+  Args:
+    values: arrays (or pytrees of arrays).
+    axis_name: the mapped axis.
+
+  Returns:
+    The sums, in the same order.
+  """
+  return tuple(jax.lax.psum(v, axis_name) for v in values)
+
+
 def row_mean(values: jax.Array, where: jax.Array | None = None, axis_name: str | None = None) -> jax.Array:
   r"""Mean of per-row ``values`` over valid rows, across devices when ``axis_name`` is given.
 
@@ -37,7 +54,6 @@ def row_mean(values: jax.Array, where: jax.Array | None = None, axis_name: str |
   else:
     total, count = jnp.sum(zero_padded(values, where)), jnp.sum(where, dtype=values.dtype)
   if axis_name is not None:
-    total = jax.lax.psum(total, axis_name)
-    count = jax.lax.psum(count, axis_name)
+    total, count = psum_each((total, count), axis_name)
   # max(count, 1): an all-padded batch contributes 0 instead of 0/0.
   return total / jnp.maximum(count, 1)

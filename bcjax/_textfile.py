@@ -34,8 +34,10 @@ DECIMAL = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?
 
 
 class DataFormatError(ValueError):
-  """A data file that is not in the format its reader expects. The message names the file and, for text formats,
-  the 1-based line number."""
+  """A data file that is not in the format its reader expects.
+
+  The message names the file and, for text formats, the 1-based line number.
+  """
 
 
 def fail(name: str, lineno: int | None, what: str, line: str | None = None):

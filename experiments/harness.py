@@ -45,6 +45,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import traceback
 import types
 import typing
 from collections.abc import Callable, Sequence
@@ -271,7 +272,10 @@ class StageFailed(RuntimeError):
   """A stage raised; ``stage`` names it."""
 
   def __init__(self, stage: str, error: BaseException):
-    super().__init__(f"stage {stage!r} failed: {type(error).__name__}: {error}")
+    frames = traceback.extract_tb(error.__traceback__)
+    # Where it was raised: an AssertionError (or any error) with an empty message still points at its line.
+    where = f" (raised at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
+    super().__init__(f"stage {stage!r} failed: {type(error).__name__}: {error}{where}")
     self.stage, self.error = stage, error
 
 

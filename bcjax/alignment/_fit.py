@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import optax
 from jax.typing import ArrayLike
 
-from bcjax import _checks
+from bcjax import _checks, _reduce
 from bcjax.alignment._linear import init_backward
 from bcjax.alignment._losses import multi_step_loss, single_step_loss
 from bcjax.alignment._transforms import BackwardTransform
@@ -110,7 +110,7 @@ def _fit(
     if weighted:  # the row mean of c·ℓ becomes the count-weighted mean Σ c ℓ / Σ c
       size, total = jnp.asarray(rows.shape[0], zn.dtype), jnp.sum(counts)
       if axis_name is not None:
-        size, total = jax.lax.psum((size, total), axis_name)
+        size, total = _reduce.psum_each((size, total), axis_name)
       value = value * size / jnp.maximum(total, 1.0)
     return value
 

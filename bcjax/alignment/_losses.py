@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from bcjax import _checks
+from bcjax import _checks, _reduce
 from bcjax._reduce import row_mean, zero_padded
 from bcjax.alignment._transforms import BackwardTransform, check_params
 
@@ -281,7 +281,7 @@ def _mean(values: jax.Array, where, weights, axis_name) -> jax.Array:
   c = zero_padded(weights.astype(values.dtype), where)
   total, count = jnp.sum(c * zero_padded(values, where)), jnp.sum(c)
   if axis_name is not None:
-    total, count = jax.lax.psum((total, count), axis_name)
+    total, count = _reduce.psum_each((total, count), axis_name)
   return jnp.where(count > 0, total / jnp.where(count > 0, count, 1.0), 0.0)
 
 

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from bcjax import _checks
+from bcjax import _checks, _reduce
 from bcjax._reduce import zero_padded
 
 # Helpers ---------------------------------------------------------------------------------------------------------
@@ -193,7 +193,7 @@ def correlation(x: ArrayLike, *, where: ArrayLike | None = None, axis_name: str 
   x = zero_padded(x, where)
   total = _t(x) @ x
   if axis_name is not None:
-    total, count = jax.lax.psum((total, count), axis_name)
+    total, count = _reduce.psum_each((total, count), axis_name)
   if _checks.is_concrete(count) and np.any(np.asarray(count) == 0):
     raise ValueError(f"{fn}: `x` has no (unmasked) rows; a correlation matrix needs at least one sample")
   return total / jnp.maximum(count, 1)[..., None, None]

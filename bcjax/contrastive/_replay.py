@@ -62,8 +62,10 @@ def _distinct_rows(key: jax.Array, n: jax.Array, k: int) -> jax.Array:
 
 
 def replay_sample(buffer: ReplayBuffer, key: jax.Array, batch_size: int) -> Transitions:
-  """``batch_size`` stored transitions drawn uniformly, without replacement (with it while fewer are held). The
-  buffer must hold at least one."""
+  """``batch_size`` stored transitions drawn uniformly, without replacement (with it while fewer are held).
+
+  The buffer must hold at least one.
+  """
   size = jnp.maximum(buffer.size, 1)
   k_floyd, k_any = jax.random.split(key)
   rows = jnp.where(

@@ -173,8 +173,11 @@ def num_edges_at(num_edges: int, t: float) -> int:
 
 
 class VersionSplit(NamedTuple):
-  """Train/val edges of one version (``split_version``). Node sets are all users/items up to :math:`t_{k+1}`:
-  ``num_users``, ``num_items``; ``num_old_users`` users were seen by :math:`t_k`."""
+  """Train/val edges of one version (``split_version``).
+
+  Node sets are all users/items up to :math:`t_{k+1}`: ``num_users``, ``num_items``; ``num_old_users`` users were seen
+  by :math:`t_k`.
+  """
 
   train_user: np.ndarray
   train_item: np.ndarray

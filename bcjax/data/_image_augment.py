@@ -106,8 +106,7 @@ def adjust_hue(image, shift):
 
 
 def color_jitter(key: jax.Array, image: jax.Array, brightness=0.4, contrast=0.4, saturation=0.4, hue=0.1) -> jax.Array:
-  """torchvision's ColorJitter: factors U(max(0, 1 − b), 1 + b) (hue shift U(−hue, hue)) applied in a random
-  order."""
+  """torchvision's ColorJitter: factors U(max(0, 1 − b), 1 + b) (hue shift U(−hue, hue)) applied in a random order."""
   k_order, k_b, k_c, k_s, k_h = jax.random.split(key, 5)
   factor = lambda k, x: jax.random.uniform(k, minval=max(0.0, 1 - x), maxval=1 + x)
   values = jnp.stack(
@@ -129,8 +128,7 @@ def color_jitter(key: jax.Array, image: jax.Array, brightness=0.4, contrast=0.4,
 
 
 def gaussian_blur(image: jax.Array, sigma, radius: int) -> jax.Array:
-  """Separable Gaussian blur with standard deviation ``sigma`` (pixels), kernel half-width ``radius``, edge
-  padding."""
+  """Separable Gaussian blur with standard deviation ``sigma`` (pixels), kernel half-width ``radius``, edge padding."""
   offsets = jnp.arange(-radius, radius + 1, dtype=image.dtype)  # the kernel in the image's precision
   kernel = jnp.exp(-0.5 * (offsets / jnp.asarray(sigma, image.dtype)) ** 2)
   kernel = kernel / jnp.sum(kernel)

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from bcjax import _checks
+from bcjax import _checks, _reduce
 from bcjax._reduce import zero_padded
 
 
@@ -80,7 +80,7 @@ def cross_gramian(
   a = zero_padded(_row_weights(fn, "weights", weights, n, x.dtype, where=where), where)
   total = x.T @ (a[:, None] * y)
   if axis_name is not None:
-    total, count = jax.lax.psum((total, count), axis_name)
+    total, count = _reduce.psum_each((total, count), axis_name)
   return total / jnp.maximum(count, 1)  # an all-padded batch gives 0, not 0/0
 
 
@@ -186,7 +186,7 @@ def penalty_surrogate(
     per_row = per_row - 2.0 * jnp.einsum("bi,ij,bj->b", u, hv_hat, q) - 2.0 * jnp.einsum("bi,ij,bj->b", v, hu_hat, r)
   total = jnp.sum(zero_padded(per_row, where))
   if axis_name is not None:
-    total, count = jax.lax.psum((total, count), axis_name)
+    total, count = _reduce.psum_each((total, count), axis_name)
   return total / jnp.maximum(count, 1)
 
 

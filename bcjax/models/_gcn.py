@@ -33,8 +33,9 @@ SELF_LOOPS = ("always", "remaining")
 
 
 def gcn_propagate(graph: jraph.GraphsTuple, h: jax.Array, *, self_loops: str = "always") -> jax.Array:
-  r""":math:`\hat D^{-1/2}(A + I)\hat D^{-1/2} h` over the batch's edges, [N, d]. Padding edges join padding nodes
-  only, so they never reach a real node.
+  r""":math:`\hat D^{-1/2}(A + I)\hat D^{-1/2} h` over the batch's edges, [N, d].
+
+  Padding edges join padding nodes only, so they never reach a real node.
 
   ``self_loops="always"`` adds a loop of weight 1 to every node on top of the graph's edges (so a self-loop already
   in the data counts twice); ``"remaining"`` is PyTorch Geometric's ``gcn_norm`` (``add_remaining_self_loops``):

@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from bcjax import _reduce
+
 
 class MaskedBatchNorm(nnx.BatchNorm):
   """``nnx.BatchNorm`` over every axis but the features' whose training statistics are psum'd over ``axis_name``
@@ -41,7 +43,7 @@ class MaskedBatchNorm(nnx.BatchNorm):
     axes = tuple(range(x.ndim - 1))
     sums = jnp.stack([jnp.sum(kept, axis=axes), jnp.sum(kept * kept, axis=axes)])  # [2, F]
     count = jnp.sum(real.astype(x.dtype))
-    sums, count = jax.lax.psum((sums, count), self.global_axis)
+    sums, count = _reduce.psum_each((sums, count), self.global_axis)
     count = jnp.maximum(count, 1.0)
     mean = sums[0] / count
     var = jnp.maximum(sums[1] / count - mean * mean, 0.0)

@@ -1,5 +1,7 @@
 """A LanceDB table (embedded, on disk) as a bridge's old store: an integer id column and a fixed-size vector column.
-LanceDB writes are versioned and atomic; rows added through the bridge are appended, never written over."""
+
+LanceDB writes are versioned and atomic; rows added through the bridge are appended, never written over.
+"""
 
 import os
 

@@ -30,8 +30,7 @@ _SPACE_PREFIX = "space."  # the models' fingerprints ("space.new", "space.old"):
 
 
 class UpgradeMap(NamedTuple):
-  """A backward map :math:`B: \\mathbb R^{D_k} \\to \\mathbb R^{D_{k-1}}` from a new model's embeddings to an old
-  one's.
+  """A backward map :math:`B: \\mathbb R^{D_k} \\to \\mathbb R^{D_{k-1}}` from a new model's embeddings to an old one's.
 
   ``transform`` and ``params``: the :mod:`bcjax.alignment` kind and its parameter arrays (float64 NumPy);
   ``normalize``: inputs are L2-normalised before B and outputs after it (a cosine model); ``kind``: the upgrade

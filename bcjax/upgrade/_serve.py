@@ -25,9 +25,11 @@ OUTPUT_DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32
 
 
 def _chunk_function(maps: Sequence[UpgradeMap], compute, chunk_rows: int) -> Callable[[np.ndarray], np.ndarray]:
-  """The chain on one chunk through the package's one compiled path (:func:`compiled_map`). Full chunks share one
-  compiled program; the last, shorter chunk is padded only to the next power of two (one more program, not a whole
-  chunk of padding computed for nothing)."""
+  """The chain on one chunk through the package's one compiled path (:func:`compiled_map`).
+
+  Full chunks share one compiled program; the last, shorter chunk is padded only to the next power of two (one more
+  program, not a whole chunk of padding computed for nothing).
+  """
   fn = compiled_map(maps, jnp.float64 if compute == np.float64 else jnp.float32)
 
   def apply(block: np.ndarray) -> np.ndarray:
@@ -118,6 +120,5 @@ def transform_file(
 
 
 def registry_maps(registry, *, to: int, source: int | None = None) -> list[UpgradeMap]:
-  """The registry's chain from version ``source`` (default: the latest) down to ``to`` as maps, in the order they
-  apply."""
+  """The registry's chain from version ``source`` (default: the latest) down to ``to`` as maps, in the order they apply."""
   return [UpgradeMap(t, params, info.normalize, info.kind, {}) for info, t, params in registry.chain(to, source=source)]

@@ -123,8 +123,9 @@ def _as_weight(w, expected_rows: int, version: int) -> np.ndarray:
 
 
 class Registry:
-  """An on-disk keep-latest registry. Open an existing one with ``Registry(path)``; make one with
-  :meth:`Registry.create`.
+  """An on-disk keep-latest registry.
+
+  Open an existing one with ``Registry(path)``; make one with :meth:`Registry.create`.
 
   Examples:
     >>> import tempfile, numpy as np

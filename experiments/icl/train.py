@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import jraph
 from flax import nnx
 
+from bcjax import _reduce
 from bcjax.contrastive import info_nce, mixed_info_nce, nce_ii
 from experiments.common import split_train_eval
 
@@ -64,7 +65,7 @@ def _relation_kl(
   kl = jnp.sum(jnp.where(valid, jnp.exp(lp_old) * (lp_old - lp_new), 0.0), axis=-1)
   total, count = jnp.sum(jnp.where(mask, kl, 0.0)), jnp.sum(mask)
   if axis_name is not None:
-    total, count = jax.lax.psum((total, count), axis_name)
+    total, count = _reduce.psum_each((total, count), axis_name)
   return total / jnp.maximum(count, 1)
 
 
