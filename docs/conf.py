@@ -42,3 +42,49 @@ add_module_names = False
 html_theme = "alabaster"
 html_title = f"bcjax {release}"
 html_static_path: list[str] = []
+
+
+# A constant's page shows its own text: autodoc would show its type's docstring (a tuple's) because the attribute
+# docstring (the string under `NAME = ...`) sits in the private module that defines it, not in the package that
+# re-exports it. The defining module is found by name, or by identity for a constant re-exported under another name.
+_ATTRIBUTE_DOCS: dict[str, dict[str, tuple[object, list[str]]]] = {}
+
+
+def _attribute_docs(package: str) -> dict[str, tuple[object, list[str]]]:
+  if package not in _ATTRIBUTE_DOCS:
+    import importlib
+    import pkgutil
+
+    from sphinx.errors import PycodeError
+    from sphinx.pycode import ModuleAnalyzer
+
+    found: dict[str, tuple[object, list[str]]] = {}
+    module = importlib.import_module(package)
+    for info in pkgutil.iter_modules(getattr(module, "__path__", [])):
+      name = f"{package}.{info.name}"
+      try:
+        docs = ModuleAnalyzer.for_module(name).find_attr_docs()
+      except PycodeError:
+        continue
+      sub = importlib.import_module(name)
+      for (scope, attr), lines in docs.items():
+        if scope == "" and hasattr(sub, attr):
+          found[attr] = (getattr(sub, attr), list(lines))
+    _ATTRIBUTE_DOCS[package] = found
+  return _ATTRIBUTE_DOCS[package]
+
+
+def _constant_docstring(app, what, name, obj, options, lines):
+  if what != "data":
+    return
+  package, _, attr = name.rpartition(".")
+  docs = _attribute_docs(package)
+  match = docs.get(attr)
+  if match is None or match[0] is not obj:
+    match = next(((o, d) for o, d in docs.values() if o is obj and not isinstance(obj, (int, str))), None)
+  if match is not None:
+    lines[:] = match[1]
+
+
+def setup(app):
+  app.connect("autodoc-process-docstring", _constant_docstring)

@@ -154,5 +154,58 @@ class ArchitectureTest(absltest.TestCase):
     self.assertIn("architecture.svg", (DOCS / "architecture.md").read_text(encoding="utf-8"))
 
 
+class ReferencePagesTest(absltest.TestCase):
+  def test_the_cli_page_is_what_the_parsers_give_and_is_in_the_table_of_contents(self):
+    run = subprocess.run(
+      [sys.executable, str(DOCS / "cli_reference.py"), "--check"], capture_output=True, text=True, timeout=120
+    )
+    self.assertEqual(run.returncode, 0, run.stderr)
+    self.assertRegex((DOCS / "index.md").read_text(encoding="utf-8"), r"(?m)^cli$")
+    page = (DOCS / "cli.md").read_text(encoding="utf-8")
+    from bcjax import cli
+
+    for verdict, code in cli.EXIT_VERDICT.items():
+      self.assertRegex(page, rf"\| {code} \| .*{verdict}")
+    for flag in ("--old", "--min-hit-rate", "--hubness", "--registry", "--overwrite"):
+      self.assertIn(f"`{flag}`", page)
+
+  def test_no_docstring_sends_the_reader_to_an_unrendered_module_docstring(self):
+    for path in (ROOT / "bcjax").rglob("*.py"):
+      self.assertNotIn("module docstring", path.read_text(encoding="utf-8"), str(path))
+
+  def test_every_public_constant_has_its_own_text(self):
+    """A constant's page shows the string under its assignment (docs/conf.py finds it in the defining module);
+    without one it would show its type's docstring (a tuple's)."""
+    import ast
+    import importlib
+    import inspect
+    import types
+
+    missing = []
+    for package in bcjax._SUBPACKAGES:
+      module = importlib.import_module(f"bcjax.{package}")
+      documented = set()
+      for path in (ROOT / "bcjax" / package).rglob("*.py"):
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        for statement, after in zip(body, body[1:]):
+          is_doc = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+          if isinstance(statement, (ast.Assign, ast.AnnAssign)) and is_doc and isinstance(after.value.value, str):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            documented |= {t.id for t in targets if isinstance(t, ast.Name)}
+      for name in module.__all__:
+        obj = getattr(module, name)
+        if inspect.isclass(obj) or callable(obj) or isinstance(obj, types.ModuleType):
+          continue
+        if name not in documented and not any(  # documented under its defining name (an alias re-exported)
+          getattr(sub, n, None) is obj for sub in map(importlib.import_module, _submodules(package)) for n in documented
+        ):
+          missing.append(f"bcjax.{package}.{name}")
+    self.assertEqual(missing, [])
+
+
+def _submodules(package: str) -> list[str]:
+  return [f"bcjax.{package}.{p.stem}" for p in (ROOT / "bcjax" / package).glob("_*.py") if p.stem != "__init__"]
+
+
 if __name__ == "__main__":
   absltest.main()

@@ -35,7 +35,7 @@ def least_squares_backward(z_new: ArrayLike, z_prev: ArrayLike, *, ridge: float 
         = Z_{k-1}^\top Z_k (Z_k^\top Z_k + n\rho I)^{-1}.
 
   With :math:`\rho = 0` the minimum-norm least-squares solution is returned (valid for rank-deficient
-  :math:`Z_k`). It also minimises the multi-step loss (see the module docstring).
+  :math:`Z_k`). It also minimises the multi-step loss (see :mod:`bcjax.alignment._linear`).
 
   Args:
     z_new: :math:`z_k`, [n, d_k].

@@ -389,6 +389,8 @@ _FACTORIES: dict[str, Callable[..., BackwardTransform]] = {
   "mlp": mlp_transform,
 }
 TRANSFORM_KINDS = tuple(_FACTORIES)
+"""The kinds of backward map by name, the ``kind`` of :func:`backward_transform`: linear, orthogonal, affine,
+mlp."""
 
 
 def backward_transform(kind: str, **hparams) -> BackwardTransform:

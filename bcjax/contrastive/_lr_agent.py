@@ -141,7 +141,7 @@ def _check_config(config: AgentConfig) -> None:
 
 
 def ddpg(config: AgentConfig) -> DDPG:
-  """The DDPG agent of the module docstring as pure functions over :class:`DDPGState`."""
+  """The DDPG agent of :mod:`bcjax.contrastive._lr_agent` as pure functions over :class:`DDPGState`."""
   _check_config(config)
   actor_def = nnx.graphdef(Actor(config.actor_hidden, config.actor_layer_norm, rngs=nnx.Rngs(0)))
   critic_def = nnx.graphdef(Critic(config.window, config.critic_hidden, rngs=nnx.Rngs(0)))

@@ -23,6 +23,8 @@ import jax.numpy as jnp
 from bcjax import _checks
 
 INNER_RULES = ("paper", "batch-ratio")
+"""The rules of :func:`inner_step_count`: ``paper`` (ceil((1 - alpha) / alpha) support steps per query batch) and
+``batch-ratio`` (old batches over new batches, as the reference code counts)."""
 
 # loss_fn(params, aux, batch) -> (loss, aux): aux threads e.g. BatchNorm statistics through the steps.
 LossFn = Callable[[Any, Any, Any], tuple[jax.Array, Any]]

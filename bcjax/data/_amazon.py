@@ -43,6 +43,7 @@ AMAZON_URLS = {
   ),
 }
 AMAZON_RELEASES = RELEASES = tuple(AMAZON_URLS)
+"""The Amazon review releases :func:`load_amazon` reads: ``2018`` (McAuley lab's v2) and ``2014`` (SNAP's)."""
 CATEGORIES = ("Musical_Instruments", "Video_Games", "Grocery_and_Gourmet_Food")  # the paper's three
 # Product fields the loader turns into item attributes; a metadata file with none of them is refused.
 ATTRIBUTE_KEYS = ("category", "categories", "brand")
@@ -255,7 +256,7 @@ def load_amazon(
   release: str = "2018",
   min_count: int = 5,
 ) -> EvolvingGraph:
-  """A category's reviews with brand and category bags (see the module docstring), from ``reviews``/``meta``
+  """A category's reviews with brand and category bags (see :mod:`bcjax.data._amazon`), from ``reviews``/``meta``
   paths or found by :func:`amazon_files`. Without metadata the graph has no item attributes; the graph's ``notes``
   say so, and count every review, product or category entry that was dropped."""
   if reviews is None:

@@ -31,6 +31,7 @@ TASKS = (
   "binary-item-rating-avg",
   "binary-item-rating-std",
 )
+"""The consumer tasks of BC-Aligner's evaluation (its Table 2), each a binary label of a user, an item or an edge."""
 MIN_ITEM_EDGES = 10
 STD_THRESHOLD = 1.0
 

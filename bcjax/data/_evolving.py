@@ -18,7 +18,9 @@ import numpy as np
 
 from bcjax import _checks
 
-SNAPSHOT_TIMES = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # t_0 .. t_5: versions k = 0..4 train at t_k, validate on (t_k, t_k+1]
+SNAPSHOT_TIMES = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+"""The snapshot times t_0 .. t_5 of an evolving graph, as shares of its time span: version k = 0..4 trains on the
+edges up to t_k and validates on (t_k, t_(k+1)]."""
 
 
 class Bags(NamedTuple):

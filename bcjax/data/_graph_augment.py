@@ -17,6 +17,7 @@ import numpy as np
 from bcjax.data._graph_batch import Graph
 
 AUGMENTATIONS = ("drop-nodes", "subgraph", "mask-attributes")
+"""The graph augmentations of :func:`augment_graphs` (GraphCL's): node dropping, subgraphs and attribute masking."""
 
 
 def _keep_connected(x: np.ndarray, s: np.ndarray, r: np.ndarray, original: Graph) -> Graph:

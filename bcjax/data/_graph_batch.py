@@ -30,7 +30,7 @@ def bucket(size: int, minimum: int = 64) -> int:
 def pad_graphs(
   graphs: Sequence[Graph], num_graphs: int, *, node_budget: int | None = None, edge_budget: int | None = None
 ) -> jraph.GraphsTuple:
-  """Packs ``graphs`` into one ``GraphsTuple`` of ``num_graphs + 1`` graphs (see the module docstring).
+  """Packs ``graphs`` into one ``GraphsTuple`` of ``num_graphs + 1`` graphs (see :mod:`bcjax.data._graph_batch`).
 
   ``nodes`` [node_budget, F]; ``senders``/``receivers`` global ids [edge_budget]; ``n_node``/``n_edge``
   [num_graphs + 1]. Budgets default to :func:`bucket` of the real totals.

@@ -12,6 +12,8 @@ from bcjax.data._movielens import Ratings, load_movielens, movielens_dir
 from bcjax.data._synthetic_graph import synthetic_evolving_graph
 
 GRAPH_DATASETS = ("synthetic", *(f"movielens-{v}" for v in ML_VARIANTS), "amazon-<Category>")
+"""The names :func:`load_graph_dataset` accepts: the synthetic graph, each MovieLens variant, and
+``amazon-<Category>``."""
 
 
 def movielens_graph(ratings: Ratings, *, min_count: int = 5, name: str = "movielens") -> EvolvingGraph:

@@ -21,7 +21,9 @@ import jax
 import jax.numpy as jnp
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
+"""The per-channel RGB mean of ImageNet, which image models normalise their inputs with."""
 IMAGENET_STD = (0.229, 0.224, 0.225)
+"""The per-channel RGB standard deviation of ImageNet, the companion of :data:`IMAGENET_MEAN`."""
 _LUMA = (0.299, 0.587, 0.114)  # ITU-R 601
 
 

@@ -16,6 +16,7 @@ from bcjax._textfile import DECIMAL, INTEGER, DataFormatError, decode_text, fail
 from bcjax.data._download import default_cache_dir, download_hint, extract_zip, fetch
 
 VARIANTS = ("100k", "1m", "10m", "20m", "25m", "32m", "latest-small")
+"""The MovieLens releases :func:`load_movielens` reads, by GroupLens' names (``ml-<variant>.zip``)."""
 URLS = {v: f"https://files.grouplens.org/datasets/movielens/ml-{v}.zip" for v in VARIANTS}
 # Folder names inside the official archives.
 FOLDERS = {

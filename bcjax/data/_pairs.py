@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 PAD = -1  # padding id in a feature bag
+"""The id that pads a feature bag to a fixed length (masked out of every bag mean)."""
 
 
 class FeatureBags(NamedTuple):

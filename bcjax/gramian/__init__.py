@@ -1,7 +1,6 @@
 """Gramian estimation (Krichene et al., ICLR 2019): all-pairs penalties in Gramian form, SAGram / SOGram estimators
 and candidate-sampling baselines."""
 
-from bcjax.gramian._estimators import GramianState
 from bcjax.gramian._estimators import GramianUpdateFn
 from bcjax.gramian._estimators import GramianInitFn
 from bcjax.gramian._estimators import BatchGramianState
@@ -27,7 +26,6 @@ from bcjax.gramian._penalty import prior_penalty
 from bcjax.gramian._sampled_softmax import sampled_softmax_loss
 
 __all__ = (
-  "GramianState",
   "GramianUpdateFn",
   "GramianInitFn",
   "BatchGramianState",

@@ -27,7 +27,7 @@ def negative_flip_rate(
   where: ArrayLike | None = None,
   axis_name: str | None = None,
 ) -> jax.Array:
-  """The negative-flip rate of ``new_predictions`` against ``old_predictions`` (module docstring).
+  """The negative-flip rate of ``new_predictions`` against ``old_predictions`` (:mod:`bcjax.metrics._flips`).
 
   Args:
     labels: true classes, [n] (integers or bools).

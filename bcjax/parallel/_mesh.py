@@ -14,6 +14,7 @@ from jax.sharding import NamedSharding
 from bcjax import _checks
 
 DATA_AXIS = "data"  # the one mesh axis; pass it as ``axis_name=`` to bcjax reductions inside jax.shard_map
+"""The name of the data mesh's one axis: pass it as ``axis_name=`` to bcjax's reductions inside ``jax.shard_map``."""
 
 _COORDINATOR = re.compile(r"^\[?[A-Za-z0-9_.:-]+\]?:(\d{1,5})$")
 _FORCED_CPU_DEVICES = re.compile(r"--xla_force_host_platform_device_count=(\d+)")

@@ -16,3 +16,4 @@ mightn't mustn mustn't needn needn't shan shan't shouldn shouldn't wasn wasn't w
 # Deleting apostrophes turns "it's" into a second "its". The CA notebook builds its stop-word conceptor from a set,
 # so every word counts once in R_Z: the 179 NLTK entries give 178 distinct words, kept in NLTK's order.
 NLTK_ENGLISH_STOPWORDS: tuple[str, ...] = tuple(dict.fromkeys(w.replace("'", "") for w in _NLTK_ENGLISH.split()))
+"""NLTK's English stopword list, apostrophes removed as the tokenizer removes them, in NLTK's order."""

@@ -10,6 +10,7 @@ import numpy as np
 from bcjax._textfile import DECIMAL, DataFormatError, fail, iter_lines
 
 GENRES = ("news", "captions", "WordNet", "forums", "tweets")  # the reference's presentation order
+"""The STS genres in the reference's presentation order (news, captions, WordNet, forums, tweets)."""
 
 
 class StsPairs(NamedTuple):

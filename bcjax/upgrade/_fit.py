@@ -58,6 +58,7 @@ from bcjax.upgrade._map import UpgradeMap
 KINDS = ("orthogonal", "linear", "affine", "mlp")
 MIN_VALIDATION_ROWS = 50  # from the fewest parameters to the most (auto's preference)
 UPGRADE_KINDS = ("auto", *KINDS)
+"""The ``kind`` values of :func:`fit_upgrade` and ``bcjax fit --kind``: ``auto`` and each closed-form or MLP kind."""
 ALPHAS = (0.0, 1e-4, 1e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0)
 RANK_FRACTIONS = (1 / 2, 1 / 4, 1 / 8)
 HUBNESS_MODES = ("auto", "on", "off")
@@ -188,7 +189,7 @@ def closed_form(
   kind: str, m: _moments.PairMoments, *, alpha: float = 0.0, rank: int | None = None, target: str = "isometry"
 ) -> tuple[np.ndarray, np.ndarray]:
   """(W, b) in float64 of a closed-form ``kind`` (``linear``, ``orthogonal``, ``affine``) from the pairs' moments
-  with the given choices (module docstring); ``target`` is affine's shrinkage target: ``isometry`` (the scaled
+  with the given choices (:mod:`bcjax.upgrade._fit`); ``target`` is affine's shrinkage target: ``isometry`` (the scaled
   polar factor) or ``identity`` (equal widths only: two models whose spaces already roughly agree, e.g. sharing
   their token embeddings)."""
   if kind == "orthogonal":
@@ -435,7 +436,7 @@ def fit_upgrade(
   new_model: str = "",
 ) -> UpgradeFit:
   r"""Fits a backward map from new-model embeddings ``z_new`` [n, D_k] to old-model ones ``z_prev`` [n, D_(k-1)]
-  of the same items (module docstring for the kinds and how each choice is made).
+  of the same items (:mod:`bcjax.upgrade._fit` for the kinds and how each choice is made).
 
   Args:
     z_new: the new model's embeddings (an array or a read-only memory map, e.g. :func:`open_embeddings`).
@@ -646,7 +647,7 @@ class _HubnessChoice(NamedTuple):
 def _choose_hubness(
   on_train: UpgradeMap, z_new, z_prev, split: PairSplit, normalize, metric, mode, k, seed, enough_val
 ) -> _HubnessChoice:
-  """Whether to keep the hubness correction (module docstring), with the reason and a candidate record."""
+  """Whether to keep the hubness correction (:mod:`bcjax.upgrade._fit`), with the reason and a candidate record."""
   record: dict[str, Any] = {"kind": "hubness", "mode": mode, "k": k}
   if mode == "off":
     return _HubnessChoice(False, "no hubness correction (asked)", record)

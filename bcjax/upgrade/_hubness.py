@@ -69,8 +69,9 @@ def _bias(docs, reference, *, k):
 
 
 def hubness_bias(docs, hubness: Hubness, *, chunk_rows: int = _files.DEFAULT_CHUNK_ROWS) -> np.ndarray:
-  r""":math:`\beta(x)` (module docstring) of each row of ``docs`` [N, D_(k-1)] (an array or a memory map, read
-  ``chunk_rows`` rows at a time): [N] float32.
+  r""":math:`\beta(x)` (:mod:`bcjax.upgrade._hubness`) of each row of ``docs`` [N, D_(k-1)], float32 [N].
+
+  ``docs`` is an array or a memory map, read ``chunk_rows`` rows at a time.
 
   Raises:
     ValueError: when ``docs``' width is not the reference's.

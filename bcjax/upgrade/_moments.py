@@ -20,8 +20,11 @@ from bcjax.upgrade import _files
 
 
 class PairMoments(NamedTuple):
-  """Sums over the pairs, float64 (module docstring): ``count`` n, ``sum_new`` [D_k], ``sum_prev`` [D_(k-1)],
-  ``gram`` G [D_k, D_k], ``cross`` C [D_(k-1), D_k], ``energy`` E."""
+  """Sums over the pairs in float64 (:mod:`bcjax.upgrade._moments`).
+
+  ``count`` n, ``sum_new`` [D_k], ``sum_prev`` [D_(k-1)], ``gram`` G [D_k, D_k], ``cross`` C [D_(k-1), D_k],
+  ``energy`` E.
+  """
 
   count: int  # type: ignore[assignment]  # a field named like a tuple method
   sum_new: np.ndarray

@@ -100,7 +100,7 @@ class MapSummary(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class UpgradeReport:
-  """The go/no-go report of :func:`evaluate_upgrade` (module docstring for the rule).
+  """The go/no-go report of :func:`evaluate_upgrade` (:mod:`bcjax.upgrade._report` for the rule).
 
   Attributes:
     verdict: one of :data:`VERDICTS`.
@@ -243,7 +243,7 @@ def evaluate_upgrade(
   chunk_rows: int = _files.DEFAULT_CHUNK_ROWS,
   seed: int = 0,
 ) -> UpgradeReport:
-  """The go/no-go report (module docstring) of ``upgrade_map`` on the held-out pairs ``rows``.
+  """The go/no-go report (:mod:`bcjax.upgrade._report`) of ``upgrade_map`` on the held-out pairs ``rows``.
 
   Args:
     upgrade_map: the fitted map, or a chain of maps applied in order (e.g. :func:`registry_maps`).
@@ -495,7 +495,7 @@ def _consumer_metrics(
 
 
 def _verdict(primary: Measure, threshold: float, reasons: Sequence[Reason]) -> str:
-  """The verdict (module docstring) from the primary measure's interval and the reasons' codes."""
+  """The verdict (:mod:`bcjax.upgrade._report`) from the primary measure's interval and the reasons' codes."""
   if any(r.blocks_verdict for r in reasons) or not all(map(math.isfinite, (primary.value, primary.low, primary.high))):
     return "not measurable"
   if primary.low >= threshold:

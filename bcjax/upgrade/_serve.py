@@ -120,5 +120,6 @@ def transform_file(
 
 
 def registry_maps(registry, *, to: int, source: int | None = None) -> list[UpgradeMap]:
-  """The registry's chain from version ``source`` (default: the latest) down to ``to`` as maps, in the order they apply."""
+  """The registry's chain from version ``source`` (default: the latest) down to ``to``, as maps in the order they
+  apply."""
   return [UpgradeMap(t, params, info.normalize, info.kind, {}) for info, t, params in registry.chain(to, source=source)]

@@ -22,9 +22,12 @@ MAX_COMPONENTS = 64
 
 
 class SpaceStamp(NamedTuple):
-  """A model's fingerprint (module docstring): ``model``, its name as given (may be empty); ``mean`` [D] of its unit
-  embeddings; ``components`` [r, D], the top principal directions; ``variances`` [r], theirs; ``residual``, the mean
-  variance of the other directions. All float64."""
+  """A model's fingerprint (:mod:`bcjax.upgrade._spaces`).
+
+  ``model``, its name as given (may be empty); ``mean`` [D] of its unit embeddings; ``components`` [r, D], the top
+  principal directions; ``variances`` [r], theirs; ``residual``, the mean variance of the other directions. All
+  float64.
+  """
 
   model: str
   mean: np.ndarray
@@ -44,7 +47,7 @@ def _unit_rows(z) -> np.ndarray:
 
 
 def space_stamp(z, model: str = "") -> SpaceStamp:
-  """The fingerprint (module docstring) of a model from its embeddings ``z`` [n, D] (at least 2 rows).
+  """The fingerprint (:mod:`bcjax.upgrade._spaces`) of a model from its embeddings ``z`` [n, D] (at least 2 rows).
 
   Raises:
     ValueError: when ``z`` is not a finite matrix of at least 2 rows and 2 columns.

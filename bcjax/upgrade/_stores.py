@@ -175,7 +175,7 @@ def bridged_search(
   overfetch: int = 4,
   check_space: bool = True,
 ) -> SearchResult:
-  """The top k of the old store for new-model ``queries`` [Q, D_k] (module docstring for the scores).
+  """The top k of the old store for new-model ``queries`` [Q, D_k] (:mod:`bcjax.upgrade._stores` for the scores).
 
   Args:
     store: the old store (:class:`VectorStore`).
