@@ -59,7 +59,7 @@ def quiet(fn, *args):
 def bad_values(field: dataclasses.Field) -> list[str]:
   """Flag values outside what the field declares: below/above its bounds, outside its choices, not a number."""
   meta = field.metadata["option"]
-  kind, is_tuple, _ = harness._element_type(field.type)
+  kind, is_tuple, _ = harness._flags._element_type(field.type)
   values = []
   if meta["choices"] is not None:
     values.append("bogus")
@@ -85,7 +85,7 @@ def _valid_element(field) -> str:
   if meta["choices"] is not None:
     return str(meta["choices"][0])
   low = meta["low"]
-  kind, _, _ = harness._element_type(field.type)
+  kind, _, _ = harness._flags._element_type(field.type)
   value = 1 if low is None else (low + 0.5 if meta["low_open"] else low)
   return str(kind(math.ceil(value) if kind is int else value))
 
@@ -246,7 +246,7 @@ class LifecycleTest(absltest.TestCase):
     self.assertEqual(sorted(results["sums"]), ["a/0", "a/1", "b/0", "b/1"])  # --steps 2 from the stored flags
 
   def test_stored_command_line_has_absolute_paths_so_resume_works_from_anywhere(self):
-    absolute = harness._absolute_paths
+    absolute = harness._launch._absolute_paths
     stored = absolute(["--data-dir", "d", "--out=o", "--steps", "2", "--data-dir"], ("--data-dir", "--out"))
     self.assertEqual(
       stored, ["--data-dir", os.path.abspath("d"), f"--out={os.path.abspath('o')}", "--steps", "2", "--data-dir"]
@@ -337,8 +337,8 @@ class LifecycleTest(absltest.TestCase):
       "epoch": 7,
     }
     path = self.tmp / "tree.orbax"
-    harness._write_checkpoint(path, tree)
-    read, emulated = harness._read_checkpoint(path), harness.as_read_back(tree)
+    harness._stages._write_checkpoint(path, tree)
+    read, emulated = harness._stages._read_checkpoint(path), harness.as_read_back(tree)
     self.assertEqual(jax.tree.structure(read), jax.tree.structure(emulated))
     for a, b in zip(jax.tree.leaves(read), jax.tree.leaves(emulated)):
       self.assertIs(type(a), type(b))

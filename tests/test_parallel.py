@@ -949,7 +949,7 @@ class LaunchFlagsTest(absltest.TestCase):
     self.assertFalse(out.exists())
 
   def test_launch_flags_are_split_from_the_run_s_flags(self):
-    run, launch = harness._split_launch(
+    run, launch = harness._launch._split_launch(
       ["--preset", "test", "--devices", "4", "--process-id=1", "--steps", "3", "--coordinator", "h:1"]
     )
     self.assertEqual(run, ["--preset", "test", "--steps", "3"])

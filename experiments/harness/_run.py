@@ -1,0 +1,139 @@
+"""An open run directory: resumable stages (pickles or checkpoints, written atomically), the metrics log and the
+run's outputs."""
+
+import datetime
+import json
+import os
+import pickle
+import shutil
+import signal
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from bcjax.files import write_atomic
+from experiments import common
+from experiments.harness._faults import FAULT_ENV, fault
+from experiments.harness._stages import (
+  _NOT_WRITTEN,
+  CHECKPOINT_SUFFIX,
+  PICKLE_SUFFIX,
+  Checkpoint,
+  StageFailed,
+  _read_checkpoint,
+  _write_checkpoint,
+  as_read_back,
+)
+
+
+class Run:
+  """An open run directory: resumable stages, the metrics log and atomic outputs.
+
+  In a multi-process run the processes other than 0 are not ``writer``: they read the stages that process 0 wrote
+  (a stage read back is read back by every process, so all of them take the same collective steps), and everything
+  they would write goes to a scratch folder that is deleted on :meth:`close`.
+  """
+
+  def __init__(self, out: Path, *, resumed: bool, progress: bool, writer: bool = True):
+    self.resumed, self.progress, self.writer = resumed, progress, writer
+    self.stages = out / "stages"
+    if writer:
+      self.out = out
+      self.stages.mkdir(exist_ok=True)
+      self._metrics = open(out / "metrics.jsonl", "a", buffering=1)  # noqa: SIM115 (open for the run; closed by close())
+    else:
+      self.out = Path(tempfile.mkdtemp(prefix="bcjax-process-"))
+      self._metrics = open(os.devnull, "w")  # noqa: SIM115 (as above)
+    self._values: dict = {}  # stages of this process, so a shared stage (M_0) is read once
+    self.loaded: list[str] = []
+    self.computed: list[str] = []
+
+  def log(self, **record) -> None:
+    """Appends one JSON object to ``metrics.jsonl`` (a resumed run appends after the killed one's lines)."""
+    record.setdefault("time", datetime.datetime.now(datetime.UTC).isoformat())
+    self._metrics.write(json.dumps(common.jsonable(record)) + "\n")
+
+  def _path(self, name: str, suffix: str = PICKLE_SUFFIX) -> Path:
+    if not name or any(part in ("", ".", "..") for part in name.split("/")):
+      raise ValueError(f"stage name {name!r} must be '/'-separated non-empty parts")
+    return self.stages / f"{name}{suffix}"
+
+  def stage(self, name: str, compute: Callable[[], object], checkpoint: "Checkpoint | None" = None):
+    """``compute()`` once per run: a stage finished earlier (before a kill, in the run being resumed) is read back
+    instead. With ``checkpoint`` the value is written as an orbax checkpoint of ``checkpoint.save(value)`` and read
+    back through ``checkpoint.restore``; without, it (host arrays, dicts, NamedTuples) is pickled atomically. A
+    stage pickled by an earlier version of the experiment is read back as it was written."""
+    if name in self._values:
+      return self._values[name]
+    pickled, checkpointed = self._path(name), self._path(name, CHECKPOINT_SUFFIX)
+    if checkpoint is not None and checkpointed.is_dir():
+      value = checkpoint.restore(_read_checkpoint(checkpointed))
+    elif pickled.is_file():
+      with open(pickled, "rb") as f:
+        value = pickle.load(f)
+    else:
+      value = _NOT_WRITTEN
+    if value is not _NOT_WRITTEN:
+      self.loaded.append(name)
+      self._values[name] = value
+      return value
+    try:
+      if fault("fail", name):
+        raise RuntimeError(f"fault injected by {FAULT_ENV}")
+      value = compute()
+    except StageFailed:
+      raise
+    except Exception as e:
+      raise StageFailed(name, e) from e
+    # What later stages see is what a resumed run would read back, so both runs compute the same numbers.
+    if checkpoint is None:
+      data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+      if self.writer:
+        pickled.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(pickled, data)
+      value = pickle.loads(data)
+    elif self.writer:
+      _write_checkpoint(checkpointed, checkpoint.save(value))
+      value = checkpoint.restore(_read_checkpoint(checkpointed))
+    else:
+      value = checkpoint.restore(as_read_back(checkpoint.save(value)))
+    self._values[name] = value
+    self.computed.append(name)
+    if fault("kill", name):
+      os.kill(os.getpid(), signal.SIGKILL)
+    return value
+
+  def finished_stages(self) -> list[str]:
+    if not self.stages.is_dir():
+      return []
+    pickles = [p for p in self.stages.rglob(f"*{PICKLE_SUFFIX}") if p.is_file()]
+    checkpoints = [p for p in self.stages.rglob(f"*{CHECKPOINT_SUFFIX}") if p.is_dir()]
+    return sorted(str(p.relative_to(self.stages))[: -len(p.suffix)] for p in pickles + checkpoints)
+
+  def publish_dir(self, name: str, build: Callable[[Path], None]) -> Path:
+    """A folder of outputs (e.g. a registry) that appears complete or not at all: ``build`` fills a scratch folder,
+    which is renamed into place; a scratch folder left by a killed run is this run's own and is discarded."""
+    final = self.out / name
+    if final.exists():
+      return final
+    scratch = final.with_name(f".{final.name}.partial")
+    if scratch.exists():
+      shutil.rmtree(scratch)
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    build(scratch)
+    os.rename(scratch, final)
+    return final
+
+  def write_json(self, name: str, obj) -> None:
+    common.write_json(self.out / name, common.jsonable(obj))
+
+  def write_text(self, name: str, text: str) -> None:
+    common.write_text(self.out / name, text)
+
+  def save_figure(self, fig, name: str) -> None:
+    common.save_figure(fig, self.out / name)
+
+  def close(self) -> None:
+    self._metrics.close()
+    if not self.writer:
+      shutil.rmtree(self.out, ignore_errors=True)
