@@ -1,6 +1,9 @@
-"""Shape buckets for eagerly called functions: XLA compiles once per input shape, so host-side callers whose inputs
-come in many lengths (one evaluation set per version, the last chunk of a loop) pad the leading axis to the next
-power of two and mask the padding, which bounds the compiles to one per octave of lengths."""
+"""Shape buckets for eagerly called functions.
+
+XLA compiles once per input shape, so host-side callers whose inputs come in many lengths (one evaluation set per
+version, the last chunk of a loop) pad the leading axis to the next power of two and mask the padding, which bounds the
+compiles to one per octave of lengths.
+"""
 
 import numpy as np
 
@@ -15,7 +18,8 @@ def bucket_size(n: int, minimum: int = 8) -> int:
 def pad_to_bucket(arrays, fill_values, size: int | None = None):
   """Pads the leading axis of each array to ``size`` (default :func:`bucket_size` of its length) with its fill value.
 
-  Returns jax arrays; callers mask the padded rows (every array here shares one leading length)."""
+  Returns jax arrays; callers mask the padded rows (every array here shares one leading length).
+  """
   n = int(np.shape(arrays[0])[0])
   size = bucket_size(n) if size is None else size
   out = []

@@ -100,8 +100,11 @@ def as_weight_chain(fn: str, name: str, weights: Sequence) -> list[jax.Array]:
 
 
 def as_int(fn: str, name: str, value, *, low: int | None = None, high: int | None = None) -> int:
-  """``value`` as a Python int: a Python or NumPy integer, or a concrete 0-d integer array (bools and floats are
-  refused, since ``int(2.7)`` would silently truncate); optionally checked to lie in [low, high]."""
+  """``value`` as a Python int.
+
+  A Python or NumPy integer, or a concrete 0-d integer array (bools and floats are refused, since ``int(2.7)`` would
+  silently truncate); optionally checked to lie in [low, high].
+  """
   dtype = getattr(value, "dtype", None)
   integral = isinstance(value, (int, np.integer)) or (
     dtype is not None and np.ndim(value) == 0 and jnp.issubdtype(dtype, jnp.integer)
@@ -138,8 +141,10 @@ def as_float(fn: str, name: str, value) -> float:
 def as_float_in(
   fn: str, name: str, value, low: float, high: float, *, low_open: bool = False, high_open: bool = False
 ) -> float:
-  """``value`` as a float in the interval from ``low`` to ``high`` (open ends as asked); any number type, as
-  :func:`as_float`. Raises ValueError, naming the interval, for a value outside it (NaN included)."""
+  """``value`` as a float in the interval from ``low`` to ``high`` (open ends as asked).
+
+  Any number type, as :func:`as_float`. Raises ValueError, naming the interval, for a value outside it (NaN included).
+  """
   interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
   try:
     out = as_float(fn, name, value)

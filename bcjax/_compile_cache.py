@@ -16,14 +16,19 @@ _THRESHOLD_ENVS = ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "JAX_PERSISTENT
 
 
 def default_compile_cache_dir() -> Path:
-  """``xla`` in bcjax's cache folder: ``$BCJAX_DATA/xla`` when ``BCJAX_DATA`` is set (the folder downloads go to,
-  :func:`bcjax.data.default_cache_dir`), else ``~/.cache/bcjax/xla``."""
+  """``xla`` in bcjax's cache folder.
+
+  ``$BCJAX_DATA/xla`` when ``BCJAX_DATA`` is set (the folder downloads go to, :func:`bcjax.data.default_cache_dir`),
+  else ``~/.cache/bcjax/xla``.
+  """
   return Path(os.environ.get("BCJAX_DATA") or Path.home() / ".cache" / "bcjax") / "xla"
 
 
 def use_compilation_cache(enabled: bool = True) -> None:
-  """Turns JAX's persistent compilation cache on at :func:`default_compile_cache_dir` and keeps every program in it,
-  or, with ``enabled=False``, off for this process.
+  """Turns JAX's persistent compilation cache on (or, with ``enabled=False``, off) for this process.
+
+  Turns JAX's persistent compilation cache on at :func:`default_compile_cache_dir` and keeps every program in it, or,
+  with ``enabled=False``, off for this process.
 
   A folder or thresholds set already (``JAX_COMPILATION_CACHE_DIR``, ``jax_compilation_cache_dir``, the
   ``JAX_PERSISTENT_CACHE_MIN_*`` variables) are left as the caller set them.

@@ -84,7 +84,7 @@ def iter_lines(
   archive: zipfile.ZipFile | None = None,
   name: str | None = None,
 ) -> Iterator[tuple[int, str]]:
-  """(1-based line number, line without its ``\\n`` or ``\\r\\n``) for every line, empty ones included.
+  r"""(1-based line number, line without its ``\n`` or ``\r\n``) for every line, empty ones included.
 
   Lines are decoded one at a time, so bytes that are not valid ``encoding`` are reported with their line. A damaged
   gzip or zip stream is reported as soon as it is met.

@@ -1,5 +1,7 @@
-"""The ``bcjax`` command: fit a backward map between two embedding models and judge it, manage a keep-latest
-registry, and transform stored embeddings to older versions.
+"""The ``bcjax`` command.
+
+Fit a backward map between two embedding models and judge it, manage a keep-latest registry, and transform stored
+embeddings to older versions.
 
   bcjax fit --old OLD.npy --new NEW.npy (--out MAP | --registry DIR) [--kind auto|linear|orthogonal|affine|mlp]
             [--normalize] [--index OLD_INDEX.npy [--new-index NEW_INDEX.npy] [--qrels QRELS]] [--labels LABELS.npy]
@@ -351,6 +353,11 @@ def _cmd_fit(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+  """The ``bcjax`` command's parser, its subcommands and their flags (docs/cli.md is generated from it).
+
+  Returns:
+    The parser.
+  """
   parser = argparse.ArgumentParser(
     prog="bcjax",
     description="Keep-latest registry of backward-compatible embedding "
@@ -466,6 +473,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+  """Runs the ``bcjax`` command.
+
+  Args:
+    argv: the arguments after the program name (default ``sys.argv[1:]``).
+
+  Returns:
+    The exit status (docs/cli.md's table: 0 success or bridge, 1 registry or data error, 2 bad input, 3-5
+    the other verdicts of ``fit``).
+  """
   args = build_parser().parse_args(argv)
   use_compilation_cache(not args.no_compile_cache)
   try:

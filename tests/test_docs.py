@@ -171,7 +171,19 @@ class ReferencePagesTest(absltest.TestCase):
 
   def test_no_docstring_sends_the_reader_to_an_unrendered_module_docstring(self):
     for path in (ROOT / "bcjax").rglob("*.py"):
-      self.assertNotIn("module docstring", path.read_text(encoding="utf-8"), str(path))
+      text = " ".join(path.read_text(encoding="utf-8").split())  # a phrase broken over two lines too
+      self.assertNotIn("module docstring", text, str(path))
+
+  def test_no_docstring_holds_a_control_character(self):
+    """A backslash sequence in a non-raw docstring (``\\top`` in math) is a control character at run time: the page
+    then shows a tab where the formula should be."""
+    import ast
+
+    for path in (ROOT / "bcjax").rglob("*.py"):
+      for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+          doc = ast.get_docstring(node, clean=False) or ""
+          self.assertFalse(any(c in doc for c in "\t\b\f\r\v\a"), f"{path}:{getattr(node, 'lineno', 1)}")
 
   def test_every_public_constant_has_its_own_text(self):
     """A constant's page shows the string under its assignment (docs/conf.py finds it in the defining module);

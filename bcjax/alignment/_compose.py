@@ -112,8 +112,9 @@ def apply_backward(z: ArrayLike, w: ArrayLike) -> jax.Array:
 
 
 def apply_chain(z: ArrayLike, weights: Sequence[ArrayLike]) -> jax.Array:
-  r"""Maps version-k embeddings to a version-j compatible embedding, :math:`\tilde z_j = B_{j+1}\circ\cdots\circ
-  B_k(z_k)` (eq. 2).
+  r"""Maps version-k embeddings to a version-j compatible embedding.
+
+  :math:`\tilde z_j = B_{j+1}\circ\cdots\circ B_k(z_k)` (eq. 2).
 
   The weights are applied one at a time from :math:`W_k` down to :math:`W_{j+1}`, which costs
   :math:`n \sum_i d_{i-1} d_i` instead of composing first; for a fixed chain applied to many batches, precompute

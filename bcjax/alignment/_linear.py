@@ -12,8 +12,9 @@ from bcjax import _checks
 
 
 def init_backward(key: jax.Array, d_prev: int, d_new: int, *, dtype=jnp.float32) -> jax.Array:
-  r"""Initial :math:`W_k \sim U(\pm 1/\sqrt{D_k})` of shape [d_prev, d_new] (PyTorch's ``Linear`` default, which the
-  reference code uses for :math:`B_k`).
+  r"""Initial :math:`W_k \sim U(\pm 1/\sqrt{D_k})` of shape [d_prev, d_new].
+
+  (PyTorch's ``Linear`` default, which the reference code uses for :math:`B_k`).
 
   Examples:
     >>> import jax

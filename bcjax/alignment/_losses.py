@@ -28,8 +28,11 @@ from bcjax.alignment._transforms import BackwardTransform, check_params
 
 
 def _check_pair(fn: str, z_new, z_prev, w, where, transform=None) -> tuple[jax.Array, jax.Array, Any, jax.Array | None]:
-  """Validates (z_new [n, d_k], z_prev [n, d_{k-1}], W_k [d_{k-1}, d_k] or ``transform``'s parameters, where [n]);
-  padded rows become zeros."""
+  """Validates a pair of embedding batches and a map's parameters; padded rows become zeros.
+
+  Validates (z_new [n, d_k], z_prev [n, d_{k-1}], W_k [d_{k-1}, d_k] or ``transform``'s parameters, where [n]); padded
+  rows become zeros.
+  """
   z_new = _checks.as_float_array(fn, "z_new", z_new, ndim=2, finite=False)
   z_prev = _checks.as_float_array(fn, "z_prev", z_prev, ndim=2, finite=False)
   if z_new.shape[0] != z_prev.shape[0]:

@@ -1,5 +1,8 @@
-r"""Backward transformations as flax NNX modules: the linear :math:`B_k(z_k) = W_k z_k` (section 3.2.1) and any
-kind of :mod:`bcjax.alignment` (orthogonal, affine, residual MLP)."""
+r"""Backward transformations as flax NNX modules.
+
+The linear :math:`B_k(z_k) = W_k z_k` (section 3.2.1) and any kind of :mod:`bcjax.alignment` (orthogonal, affine,
+residual MLP).
+"""
 
 import jax
 import jax.numpy as jnp
@@ -36,8 +39,10 @@ class BackwardLinear(nnx.Module):
 
 
 class BackwardMap(nnx.Module):
-  r""":math:`B_k: \mathbb R^{D_k} \to \mathbb R^{D_{k-1}}` of any kind (:func:`bcjax.backward_transform`) as a flax
-  NNX module, for joint training inside a version's model.
+  r"""A backward map of any kind as a flax NNX module, for joint training inside a version's model.
+
+  :math:`B_k: \mathbb R^{D_k} \to \mathbb R^{D_{k-1}}` of any kind (:func:`bcjax.backward_transform`) as a flax NNX
+  module, for joint training inside a version's model.
 
   The parameters are ``transform.init``'s dict, one :class:`flax.nnx.Param` per array, so ``module.arrays()`` can be
   passed to ``transform.apply``, to the alignment losses (``transform=``) and to

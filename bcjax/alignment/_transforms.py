@@ -1,5 +1,7 @@
-r"""A family of backward transformations :math:`B_k: \mathbb R^{D_k} \to \mathbb R^{D_{k-1}}` beyond the linear map
-of BC-Aligner (the paper names nonlinear maps as future work; practitioners fit orthogonal, low-rank affine and small
+r"""A family of backward transformations beyond the linear map of BC-Aligner.
+
+A family of backward transformations :math:`B_k: \mathbb R^{D_k} \to \mathbb R^{D_{k-1}}` beyond the linear map of
+BC-Aligner (the paper names nonlinear maps as future work; practitioners fit orthogonal, low-rank affine and small
 residual MLP adapters between embedding versions).
 
 Each kind is a :class:`BackwardTransform`: pure ``init``/``apply`` functions over a dict of arrays (the kind's
@@ -158,8 +160,11 @@ def _dims(fn: str, d_prev, d_new) -> tuple[int, int]:
 
 @functools.cache
 def linear_transform() -> BackwardTransform:
-  r"""BC-Aligner's :math:`B_k(z) = W_k z` (section 3.2.1), ``{"w": [D_(k-1), D_k]}``; :func:`apply_backward` on
-  the dict's weight, so it gives the same numbers as the array API."""
+  r"""BC-Aligner's linear backward map :math:`B_k(z) = W_k z` (section 3.2.1).
+
+  BC-Aligner's :math:`B_k(z) = W_k z` (section 3.2.1), ``{"w": [D_(k-1), D_k]}``; :func:`apply_backward` on the dict's
+  weight, so it gives the same numbers as the array API.
+  """
 
   def init(key, d_prev, d_new, dtype=jnp.float32):
     return {"w": init_backward(key, *_dims("linear.init", d_prev, d_new), dtype=dtype)}
@@ -175,8 +180,9 @@ def linear_transform() -> BackwardTransform:
 
 
 def semi_orthogonal(a: ArrayLike) -> jax.Array:
-  r"""The semi-orthogonal factor :math:`Q(A)` of A [d_prev, d_new] from its QR decomposition, signs fixed so that
-  R has a non-negative diagonal (which makes the map smooth and :math:`Q(Q) = Q`): orthonormal rows
+  r"""The semi-orthogonal factor :math:`Q(A)` of A [d_prev, d_new] from its QR decomposition.
+
+  Signs fixed so that R has a non-negative diagonal (which makes the map smooth and :math:`Q(Q) = Q`): orthonormal rows
   (:math:`QQ^\top = I`) when d_prev <= d_new, orthonormal columns otherwise.
 
   Examples:
@@ -195,12 +201,14 @@ def semi_orthogonal(a: ArrayLike) -> jax.Array:
 
 
 def orthogonal_transform(*, bias: bool = False) -> BackwardTransform:
-  r"""A (partial) isometry :math:`B_k(z) = Q(A) z` (:func:`semi_orthogonal`), ``{"a": [D_(k-1), D_k]}``; with
-  ``bias`` the centred isometry :math:`B_k(z) = Q(A) z + b`, ``{"a", "b": [D_(k-1)]}``, which also moves the
-  spaces' means onto each other (two models' embeddings often sit in cones around different mean vectors, which no
-  rotation moves). Starts from a Haar-random semi-orthogonal map and b = 0. ``fit`` minimises
-  :math:`\sum_x \lVert Q z_k(x) + b - z_{k-1}(x) \rVert^2` over semi-orthogonal Q (and b); with ``bias`` the optimum
-  is :math:`b = \mu_{k-1} - Q \mu_k` and Q solves the problem below on centred rows:
+  r"""A (partial) isometry :math:`B_k(z) = Q(A) z`, optionally centred with a bias.
+
+  A (partial) isometry :math:`B_k(z) = Q(A) z` (:func:`semi_orthogonal`), ``{"a": [D_(k-1), D_k]}``; with ``bias`` the
+  centred isometry :math:`B_k(z) = Q(A) z + b`, ``{"a", "b": [D_(k-1)]}``, which also moves the spaces' means onto each
+  other (two models' embeddings often sit in cones around different mean vectors, which no rotation moves). Starts from
+  a Haar-random semi-orthogonal map and b = 0. ``fit`` minimises :math:`\sum_x \lVert Q z_k(x) + b - z_{k-1}(x)
+  \rVert^2` over semi-orthogonal Q (and b); with ``bias`` the optimum is :math:`b = \mu_{k-1} - Q \mu_k` and Q solves
+  the problem below on centred rows:
 
   * :math:`D_{k-1} \ge D_k` (orthonormal columns, :math:`\lVert Qz \rVert = \lVert z \rVert`): orthogonal
     Procrustes, :math:`Q^\star = U V^\top` with :math:`Z_{k-1}^\top Z_k = U \Sigma V^\top` (thin SVD), exact.
@@ -247,11 +255,14 @@ def _orthogonal(bias: bool) -> BackwardTransform:
 def procrustes(
   gram: jax.Array, cross: jax.Array, energy: jax.Array, tolerance: float = 1e-12, max_iterations: int = 500
 ) -> jax.Array:
-  r"""The semi-orthogonal Q [d_prev, d_new] minimising :math:`\lVert Z Q^\top - Y \rVert_F^2` from the sufficient
-  statistics ``gram`` = :math:`Z^\top Z` [d_new, d_new], ``cross`` = :math:`Y^\top Z` [d_prev, d_new] and
-  ``energy`` = :math:`\lVert Y \rVert_F^2` (see :func:`orthogonal_transform` for the two cases), so a fit can stream
-  its rows into the statistics. ``tolerance``, ``max_iterations``: the projection case stops when an iteration
-  lowers the loss by less than this share of it, or after this many iterations."""
+  r"""The semi-orthogonal Q [d_prev, d_new] minimising :math:`\lVert Z Q^\top - Y \rVert_F^2` from moments.
+
+  The semi-orthogonal Q [d_prev, d_new] minimising :math:`\lVert Z Q^\top - Y \rVert_F^2` from the sufficient statistics
+  ``gram`` = :math:`Z^\top Z` [d_new, d_new], ``cross`` = :math:`Y^\top Z` [d_prev, d_new] and ``energy`` =
+  :math:`\lVert Y \rVert_F^2` (see :func:`orthogonal_transform` for the two cases), so a fit can stream its rows into
+  the statistics. ``tolerance``, ``max_iterations``: the projection case stops when an iteration lowers the loss by less
+  than this share of it, or after this many iterations.
+  """
   d_prev, d_new = cross.shape
   if d_prev >= d_new:
     u, _, vt = jnp.linalg.svd(cross, full_matrices=False)
@@ -262,8 +273,11 @@ def procrustes(
 def _projection_procrustes(
   gram: jax.Array, cross: jax.Array, energy: jax.Array, max_iterations: int = 500, tolerance: float = 1e-12
 ):
-  """Green and Gower's majorisation for min ||Z Q^T - Y||^2 over Q [p, d] with orthonormal rows, from
-  ``gram`` = Z^T Z [d, d], ``cross`` = Y^T Z [p, d] and ``energy`` = ||Y||^2 (see :func:`orthogonal_transform`)."""
+  """Green and Gower's majorisation for the projection Procrustes problem.
+
+  Green and Gower's majorisation for min ||Z Q^T - Y||^2 over Q [p, d] with orthonormal rows, from ``gram`` = Z^T Z [d,
+  d], ``cross`` = Y^T Z [p, d] and ``energy`` = ||Y||^2 (see :func:`orthogonal_transform`).
+  """
   p, d = cross.shape
 
   def square_procrustes(q_perp):
@@ -303,8 +317,10 @@ def _pair(fn: str, z_new, z_prev) -> tuple[jax.Array, jax.Array]:
 
 @functools.cache
 def affine_transform(*, rank: int | None = None) -> BackwardTransform:
-  r"""An affine :math:`B_k(z) = W z + b`: ``{"w": [D_(k-1), D_k], "b": [D_(k-1)]}``, or with ``rank`` r
-  :math:`W = U V^\top`: ``{"u": [D_(k-1), r], "v": [D_k, r], "b": [D_(k-1)]}`` (r <= min(D_(k-1), D_k)).
+  r"""An affine backward map :math:`B_k(z) = W z + b`, full rank or of rank r.
+
+  An affine :math:`B_k(z) = W z + b`: ``{"w": [D_(k-1), D_k], "b": [D_(k-1)]}``, or with ``rank`` r :math:`W = U
+  V^\top`: ``{"u": [D_(k-1), r], "v": [D_k, r], "b": [D_(k-1)]}`` (r <= min(D_(k-1), D_k)).
 
   ``fit``: with centred rows :math:`\bar Z = Z - \mathbf 1 \mu^\top`, :math:`W_{\rm LS}` is the least-squares map
   of :math:`\bar Z_k` onto :math:`\bar Z_{k-1}`; for rank r, :math:`W = P_r W_{\rm LS}` with :math:`P_r` the
@@ -358,9 +374,12 @@ def affine_transform(*, rank: int | None = None) -> BackwardTransform:
 
 @functools.cache
 def mlp_transform(*, hidden: int = 64) -> BackwardTransform:
-  r"""A residual MLP :math:`B_k(z) = S z + W_2\,\mathrm{relu}(W_1 z + b_1) + b_2` with ``hidden`` units (default 64):
-  ``{"s": [D_(k-1), D_k], "w1": [h, D_k], "b1": [h], "w2": [D_(k-1), h], "b2": [D_(k-1)]}``. S starts as the
-  linear kind's W and :math:`W_2 = 0`, so training starts from a linear map; no closed-form fit."""
+  r"""A residual MLP backward map with ``hidden`` units (default 64).
+
+  A residual MLP :math:`B_k(z) = S z + W_2\,\mathrm{relu}(W_1 z + b_1) + b_2` with ``hidden`` units (default 64):
+  ``{"s": [D_(k-1), D_k], "w1": [h, D_k], "b1": [h], "w2": [D_(k-1), h], "b2": [D_(k-1)]}``. S starts as the linear
+  kind's W and :math:`W_2 = 0`, so training starts from a linear map; no closed-form fit.
+  """
   hidden = _checks.check_positive_int("mlp", "hidden", hidden)
 
   def init(key, d_prev, d_new, dtype=jnp.float32):
@@ -394,8 +413,10 @@ mlp."""
 
 
 def backward_transform(kind: str, **hparams) -> BackwardTransform:
-  """The transform of a kind by name with its hyper-parameters, e.g. ``transform("affine", rank=8)`` (the inverse of
-  ``(t.kind, dict(t.hparams))``, which is how registries store a kind).
+  """The transform of a kind by name with its hyper-parameters.
+
+  E.g. ``transform("affine", rank=8)`` (the inverse of ``(t.kind, dict(t.hparams))``, which is how registries store a
+  kind).
 
   Examples:
     >>> from bcjax.alignment import backward_transform

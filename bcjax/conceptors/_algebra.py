@@ -67,8 +67,11 @@ def _as_square(fn: str, name: str, m) -> jax.Array:
 
 
 def _as_conceptor(fn: str, name: str, c) -> jax.Array:
-  """A square symmetric [..., N, N] array whose eigenvalues lie in [0, 1] (checked on concrete inputs, to round-off
-  100·N·eps): the Boolean operations are only defined, and only return conceptors, for such matrices."""
+  """A square symmetric [..., N, N] array whose eigenvalues lie in [0, 1].
+
+  (checked on concrete inputs, to round-off 100·N·eps): the Boolean operations are only defined, and only return
+  conceptors, for such matrices.
+  """
   c = _as_square(fn, name, c)
   if _checks.is_concrete(c) and c.size:
     host = np.asarray(c, np.float64)
@@ -290,7 +293,8 @@ def conjunction(c: ArrayLike, b: ArrayLike, *, tol: float | None = None) -> jax.
   formula with pseudo-inverses, i.e. the derivative along rank-preserving perturbations).
 
   Args:
-    c, b: conceptors, [..., N, N].
+    c: a conceptor, [..., N, N].
+    b: a conceptor, [..., N, N].
     tol: eigenvalues <= tol count as 0; default :func:`default_tol`.
 
   Returns:

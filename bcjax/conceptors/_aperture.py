@@ -72,8 +72,11 @@ def _spectrum(r: jax.Array) -> jax.Array:
 
 
 def _norm_gradient_at(log_alpha: jax.Array, log_sigma: jax.Array) -> jax.Array:
-  r"""∇ at log α (any shape [...]) of the spectrum log σ [N]: Σ_i 4 x_i² / (1 + x_i)³ in log space, so that neither
-  huge nor tiny x_i overflows (σ_i = 0 gives log σ_i = -inf and contributes exactly 0)."""
+  r"""The aperture-norm gradient at log α of the spectrum log σ, in log space.
+
+  ∇ at log α (any shape [...]) of the spectrum log σ [N]: Σ_i 4 x_i² / (1 + x_i)³ in log space, so that neither huge nor
+  tiny x_i overflows (σ_i = 0 gives log σ_i = -inf and contributes exactly 0).
+  """
   log_x = 2.0 * log_alpha[..., None] + log_sigma
   return jnp.sum(4.0 * jnp.exp(2.0 * log_x - 3.0 * jnp.logaddexp(0.0, log_x)), axis=-1)
 
@@ -119,7 +122,7 @@ def aperture_norm_gradient(r: ArrayLike, alpha: ArrayLike) -> jax.Array:
 
 
 def _optimal_log_aperture(sigma: jax.Array, grid_size: int, refine_steps: int) -> jax.Array:
-  """log α* for one spectrum σ [N] (non-negative, not all zero)."""
+  """Log α* for one spectrum σ [N] (non-negative, not all zero)."""
   n = sigma.shape[-1]
   top = jnp.max(sigma)
   # Eigenvalues at round-off level of the largest are numerically zero; their peaks would stretch the bracket to
@@ -189,7 +192,8 @@ def optimal_aperture(r: ArrayLike, *, grid_size: int = 64, refine_steps: int = 6
 
 
 def relative_aperture(r: ArrayLike, *, ratio: ArrayLike = 2.0) -> jax.Array:
-  r"""The aperture that puts R's mean eigenvalue at :math:`x = \rho`:
+  r"""The aperture that puts R's mean eigenvalue at :math:`x = \rho`.
+
   :math:`\alpha = \sqrt{\rho N / \operatorname{tr} R}`.
 
   The cheap scale-normalised rule (no eigendecomposition): the mean eigenvalue :math:`\bar\sigma` gets conceptor

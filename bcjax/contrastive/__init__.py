@@ -1,5 +1,7 @@
-"""Incremental contrastive learning (ICL): InfoNCE, the change ratio, NCE-II and the ICL objective; first-order
-meta-optimisation; learning-rate learning with DDPG.
+"""Incremental contrastive learning (ICL).
+
+InfoNCE, the change ratio, NCE-II and the ICL objective; first-order meta-optimisation; learning-rate learning with
+DDPG.
 
 The learning-rate agent's names (:class:`LearningRateAgent`, :func:`ddpg` and their states) are flax NNX networks:
 they load on first use and need ``bcjax[models]``; everything else needs the core install only.

@@ -1,5 +1,7 @@
-r"""Contrastive losses of incremental contrastive learning (ICL): InfoNCE (NCE-I), the change ratio and the unbiased
-Incremental InfoNCE (NCE-II), and InfoNCE over the grown data with mixed old/new negatives.
+r"""Contrastive losses of incremental contrastive learning (ICL).
+
+InfoNCE (NCE-I), the change ratio and the unbiased Incremental InfoNCE (NCE-II), and InfoNCE over the grown data with
+mixed old/new negatives.
 
 With :math:`f(a, b) = \exp(\cos(z_a, z_b)/\tau)`, :math:`f^+_i = f(x_i, x_i^+)` and K negatives,
 
@@ -132,7 +134,7 @@ def _in_batch_terms(anchor, positive, where, temperature, axis_name):
 
 
 def _extra_terms(anchor, negatives, negatives_where, temperature, axis_name):
-  """log Σ_k f(a_i, n_k) over the real extra negatives of every device, [B]."""
+  """Log Σ_k f(a_i, n_k) over the real extra negatives of every device, [B]."""
   negs = _gather(negatives, axis_name)
   mask = _gather(jnp.ones(negatives.shape[0], bool) if negatives_where is None else negatives_where, axis_name)
   return _masked_logsumexp(
@@ -150,8 +152,9 @@ def info_nce(
   where: ArrayLike | None = None,
   axis_name: str | None = None,
 ) -> jax.Array:
-  r"""NCE-I (eq. 1), one direction as in the reference: :math:`-\log(f^+_i / (f^+_i + \sum_k f^-_{ik}))`, averaged
-  over the real anchors.
+  r"""NCE-I (eq. 1), one direction as in the reference.
+
+  :math:`-\log(f^+_i / (f^+_i + \sum_k f^-_{ik}))`, averaged over the real anchors.
 
   Without ``negatives`` the K = B − 1 negatives of anchor i are the other samples' positive views (the reference's
   in-batch form); with ``negatives`` [M, D] they are those rows instead (e.g. a noise set S).
@@ -182,7 +185,8 @@ def log_change_ratio(
   where: ArrayLike | None = None,
   axis_name: str | None = None,
 ) -> jax.Array:
-  r""":math:`\log r_i` (eq. 6) per old anchor, [B]:
+  r""":math:`\log r_i` (eq. 6) per old anchor, [B].
+
   :math:`\log(f^+_i + \sum_k f(x_i, \Delta x_k)) - \log(f^+_i + \sum_k f(x_i, x_k))`.
 
   The new-data sum runs over ``new_negatives`` [M, D]; the old-data sum over ``old_negatives`` when given, else over
@@ -210,8 +214,10 @@ def change_ratio(*args, **kwargs) -> jax.Array:
 
 
 def nce_ii_from_log_ratio(log_r: ArrayLike, alpha) -> jax.Array:
-  r""":math:`\log((1-\alpha) + \alpha e^{\log r})` elementwise, stably (logaddexp); exactly 0 when α = 0 or r = 1,
-  with finite gradients at α ∈ {0, 1}."""
+  r""":math:`\log((1-\alpha) + \alpha e^{\log r})` elementwise, stably (logaddexp).
+
+  Exactly 0 when α = 0 or r = 1, with finite gradients at α ∈ {0, 1}.
+  """
   log_r = jnp.asarray(log_r)
   alpha = jnp.asarray(alpha, log_r.dtype)
   safe = jnp.clip(alpha, 1e-30, 1.0 - 1e-7)  # log(0) would make the gradient NaN through the unused branch
@@ -254,23 +260,31 @@ def nce_ii(
 
 
 def old_negative_count(alpha: float, batch_size: int) -> int:
-  r"""old_num = ⌊(1 − α)(B − 1)⌋: old negatives per new anchor, so the B − 1 negatives split as (1 − α) : α
-  (a Monte-Carlo estimate of :math:`\mathbb E_{X'} = (1-\alpha)\mathbb E_X + \alpha \mathbb E_{\Delta X}`, Lemma 1).
-  Computed in float64 like the reference (α = 0.7, B = 32 gives 9)."""
+  r"""The number of old negatives per new anchor, :math:`\lfloor (1 - \alpha)(B - 1) \rfloor`.
+
+  old_num = ⌊(1 − α)(B − 1)⌋: old negatives per new anchor, so the B − 1 negatives split as (1 − α) : α (a Monte-Carlo
+  estimate of :math:`\mathbb E_{X'} = (1-\alpha)\mathbb E_X + \alpha \mathbb E_{\Delta X}`, Lemma 1). Computed in
+  float64 like the reference (α = 0.7, B = 32 gives 9).
+  """
   _check_alpha("old_negative_count", alpha)
   batch_size = _checks.check_positive_int("old_negative_count", "batch_size", batch_size)
   return int(math.floor((1.0 - float(alpha)) * (batch_size - 1)))
 
 
 def new_negative_mask(batch_size: int, new_num: int) -> jax.Array:
-  r"""[B, B] mask of the in-batch new negatives of :func:`mixed_info_nce`: :math:`M_{ij} = (j \ne i) \wedge
-  (j < n_{\rm new} + 1[i < n_{\rm new}])`, so every anchor gets exactly ``new_num`` of them (the reference)."""
+  r"""[B, B] mask of the in-batch new negatives of :func:`mixed_info_nce`.
+
+  :math:`M_{ij} = (j \ne i) \wedge (j < n_{\rm new} + 1[i < n_{\rm new}])`, so every anchor gets exactly ``new_num`` of
+  them (the reference).
+  """
   return _new_negatives(jnp.arange(batch_size), jnp.arange(batch_size), new_num)
 
 
 def _new_negatives(rows: jax.Array, columns: jax.Array, new_num: int) -> jax.Array:
-  """:func:`new_negative_mask`'s rule on the samples' positions p in the batch: M_ij = (p_j != p_i) and
-  (p_j < new_num + 1[p_i < new_num])."""
+  """:func:`new_negative_mask`'s rule on the samples' positions p in the batch.
+
+  M_ij = (p_j != p_i) and (p_j < new_num + 1[p_i < new_num]).
+  """
   i, j = rows[:, None], columns[None, :]
   return (j != i) & (j < new_num + (i < new_num))
 
@@ -287,9 +301,10 @@ def mixed_info_nce(
   positions: ArrayLike | None = None,
   axis_name: str | None = None,
 ) -> jax.Array:
-  r"""NCE-I over :math:`X'` for new anchors (eq. 9's second term) with mixed negatives: ``new_num`` in-batch new
-  negatives (:func:`new_negative_mask`) plus the ``old_negatives`` [old_num, D] drawn from the old data, where
-  old_num = :func:`old_negative_count` and new_num = B − 1 − old_num. Averaged over the real anchors.
+  r"""NCE-I over :math:`X'` for new anchors (eq. 9's second term) with mixed negatives.
+
+  ``new_num`` in-batch new negatives (:func:`new_negative_mask`) plus the ``old_negatives`` [old_num, D] drawn from the
+  old data, where old_num = :func:`old_negative_count` and new_num = B − 1 − old_num. Averaged over the real anchors.
 
   The reference picks the new negatives by the samples' positions in the batch. ``positions`` [B] gives each row's
   position (default: its row index, offset by the rows of the devices before it under ``axis_name``); a batch split
@@ -322,7 +337,10 @@ def mixed_info_nce(
 
 
 def icl_objective(nce_ii_mean: ArrayLike, nce_i_new_mean: ArrayLike, alpha) -> jax.Array:
-  r"""The ICL objective (eq. 9) per sample: :math:`\frac{1}{N+\Delta N}\big(\sum_X L^{II} + \sum_{\Delta X}
-  L^{I,X'}\big) = (1-\alpha)\,\bar L^{II} + \alpha\,\bar L^{I,X'}` from the two batch means."""
+  r"""The ICL objective (eq. 9) per sample, from the two batch means.
+
+  The ICL objective (eq. 9) per sample: :math:`\frac{1}{N+\Delta N}\big(\sum_X L^{II} + \sum_{\Delta X} L^{I,X'}\big) =
+  (1-\alpha)\,\bar L^{II} + \alpha\,\bar L^{I,X'}` from the two batch means.
+  """
   _check_alpha("icl_objective", alpha)
   return (1.0 - alpha) * jnp.asarray(nce_ii_mean) + alpha * jnp.asarray(nce_i_new_mean)

@@ -1,5 +1,7 @@
-r"""Learning-rate learning of ICL (section 3.3.2): a DDPG agent whose action is the next step's learning rate, as
-pure jittable functions of a NamedTuple state in the optax style (a factory returns ``init`` and the steps).
+r"""Learning-rate learning of ICL (section 3.3.2).
+
+A DDPG agent whose action is the next step's learning rate, as pure jittable functions of a NamedTuple state in the
+optax style (a factory returns ``init`` and the steps).
 
 MDP (the paper, with the reference code's concrete choices where the paper is silent):
 
@@ -123,8 +125,10 @@ class DDPG(NamedTuple):
 
 
 def _distinct_buffers(state):
-  """A copy of every leaf: the targets start equal to the online networks, and a jitted step that donates its state
-  cannot take one buffer twice."""
+  """A copy of every leaf.
+
+  The targets start equal to the online networks, and a jitted step that donates its state cannot take one buffer twice.
+  """
   return copy_tree(state)
 
 
@@ -234,8 +238,11 @@ def _no_update() -> dict:
 
 
 class AgentState(NamedTuple):
-  """The state of a :func:`learning_rate_agent`: the DDPG agent, the window of the recent losses and the pending
-  transition (the last action, its window and the loss it was taken at)."""
+  """The state of a :func:`learning_rate_agent`.
+
+  The DDPG agent, the window of the recent losses and the pending transition (the last action, its window and the loss
+  it was taken at).
+  """
 
   ddpg: DDPGState
   history: jax.Array  # [window] the last losses, oldest first, zero right-padded

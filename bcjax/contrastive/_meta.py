@@ -33,9 +33,12 @@ LossFn = Callable[[Any, Any, Any], tuple[jax.Array, Any]]
 def inner_step_count(
   alpha: float, *, rule: str = "paper", old_batches: int | None = None, new_batches: int | None = None
 ) -> int:
-  r"""Support steps per query batch: :math:`\max(\lceil (1-\alpha)/\alpha \rceil, 1)` (the paper), or
-  ``rule="batch-ratio"``: :math:`\max(\lfloor \#\text{old batches} / \#\text{new batches} \rfloor, 1)` (the
-  reference code; e.g. 2 instead of 3 on PROTEINS at α = 0.3)."""
+  r"""Support steps per query batch.
+
+  :math:`\max(\lceil (1-\alpha)/\alpha \rceil, 1)` (the paper), or ``rule="batch-ratio"``: :math:`\max(\lfloor
+  \#\text{old batches} / \#\text{new batches} \rfloor, 1)` (the reference code; e.g. 2 instead of 3 on PROTEINS at α =
+  0.3).
+  """
   alpha = _checks.as_float_in("inner_step_count", "alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
   if rule == "paper":
     # the tolerance keeps (1 - 0.5) / 0.5 = 1 from becoming 2 through rounding error
@@ -54,8 +57,11 @@ def inner_step_count(
 
 
 def sgd_step(params, grads, learning_rate):
-  """θ − lr·g over a pytree (the plain SGD step of the inner loop and of the learned-rate variants); each leaf keeps
-  its dtype whatever the rate's (a float64 rate must not promote float32 parameters)."""
+  """θ − lr·g over a pytree.
+
+  (the plain SGD step of the inner loop and of the learned-rate variants); each leaf keeps its dtype whatever the rate's
+  (a float64 rate must not promote float32 parameters).
+  """
   return jax.tree.map(lambda p, g: (p - learning_rate * g).astype(jnp.result_type(p)), params, grads)
 
 
@@ -86,13 +92,17 @@ def first_order_meta_gradient(
   stacked: bool = False,
   rate_state: Any = None,
 ) -> MetaGradient:
-  r"""Runs the inner SGD steps on ``support_batches`` from θ and returns the query loss and its gradient at the fast
-  weights θ' (eq. 12, first order). Pure; jittable when the loss functions and the rates are.
+  r"""The query loss and its first-order meta-gradient after inner SGD steps (eq. 12).
+
+  Runs the inner SGD steps on ``support_batches`` from θ and returns the query loss and its gradient at the fast weights
+  θ' (eq. 12, first order). Pure; jittable when the loss functions and the rates are.
 
   Args:
-    support_loss, query_loss: ``loss(params, aux, batch) -> (loss, aux)``; ``aux`` (e.g. BatchNorm statistics) is
-      threaded through every call in order.
-    params, aux: θ and the initial auxiliary state.
+    support_loss: ``loss(params, aux, batch) -> (loss, aux)`` of the inner steps; ``aux`` (e.g. BatchNorm
+      statistics) is threaded through every call in order.
+    query_loss: the same for the query batch.
+    params: θ.
+    aux: the initial auxiliary state.
     support_batches: one batch per inner step (n_inner of them), as a sequence (the steps are unrolled), or with
       ``stacked=True`` one pytree whose leaves carry the steps on a leading axis (the steps run as one
       ``jax.lax.scan``, so the step is traced once whatever n_inner).

@@ -1,5 +1,7 @@
-"""The replay buffer of ICL's learning-rate agent (section 3.3.2): a fixed-capacity ring of transitions and uniform
-draws from it without replacement, as pure jittable functions of NamedTuples (no flax: the buffer is plain arrays).
+"""The replay buffer of ICL's learning-rate agent (section 3.3.2).
+
+A fixed-capacity ring of transitions and uniform draws from it without replacement, as pure jittable functions of
+NamedTuples (no flax: the buffer is plain arrays).
 
 Reference: Lillicrap et al., "Continuous control with deep reinforcement learning", ICLR 2016 (experience replay).
 """
@@ -19,8 +21,10 @@ class Transitions(NamedTuple):
 
 
 class ReplayBuffer(NamedTuple):
-  """A fixed-capacity ring buffer of transitions: ``data`` rows [capacity, ...], ``size`` rows held, ``at`` the next
-  row written (the oldest once full)."""
+  """A fixed-capacity ring buffer of transitions.
+
+  ``data`` rows [capacity, ...], ``size`` rows held, ``at`` the next row written (the oldest once full).
+  """
 
   data: Transitions
   size: jax.Array  # int32 []
@@ -49,8 +53,11 @@ def replay_add(buffer: ReplayBuffer, transition: Transitions) -> ReplayBuffer:
 
 
 def _distinct_rows(key: jax.Array, n: jax.Array, k: int) -> jax.Array:
-  """k distinct uniform draws from range(n) (n ≥ k, traced) by Floyd's algorithm: for j = n − k … n − 1 draw t from
-  range(j + 1) and keep t, or j when t is already kept. O(k²) work whatever n (no permutation of the buffer)."""
+  """K distinct uniform draws from range(n) (n ≥ k, traced) by Floyd's algorithm.
+
+  For j = n − k … n − 1 draw t from range(j + 1) and keep t, or j when t is already kept. O(k²) work whatever n (no
+  permutation of the buffer).
+  """
   keys = jax.random.split(key, k)
 
   def draw(i, chosen):

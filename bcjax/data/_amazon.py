@@ -1,5 +1,7 @@
-"""Amazon review data (McAuley lab) as an evolving user–item graph: 5-core reviews plus product metadata, in either
-public release, told apart by the files' content rather than their names.
+"""Amazon review data (McAuley lab) as an evolving user–item graph.
+
+5-core reviews plus product metadata, in either public release, told apart by the files' content rather than their
+names.
 
 * 2018 release (Ni, Li & McAuley 2019): ``{Category}_5.json.gz`` and ``meta_{Category}.json.gz``, one JSON object per
   line; reviews carry ``verified``/``vote``/``style``, products a flat ``category`` list and ``brand``.
@@ -52,8 +54,11 @@ _REVIEW_2014 = {"helpful"}
 
 
 class Reviews(NamedTuple):
-  """Reviews in file order: reviewer ids, product ids (asin), ratings, YYYYMMDD days, and the release the content
-  matches ("2014", "2018", or "2014/2018" when no line carries a release-specific field)."""
+  """Reviews in file order.
+
+  Reviewer ids, product ids (asin), ratings, YYYYMMDD days, and the release the content matches ("2014", "2018", or
+  "2014/2018" when no line carries a release-specific field).
+  """
 
   users: list
   items: list
@@ -63,8 +68,11 @@ class Reviews(NamedTuple):
 
 
 class Metadata(NamedTuple):
-  """Product attributes: ``attributes[group][asin]`` is a list of values ("category", "brand"), ``release`` the
-  release the content matches, ``notes`` what was dropped on the way."""
+  """Product attributes.
+
+  ``attributes[group][asin]`` is a list of values ("category", "brand"), ``release`` the release the content matches,
+  ``notes`` what was dropped on the way.
+  """
 
   attributes: dict[str, dict[str, list[str]]]
   release: str
@@ -154,9 +162,10 @@ def _string_list(path: Path, lineno: int, key: str, value) -> list[str]:
 
 
 def read_metadata(path: str | os.PathLike) -> Metadata:
-  """Reads a product metadata file of either release: brand and category bags per asin (a later line for the same
-  asin wins). 2018's ``category`` loses its ``</span>`` entries (the reference's filter); 2014's ``categories``
-  paths are flattened to the distinct names on them.
+  """Reads a product metadata file of either release.
+
+  Brand and category bags per asin (a later line for the same asin wins). 2018's ``category`` loses its ``</span>``
+  entries (the reference's filter); 2014's ``categories`` paths are flattened to the distinct names on them.
 
   Raises:
     DataFormatError: a malformed line (file and line), a field of the wrong type, lines of both releases, or a file
@@ -216,10 +225,12 @@ def _first_file(folders, names) -> Path | None:
 def amazon_files(
   category: str, data_dir: str | os.PathLike | None = None, *, download: bool = False, release: str = "2018"
 ) -> tuple[Path, Path | None]:
-  """Paths of a category's 5-core reviews and metadata in ``data_dir`` (or its ``category`` sub-folder) or the
-  cache, under either release's names (``{category}_5.json.gz`` / ``reviews_{category}_5.json.gz``, and
-  ``meta_{category}.json.gz``; plain ``.json`` too). Missing files are fetched from ``release``'s site when
-  ``download``. The metadata path is None when there is none (the graph then has no item attributes).
+  """Paths of a category's 5-core reviews and metadata.
+
+  Paths of a category's 5-core reviews and metadata in ``data_dir`` (or its ``category`` sub-folder) or the cache, under
+  either release's names (``{category}_5.json.gz`` / ``reviews_{category}_5.json.gz``, and ``meta_{category}.json.gz``;
+  plain ``.json`` too). Missing files are fetched from ``release``'s site when ``download``. The metadata path is None
+  when there is none (the graph then has no item attributes).
 
   Raises:
     FileNotFoundError: no reviews file and ``download`` is False (the message lists where it looked).
@@ -256,9 +267,12 @@ def load_amazon(
   release: str = "2018",
   min_count: int = 5,
 ) -> EvolvingGraph:
-  """A category's reviews with brand and category bags (see :mod:`bcjax.data._amazon`), from ``reviews``/``meta``
-  paths or found by :func:`amazon_files`. Without metadata the graph has no item attributes; the graph's ``notes``
-  say so, and count every review, product or category entry that was dropped."""
+  """A category's reviews with brand and category bags, as an evolving graph.
+
+  A category's reviews with brand and category bags (see :mod:`bcjax.data._amazon`), from ``reviews``/``meta`` paths or
+  found by :func:`amazon_files`. Without metadata the graph has no item attributes; the graph's ``notes`` say so, and
+  count every review, product or category entry that was dropped.
+  """
   if reviews is None:
     if category is None:
       raise ValueError("load_amazon: pass a `category` (with `data_dir` or `download`) or a `reviews` file")

@@ -73,10 +73,13 @@ def item_rating_threshold(split0: VersionSplit) -> float:
 def task_examples(
   task: str, split: VersionSplit, *, fit: bool = False, tau: float | None = None, std: Convention = "unbiased"
 ) -> TaskExamples:
-  """The examples of ``task`` at one step: ``fit=True`` gives the consumer's training set (train edges / train-only
-  item statistics), ``fit=False`` the evaluation set (val edges / train-plus-val statistics). User tasks are the
-  same either way. ``tau`` is required by ``binary-item-rating-avg``; ``std`` is the convention of
-  ``binary-item-rating-std``'s standard deviation (see :func:`item_rating_stats`)."""
+  """The examples of ``task`` at one step.
+
+  ``fit=True`` gives the consumer's training set (train edges / train-only item statistics), ``fit=False`` the
+  evaluation set (val edges / train-plus-val statistics). User tasks are the same either way. ``tau`` is required by
+  ``binary-item-rating-avg``; ``std`` is the convention of ``binary-item-rating-std``'s standard deviation (see
+  :func:`item_rating_stats`).
+  """
   if task == "binary-edge-rating":
     user, item, rating = (
       (split.train_user, split.train_item, split.train_rating)

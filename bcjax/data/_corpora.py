@@ -14,8 +14,11 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 def movielens_corpus(ratings: Ratings, *, val_fraction: float = 0.2, seed: int = 0) -> PairCorpus:
-  """MovieLens as the paper's regression task (App. F): left = user id, right = movie id + release year + bag of
-  genres, target = the rating; an (80 %, 20 %) random split by default."""
+  """MovieLens as the paper's regression task (App. F).
+
+  Left = user id, right = movie id + release year + bag of genres, target = the rating; an (80 %, 20 %) random split by
+  default.
+  """
   vocab = Vocabulary()
   user = vocab.ids("user", ratings.num_users)
   movie = vocab.ids("movie", ratings.num_items)
@@ -39,8 +42,10 @@ def title_ngrams(title: str, n: int = 2) -> tuple[str, ...]:
 def page_corpus(
   titles, categories, links: np.ndarray, *, val_fraction: float = 0.1, seed: int = 0, name: str = "pages"
 ) -> PairCorpus:
-  """Pages as both left and right entities with the paper's features (page id, title n-grams, categories); the
-  observed pairs are the links (target 1), split (90 %, 10 %) by default."""
+  """Pages as both left and right entities with the paper's features.
+
+  (page id, title n-grams, categories); the observed pairs are the links (target 1), split (90 %, 10 %) by default.
+  """
   vocab = Vocabulary()
   pages = FeatureBags(
     (
@@ -57,7 +62,9 @@ def page_corpus(
 
 
 def load_wikipedia_links(path: str | os.PathLike, *, val_fraction: float = 0.1, seed: int = 0) -> PairCorpus:
-  """Loads a link graph in the Wikipedia-links format: a folder with
+  """Loads a link graph in the Wikipedia-links format.
+
+  The format is a folder with
 
   * ``pages.tsv``: ``page_id<TAB>title<TAB>category|category|...`` (categories may be empty), one page per line;
   * ``links.tsv``: ``source_page_id<TAB>target_page_id``, one directed intra-site link per line.

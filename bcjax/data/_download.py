@@ -1,5 +1,7 @@
-"""A download cache for public datasets: files are fetched once, atomically, and a missing network is reported with
-what to do instead."""
+"""A download cache for public datasets.
+
+Files are fetched once, atomically, and a missing network is reported with what to do instead.
+"""
 
 import hashlib
 import os

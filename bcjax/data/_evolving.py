@@ -73,8 +73,11 @@ def _first_appearance(keys: np.ndarray) -> np.ndarray:
 def _bags(
   fn: str, group: str, values: Mapping[Hashable, Sequence[str]], owner_keys: Sequence[Hashable], min_count: int
 ) -> tuple[Bags, str]:
-  """Bags of the owners (in id order) and a note of what was kept; values occurring fewer than ``min_count`` times
-  are dropped and the kept vocabulary is ordered by frequency (ties by first occurrence)."""
+  """Bags of the owners (in id order) and a note of what was kept.
+
+  Values occurring fewer than ``min_count`` times are dropped and the kept vocabulary is ordered by frequency (ties by
+  first occurrence).
+  """
   per_owner = []
   for key in owner_keys:
     bag = values.get(key, ())
@@ -120,8 +123,10 @@ def evolving_graph(
   interactions are kept as multi-edges.
 
   Args:
-    users, items: raw keys per interaction, [E].
-    ratings: [E]; times: [E] integers (any resolution: days, seconds).
+    users: the user's raw key per interaction, [E].
+    items: the item's raw key per interaction, [E].
+    ratings: the rating per interaction, [E].
+    times: the time per interaction, [E] integers (any resolution: days, seconds).
     item_attributes: group -> {raw item key: sequence of attribute strings}; a missing key is an empty bag.
     user_attributes: the same for users (optional; the reference model ignores them).
     min_count: a value is kept when it occurs at least this often over all bags of its group (the reference: 5).
@@ -245,11 +250,12 @@ def bags_upto(bags: Bags, num_owners: int) -> Bags:
 
 
 def sample_users(graph: EvolvingGraph, max_edges: int, *, seed: int = 0) -> EvolvingGraph:
-  """A subgraph of at most ``max_edges`` edges that keeps the graph's whole time span: users are taken in a seeded
-  random order, each with every one of its edges, while the running total fits (always at least one user). The kept
-  edges keep their time order; users and items are renumbered by first appearance, and each attribute group keeps
-  the bags of the kept owners (vocabularies unchanged). The graph itself when it already fits; otherwise a note
-  says what was kept.
+  """A subgraph of at most ``max_edges`` edges that keeps the graph's whole time span.
+
+  Users are taken in a seeded random order, each with every one of its edges, while the running total fits (always at
+  least one user). The kept edges keep their time order; users and items are renumbered by first appearance, and each
+  attribute group keeps the bags of the kept owners (vocabularies unchanged). The graph itself when it already fits;
+  otherwise a note says what was kept.
 
   Raises:
     ValueError: ``max_edges`` is not a positive integer.

@@ -41,8 +41,11 @@ def drop_nodes(graph: Graph, rng: np.random.Generator, ratio: float = 0.1) -> Gr
 
 
 def subgraph(graph: Graph, rng: np.random.Generator, ratio: float = 0.2, *, expand: bool = True) -> Graph:
-  """A random connected node set grown from a random seed node, one random frontier node at a time, until it has more
-  than ⌊ratio·n⌋ nodes or the frontier is empty; keeps the edges inside it."""
+  """A random connected node set grown from a random seed node.
+
+  One random frontier node at a time, until it has more than ⌊ratio·n⌋ nodes or the frontier is empty; keeps the edges
+  inside it.
+  """
   x, s, r = graph
   n = len(x)
   order = np.argsort(s, kind="stable")

@@ -71,8 +71,11 @@ def pad_graphs(
 
 
 def repad_graphs(graphs: jraph.GraphsTuple, node_budget: int, edge_budget: int) -> jraph.GraphsTuple:
-  """A batch from :func:`pad_graphs` grown to larger budgets: the padding graph takes the new nodes (zeros) and the
-  new edges (self-loops on its first node), so the result equals packing the same graphs with these budgets."""
+  """A batch from :func:`pad_graphs` grown to larger budgets.
+
+  The padding graph takes the new nodes (zeros) and the new edges (self-loops on its first node), so the result equals
+  packing the same graphs with these budgets.
+  """
   nodes, senders = np.asarray(graphs.nodes), np.asarray(graphs.senders)
   n_node, n_edge = np.array(graphs.n_node, np.int32), np.array(graphs.n_edge, np.int32)
   extra_nodes, extra_edges = node_budget - nodes.shape[0], edge_budget - senders.shape[0]

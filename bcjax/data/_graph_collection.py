@@ -1,5 +1,8 @@
-"""A collection of small graphs (graph classification datasets) held as flat NumPy arrays, and the operations the
-contrastive experiments need on it: selecting graphs, node features, and the old/new split by growth ratio."""
+"""A collection of small graphs (graph classification datasets) held as flat NumPy arrays.
+
+And the operations the contrastive experiments need on it: selecting graphs, node features, and the old/new split by
+growth ratio.
+"""
 
 from typing import NamedTuple
 
@@ -112,10 +115,11 @@ def _global_edges(collection: GraphCollection) -> tuple[np.ndarray, np.ndarray]:
 
 
 def local_degree_profile(collection: GraphCollection, *, std: Convention = "population") -> np.ndarray:
-  r"""Local degree profile features (Cai & Wang 2018), [N, 5]: for node v,
-  :math:`[\deg v, \min_{u \in N(v)} \deg u, \max, \operatorname{mean}, \operatorname{std}]` with N(v) the
-  out-neighbours and degrees counted over senders, as PyTorch Geometric's ``LocalDegreeProfile`` (the same thing on
-  the symmetric edge lists of undirected graphs). Nodes without neighbours get 0 for the four neighbour statistics.
+  r"""Local degree profile features (Cai & Wang 2018), [N, 5].
+
+  For node v, :math:`[\deg v, \min_{u \in N(v)} \deg u, \max, \operatorname{mean}, \operatorname{std}]` with N(v) the
+  out-neighbours and degrees counted over senders, as PyTorch Geometric's ``LocalDegreeProfile`` (the same thing on the
+  symmetric edge lists of undirected graphs). Nodes without neighbours get 0 for the four neighbour statistics.
 
   ``std`` picks the standard deviation's convention (:func:`segment_std`): the population one by default (the
   definition of the profile); ``"torch_scatter"`` reproduces the ICL reference code's pinned PyG 1.6.3, whose
@@ -140,14 +144,17 @@ def local_degree_profile(collection: GraphCollection, *, std: Convention = "popu
 
 
 def normalize_rows(features: np.ndarray) -> np.ndarray:
-  """Row-normalises features by their row sum, clamped at 1 (PyTorch Geometric's ``NormalizeFeatures`` as used by
-  the ICL reference), [N, F]."""
+  """Row-normalises features by their row sum, clamped at 1.
+
+  (PyTorch Geometric's ``NormalizeFeatures`` as used by the ICL reference), [N, F].
+  """
   features = np.asarray(features, np.float64)
   return (features / np.maximum(features.sum(axis=1, keepdims=True), 1.0)).astype(np.float32)
 
 
 def growth_split(num: int, alpha: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-  r"""Random i.i.d. old/new split by growth ratio :math:`\alpha = \Delta N / (N + \Delta N)`:
+  r"""Random i.i.d. old/new split by growth ratio :math:`\alpha = \Delta N / (N + \Delta N)`.
+
   ``round((1 − α) n)`` old samples (round half to even, as the reference's Python ``round``), the rest new.
 
   Returns:

@@ -1,5 +1,7 @@
-"""Named evolving-graph datasets: the synthetic default, every MovieLens variant and Amazon categories of either
-release."""
+"""Named evolving-graph datasets.
+
+The synthetic default, every MovieLens variant and Amazon categories of either release.
+"""
 
 import os
 
@@ -17,9 +19,12 @@ GRAPH_DATASETS = ("synthetic", *(f"movielens-{v}" for v in ML_VARIANTS), "amazon
 
 
 def movielens_graph(ratings: Ratings, *, min_count: int = 5, name: str = "movielens") -> EvolvingGraph:
-  """MovieLens ratings in the evolving-graph schema: genres are the item attribute bags (the role of Amazon's
-  categories); gender, occupation and age are user attribute bags where the variant has a user file (100K, 1M);
-  time is the rating's unix second. The graph's notes say which user attributes the variant lacks."""
+  """MovieLens ratings in the evolving-graph schema.
+
+  Genres are the item attribute bags (the role of Amazon's categories); gender, occupation and age are user attribute
+  bags where the variant has a user file (100K, 1M); time is the rating's unix second. The graph's notes say which user
+  attributes the variant lacks.
+  """
   item_attributes = {
     "genre": {i: [ratings.genre_names[g] for g in genres] for i, genres in enumerate(ratings.item_genres)}
   }
@@ -55,9 +60,12 @@ def load_graph_dataset(
   meta: str | os.PathLike | None = None,
   **synthetic_kwargs,
 ) -> EvolvingGraph:
-  """``synthetic`` (seeded; ``synthetic_kwargs`` go to :func:`synthetic_evolving_graph`), ``movielens-<variant>``
-  for every variant :func:`load_movielens` reads (from ``data_dir`` or the cache) or ``amazon-<Category>`` (either
-  release, from ``data_dir``, the cache, or explicit ``reviews``/``meta`` files)."""
+  """Loads an evolving-graph dataset by name.
+
+  ``synthetic`` (seeded; ``synthetic_kwargs`` go to :func:`synthetic_evolving_graph`), ``movielens-<variant>`` for every
+  variant :func:`load_movielens` reads (from ``data_dir`` or the cache) or ``amazon-<Category>`` (either release, from
+  ``data_dir``, the cache, or explicit ``reviews``/``meta`` files).
+  """
   if name == "synthetic":
     return synthetic_evolving_graph(seed=seed, **synthetic_kwargs)
   if name.startswith("movielens-"):

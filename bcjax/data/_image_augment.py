@@ -1,8 +1,9 @@
-"""MoCo-v2-style image augmentations in JAX (He et al. 2020; Chen et al. 2020), as used by the ICL reference for its
-image datasets: RandomResizedCrop(size, scale (0.2, 1)) → with p 0.8 ColorJitter(0.4, 0.4, 0.4, 0.1) in a random
-order → RandomGrayscale(0.2) → with p 0.5 Gaussian blur σ ~ U(0.1, 2) → horizontal flip (0.5) → per-channel
-normalisation. Images are float [H, W, 3] in [0, 1]; every function is pure, takes an explicit PRNG key and is
-vmapped over a batch by :func:`augment_images`.
+"""MoCo-v2-style image augmentations in JAX (He et al. 2020; Chen et al. 2020).
+
+As used by the ICL reference for its image datasets: RandomResizedCrop(size, scale (0.2, 1)) → with p 0.8
+ColorJitter(0.4, 0.4, 0.4, 0.1) in a random order → RandomGrayscale(0.2) → with p 0.5 Gaussian blur σ ~ U(0.1, 2) →
+horizontal flip (0.5) → per-channel normalisation. Images are float [H, W, 3] in [0, 1]; every function is pure, takes
+an explicit PRNG key and is vmapped over a batch by :func:`augment_images`.
 
 The colour conversions and the hue rotation are dm_pix's (:func:`dm_pix.rgb_to_hsv`, :func:`dm_pix.hsv_to_rgb`,
 :func:`dm_pix.adjust_hue`), whose documented semantics are torchvision's. Brightness, contrast and saturation stay
@@ -47,8 +48,11 @@ class AugmentConfig(NamedTuple):
 def random_resized_crop(
   key: jax.Array, image: jax.Array, size: int, scale=(0.2, 1.0), ratio=(3 / 4, 4 / 3)
 ) -> jax.Array:
-  """A crop of area fraction U(scale) and aspect ratio log-U(ratio) at a uniform position, resampled bilinearly
-  (pixel centres aligned) to [size, size, C]."""
+  """A random resized crop, resampled bilinearly to [size, size, C].
+
+  A crop of area fraction U(scale) and aspect ratio log-U(ratio) at a uniform position, resampled bilinearly (pixel
+  centres aligned) to [size, size, C].
+  """
   h_in, w_in = image.shape[:2]
   k_area, k_ratio, k_y, k_x = jax.random.split(key, 4)
   area = h_in * w_in * jax.random.uniform(k_area, minval=scale[0], maxval=scale[1])
@@ -108,7 +112,7 @@ def adjust_hue(image, shift):
 
 
 def color_jitter(key: jax.Array, image: jax.Array, brightness=0.4, contrast=0.4, saturation=0.4, hue=0.1) -> jax.Array:
-  """torchvision's ColorJitter: factors U(max(0, 1 − b), 1 + b) (hue shift U(−hue, hue)) applied in a random order."""
+  """Torchvision's ColorJitter: factors U(max(0, 1 − b), 1 + b) (hue shift U(−hue, hue)) applied in a random order."""
   k_order, k_b, k_c, k_s, k_h = jax.random.split(key, 5)
   factor = lambda k, x: jax.random.uniform(k, minval=max(0.0, 1 - x), maxval=1 + x)
   values = jnp.stack(

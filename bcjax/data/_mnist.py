@@ -1,5 +1,6 @@
-"""MNIST in its public IDX format (LeCun, Cortes & Burges), gzipped or not, and the two-digit subsets of the ICL
-experiments.
+"""MNIST in its public IDX format (LeCun, Cortes & Burges).
+
+Gzipped or not, and the two-digit subsets of the ICL experiments.
 
 IDX: a big-endian header — two zero bytes, a type code (0x08 = uint8), the number of dimensions d — then d
 big-endian uint32 sizes, then the data in C order. Images are idx3 [N, 28, 28], labels idx1 [N].
@@ -57,8 +58,9 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
 def mnist_path(
   data_dir: str | os.PathLike | None = None, split: str = "test", *, download: bool = False
 ) -> tuple[Path, Path]:
-  """The (images, labels) IDX files of MNIST's ``split`` ("train" or "test") in ``data_dir`` (gzipped or
-  extracted) or the download cache, fetching them when ``download``.
+  """The (images, labels) IDX files of MNIST's ``split``.
+
+  ("train" or "test") in ``data_dir`` (gzipped or extracted) or the download cache, fetching them when ``download``.
 
   Raises:
     FileNotFoundError: the files are absent and ``download`` is False.

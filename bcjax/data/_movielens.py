@@ -254,8 +254,11 @@ def _count_lines(path: Path) -> int:
 
 
 def _csv_variant(path: Path) -> tuple[str, str]:
-  """(variant, evidence) of a folder with ratings.csv: the dataset name its README gives (e.g. 'This dataset
-  (ml-20m) ...'), else the number of ratings, which differs between the fixed releases."""
+  """(variant, evidence) of a folder with ratings.csv.
+
+  The dataset name its README gives (e.g. 'This dataset (ml-20m) ...'), else the number of ratings, which differs
+  between the fixed releases.
+  """
   readme = path / "README.txt"
   if readme.is_file():
     match = _README_NAME.search(readme.read_bytes()[:4096].decode("utf-8", "replace"))
@@ -275,8 +278,11 @@ def _csv_variant(path: Path) -> tuple[str, str]:
 
 
 def identify(path: str | os.PathLike) -> tuple[str, str]:
-  """(variant, evidence): the MovieLens variant of an extracted folder, from the files it holds and their content,
-  never from the folder's name. Raises FileNotFoundError when it holds no ratings file."""
+  """(variant, evidence): the MovieLens variant of an extracted folder.
+
+  From the files it holds and their content, never from the folder's name. Raises FileNotFoundError when it holds no
+  ratings file.
+  """
   path = Path(path)
   if (path / "u.data").is_file():
     return "100k", "u.data (tab-separated, with u.item and u.user)"
@@ -379,8 +385,10 @@ def load_movielens(path: str | os.PathLike, variant: str | None = None) -> Ratin
 
 
 def movielens_dir(variant: str, data_dir: str | os.PathLike | None = None, *, download: bool = False) -> Path:
-  """Locates an extracted MovieLens folder: ``data_dir`` itself, or its sub-folder named as in the official archive,
-  or the download cache (downloading and extracting the official zip when ``download``).
+  """Locates an extracted MovieLens folder.
+
+  ``data_dir`` itself, or its sub-folder named as in the official archive, or the download cache (downloading and
+  extracting the official zip when ``download``).
 
   Raises:
     FileNotFoundError: not found and ``download`` is False (the message says where to put the files).

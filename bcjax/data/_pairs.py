@@ -1,5 +1,7 @@
-"""Pair corpora for two-tower models: bag-of-features inputs of left and right entities and observed (left, right,
-target) pairs split into train and validation.
+"""Pair corpora for two-tower models.
+
+Bag-of-features inputs of left and right entities and observed (left, right, target) pairs split into train and
+validation.
 
 Every feature value of every group is an id into one shared input vocabulary (the two towers share their input
 embeddings, as in the Gramian paper's models), so a corpus needs only the id matrices and the vocabulary size.

@@ -20,8 +20,11 @@ Convention = Literal["population", "unbiased", "torch_scatter"]
 
 
 def segment_std(values: np.ndarray, segments: np.ndarray, num_segments: int, convention: Convention) -> np.ndarray:
-  """Standard deviation of ``values`` [n] per segment id in ``segments`` [n], [num_segments] float64 (two passes:
-  the mean first, then the squared deviations, so no cancellation)."""
+  """Standard deviation of ``values`` [n] per segment id, [num_segments] float64.
+
+  Standard deviation of ``values`` [n] per segment id in ``segments`` [n], [num_segments] float64 (two passes: the mean
+  first, then the squared deviations, so no cancellation).
+  """
   if convention not in STD_CONVENTIONS:
     raise ValueError(f"segment_std: `convention` must be one of {STD_CONVENTIONS}, got {convention!r}")
   values = np.asarray(values, np.float64)

@@ -37,8 +37,10 @@ def synthetic_link_corpus(
     num_links: links drawn before removing duplicates and self-links.
     num_clusters: topical clusters.
     words_per_cluster: size of each cluster's title-word pool (plus an equal global pool of noise words).
-    popularity_exponent, activity_exponent: Zipf exponents of target popularity and source activity.
-    own_cluster, neighbour_cluster: probabilities that a link stays in the source's cluster or goes to the next one.
+    popularity_exponent: the Zipf exponent of target popularity.
+    activity_exponent: the Zipf exponent of source activity.
+    own_cluster: the probability that a link stays in the source's cluster.
+    neighbour_cluster: the probability that a link goes to the next cluster.
     val_fraction: share of links held out for validation.
     seed: the corpus is a deterministic function of all arguments.
   """

@@ -29,10 +29,13 @@ def _zipf(rng, n: int, exponent: float) -> np.ndarray:
 
 
 def _life_cycle(rng, item_arrival, brand_p, decay: float, lifetime: float):
-  """Launch times of the items (those of the first day were launched in the span before it) and each item's brand:
-  brands launch over time too, and a new item takes a brand launched by its arrival, weighted by the brand's size
-  and, like item popularity, by :math:`(1 + \\text{age} / \\ell)^{-\\gamma}` -- so new brands bring attribute values
-  that an old model never trained, as on the Amazon data."""
+  r"""Launch times of the items and each item's brand.
+
+  Launch times of the items (those of the first day were launched in the span before it) and each item's brand: brands
+  launch over time too, and a new item takes a brand launched by its arrival, weighted by the brand's size and, like
+  item popularity, by :math:`(1 + \text{age} / \ell)^{-\gamma}` -- so new brands bring attribute values that an old
+  model never trained, as on the Amazon data.
+  """
   num_items, num_brands = len(item_arrival), len(brand_p)
   item_launch = np.where(item_arrival > 0.0, item_arrival, -rng.uniform(0.0, 1.0, num_items))
   brand_launch = np.where(rng.random(num_brands) < 0.5, 0.0, rng.uniform(0.0, 0.9, num_brands))
@@ -63,10 +66,12 @@ def synthetic_evolving_graph(
   r"""Generates the graph; it is a deterministic function of its arguments.
 
   Args:
-    num_users, num_items: users and items that may appear (those never drawn are absent).
+    num_users: users that may appear (those never drawn are absent).
+    num_items: items that may appear (likewise).
     num_edges: interactions.
-    num_categories, num_brands: attribute vocabularies (rare values fall below the min-count of 5 and vanish,
-      as in the real data).
+    num_categories: the category vocabulary (rare values fall below the min-count of 5 and vanish, as in the real
+      data).
+    num_brands: the brand vocabulary (likewise).
     num_segments: user taste segments.
     latent_dim: dimension of the latent factors.
     drift: how far a user's interest moves over the whole time span, in units of the factors' scale.

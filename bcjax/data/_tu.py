@@ -115,6 +115,10 @@ def read_tu(
   Args:
     path: the folder holding ``{name}_A.txt`` etc., or the official ``{name}.zip``.
     name: the dataset name; defaults to the folder's or archive's stem.
+    use_node_attributes: read ``{name}_node_attributes.txt`` where it exists (PyTorch Geometric's
+      ``use_node_attr=True``).
+    keep_duplicates: keep repeated edges (default: each directed edge once).
+    keep_self_loops: keep edges from a node to itself (default: dropped).
 
   Raises:
     FileNotFoundError: a required file is missing.
@@ -204,8 +208,9 @@ def _check_rows(source: _Source, filename: str, rows: np.ndarray, n: int) -> np.
 
 
 def read_gin(path: str | os.PathLike, member: str | None = None) -> GraphCollection:
-  """Reads the GIN/DGCNN text format from a ``.txt`` file or a zip holding one (``member`` picks it; default: the
-  only ``.txt`` that is not a fold index).
+  """Reads the GIN/DGCNN text format from a ``.txt`` file or a zip holding one.
+
+  (``member`` picks it; default: the only ``.txt`` that is not a fold index).
 
   Node features: one-hot node tags when there is more than one distinct tag, followed by any per-node feature
   values; none when all tags are equal and no feature values are given (e.g. REDDIT-BINARY). Graph labels are
@@ -288,9 +293,10 @@ def read_gin(path: str | os.PathLike, member: str | None = None) -> GraphCollect
 
 
 def tu_dataset_path(name: str, data_dir: str | os.PathLike | None = None, *, download: bool = False) -> Path:
-  """Locates a TU dataset: ``data_dir`` itself (a folder with ``{name}_A.txt`` or any zip archive),
-  ``data_dir/{name}`` or ``data_dir/{name}.zip``, else the download cache (fetching the official zip when
-  ``download``).
+  """Locates a TU dataset.
+
+  ``data_dir`` itself (a folder with ``{name}_A.txt`` or any zip archive), ``data_dir/{name}`` or
+  ``data_dir/{name}.zip``, else the download cache (fetching the official zip when ``download``).
 
   Raises:
     FileNotFoundError: not found and ``download`` is False (the message says where to put the files).

@@ -1,5 +1,7 @@
-"""Gramian estimation (Krichene et al., ICLR 2019): all-pairs penalties in Gramian form, SAGram / SOGram estimators
-and candidate-sampling baselines."""
+"""Gramian estimation (Krichene et al., ICLR 2019).
+
+All-pairs penalties in Gramian form, SAGram / SOGram estimators and candidate-sampling baselines.
+"""
 
 from bcjax.gramian._estimators import GramianUpdateFn
 from bcjax.gramian._estimators import GramianInitFn

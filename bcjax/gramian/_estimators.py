@@ -1,6 +1,7 @@
-r"""Gramian estimators as optax-style ``(init, update)`` pairs: SOGram (eq. 10), SAGram (eq. 8, Alg. 1) and the
-candidate-sampling baselines in Gramian form (eq. 14), each with the low-rank-prior (Alg. 3-4) and weighted (App. C)
-variants.
+r"""Gramian estimators as optax-style ``(init, update)`` pairs.
+
+SOGram (eq. 10), SAGram (eq. 8, Alg. 1) and the candidate-sampling baselines in Gramian form (eq. 14), each with the
+low-rank-prior (Alg. 3-4) and weighted (App. C) variants.
 
 The estimate must include the current batch before the gradient is taken (Alg. 1 line 8, Alg. 2 line 6). So
 ``update`` is called *inside* the loss, on the embeddings under ``stop_gradient``, and returns
@@ -70,8 +71,11 @@ class GramianInitFn(Protocol):
 
 
 class GramianUpdateFn(Protocol):
-  """``update(state, embeddings, *, indices, weights, prior, where) -> (estimate, state)``: one step of an
-  estimator, including the batch in the estimate (Alg. 1 line 8, Alg. 2 line 6)."""
+  """One step of an estimator: ``update(state, embeddings, ...) -> (estimate, state)``.
+
+  ``update(state, embeddings, *, indices, weights, prior, where) -> (estimate, state)``: one step of an estimator,
+  including the batch in the estimate (Alg. 1 line 8, Alg. 2 line 6).
+  """
 
   def __call__(
     self,
@@ -100,8 +104,9 @@ class GramianUpdateFn(Protocol):
 
 
 class GramianEstimator(NamedTuple):
-  """A Gramian estimator as an optax-style pair of pure functions (:func:`sogram`, :func:`sagram`,
-  :func:`batch_gramian` build one).
+  """A Gramian estimator as an optax-style pair of pure functions.
+
+  (:func:`sogram`, :func:`sagram`, :func:`batch_gramian` build one).
 
   Attributes:
     init: the initial state (:class:`GramianInitFn`).
@@ -141,8 +146,10 @@ def _dtype_of(embeddings):
 
 
 def _check_batch(fn: str, x, k: int | None, prior, prior_dim: int, where=None):
-  """Validates a batch of embeddings [B, k] (k=None: any width) and its prior [B, prior_dim]; NaN/inf only matter in
-  valid rows (the Gramians select padded rows away)."""
+  """Validates a batch of embeddings [B, k] (k=None: any width) and its prior [B, prior_dim].
+
+  NaN/inf only matter in valid rows (the Gramians select padded rows away).
+  """
   x = _checks.as_float_array(fn, "embeddings", x, ndim=2, finite=False)
   if k is not None and x.shape[1] != k:
     raise ValueError(f"{fn}: `embeddings` has shape {tuple(x.shape)} but the estimator tracks k={k} dimensions")
@@ -223,7 +230,9 @@ def _gather(axis_name, *arrays):
 
 
 def sogram(alpha, *, prior_dim: int = 0, axis_name: str | None = None) -> GramianEstimator:
-  r"""Stochastic Online Gramian (eq. 10, Alg. 2; Alg. 4 with a prior):
+  r"""Stochastic Online Gramian (eq. 10, Alg. 2; Alg. 4 with a prior).
+
+  The estimate after each batch B:
 
   .. math::
     \hat G^{(t)} = (1 - \alpha)\hat G^{(t-1)} + \frac{\alpha}{|B|}\sum_{i \in B} a_i\, u_i \otimes u_i
@@ -303,7 +312,9 @@ def sagram(
   axis_name: str | None = None,
   shard_cache: bool = False,
 ) -> GramianEstimator:
-  r"""Stochastic Average Gramian (eq. 8, Alg. 1; Alg. 3 with a prior), for a batch B of example indices:
+  r"""Stochastic Average Gramian (eq. 8, Alg. 1; Alg. 3 with a prior).
+
+  For a batch B of example indices:
 
   .. math::
     \hat G = \hat S + c \sum_{i \in B} a_i\,(u_i \otimes u_i - \hat u_i \otimes \hat u_i), \qquad
@@ -437,8 +448,11 @@ def _cache_block(fn: str, cache: jax.Array, n: int, axis_name: str | None) -> tu
 
 
 def sampling_probabilities(counts, kind: Literal["uniform", "linear", "sqrt"]) -> np.ndarray:
-  r"""Candidate-sampling distribution over n items: uniform, proportional to item frequency ("linear") or to its
-  square root ("sqrt"), as in the paper's baselines. Returns p [n] summing to 1."""
+  r"""Candidate-sampling distribution over n items.
+
+  Uniform, proportional to item frequency ("linear") or to its square root ("sqrt"), as in the paper's baselines.
+  Returns p [n] summing to 1.
+  """
   counts = np.asarray(counts, dtype=np.float64)
   if counts.ndim != 1 or counts.size == 0:
     raise ValueError(f"sampling_probabilities: `counts` must be a non-empty vector, got shape {counts.shape}")
@@ -464,7 +478,9 @@ def batch_gramian(
   prior_dim: int = 0,
   axis_name: str | None = None,
 ) -> GramianEstimator:
-  r"""Candidate-sampling baseline in Gramian form (eq. 14): a stateless estimate from the current batch,
+  r"""Candidate-sampling baseline in Gramian form (eq. 14).
+
+  A stateless estimate from the current batch,
 
   .. math::
     \hat G = \frac{1}{|B|} \sum_{i \in B} \mu_i\, a_i\, u_i \otimes u_i, \qquad \mu_i = \frac{1}{n\, p_i},

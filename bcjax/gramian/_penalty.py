@@ -42,8 +42,11 @@ def _row_weights(fn: str, name: str, weights, n: int, dtype, *, where=None) -> j
 
 
 def _valid_rows(fn: str, where, arrays: dict) -> tuple[jax.Array | None, jax.Array, list[jax.Array]]:
-  """Validates the row mask, checks the valid rows of ``arrays`` (name -> [n, ...]) for NaN/inf and zeroes the padded
-  ones. Returns (mask or None, count of valid rows, the arrays)."""
+  """Validates the row mask and the valid rows of ``arrays``, zeroing the padded ones.
+
+  Validates the row mask, checks the valid rows of ``arrays`` (name -> [n, ...]) for NaN/inf and zeroes the padded ones.
+  Returns (mask or None, count of valid rows, the arrays).
+  """
   n = next(iter(arrays.values())).shape[0]
   where = _checks.check_row_mask(fn, where, n)
   dtype = next(iter(arrays.values())).dtype
@@ -149,10 +152,16 @@ def penalty_surrogate(
   not :math:`g`; monitor :func:`gramian_penalty` of the estimates instead.
 
   Args:
-    u, v: the batch's left and right embeddings, [B, k].
-    gu_hat, gv_hat: Gramian estimates, [k, k] (weighted Gramians with weights).
-    u_weights, v_weights: App. C weights :math:`a_i, b_i` of the batch rows, [B].
-    q, r: low-rank prior factors of the batch rows, [B, k_P] (App. B), with ``hu_hat``, ``hv_hat`` [k, k_P].
+    u: the batch's left embeddings, [B, k].
+    v: the batch's right embeddings, [B, k].
+    gu_hat: the left Gramian's estimate, [k, k] (the weighted Gramian with weights).
+    gv_hat: the right Gramian's estimate, [k, k].
+    u_weights: App. C weights :math:`a_i` of the left rows, [B].
+    v_weights: App. C weights :math:`b_i` of the right rows, [B].
+    q: the low-rank prior's left factors of the batch rows, [B, k_P] (App. B).
+    r: the low-rank prior's right factors of the batch rows, [B, k_P].
+    hu_hat: the left cross-Gramian's estimate, [k, k_P].
+    hv_hat: the right cross-Gramian's estimate, [k, k_P].
     where: optional boolean row mask, [B].
     axis_name: mapped axis over which the batch is sharded.
   """
@@ -191,8 +200,11 @@ def penalty_surrogate(
 
 
 def prior_penalty(gu: ArrayLike, gv: ArrayLike, hu: ArrayLike, hv: ArrayLike, c: ArrayLike = 0.0) -> jax.Array:
-  r"""Penalty with a low-rank prior :math:`P = QR^\top` (App. B): :math:`g^P = \langle G_u, G_v\rangle -
-  2\langle H_u, H_v\rangle + c`, with :math:`c = \langle G_q, G_r \rangle` (a constant in :math:`\theta`)."""
+  r"""Penalty with a low-rank prior :math:`P = QR^\top` (App. B).
+
+  :math:`g^P = \langle G_u, G_v\rangle - 2\langle H_u, H_v\rangle + c`, with :math:`c = \langle G_q, G_r \rangle` (a
+  constant in :math:`\theta`).
+  """
   hu = _checks.as_float_array("prior_penalty", "hu", hu, ndim=2)
   hv = _checks.as_float_array("prior_penalty", "hv", hv, ndim=2)
   if hu.shape != hv.shape:
@@ -201,8 +213,11 @@ def prior_penalty(gu: ArrayLike, gv: ArrayLike, hu: ArrayLike, hv: ArrayLike, c:
 
 
 def low_rank_prior_penalty(u: ArrayLike, v: ArrayLike, q: ArrayLike, r: ArrayLike) -> jax.Array:
-  r"""Exact :math:`g^P = \frac{1}{n^2}\sum_{i,j}(\langle u_i, v_j\rangle - \langle q_i, r_j\rangle)^2` in Gramian form,
-  :math:`O(n(k + k_P)^2)`."""
+  r"""Exact penalty with a low-rank prior in Gramian form, :math:`O(n(k + k_P)^2)`.
+
+  Exact :math:`g^P = \frac{1}{n^2}\sum_{i,j}(\langle u_i, v_j\rangle - \langle q_i, r_j\rangle)^2` in Gramian form,
+  :math:`O(n(k + k_P)^2)`.
+  """
   return prior_penalty(
     gramian(u), gramian(v), cross_gramian(u, q), cross_gramian(v, r), gramian_penalty(gramian(q), gramian(r))
   )
@@ -211,13 +226,18 @@ def low_rank_prior_penalty(u: ArrayLike, v: ArrayLike, q: ArrayLike, r: ArrayLik
 def double_sum_penalty(
   u: ArrayLike, v: ArrayLike, mu: ArrayLike | None = None, nu: ArrayLike | None = None
 ) -> jax.Array:
-  r"""Candidate-sampling penalty in double-sum form (eq. 13), :math:`O(k|B||B'|)`:
+  r"""Candidate-sampling penalty in double-sum form (eq. 13), :math:`O(k|B||B'|)`.
+
+  The penalty is
 
   .. math::
     \tilde g = \frac{1}{|B||B'|} \sum_{i\in B}\sum_{j\in B'} \mu_i \nu_j \langle u_i, v_j \rangle^2.
 
   Args:
-    u: [B, k]; v: [B', k]; mu: [B], nu: [B'] importance weights (ones when None).
+    u: the left embeddings, [B, k].
+    v: the right embeddings, [B', k].
+    mu: importance weights of the left rows, [B] (ones when None).
+    nu: importance weights of the right rows, [B'] (ones when None).
   """
   fn = "double_sum_penalty"
   u, v = _rows(fn, "u", u), _rows(fn, "v", v)
@@ -232,14 +252,19 @@ def double_sum_penalty(
 def gramian_form_penalty(
   u: ArrayLike, v: ArrayLike, mu: ArrayLike | None = None, nu: ArrayLike | None = None
 ) -> jax.Array:
-  r"""The same candidate-sampling penalty in Gramian form (eq. 14), :math:`O(k^2 \max(|B|, |B'|))`:
-  :math:`\langle \frac{1}{|B|}\sum \mu_i u_i \otimes u_i, \frac{1}{|B'|}\sum \nu_j v_j \otimes v_j\rangle`."""
+  r"""The candidate-sampling penalty in Gramian form (eq. 14).
+
+  The same candidate-sampling penalty in Gramian form (eq. 14), :math:`O(k^2 \max(|B|, |B'|))`: :math:`\langle
+  \frac{1}{|B|}\sum \mu_i u_i \otimes u_i, \frac{1}{|B'|}\sum \nu_j v_j \otimes v_j\rangle`.
+  """
   return gramian_penalty(gramian(u, mu), gramian(v, nu))
 
 
 def global_orthogonal_penalty(gu: ArrayLike, gv: ArrayLike) -> jax.Array:
-  r"""Global Orthogonal Regularization in Gramian form (App. D, after Zhang et al. 2017):
-  :math:`\max(\langle G_u, G_u\rangle, 1/k) + \max(\langle G_v, G_v\rangle, 1/k)`."""
+  r"""Global Orthogonal Regularization in Gramian form (App. D, after Zhang et al. 2017).
+
+  :math:`\max(\langle G_u, G_u\rangle, 1/k) + \max(\langle G_v, G_v\rangle, 1/k)`.
+  """
   gu = _checks.as_float_array("global_orthogonal_penalty", "gu", gu, ndim=2)
   gv = _checks.as_float_array("global_orthogonal_penalty", "gv", gv, ndim=2)
   k = gu.shape[0]

@@ -28,8 +28,10 @@ def sampled_softmax_loss(
   With in-batch negatives, ``candidates`` are the batch's items and ``labels = arange(B)``.
 
   Args:
-    query: [B, k]; candidates: [C, k]; labels: index of each row's positive among the candidates, [B], in
-      [0, C) (checked on concrete inputs; a traced out-of-range label cannot be caught inside ``jit``).
+    query: the query embeddings, [B, k].
+    candidates: the candidate embeddings, [C, k].
+    labels: index of each row's positive among the candidates, [B], in [0, C) (checked on concrete inputs; a
+      traced out-of-range label cannot be caught inside ``jit``).
     log_q: :math:`\log Q_j`, [C]; no correction when None.
     where: optional boolean row mask, [B].
     axis_name: mapped axis over which the rows (not the candidates) are sharded, for the mean.

@@ -1,5 +1,8 @@
-"""Evaluation metrics: ROC-AUC and its DeLong interval, negative flips, top-K ranking (Recall@K, AP@K/MAP@K),
-chunked retrieval evaluation and paired bootstrap intervals of a difference between two systems."""
+"""Evaluation metrics.
+
+ROC-AUC and its DeLong interval, negative flips, top-K ranking (Recall@K, AP@K/MAP@K), chunked retrieval evaluation and
+paired bootstrap intervals of a difference between two systems.
+"""
 
 from bcjax.metrics._auc import AucInterval
 from bcjax.metrics._auc import roc_auc

@@ -1,4 +1,6 @@
-r"""ROC-AUC by the rank-sum (Mann-Whitney U) identity, with tied scores sharing their average rank:
+r"""ROC-AUC by the rank-sum (Mann-Whitney U) identity.
+
+With tied scores sharing their average rank,
 
 .. math::
   \mathrm{AUC} = \frac{\sum_{i:\,y_i=1} r_i - n_+(n_+ + 1)/2}{n_+ n_-},
@@ -125,10 +127,13 @@ def roc_auc_interval(
 
 
 def _average_ranks(s: jax.Array, tau: jax.Array) -> jax.Array:
-  """1-based ranks of ``s`` with ties (entries within ``tau`` of each other) sharing their average rank: an entry's
-  rank is the count below ``s - tau`` plus half the count within ``tau`` of it, itself included, plus one half
-  (entries at +inf rank above every finite one). The within-``tau`` relation is symmetric, so the ranks of any
-  subset still sum as the rank-sum identity needs."""
+  """1-based ranks of ``s`` with ties sharing their average rank.
+
+  1-based ranks of ``s`` with ties (entries within ``tau`` of each other) sharing their average rank: an entry's rank is
+  the count below ``s - tau`` plus half the count within ``tau`` of it, itself included, plus one half (entries at +inf
+  rank above every finite one). The within-``tau`` relation is symmetric, so the ranks of any subset still sum as the
+  rank-sum identity needs.
+  """
   ordered = jnp.sort(s)
   return (jnp.searchsorted(ordered, s - tau, side="left") + jnp.searchsorted(ordered, s + tau, side="right") + 1) / 2.0
 

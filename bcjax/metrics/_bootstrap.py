@@ -31,8 +31,11 @@ _BLOCK_ENTRIES = 1 << 24
 
 
 class BootstrapInterval(NamedTuple):
-  """``estimate``: :math:`\\hat\\theta` on the observed queries; ``std``: the replicates' standard deviation (the
-  bootstrap standard error); ``low``, ``high``: the percentile interval at the requested level."""
+  r"""A bootstrap interval.
+
+  ``estimate``: :math:`\hat\theta` on the observed queries; ``std``: the replicates' standard deviation (the bootstrap
+  standard error); ``low``, ``high``: the percentile interval at the requested level.
+  """
 
   estimate: float
   std: float
@@ -48,8 +51,9 @@ def paired_bootstrap(
   num_samples: int = 2000,
   level: float = 0.95,
 ) -> BootstrapInterval:
-  r"""Percentile bootstrap interval of :math:`\theta = \sum_s w_s \operatorname{mean}(d_s)`, each stratum's
-  queries redrawn with replacement.
+  r"""Percentile bootstrap interval of :math:`\theta = \sum_s w_s \operatorname{mean}(d_s)`.
+
+  Each stratum's queries redrawn with replacement.
 
   Args:
     differences: one 1-D array per stratum, ``[n_s]``: system A's per-query score minus system B's on the same

@@ -1,5 +1,7 @@
-r"""Negative flips between two models' predictions (Yan et al., "Positive-Congruent Training", CVPR 2021): the share
-of examples the old model got right and the new one gets wrong,
+r"""Negative flips between two models' predictions (Yan et al., CVPR 2021).
+
+Negative flips between two models' predictions (Yan et al., "Positive-Congruent Training", CVPR 2021): the share of
+examples the old model got right and the new one gets wrong,
 
 .. math::
   \mathrm{NFR} = \frac{1}{N} \sum_{i=1}^N \mathbb 1[\hat y^{\rm old}_i = y_i] \, \mathbb 1[\hat y^{\rm new}_i \ne y_i].

@@ -31,8 +31,11 @@ TIE_ULPS = 16
 
 
 def tie_tolerance(scores: jax.Array, where: jax.Array, axis: int | None = None) -> jax.Array:
-  """The tie tolerance of ``scores`` under the module's rule: :data:`TIE_ULPS` units of their precision times the
-  largest |score| where ``where`` holds (along ``axis``, kept as a broadcastable axis; all entries when None)."""
+  """The tie tolerance of ``scores`` under the module's rule.
+
+  :data:`TIE_ULPS` units of their precision times the largest |score| where ``where`` holds (along ``axis``, kept as a
+  broadcastable axis; all entries when None).
+  """
   largest = jnp.max(jnp.where(where, jnp.abs(scores), 0), axis=axis, keepdims=axis is not None)
   return TIE_ULPS * jnp.finfo(scores.dtype).eps * largest
 
@@ -73,7 +76,8 @@ def _tie_robust_hits(scores: jax.Array, relevant: jax.Array, where: jax.Array, k
   The top k is chosen in two parts: the items above the tie band of the k-th score (``s > s_k + tau``) and, of the
   band (``|s - s_k| <= tau``), the lowest item indices that fill the remaining places. The chosen items are then
   ordered pairwise by the same rule, and by (that position, index) so that the positions are a permutation even where
-  near-ties do not chain transitively."""
+  near-ties do not chain transitively.
+  """
   dtype = scores.dtype
   masked = jnp.where(where, scores, -jnp.inf)
   top_values, _ = jax.lax.top_k(masked, k)
@@ -138,9 +142,12 @@ def average_precision_at_k(
 def ranking_metrics(
   scores: ArrayLike, relevant: ArrayLike, ks, *, where: ArrayLike | None = None
 ) -> dict[str, jax.Array]:
-  """``{"recall@K": [Q], "map@K": [Q]}`` for every K of ``ks`` from a single top-K pass at the largest K (the top K
-  of a tie-stable ranking is the head of its top K' for K <= K'), so scoring a large corpus at several cut-offs costs
-  one ranking; arguments as in :func:`recall_at_k`."""
+  """``{"recall@K": [Q], "map@K": [Q]}`` for every K of ``ks`` from a single top-K pass.
+
+  ``{"recall@K": [Q], "map@K": [Q]}`` for every K of ``ks`` from a single top-K pass at the largest K (the top K of a
+  tie-stable ranking is the head of its top K' for K <= K'), so scoring a large corpus at several cut-offs costs one
+  ranking; arguments as in :func:`recall_at_k`.
+  """
   ks = tuple(ks)
   hits, n_rel = _ranked_hits("ranking_metrics", scores, relevant, max(ks), where)
   out = {}

@@ -51,8 +51,11 @@ _CHUNK_ENTRIES = 1 << 28
 
 
 def _padded_pairs(rows: np.ndarray, cols: np.ndarray, fill_row: int) -> tuple[jax.Array, jax.Array]:
-  """(row, column) index pairs padded to a power of two with the out-of-range row ``fill_row`` (dropped by the
-  scatter), so the compiles stay one per octave of pair counts."""
+  """(row, column) index pairs padded to a power of two.
+
+  (row, column) index pairs padded to a power of two with the out-of-range row ``fill_row`` (dropped by the scatter), so
+  the compiles stay one per octave of pair counts.
+  """
   size = bucket_size(len(rows))
   pad = size - len(rows)
   return (
@@ -70,10 +73,12 @@ def _take_rows(x, rows):
 def _chunk_values(
   all_queries, query_rows, items, num_valid, rel_pairs, exc_pairs, is_candidate, ks, rank_excluded_relevant
 ):
-  """Per-query Recall@K and AP@K [rows] of one chunk of queries (``query_rows`` of ``all_queries``) for every K, in
-  one program. The relevance and eligibility masks are scattered here from sparse (row, column) pairs rather than
-  shipped dense from the host; rows from ``num_valid`` on are padding with no relevant and no eligible item (they
-  hold 0)."""
+  """Per-query Recall@K and AP@K [rows] of one chunk of queries for every K, in one program.
+
+  Per-query Recall@K and AP@K [rows] of one chunk of queries (``query_rows`` of ``all_queries``) for every K, in one
+  program. The relevance and eligibility masks are scattered here from sparse (row, column) pairs rather than shipped
+  dense from the host; rows from ``num_valid`` on are padding with no relevant and no eligible item (they hold 0).
+  """
   queries = all_queries[query_rows]
   rows, num_items = queries.shape[0], items.shape[0]
   rel = jnp.zeros((rows, num_items), bool).at[rel_pairs].set(True, mode="drop")

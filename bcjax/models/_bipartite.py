@@ -1,5 +1,7 @@
-r"""The embedding model M_k of BC-Aligner's recommender experiments: GraphSAGE over a user–item graph whose items
-are encoded from their attribute bags and whose users share one learnable input vector.
+r"""The embedding model M_k of BC-Aligner's recommender experiments.
+
+GraphSAGE over a user–item graph whose items are encoded from their attribute bags and whose users share one learnable
+input vector.
 
 Node layout: users first, then items: node ``u`` is user u and node ``U + i`` is item i. Inputs:
 
@@ -44,8 +46,10 @@ class BipartiteInputs(NamedTuple):
 def pad_bipartite_inputs(
   inputs: BipartiteInputs, num_nodes: int, num_edges: int, bag_sizes: Sequence[int]
 ) -> BipartiteInputs:
-  """``inputs`` padded to ``num_nodes`` nodes, ``num_edges`` edges and ``bag_sizes[g]`` entries of bag group g, so
-  that graphs of different sizes (the versions of an evolving graph) share one shape and one compiled program.
+  """``inputs`` padded to fixed numbers of nodes, edges and bag entries.
+
+  ``inputs`` padded to ``num_nodes`` nodes, ``num_edges`` edges and ``bag_sizes[g]`` entries of bag group g, so that
+  graphs of different sizes (the versions of an evolving graph) share one shape and one compiled program.
 
   Padding nodes come after the real ones (every real node keeps its id), are neither users nor masked in (their
   ``node_mask`` is False, so BatchNorm's statistics and every real node's embedding are those of the unpadded
@@ -94,8 +98,11 @@ def pad_bipartite_inputs(
 def bipartite_inputs(
   user: np.ndarray, item: np.ndarray, num_users: int, num_items: int, item_bags: Sequence[tuple[np.ndarray, np.ndarray]]
 ) -> BipartiteInputs:
-  """Builds :class:`BipartiteInputs` from interactions ([E] user and item ids) and item bags ((item [P], attribute
-  [P]) per group; items >= ``num_items`` are dropped). Edges are stored sorted by receiver."""
+  """Builds :class:`BipartiteInputs` from interactions and item bags.
+
+  Builds :class:`BipartiteInputs` from interactions ([E] user and item ids) and item bags ((item [P], attribute [P]) per
+  group; items >= ``num_items`` are dropped). Edges are stored sorted by receiver.
+  """
   user, item = np.asarray(user, np.int64), np.asarray(item, np.int64)
   if user.shape != item.shape or user.ndim != 1:
     raise ValueError(f"bipartite_inputs: `user` {user.shape} and `item` {item.shape} must be equal-length vectors")

@@ -65,19 +65,25 @@ class GCNConv(nnx.Module):
     self.self_loops = self_loops
 
   def __call__(self, graph: jraph.GraphsTuple, h: jax.Array, *, bias_gradient: bool = True) -> jax.Array:
-    """``bias_gradient=False`` holds the bias out of the gradient: under a train-mode BatchNorm its exact gradient
-    is zero, and the computed one is rounding noise that Adam would turn into full-size steps (see
-    :class:`bcjax.models.GraphSAGE`)."""
+    """Applies the convolution to node features.
+
+    ``bias_gradient=False`` holds the bias out of the gradient: under a train-mode BatchNorm its exact gradient is zero,
+    and the computed one is rounding noise that Adam would turn into full-size steps (see
+    :class:`bcjax.models.GraphSAGE`).
+    """
     bias = self.bias[...] if bias_gradient else jax.lax.stop_gradient(self.bias[...])
     return gcn_propagate(graph, self.linear(h), self_loops=self.self_loops) + bias
 
 
 class GCNEncoder(nnx.Module):
-  """``__call__(graph, key=None) -> [num_graphs + 1, layers * hidden]`` graph embeddings (the last row, and rows of
-  empty graphs, are padding). Dropout is applied when ``key`` is given; BatchNorm uses batch statistics in train
-  mode (``model.train()``) and running ones in eval mode, PyTorch momentum 0.1 (flax 0.9), eps 1e-5. With
-  ``axis_name`` the batch's graphs are split over that mesh axis and BatchNorm's statistics are those of all the
-  devices' real nodes (:class:`MaskedBatchNorm`)."""
+  """A GCN graph encoder.
+
+  ``__call__(graph, key=None) -> [num_graphs + 1, layers * hidden]`` graph embeddings (the last row, and rows of empty
+  graphs, are padding). Dropout is applied when ``key`` is given; BatchNorm uses batch statistics in train mode
+  (``model.train()``) and running ones in eval mode, PyTorch momentum 0.1 (flax 0.9), eps 1e-5. With ``axis_name`` the
+  batch's graphs are split over that mesh axis and BatchNorm's statistics are those of all the devices' real nodes
+  (:class:`MaskedBatchNorm`).
+  """
 
   def __init__(
     self,

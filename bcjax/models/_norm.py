@@ -20,9 +20,12 @@ from bcjax import _reduce
 
 
 class MaskedBatchNorm(nnx.BatchNorm):
-  """``nnx.BatchNorm`` over every axis but the features' whose training statistics are psum'd over ``axis_name``
-  as sums and counts of the real (masked) entries; ``__call__(x [N, ..., F], mask=None)`` with ``mask`` [N] (one
-  flag per row) or broadcastable to ``x`` as flax takes it (e.g. [N, 1, 1, 1] for images [N, H, W, F])."""
+  """``nnx.BatchNorm`` with masked, cross-device training statistics.
+
+  ``nnx.BatchNorm`` over every axis but the features' whose training statistics are psum'd over ``axis_name`` as sums
+  and counts of the real (masked) entries; ``__call__(x [N, ..., F], mask=None)`` with ``mask`` [N] (one flag per row)
+  or broadcastable to ``x`` as flax takes it (e.g. [N, 1, 1, 1] for images [N, H, W, F]).
+  """
 
   def __init__(self, num_features: int, *, axis_name: str | None = None, **kwargs):
     super().__init__(num_features, **kwargs)

@@ -1,7 +1,9 @@
-"""Image encoders of the ICL experiments in flax NNX: ResNet-18 (He et al. 2016, the reference's ImageNet variant)
-and a small CNN for CPU presets. Both map [B, H, W, 3] images to embeddings [B, D]; BatchNorm statistics can be
-restricted to the real rows of a padded batch with ``mask`` [B] and, with ``axis_name``, gathered over the devices that
-a batch's rows are split over (:class:`~bcjax.models.MaskedBatchNorm`).
+"""Image encoders of the ICL experiments in flax NNX.
+
+ResNet-18 (He et al. 2016, the reference's ImageNet variant) and a small CNN for CPU presets. Both map [B, H, W, 3]
+images to embeddings [B, D]; BatchNorm statistics can be restricted to the real rows of a padded batch with ``mask`` [B]
+and, with ``axis_name``, gathered over the devices that a batch's rows are split over
+(:class:`~bcjax.models.MaskedBatchNorm`).
 
 ResNet-18 (reference spec §6.4): 7×7/2 conv (64, no bias) → BN → ReLU → 3×3/2 max-pool → four stages of two
 BasicBlocks (64/128/256/512, stride 2 from stage 2, 1×1 conv + BN shortcut when the shape changes) → global average
@@ -32,8 +34,11 @@ def _norm(bn: MaskedBatchNorm, x: jax.Array, mask: jax.Array | None) -> jax.Arra
 
 
 def _in_param_dtype(x: jax.Array, conv: nnx.Conv) -> jax.Array:
-  """``x`` in the dtype of the parameters: float64 images (under ``jax_enable_x64``) would otherwise promote the
-  activations and write float64 batch statistics into float32 BatchNorm state."""
+  """``x`` in the dtype of the parameters.
+
+  Float64 images (under ``jax_enable_x64``) would otherwise promote the activations and write float64 batch statistics
+  into float32 BatchNorm state.
+  """
   return jnp.asarray(x, conv.kernel.dtype)
 
 
@@ -63,8 +68,10 @@ class BasicBlock(nnx.Module):
 
 
 class ResNet18(nnx.Module):
-  """ResNet-18 encoder: images [B, H, W, C_in] → [B, out_features]; ``axis_name``: the mesh axis a batch's rows are
-  split over (BatchNorm's statistics are then those of the whole batch)."""
+  """ResNet-18 encoder: images [B, H, W, C_in] → [B, out_features].
+
+  ``axis_name``: the mesh axis a batch's rows are split over (BatchNorm's statistics are then those of the whole batch).
+  """
 
   def __init__(self, in_channels: int = 3, out_features: int = 1000, *, axis_name: str | None = None, rngs: nnx.Rngs):
     self.stem, self.stem_bn = _conv(in_channels, 64, 7, 2, rngs), _bn(64, rngs, axis_name)
@@ -91,8 +98,11 @@ class ResNet18(nnx.Module):
 
 
 class SmallCNN(nnx.Module):
-  """A CPU-sized encoder: three conv3×3 → BN → ReLU stages (``width``, 2·width stride 2, 4·width stride 2), global
-  average pool, linear → ``out_features``; ``axis_name`` as in :class:`ResNet18`."""
+  """A CPU-sized convolutional encoder.
+
+  A CPU-sized encoder: three conv3×3 → BN → ReLU stages (``width``, 2·width stride 2, 4·width stride 2), global average
+  pool, linear → ``out_features``; ``axis_name`` as in :class:`ResNet18`.
+  """
 
   def __init__(
     self, in_channels: int = 3, out_features: int = 64, width: int = 32, *, axis_name: str | None = None, rngs: nnx.Rngs

@@ -32,8 +32,11 @@ from flax import nnx
 
 
 def mean_aggregate(graph: jraph.GraphsTuple, h: jax.Array) -> jax.Array:
-  """Mean of the senders' features over each receiver's incoming edges (multi-edges counted), [N, d]; 0 where a
-  node has no incoming edge. Padded edges must point at a padding node (jraph's convention)."""
+  """Mean of the senders' features over each receiver's incoming edges, [N, d].
+
+  Mean of the senders' features over each receiver's incoming edges (multi-edges counted), [N, d]; 0 where a node has no
+  incoming edge. Padded edges must point at a padding node (jraph's convention).
+  """
   n = h.shape[0]
   total = jax.ops.segment_sum(h[graph.senders], graph.receivers, num_segments=n)
   degree = jax.ops.segment_sum(jnp.ones_like(graph.receivers, dtype=h.dtype), graph.receivers, num_segments=n)
@@ -59,17 +62,23 @@ class SAGEConv(nnx.Module):
     self.lin_r = nnx.Linear(in_dim, out_dim, use_bias=False, kernel_init=init, rngs=rngs)
 
   def __call__(self, graph: jraph.GraphsTuple, h: jax.Array, *, bias_gradient: bool = True) -> jax.Array:
-    """``bias_gradient=False`` holds :math:`b_l` out of the gradient (where a train-mode BatchNorm follows, whose
-    exact gradient for it is zero)."""
+    """Applies the SAGE layer to node features.
+
+    ``bias_gradient=False`` holds :math:`b_l` out of the gradient (where a train-mode BatchNorm follows, whose exact
+    gradient for it is zero).
+    """
     bias = cast(nnx.Param, self.lin_l.bias)[...]  # lin_l is built with a bias
     bias = bias if bias_gradient else jax.lax.stop_gradient(bias)
     return mean_aggregate(graph, h) @ self.lin_l.kernel[...] + bias + self.lin_r(h)
 
 
 class GraphSAGE(nnx.Module):
-  """``layers`` SAGE layers of width ``dim``, each followed by BatchNorm (PyTorch momentum 0.1 = flax 0.9), ReLU
-  between layers. ``__call__(graph, h, node_mask=None)`` maps input features [N, dim] to embeddings [N, dim];
-  ``node_mask`` [N] excludes padding nodes from the BatchNorm statistics."""
+  """GraphSAGE: ``layers`` SAGE layers of width ``dim``, each followed by BatchNorm.
+
+  ``layers`` SAGE layers of width ``dim``, each followed by BatchNorm (PyTorch momentum 0.1 = flax 0.9), ReLU between
+  layers. ``__call__(graph, h, node_mask=None)`` maps input features [N, dim] to embeddings [N, dim]; ``node_mask`` [N]
+  excludes padding nodes from the BatchNorm statistics.
+  """
 
   def __init__(self, dim: int, layers: int, *, rngs: nnx.Rngs):
     if layers < 1:

@@ -41,8 +41,11 @@ def _client_threads(environ) -> int:
 
 
 def forced_cpu_devices(environ=None) -> int:
-  """CPU devices this environment's XLA_FLAGS (the last ``--xla_force_host_platform_device_count``) or the
-  ``jax_num_cpu_devices`` option asks for; 1 when neither does."""
+  """The CPU devices this environment asks for.
+
+  CPU devices this environment's XLA_FLAGS (the last ``--xla_force_host_platform_device_count``) or the
+  ``jax_num_cpu_devices`` option asks for; 1 when neither does.
+  """
   environ = os.environ if environ is None else environ
   counts = _FORCED_CPU_DEVICES.findall(environ.get("XLA_FLAGS", ""))
   n = int(counts[-1]) if counts else 1
@@ -52,9 +55,10 @@ def forced_cpu_devices(environ=None) -> int:
 
 
 def reserve_collective_threads(environ=None) -> int | None:
-  """Sizes the XLA:CPU client's thread pool for the forced CPU devices: sets ``PJRT_NPROC`` to
-  :func:`collective_threads_needed` when it would be smaller. Call it before JAX starts its CPU backend (the pool
-  is made once); pass a child process's environment dict to prepare that instead.
+  """Sizes the XLA:CPU client's thread pool for the forced CPU devices.
+
+  Sets ``PJRT_NPROC`` to :func:`collective_threads_needed` when it would be smaller. Call it before JAX starts its CPU
+  backend (the pool is made once); pass a child process's environment dict to prepare that instead.
 
   Returns:
     the thread count set, or ``None`` when nothing had to change (one device, or a pool already large enough).
@@ -185,9 +189,12 @@ def shard_rows(mesh: jax.sharding.Mesh, tree, *, name: str = "batch"):
 
 
 def shard_padded_rows(mesh: jax.sharding.Mesh, x, *, name: str = "rows"):
-  """``(rows, where)``: a full [n, ...] array (the same in every process) zero-padded to a multiple of the mesh's
-  devices and split by rows over the mesh, with the boolean mask of the real rows, for the ``where=`` argument of
-  the bcjax reductions (padded rows never count). Each process places only its own block of rows."""
+  """A full array zero-padded and split by rows over the mesh, with the mask of the real rows.
+
+  ``(rows, where)``: a full [n, ...] array (the same in every process) zero-padded to a multiple of the mesh's devices
+  and split by rows over the mesh, with the boolean mask of the real rows, for the ``where=`` argument of the bcjax
+  reductions (padded rows never count). Each process places only its own block of rows.
+  """
   x = np.asarray(x)
   if x.ndim < 1:
     raise ValueError(f"shard_padded_rows: `{name}` needs a leading (row) axis, got shape {x.shape}")
@@ -201,8 +208,11 @@ def shard_padded_rows(mesh: jax.sharding.Mesh, x, *, name: str = "rows"):
 
 
 def split_rows(mesh: jax.sharding.Mesh, tree, *, axis: int = 0):
-  """Every leaf of ``tree`` (global arrays, inside or outside ``jax.jit``) resharded so that its ``axis`` is split
-  over the mesh, e.g. a batch drawn replicated, before ``jax.shard_map`` hands each device its block."""
+  """Every leaf of ``tree`` resharded so that its ``axis`` is split over the mesh.
+
+  Every leaf of ``tree`` (global arrays, inside or outside ``jax.jit``) resharded so that its ``axis`` is split over the
+  mesh, e.g. a batch drawn replicated, before ``jax.shard_map`` hands each device its block.
+  """
   spec = jax.P(*([None] * axis), DATA_AXIS)
   leaves = jax.tree.leaves(tree)
   if all(isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer) and x.is_fully_addressable for x in leaves):
@@ -221,9 +231,12 @@ def _from_full(mesh, tree, spec):
 
 
 def shard_blocks(mesh: jax.sharding.Mesh, tree, *, axis: int = 0, name: str = "batch"):
-  """Every leaf (the same full value in every process) split along ``axis`` over the mesh (``P(None, ..., DATA_AXIS)``),
-  e.g. a batch cut on the host into one block per device on that axis (graph batches whose blocks are padded each
-  on their own). Each process places only its devices' blocks."""
+  """Every leaf split along ``axis`` over the mesh.
+
+  Every leaf (the same full value in every process) split along ``axis`` over the mesh (``P(None, ..., DATA_AXIS)``),
+  e.g. a batch cut on the host into one block per device on that axis (graph batches whose blocks are padded each on
+  their own). Each process places only its devices' blocks.
+  """
   leaves = jax.tree.leaves(tree)
   size = mesh.devices.size
   for x in leaves:
@@ -236,15 +249,20 @@ def shard_blocks(mesh: jax.sharding.Mesh, tree, *, axis: int = 0, name: str = "b
 
 
 def replicate(mesh: jax.sharding.Mesh, tree):
-  """Every leaf (the same full value in every process) replicated on every device of the mesh (``P(None, ...)``, one
-  ``None`` per axis: the spec jitted steps give their replicated outputs, so a step fed its own outputs compiles
-  once)."""
+  """Every leaf replicated on every device of the mesh.
+
+  Every leaf (the same full value in every process) replicated on every device of the mesh (``P(None, ...)``, one
+  ``None`` per axis: the spec jitted steps give their replicated outputs, so a step fed its own outputs compiles once).
+  """
   return _from_full(mesh, tree, lambda x: jax.P(*([None] * x.ndim)))
 
 
 def shard_table(mesh: jax.sharding.Mesh, table, *, name: str = "table"):
-  """An embedding table (the same full value in every process) split by rows over the mesh
-  (``P(DATA_AXIS, None)``): each device stores rows / N of it, as alx shards its iALS tables."""
+  """An embedding table split by rows over the mesh.
+
+  An embedding table (the same full value in every process) split by rows over the mesh (``P(DATA_AXIS, None)``): each
+  device stores rows / N of it, as alx shards its iALS tables.
+  """
   table = np.asarray(table)
   if table.ndim != 2:
     raise ValueError(f"shard_table: `{name}` must be a [rows, dim] table, got shape {table.shape}")

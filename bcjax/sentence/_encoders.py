@@ -50,8 +50,9 @@ def sif_weights(words: Sequence[str], counts: Mapping[str, int], a: float = 1e-3
 
 
 def encode_token_ids(sentences: Sequence[str], index: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
-  """Tokenises sentences and maps kept tokens to vocabulary rows (the reference's filter: in the vocabulary and
-  ``islower()``).
+  """Tokenises sentences and maps kept tokens to vocabulary rows.
+
+  (the reference's filter: in the vocabulary and ``islower()``).
 
   Returns:
     ``(ids, mask)``: ids [n, L] (0 where padded) and a boolean mask [n, L]; L is the longest kept sentence
@@ -68,8 +69,10 @@ def encode_token_ids(sentences: Sequence[str], index: Mapping[str, int]) -> tupl
 
 
 def weighted_average(vectors: ArrayLike, weights: ArrayLike, ids: ArrayLike, mask: ArrayLike) -> jax.Array:
-  r"""Raw sentence vectors :math:`q_s = \sum_{w \in s} a_w v_w / \sum_{w \in s} a_w` (Liu et al.'s normalisation;
-  official SIF divides by :math:`|s|` instead, which changes only each sentence's scale).
+  r"""Raw sentence vectors, weighted averages of their words' vectors.
+
+  Raw sentence vectors :math:`q_s = \sum_{w \in s} a_w v_w / \sum_{w \in s} a_w` (Liu et al.'s normalisation; official
+  SIF divides by :math:`|s|` instead, which changes only each sentence's scale).
 
   Args:
     vectors: word vectors, [V, d].
@@ -122,8 +125,11 @@ def conceptor_with_aperture(r: ArrayLike, alpha: Aperture = 1.0) -> tuple[jax.Ar
 
 
 def ca_initial(stopword_vectors: ArrayLike, alpha: Aperture = 1.0) -> jax.Array:
-  r"""Zero-shot conceptor :math:`C_0 = R_Z (R_Z + \alpha^{-2} I)^{-1}` of stop-word vectors [:math:`|Z|`, d]; ``alpha``
-  a number or a rule R -> α (see :data:`Aperture`)."""
+  r"""Zero-shot conceptor :math:`C_0 = R_Z (R_Z + \alpha^{-2} I)^{-1}` of stop-word vectors.
+
+  Zero-shot conceptor :math:`C_0 = R_Z (R_Z + \alpha^{-2} I)^{-1}` of stop-word vectors [:math:`|Z|`, d]; ``alpha`` a
+  number or a rule R -> α (see :data:`Aperture`).
+  """
   return conceptor_with_aperture(correlation(stopword_vectors), alpha)[0]
 
 
@@ -142,7 +148,9 @@ def stopword_correlation(vectors: WordVectors, stopwords: Sequence[str]) -> tupl
 
 
 def stopword_conceptor(vectors: WordVectors, stopwords: Sequence[str], alpha: Aperture = 1.0) -> tuple[jax.Array, int]:
-  r"""The zero-shot conceptor :math:`C_0 = C(R_Z, \alpha)` of the distinct stop words that have a vector (see
+  r"""The zero-shot conceptor of the distinct stop words that have a vector, and their number.
+
+  The zero-shot conceptor :math:`C_0 = C(R_Z, \alpha)` of the distinct stop words that have a vector (see
   :func:`stopword_correlation`), and their number.
 
   Raises:
@@ -153,9 +161,12 @@ def stopword_conceptor(vectors: WordVectors, stopwords: Sequence[str], alpha: Ap
 
 
 def ca_update(c_prev: ArrayLike, q_corpus: ArrayLike, alpha: Aperture = 1.0) -> jax.Array:
-  r"""One continual step :math:`C_t = C_{t-1} \vee C(R_t, \alpha)` with :math:`R_t` the uncentred correlation of the
+  r"""One continual step :math:`C_t = C_{t-1} \vee C(R_t, \alpha)`.
+
+  One continual step :math:`C_t = C_{t-1} \vee C(R_t, \alpha)` with :math:`R_t` the uncentred correlation of the
   corpus's raw sentence vectors [n, d] (with one fixed α for every step the correlations add). A rule for ``alpha``
-  picks each step's aperture from its own :math:`R_t`."""
+  picks each step's aperture from its own :math:`R_t`.
+  """
   return disjunction(c_prev, conceptor_with_aperture(correlation(q_corpus), alpha)[0])
 
 

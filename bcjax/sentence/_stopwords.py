@@ -1,5 +1,7 @@
-"""The English stop-word list of NLTK's ``stopwords`` corpus (179 words), with apostrophes deleted as in the CA
-reference protocol ("don't" -> "dont"). It seeds the zero-shot conceptor C_0 (Liu, Ungar & Sedoc 2019, section 2.3).
+"""The English stop-word list of NLTK's ``stopwords`` corpus (179 words).
+
+With apostrophes deleted as in the CA reference protocol ("don't" -> "dont"). It seeds the zero-shot conceptor C_0 (Liu,
+Ungar & Sedoc 2019, section 2.3).
 """
 
 _NLTK_ENGLISH = """

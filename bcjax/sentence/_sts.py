@@ -1,5 +1,8 @@
-"""Loaders for SemEval STS 2012-2016 (``STS.input.*`` / ``STS.gs.*``) and the STS Benchmark, and the CA paper's five
-genres (Liu, Ungar & Sedoc 2019, section 2.5 of the reference note)."""
+"""Loaders for SemEval STS 2012-2016 and the STS Benchmark, and the CA paper's five genres.
+
+Loaders for SemEval STS 2012-2016 (``STS.input.*`` / ``STS.gs.*``) and the STS Benchmark, and the CA paper's five genres
+(Liu, Ungar & Sedoc 2019, section 2.5 of the reference note).
+"""
 
 import os
 from pathlib import Path
@@ -40,8 +43,10 @@ def _score(path: Path, lineno: int, text: str) -> float:
 
 
 def load_sts_pairs(input_path: str | os.PathLike, gold_path: str | os.PathLike, name: str | None = None) -> StsPairs:
-  """Reads one SemEval STS set: ``STS.input.<set>.txt`` (2 tab fields; 4 in 2016, whose source notes are ignored)
-  and ``STS.gs.<set>.txt`` (one score per line). A blank gold line marks an unscored pair, which is dropped.
+  """Reads one SemEval STS set.
+
+  ``STS.input.<set>.txt`` (2 tab fields; 4 in 2016, whose source notes are ignored) and ``STS.gs.<set>.txt`` (one score
+  per line). A blank gold line marks an unscored pair, which is dropped.
 
   Raises:
     ValueError: naming file and line when a line has fewer than 2 fields, a score is not a number in [0, 5], or

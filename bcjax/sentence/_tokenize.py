@@ -86,8 +86,11 @@ def _is_abbreviation(word: str, following: str) -> bool:
 
 
 def sentences(text: str) -> list[str]:
-  """``text`` split into sentences at '.', '?' or '!' followed by a capital, a digit or an opening quote (not
-  after an abbreviation or an initial)."""
+  """``text`` split into sentences.
+
+  ``text`` split into sentences at '.', '?' or '!' followed by a capital, a digit or an opening quote (not after an
+  abbreviation or an initial).
+  """
   out, start = [], 0
   for m in _BOUNDARY.finditer(text):
     if m.group(1) == ".":

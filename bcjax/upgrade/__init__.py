@@ -1,6 +1,7 @@
-"""Upgrading an embedding model without re-indexing: fit a backward map from the new model's embeddings to the old
-one's on paired rows, judge it on held-out pairs and the old index (bridge or re-index), store it in a registry and
-serve it over stored embeddings of any size.
+"""Upgrading an embedding model without re-indexing.
+
+Fit a backward map from the new model's embeddings to the old one's on paired rows, judge it on held-out pairs and the
+old index (bridge or re-index), store it in a registry and serve it over stored embeddings of any size.
 
 From the command line: ``bcjax fit``, ``bcjax append``, ``bcjax transform`` (see ``bcjax --help``).
 """

@@ -1,5 +1,8 @@
-"""A faiss index as a bridge's old store: an ``IndexIDMap2`` (ids of the user's choosing, vectors readable by id)
-saved in a file, read at open and written back atomically by :meth:`FaissStore.save`."""
+"""A faiss index as a bridge's old store.
+
+An ``IndexIDMap2`` (ids of the user's choosing, vectors readable by id) saved in a file, read at open and written back
+atomically by :meth:`FaissStore.save`.
+"""
 
 import os
 from pathlib import Path

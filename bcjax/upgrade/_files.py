@@ -84,8 +84,11 @@ def chunks(n: int, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[slice]:
 
 
 def compute_dtype(dtype) -> np.dtype:
-  """The dtype arithmetic on embeddings of ``dtype`` runs in: float64 stays float64, narrower floats widen to
-  float32 (NumPy has no bfloat16 arithmetic and float16 matrix products are slow and lose digits)."""
+  """The dtype arithmetic on embeddings of ``dtype`` runs in.
+
+  Float64 stays float64, narrower floats widen to float32 (NumPy has no bfloat16 arithmetic and float16 matrix products
+  are slow and lose digits).
+  """
   return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
 
 
@@ -112,10 +115,13 @@ def _pread_rows(arr: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 
 def read_rows(arr: np.ndarray, rows, dtype=None) -> np.ndarray:
-  """``arr[rows]`` as a dense array of ``dtype`` (default :func:`compute_dtype`), with ``rows`` a slice or an
-  integer index array. From an embeddings file the rows are read with plain file reads, one per run of consecutive
-  rows: indexing a memory map instead leaves the pages it touches (and the kernel's read-ahead around them) mapped
-  into the process, which grew to 14 GB reading 20,000 scattered rows of a 15 GB index."""
+  """``arr[rows]`` as a dense array of ``dtype``.
+
+  (default :func:`compute_dtype`), with ``rows`` a slice or an integer index array. From an embeddings file the rows are
+  read with plain file reads, one per run of consecutive rows: indexing a memory map instead leaves the pages it touches
+  (and the kernel's read-ahead around them) mapped into the process, which grew to 14 GB reading 20,000 scattered rows
+  of a 15 GB index.
+  """
   target = compute_dtype(arr.dtype) if dtype is None else dtype
   if _plain_readable(arr):
     index = np.arange(arr.shape[0])[rows] if isinstance(rows, slice) else np.asarray(rows)
@@ -128,9 +134,12 @@ def read_rows(arr: np.ndarray, rows, dtype=None) -> np.ndarray:
 
 @contextlib.contextmanager
 def chunk_reader(arr: np.ndarray):
-  """A function ``read(rows: slice) -> ndarray`` over the rows of an opened embeddings file that reads them with
-  plain file reads (no pages of the file stay mapped into the process); for an array that is not a C-ordered memory
-  map it slices the array."""
+  """A function ``read(rows: slice) -> ndarray`` over the rows of an opened embeddings file.
+
+  A function ``read(rows: slice) -> ndarray`` over the rows of an opened embeddings file that reads them with plain file
+  reads (no pages of the file stay mapped into the process); for an array that is not a C-ordered memory map it slices
+  the array.
+  """
   if not isinstance(arr, np.memmap) or arr.filename is None or not arr.flags.c_contiguous:
     yield lambda rows: np.asarray(arr[rows])
     return
@@ -147,8 +156,11 @@ def chunk_reader(arr: np.ndarray):
 
 
 def check_finite_rows(arr: np.ndarray, *, name: str, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> None:
-  """Raises :class:`EmbeddingFileError` naming the first row of ``arr`` that holds NaN or inf, reading ``arr`` one
-  chunk of rows at a time with plain file reads (a scan of a file larger than memory keeps none of it mapped)."""
+  """Raises :class:`EmbeddingFileError` naming the first row of ``arr`` that holds NaN or inf.
+
+  Reading ``arr`` one chunk of rows at a time with plain file reads (a scan of a file larger than memory keeps none of
+  it mapped).
+  """
   with chunk_reader(arr) as read:
     for rows in chunks(arr.shape[0], chunk_rows):
       block = read(rows).astype(compute_dtype(arr.dtype), copy=False)

@@ -66,8 +66,11 @@ HUBNESS_REFERENCE_ROWS = 5000  # mapped rows stored with a map for its hubness c
 
 
 class PairSplit(NamedTuple):
-  """Sorted row ids of the pairs: ``train`` (fitting), ``val`` (choices: kind, MLP width and epochs) and ``test``
-  (held out for the report, never seen by the fit)."""
+  """Sorted row ids of the pairs.
+
+  ``train`` (fitting), ``val`` (choices: kind, MLP width and epochs) and ``test`` (held out for the report, never seen
+  by the fit).
+  """
 
   train: np.ndarray
   val: np.ndarray
@@ -99,10 +102,13 @@ def split_pairs(n: int, *, test_fraction: float = 0.2, val_fraction: float = 0.1
 
 
 class UpgradeFit(NamedTuple):
-  """Result of :func:`fit_upgrade`: the chosen ``map``; ``candidates``, one dict per kind fitted (its choices, its
-  cross-validated or validation mean squared error, its validation own-vector hit rate); ``reason``, why this kind
-  (and why the hubness correction is kept or left out); ``hubness``, that choice's record (mode, k, and the
-  validation rank scores without and with it where they were measured)."""
+  """Result of :func:`fit_upgrade`.
+
+  The chosen ``map``; ``candidates``, one dict per kind fitted (its choices, its cross-validated or validation mean
+  squared error, its validation own-vector hit rate); ``reason``, why this kind (and why the hubness correction is kept
+  or left out); ``hubness``, that choice's record (mode, k, and the validation rank scores without and with it where
+  they were measured).
+  """
 
   map: UpgradeMap
   candidates: list
@@ -160,10 +166,13 @@ def _reduce_rank(w: np.ndarray, m: _moments.PairMoments, rank: int | None) -> np
 
 
 def _scaled_isometry(m: _moments.PairMoments) -> np.ndarray:
-  """affine's shrinkage target s·Q: Q the polar factor of the centred cross-covariance on the directions the pairs
-  span (:math:`U_r V_r^\top` over its non-zero singular values). Where the pairs span fewer directions than the
-  dimensions, the full isometry's action on the rest is arbitrary (any rotation there fits equally well) and would
-  change with the last bit of the sums; the partial isometry maps those directions to zero, as ridge does."""
+  r"""Affine's shrinkage target s·Q.
+
+  Q the polar factor of the centred cross-covariance on the directions the pairs span (:math:`U_r V_r^\top` over its
+  non-zero singular values). Where the pairs span fewer directions than the dimensions, the full isometry's action on
+  the rest is arbitrary (any rotation there fits equally well) and would change with the last bit of the sums; the
+  partial isometry maps those directions to zero, as ridge does.
+  """
   gram_c, cross_c, _ = m.centred()
   u, sv, vt = np.linalg.svd(cross_c, full_matrices=False)
   r = int(np.sum(sv > 1e-10 * (sv.max() if sv.size else 0.0)))
@@ -188,10 +197,13 @@ def _prior(m: _moments.PairMoments, target: str) -> np.ndarray:
 def closed_form(
   kind: str, m: _moments.PairMoments, *, alpha: float = 0.0, rank: int | None = None, target: str = "isometry"
 ) -> tuple[np.ndarray, np.ndarray]:
-  """(W, b) in float64 of a closed-form ``kind`` (``linear``, ``orthogonal``, ``affine``) from the pairs' moments
-  with the given choices (:mod:`bcjax.upgrade._fit`); ``target`` is affine's shrinkage target: ``isometry`` (the scaled
-  polar factor) or ``identity`` (equal widths only: two models whose spaces already roughly agree, e.g. sharing
-  their token embeddings)."""
+  """(W, b) in float64 of a closed-form ``kind`` from the pairs' moments.
+
+  (W, b) in float64 of a closed-form ``kind`` (``linear``, ``orthogonal``, ``affine``) from the pairs' moments with the
+  given choices (:mod:`bcjax.upgrade._fit`); ``target`` is affine's shrinkage target: ``isometry`` (the scaled polar
+  factor) or ``identity`` (equal widths only: two models whose spaces already roughly agree, e.g. sharing their token
+  embeddings).
+  """
   if kind == "orthogonal":
     w = _procrustes(*m.centred())
   elif kind == "linear":
@@ -225,9 +237,11 @@ def _plus(a: _moments.PairMoments, b: _moments.PairMoments) -> _moments.PairMome
 
 
 class _Fold(NamedTuple):
-  """One cross-validation fold: the moments it is scored on, the moments fitted on (the other folds), the fitted
-  side's eigendecomposition and shrinkage targets (computed once for every choice tried), and which rows of the
-  retrieval sample it holds out."""
+  """One cross-validation fold.
+
+  The moments it is scored on, the moments fitted on (the other folds), the fitted side's eigendecomposition and
+  shrinkage targets (computed once for every choice tried), and which rows of the retrieval sample it holds out.
+  """
 
   held_out: _moments.PairMoments
   fitted: _moments.PairMoments
@@ -272,11 +286,13 @@ def _cv_score(
   rank: int | None = None,
   target: str = "isometry",
 ) -> tuple[float, float]:
-  """(retrieval score, mean squared error) of a choice, cross-validated: each fold's map, fitted on the other
-  folds, predicts the fold's held-out rows. The error is over all held-out pairs (from the moments); the score is
-  the mean, over the sample's rows, of the share of the sample's other old vectors that their out-of-fold
-  prediction ranks below their own old vector (1 = always first). Ranking, not the squared error, is what an
-  index sees: a ridge that shrinks every prediction towards the old mean lowers the error but ranks worse."""
+  """(retrieval score, mean squared error) of a choice, cross-validated.
+
+  Each fold's map, fitted on the other folds, predicts the fold's held-out rows. The error is over all held-out pairs
+  (from the moments); the score is the mean, over the sample's rows, of the share of the sample's other old vectors that
+  their out-of-fold prediction ranks below their own old vector (1 = always first). Ranking, not the squared error, is
+  what an index sees: a ridge that shrinks every prediction towards the old mean lowers the error but ranks worse.
+  """
   errors, predicted = [], np.zeros_like(sample.old)
   for f in folds:
     if kind == "orthogonal":
@@ -293,8 +309,10 @@ def _cv_score(
 def _choose_closed_form(
   kind: str, fold_moments, total, d_min: int, sample: _RetrievalSample, metric: str, *, score_orthogonal: bool = False
 ) -> tuple[dict, float, float]:
-  """The choices of a closed-form kind with the best cross-validated retrieval score (the squared error breaks
-  ties), with that score and error."""
+  """The choices of a closed-form kind with the best cross-validated retrieval score.
+
+  (the squared error breaks ties), with that score and error.
+  """
   folds = _folds(fold_moments, total, kind, sample)
   if kind == "orthogonal":  # nothing to choose: scored only when auto must rank the kinds by cross-validation
     return ({}, *_cv_score("orthogonal", folds, sample, metric)) if score_orthogonal else ({}, math.nan, math.nan)
@@ -373,9 +391,12 @@ def train_mlp(
   batch_size: int = 256,
   learning_rate: float = 1e-3,
 ) -> tuple[dict, dict]:
-  """Trains the residual MLP from the affine map ``init`` = (W, b) on minibatches of ``train_rows`` read from the
-  (memory-mapped) pairs, keeping the parameters of the epoch with the lowest validation error; stops after
-  ``patience`` epochs without improvement. Returns (params in float64, {"hidden", "epochs", "val_mse"})."""
+  """Trains the residual MLP from the affine map ``init`` = (W, b).
+
+  Trains the residual MLP from the affine map ``init`` = (W, b) on minibatches of ``train_rows`` read from the
+  (memory-mapped) pairs, keeping the parameters of the epoch with the lowest validation error; stops after ``patience``
+  epochs without improvement. Returns (params in float64, {"hidden", "epochs", "val_mse"}).
+  """
   transform, optimizer, step, loss = _mlp_steps(hidden, learning_rate)
   w0, b0 = init
   params = transform.init(key, w0.shape[0], w0.shape[1], jnp.float32)
@@ -435,8 +456,10 @@ def fit_upgrade(
   old_model: str = "",
   new_model: str = "",
 ) -> UpgradeFit:
-  r"""Fits a backward map from new-model embeddings ``z_new`` [n, D_k] to old-model ones ``z_prev`` [n, D_(k-1)]
-  of the same items (:mod:`bcjax.upgrade._fit` for the kinds and how each choice is made).
+  r"""Fits a backward map from new-model embeddings to old-model ones of the same items.
+
+  Fits a backward map from new-model embeddings ``z_new`` [n, D_k] to old-model ones ``z_prev`` [n, D_(k-1)] of the same
+  items (:mod:`bcjax.upgrade._fit` for the kinds and how each choice is made).
 
   Args:
     z_new: the new model's embeddings (an array or a read-only memory map, e.g. :func:`open_embeddings`).
@@ -453,11 +476,12 @@ def fit_upgrade(
     seed: seeds the default split, the folds and the MLP.
     chunk_rows: rows read at a time when streaming the pairs.
     progress: called with a line of text at each stage.
-    hubness: the hubness correction (CSLS): ``auto`` (kept when it helps on the validation pairs, module
-      docstring), ``on`` or ``off``; only for cosine retrieval.
+    hubness: the hubness correction (CSLS, :mod:`bcjax.upgrade._hubness`): ``auto`` (kept when it helps on the
+      validation pairs), ``on`` or ``off``; only for cosine retrieval.
     hubness_k: neighbours averaged in the correction's per-document bias.
-    old_model, new_model: the models' names, stamped in the map with their fingerprints
-      (:mod:`bcjax.upgrade._spaces`) so that it is never applied the wrong way round.
+    old_model: the old model's name, stamped in the map with its fingerprint (:mod:`bcjax.upgrade._spaces`) so that
+      the map is never applied the wrong way round.
+    new_model: the new model's name, stamped likewise.
 
   Returns:
     :class:`UpgradeFit`.

@@ -1,6 +1,7 @@
-r"""Hubness correction of bridged search (CSLS, Conneau et al. 2018, eq. 6): a mapped query space has hubs, old
-vectors that sit close to many mapped queries and crowd every top k. CSLS lowers each old vector's score by its
-mean similarity to its k nearest *mapped* new-model rows:
+r"""Hubness correction of bridged search (CSLS, Conneau et al. 2018, eq. 6).
+
+A mapped query space has hubs, old vectors that sit close to many mapped queries and crowd every top k. CSLS lowers each
+old vector's score by its mean similarity to its k nearest *mapped* new-model rows:
 
 .. math::
 
@@ -33,8 +34,11 @@ DEFAULT_K = 10
 
 
 class Hubness(NamedTuple):
-  """The fitted part of a hubness correction: ``reference`` [M, D_(k-1)], unit rows of mapped new-model embeddings
-  (float32), and ``k``, the neighbours averaged in :math:`\\beta(x)`."""
+  r"""The fitted part of a hubness correction.
+
+  ``reference`` [M, D_(k-1)], unit rows of mapped new-model embeddings (float32), and ``k``, the neighbours averaged in
+  :math:`\beta(x)`.
+  """
 
   reference: np.ndarray
   k: int

@@ -1,6 +1,8 @@
-r"""A fitted embedding-upgrade map: a :mod:`bcjax.alignment` backward transform with its parameters, whether it
-works on L2-normalised embeddings, and what was chosen when it was fitted; saved to and loaded from a checksummed
-map file in the registry's own format, so ``bcjax append`` stores it as the next version unchanged.
+r"""A fitted embedding-upgrade map.
+
+A :mod:`bcjax.alignment` backward transform with its parameters, whether it works on L2-normalised embeddings, and what
+was chosen when it was fitted; saved to and loaded from a checksummed map file in the registry's own format, so ``bcjax
+append`` stores it as the next version unchanged.
 
 Serving: every kind but the MLP is affine, :math:`B(z) = Wz + b`, and a chain of affine maps composes into one
 (:func:`affine_form`, :func:`compose_affine`); a map applies at query time through :func:`apply_map` (jitted).
@@ -30,7 +32,7 @@ _SPACE_PREFIX = "space."  # the models' fingerprints ("space.new", "space.old"):
 
 
 class UpgradeMap(NamedTuple):
-  """A backward map :math:`B: \\mathbb R^{D_k} \\to \\mathbb R^{D_{k-1}}` from a new model's embeddings to an old one's.
+  r"""A backward map :math:`B: \mathbb R^{D_k} \to \mathbb R^{D_{k-1}}` from a new model's embeddings to an old one's.
 
   ``transform`` and ``params``: the :mod:`bcjax.alignment` kind and its parameter arrays (float64 NumPy);
   ``normalize``: inputs are L2-normalised before B and outputs after it (a cosine model); ``kind``: the upgrade
@@ -61,10 +63,12 @@ class UpgradeMap(NamedTuple):
 
 
 def apply_map(upgrade_map: UpgradeMap, z) -> jax.Array:
-  """Maps new-model embeddings ``z`` [n, D_k] to the old model's space, [n, D_(k-1)], in ``z``'s precision (float32
-  for narrower inputs): the same compiled program as :func:`query_function` (:func:`compiled_map`), its parameters
-  placed on the device once per map, so the query path, the report, ``bcjax transform`` and the stores all compute
-  the same numbers."""
+  """Maps new-model embeddings ``z`` [n, D_k] to the old model's space, [n, D_(k-1)].
+
+  In ``z``'s precision (float32 for narrower inputs): the same compiled program as :func:`query_function`
+  (:func:`compiled_map`), its parameters placed on the device once per map, so the query path, the report, ``bcjax
+  transform`` and the stores all compute the same numbers.
+  """
   z = jnp.asarray(z)
   if z.ndim != 2 or z.shape[1] != upgrade_map.dims[1]:
     raise ValueError(f"apply_map: `z` has shape {tuple(z.shape)} but the map takes D_k={upgrade_map.dims[1]} columns")
@@ -79,8 +83,11 @@ _COMPILED_LIMIT = 32
 
 
 def compiled_map(maps: "UpgradeMap | Sequence[UpgradeMap]", dtype=jnp.float32) -> Callable[[jax.Array], jax.Array]:
-  """:func:`query_function` of ``maps`` in ``dtype``, built once per chain of map objects and dtype and then reused:
-  the one compiled application path of :mod:`bcjax.upgrade`."""
+  """:func:`query_function` of ``maps`` in ``dtype``, built once and then reused.
+
+  :func:`query_function` of ``maps`` in ``dtype``, built once per chain of map objects and dtype and then reused: the
+  one compiled application path of :mod:`bcjax.upgrade`.
+  """
   chain = (maps,) if isinstance(maps, UpgradeMap) else tuple(maps)
   key = (tuple(id(m) for m in chain), jnp.dtype(dtype).name)
   hit = _COMPILED.get(key)
@@ -94,9 +101,12 @@ def compiled_map(maps: "UpgradeMap | Sequence[UpgradeMap]", dtype=jnp.float32) -
 
 
 def query_function(maps: "UpgradeMap | Sequence[UpgradeMap]", *, dtype=jnp.float32) -> Callable[[jax.Array], jax.Array]:
-  """A jitted ``f(z [n, D_k]) -> [n, D_j]`` for query-time use, with the map's (or chain's) parameters placed on the
-  device once: affine kinds become one :math:`Wz + b` per run of maps without normalisation between them (an
-  orthogonal map's QR factor is not recomputed per call), the MLP keeps its own apply."""
+  """A jitted ``f(z [n, D_k]) -> [n, D_j]`` for query-time use.
+
+  With the map's (or chain's) parameters placed on the device once: affine kinds become one :math:`Wz + b` per run of
+  maps without normalisation between them (an orthogonal map's QR factor is not recomputed per call), the MLP keeps its
+  own apply.
+  """
   maps = [maps] if isinstance(maps, UpgradeMap) else list(maps)
   stages: list[tuple[Any, dict[str, jax.Array], bool]] = []
   for m in maps:
@@ -123,9 +133,10 @@ def query_function(maps: "UpgradeMap | Sequence[UpgradeMap]", *, dtype=jnp.float
 
 
 def check_direction(upgrade_map: UpgradeMap, z, *, name: str = "z") -> None:
-  """Refuses embeddings ``z`` [n, D] that are not the new model's: a width other than D_k, or, where both models
-  have the same width and the map carries their fingerprints, rows that lean to the old model's direction (the map
-  would be applied the wrong way round).
+  """Refuses embeddings ``z`` [n, D] that are not the new model's.
+
+  A width other than D_k, or, where both models have the same width and the map carries their fingerprints, rows that
+  lean to the old model's direction (the map would be applied the wrong way round).
 
   Raises:
     ValueError: naming ``name``, the models and the evidence.
@@ -147,8 +158,11 @@ def check_direction(upgrade_map: UpgradeMap, z, *, name: str = "z") -> None:
 
 
 def affine_form(transform: BackwardTransform, params) -> tuple[np.ndarray, np.ndarray] | None:
-  """(W [D_(k-1), D_k], b [D_(k-1)]) in float64 of an affine kind (linear, orthogonal, affine of any rank), or None
-  for the MLP."""
+  """(W [D_(k-1), D_k], b [D_(k-1)]) in float64 of an affine kind, or None for the MLP.
+
+  (W [D_(k-1), D_k], b [D_(k-1)]) in float64 of an affine kind (linear, orthogonal, affine of any rank), or None for the
+  MLP.
+  """
   p = {name: np.asarray(a, np.float64) for name, a in params.items()}
   if transform.kind == "linear":
     w = p["w"]
@@ -163,8 +177,11 @@ def affine_form(transform: BackwardTransform, params) -> tuple[np.ndarray, np.nd
 
 
 def compose_affine(forms) -> tuple[np.ndarray, np.ndarray]:
-  """One affine map equal to applying ``forms`` = [(W_k, b_k), (W_(k-1), b_(k-1)), ...] in that order:
-  :math:`W = W_{j+1} \\cdots W_k`, :math:`b = W_{j+1}\\cdots W_{k-1} b_k + \\dots + b_{j+1}`."""
+  r"""One affine map equal to applying ``forms`` in order.
+
+  One affine map equal to applying ``forms`` = [(W_k, b_k), (W_(k-1), b_(k-1)), ...] in that order: :math:`W = W_{j+1}
+  \cdots W_k`, :math:`b = W_{j+1}\cdots W_{k-1} b_k + \dots + b_{j+1}`.
+  """
   w, b = forms[0]
   for w_next, b_next in forms[1:]:
     w, b = w_next @ w, w_next @ b + b_next
@@ -174,8 +191,11 @@ def compose_affine(forms) -> tuple[np.ndarray, np.ndarray]:
 def save_map(
   upgrade_map: UpgradeMap, path: str | os.PathLike, *, notes: dict | None = None, overwrite: bool = False
 ) -> Path:
-  """Writes ``upgrade_map`` to ``path`` atomically (never over an existing file unless ``overwrite``), with
-  ``notes`` (JSON-able: the report's summary, the models' names) in its header."""
+  """Writes ``upgrade_map`` to ``path`` atomically.
+
+  (never over an existing file unless ``overwrite``), with ``notes`` (JSON-able: the report's summary, the models'
+  names) in its header.
+  """
   d_prev, d_new = upgrade_map.dims
   header = {
     "format": MAP_FORMAT,
@@ -217,8 +237,9 @@ def load_map(
 
   Args:
     path: the map file.
-    old_model, new_model: the models the caller serves, when known: a map stamped with other model names is refused
-      (a map from model A to B applied to C, or the wrong way round).
+    old_model: the old model the caller serves, when known: a map stamped with another name is refused (a map from
+      model A to B applied to C, or the wrong way round).
+    new_model: the new model the caller serves, when known, likewise.
 
   Raises:
     ValueError: for a missing, corrupt or foreign file, or models other than the ones stamped.

@@ -65,8 +65,9 @@ def pair_moments(
   normalize: bool = False,
   chunk_rows: int = _files.DEFAULT_CHUNK_ROWS,
 ) -> PairMoments:
-  """:class:`PairMoments` of the pairs ``(z_new[r], z_prev[r])`` for r in ``rows`` (default: all), reading at most
-  ``chunk_rows`` rows of each at a time (arrays or memory maps), in float64.
+  """:class:`PairMoments` of the pairs ``(z_new[r], z_prev[r])`` for r in ``rows``.
+
+  (default: all), reading at most ``chunk_rows`` rows of each at a time (arrays or memory maps), in float64.
 
   Args:
     z_new: :math:`z_k`, [n, D_k].

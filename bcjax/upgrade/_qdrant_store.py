@@ -1,5 +1,8 @@
-"""A Qdrant collection as a bridge's old store, with Qdrant in local mode (an on-disk collection opened by the
-process itself, no server) or any client the user passes. Point ids are unsigned integers."""
+"""A Qdrant collection as a bridge's old store.
+
+With Qdrant in local mode (an on-disk collection opened by the process itself, no server) or any client the user passes.
+Point ids are unsigned integers.
+"""
 
 import os
 

@@ -1,6 +1,8 @@
-r"""The go/no-go report of a bridge: is a fitted backward map good enough to keep the old index, or must the corpus
-be re-embedded? Every measure is computed on held-out pairs the fit never saw, with a 95 % percentile bootstrap
-interval over those rows, and is named for what it means:
+r"""The go/no-go report of a bridge.
+
+Is a fitted backward map good enough to keep the old index, or must the corpus be re-embedded? Every measure is computed
+on held-out pairs the fit never saw, with a 95 % percentile bootstrap interval over those rows, and is named for what it
+means:
 
 * ``recall_recovery`` (with relevance pairs and an old index): Recall@k of the mapped new queries against the old
   index as a share of the reference's, the measure Drift-Adapter reports. The reference is re-embedding (new
@@ -50,8 +52,11 @@ _REPLICATES = 1000
 
 
 class Reason(NamedTuple):
-  """A finding of the report: ``code`` names it (one of :data:`REASON_CODES`), ``blocks_verdict`` says whether it
-  makes the primary measure unable to carry a verdict, ``text`` says it for a reader."""
+  """A finding of the report.
+
+  ``code`` names it (one of :data:`REASON_CODES`), ``blocks_verdict`` says whether it makes the primary measure unable
+  to carry a verdict, ``text`` says it for a reader.
+  """
 
   code: str
   blocks_verdict: bool
@@ -69,10 +74,12 @@ def _reason(code: str, text: str) -> Reason:
 
 
 class Measure(NamedTuple):
-  """One measure of the report: ``value`` with its 95 % bootstrap interval [``low``, ``high``] over ``n`` rows
-  (NaN where undefined), what it ``means``, and where they apply: the ``chance`` level and the ``pool`` it was
-  scored among, the consumer's ``majority``-class share, an independent ``check`` of the value, and whether it is
-  ``measurable`` at all."""
+  """One measure of the report.
+
+  ``value`` with its 95 % bootstrap interval [``low``, ``high``] over ``n`` rows (NaN where undefined), what it
+  ``means``, and where they apply: the ``chance`` level and the ``pool`` it was scored among, the consumer's
+  ``majority``-class share, an independent ``check`` of the value, and whether it is ``measurable`` at all.
+  """
 
   value: float
   low: float
@@ -87,8 +94,11 @@ class Measure(NamedTuple):
 
 
 class MapSummary(NamedTuple):
-  """The map a report judged: its ``kind`` (``chain(...)`` for a chain), fitted ``choices``, whether it
-  ``normalize``s, ``dims`` (D_(k-1), D_k), and its hubness correction's k and reference rows (None without one)."""
+  """The map a report judged.
+
+  Its ``kind`` (``chain(...)`` for a chain), fitted ``choices``, whether it ``normalize``s, ``dims`` (D_(k-1), D_k), and
+  its hubness correction's k and reference rows (None without one).
+  """
 
   kind: str
   choices: Mapping[str, Any]
@@ -155,8 +165,11 @@ class UpgradeReport:
 
 
 def _interval(values: np.ndarray, reference: np.ndarray | None = None, *, seed: int, means: str, **extra) -> Measure:
-  """The mean of ``values`` (or the ratio of its mean to ``reference``'s, paired by row) with a 95 % percentile
-  bootstrap interval over rows, as a :class:`Measure` meaning ``means`` (``extra``: its other fields)."""
+  """The mean of ``values`` with a 95 % percentile bootstrap interval over rows.
+
+  The mean of ``values`` (or the ratio of its mean to ``reference``'s, paired by row) with a 95 % percentile bootstrap
+  interval over rows, as a :class:`Measure` meaning ``means`` (``extra``: its other fields).
+  """
   values = np.asarray(values, np.float64)
   n = len(values)
   rng = np.random.default_rng(seed)
@@ -247,7 +260,8 @@ def evaluate_upgrade(
 
   Args:
     upgrade_map: the fitted map, or a chain of maps applied in order (e.g. :func:`registry_maps`).
-    z_new, z_prev: the pairs (arrays or memory maps), [n, D_k] and [n, D_(k-1)].
+    z_new: the pairs' new-model embeddings (an array or a memory map), [n, D_k].
+    z_prev: the same items' old-model embeddings, [n, D_(k-1)].
     rows: held-out pair rows (never used by the fit); at most ``max_rows`` of them are used, drawn at random.
     index: the old index [N, D_(k-1)], optional.
     new_index: the same items embedded by the new model [N, D_k], optional: makes re-embedding the reference.
@@ -519,8 +533,9 @@ def finite_or_none(value):
 
 
 def report_json(report: UpgradeReport, **context) -> str:
-  """The report as strict JSON (RFC 8259): an undefined number (a recovery with no relevance pair) is ``null``,
-  never ``NaN``.
+  """The report as strict JSON (RFC 8259).
+
+  An undefined number (a recovery with no relevance pair) is ``null``, never ``NaN``.
 
   Args:
     report: an :class:`UpgradeReport`.

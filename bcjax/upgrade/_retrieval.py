@@ -1,5 +1,6 @@
-r"""Brute-force top-k search for judging a bridged query against an old index: exact, streamed over the index in
-row chunks (an index larger than memory is read once) and blocked over queries.
+r"""Brute-force top-k search for judging a bridged query against an old index.
+
+Exact, streamed over the index in row chunks (an index larger than memory is read once) and blocked over queries.
 
 Scores: ``cosine`` (dot product of L2-normalised rows), ``dot``, or ``l2`` (:math:`-\lVert q - x \rVert^2`, ranked
 as :math:`2 q\cdot x - \lVert x \rVert^2`). Ties are broken towards the lower item id, as ``jax.lax.top_k`` does.
@@ -30,8 +31,10 @@ def _prepare(x: np.ndarray, metric: str) -> np.ndarray:
 
 @functools.partial(jax.jit, static_argnames=("k", "l2"))
 def _merge_top_k(queries, items, item_sq, item_bias, valid, offset, best_scores, best_ids, *, k, l2):
-  """The k best of (the running best, this chunk of items): the running best comes first and holds only lower ids,
-  so ties still go to the lower id."""
+  """The k best of (the running best, this chunk of items).
+
+  The running best comes first and holds only lower ids, so ties still go to the lower id.
+  """
   scores = queries @ items.T
   if l2:
     scores = 2.0 * scores - item_sq[None, :]
@@ -53,12 +56,15 @@ def top_k(
   chunk_rows: int = DEFAULT_CHUNK_ROWS,
   item_bias: np.ndarray | None = None,
 ) -> np.ndarray:
-  """Ids [Q, k] of each query's k best-scoring items (best first), exact, in float32; ``item_bias`` [N], when
-  given, is subtracted from every score of its item (a hubness correction, :mod:`bcjax.upgrade._hubness`).
+  """Ids [Q, k] of each query's k best-scoring items (best first), exact, in float32.
+
+  ``item_bias`` [N], when given, is subtracted from every score of its item (a hubness correction,
+  :mod:`bcjax.upgrade._hubness`).
 
   ``items`` may be a memory map larger than memory: it is read ``chunk_rows`` rows at a time, once, and each chunk's
   scores are merged into every query's running top k, so memory stays bounded by the chunk and the queries (a
-  block of queries at a time keeps each score matrix near 2^26 entries)."""
+  block of queries at a time keeps each score matrix near 2^26 entries).
+  """
   if metric not in METRICS:
     raise ValueError(f"top_k: `metric` must be one of {list(METRICS)}, got {metric!r}")
   if not 1 <= k <= items.shape[0]:
@@ -113,10 +119,13 @@ def own_vector_hits(
   metric: str = "cosine",
   item_bias: np.ndarray | None = None,
 ) -> np.ndarray:
-  """For each row i, whether ``targets[i]`` is among the k items scoring best for ``mapped[i]`` when the items are
-  all the targets plus the ``distractors`` (e.g. an old index): [n] bools. A label-free measure of a bridge: the
-  mapped new embedding of an item should find that item's old embedding. ``item_bias``: one value per item (the
-  targets', then the distractors'), subtracted from its scores."""
+  """For each row i, whether ``targets[i]`` is among the k items scoring best for ``mapped[i]``.
+
+  For each row i, whether ``targets[i]`` is among the k items scoring best for ``mapped[i]`` when the items are all the
+  targets plus the ``distractors`` (e.g. an old index): [n] bools. A label-free measure of a bridge: the mapped new
+  embedding of an item should find that item's old embedding. ``item_bias``: one value per item (the targets', then the
+  distractors'), subtracted from its scores.
+  """
   items = targets if distractors is None or len(distractors) == 0 else np.concatenate([targets, distractors])
   k = min(k, items.shape[0])
   found = top_k(mapped, items, k, metric=metric, item_bias=item_bias)
@@ -133,8 +142,11 @@ def neighbour_agreement(
   chunk_rows: int = DEFAULT_CHUNK_ROWS,
   item_bias: np.ndarray | None = None,
 ) -> np.ndarray:
-  """For each query, the share of the old model's top k in ``index`` (``old_queries[i]``'s) that the mapped query
-  also ranks in its top k (with ``item_bias`` subtracted from the mapped queries' scores): [Q] floats in [0, 1]."""
+  """Per query, the share of the old model's top k that the mapped query also ranks in its top k.
+
+  For each query, the share of the old model's top k in ``index`` (``old_queries[i]``'s) that the mapped query also
+  ranks in its top k (with ``item_bias`` subtracted from the mapped queries' scores): [Q] floats in [0, 1].
+  """
   k = min(k, index.shape[0])
   if item_bias is None:
     both = top_k(np.concatenate([mapped, old_queries]), index, k, metric=metric, chunk_rows=chunk_rows)  # one read
@@ -155,8 +167,10 @@ def recall_per_query(
   chunk_rows: int = DEFAULT_CHUNK_ROWS,
   item_bias: np.ndarray | None = None,
 ) -> np.ndarray:
-  """Recall@k of each query [Q]: the share of its ``relevant`` index ids found in its top k (``item_bias``
-  subtracted from the scores)."""
+  """Recall@k of each query [Q].
+
+  The share of its ``relevant`` index ids found in its top k (``item_bias`` subtracted from the scores).
+  """
   found = top_k(queries, index, min(k, index.shape[0]), metric=metric, chunk_rows=chunk_rows, item_bias=item_bias)
   return np.array([np.isin(rel, f).mean() for f, rel in zip(found, relevant)], np.float64)
 
@@ -169,10 +183,13 @@ def own_vector_ranks(
   metric: str = "cosine",
   item_bias: np.ndarray | None = None,
 ) -> np.ndarray:
-  """For each row i, the share of the other items (the other targets and the ``distractors``) that ``mapped[i]``
-  scores below ``targets[i]`` (ties count half): [n] in [0, 1], 1 when row i ranks its own target first, about 0.5
-  for a map that ranks at random. A continuous, label-free retrieval measure for choosing between maps.
-  ``item_bias``: one value per item (targets, then distractors) subtracted from its scores."""
+  """For each row i, the share of the other items that ``mapped[i]`` scores below ``targets[i]``.
+
+  For each row i, the share of the other items (the other targets and the ``distractors``) that ``mapped[i]`` scores
+  below ``targets[i]`` (ties count half): [n] in [0, 1], 1 when row i ranks its own target first, about 0.5 for a map
+  that ranks at random. A continuous, label-free retrieval measure for choosing between maps. ``item_bias``: one value
+  per item (targets, then distractors) subtracted from its scores.
+  """
   if metric not in METRICS:
     raise ValueError(f"own_vector_ranks: `metric` must be one of {list(METRICS)}, got {metric!r}")
   items = targets if distractors is None or len(distractors) == 0 else np.concatenate([targets, distractors])

@@ -52,8 +52,10 @@ def transform_file(
   overwrite: bool = False,
   progress: Callable[[int, int], None] | None = None,
 ) -> tuple[int, int, str]:
-  """Maps the embeddings in ``source`` [n, D_k] through ``maps`` (one map, or a chain in the order it applies) and
-  writes ``destination`` [n, D_j].
+  """Maps the embeddings in ``source`` through ``maps`` and writes ``destination``.
+
+  Maps the embeddings in ``source`` [n, D_k] through ``maps`` (one map, or a chain in the order it applies) and writes
+  ``destination`` [n, D_j].
 
   Args:
     maps: an :class:`UpgradeMap` or a chain ``[B_k, ..., B_(j+1)]``.
@@ -120,6 +122,8 @@ def transform_file(
 
 
 def registry_maps(registry, *, to: int, source: int | None = None) -> list[UpgradeMap]:
-  """The registry's chain from version ``source`` (default: the latest) down to ``to``, as maps in the order they
-  apply."""
+  """The registry's chain from version ``source`` down to ``to``, as maps.
+
+  The registry's chain from version ``source`` (default: the latest) down to ``to``, as maps in the order they apply.
+  """
   return [UpgradeMap(t, params, info.normalize, info.kind, {}) for info, t, params in registry.chain(to, source=source)]

@@ -1,5 +1,7 @@
-r"""Which model's space embeddings are in: a fingerprint per model, stamped in the map, so that a map is never applied
-the wrong way round and a store holding two models' vectors is reported instead of searched as one.
+r"""Which model's space embeddings are in.
+
+A fingerprint per model, stamped in the map, so that a map is never applied the wrong way round and a store holding two
+models' vectors is reported instead of searched as one.
 
 Two embedding models trained apart spread their unit embeddings differently: each has its own common direction
 (embeddings are anisotropic) and its own principal axes. A model's fingerprint is a probabilistic PCA of its unit
@@ -67,8 +69,11 @@ def space_stamp(z, model: str = "") -> SpaceStamp:
 
 
 def log_likelihood(z, stamp: SpaceStamp) -> np.ndarray:
-  """Each row's unit vector's log-density (up to a constant shared by every stamp of its width) under ``stamp``'s
-  Gaussian: [n] floats."""
+  """Each row's unit vector's log-density under ``stamp``'s Gaussian: [n] floats.
+
+  Each row's unit vector's log-density (up to a constant shared by every stamp of its width) under ``stamp``'s Gaussian:
+  [n] floats.
+  """
   c = _unit_rows(z) - stamp.mean
   p = c @ stamp.components.T
   residual = np.sum(c * c, axis=1) - np.sum(p * p, axis=1)
@@ -82,8 +87,10 @@ def log_likelihood(z, stamp: SpaceStamp) -> np.ndarray:
 
 
 def attribute_rows(z, stamps: dict[str, SpaceStamp]) -> np.ndarray:
-  """For each row of ``z`` [n, D], the name (a key of ``stamps``) of the model it is likeliest under, among the
-  stamps of ``z``'s width: [n] strings.
+  """For each row of ``z`` [n, D], the name of the model it is likeliest under.
+
+  For each row of ``z`` [n, D], the name (a key of ``stamps``) of the model it is likeliest under, among the stamps of
+  ``z``'s width: [n] strings.
 
   Raises:
     ValueError: when no stamp has ``z``'s width.
@@ -103,13 +110,17 @@ MARGIN_NATS = 25.0
 
 
 def foreign_rows(z, own: Sequence[SpaceStamp], foreign: SpaceStamp) -> np.ndarray:
-  """Which rows of ``z`` [n, D] are ``foreign``'s: likelier under it than under every stamp of ``own`` by more than
-  :data:`MARGIN_NATS`: [n] bools."""
+  """Which rows of ``z`` [n, D] are ``foreign``'s.
+
+  Likelier under it than under every stamp of ``own`` by more than :data:`MARGIN_NATS`: [n] bools.
+  """
   best_own = np.max(np.stack([log_likelihood(z, s) for s in own]), axis=0)
   return log_likelihood(z, foreign) - best_own > MARGIN_NATS
 
 
 def margin(z, stamp: SpaceStamp, other: SpaceStamp) -> float:
-  """How much likelier ``z``'s rows are under ``stamp`` than under ``other``: the mean log-likelihood ratio
-  (positive: ``z`` looks like ``stamp``'s model)."""
+  """How much likelier ``z``'s rows are under ``stamp`` than under ``other``.
+
+  The mean log-likelihood ratio (positive: ``z`` looks like ``stamp``'s model).
+  """
   return float(np.mean(log_likelihood(z, stamp) - log_likelihood(z, other)))

@@ -1,6 +1,8 @@
-r"""Serving a bridge from a real vector store: read the old vectors by id (to pair them with re-embedded items),
-search the old store with mapped new-model queries, write mapped vectors of new items, re-rank with new-model vectors
-where some items have them, and refuse a store that holds two models' vectors.
+r"""Serving a bridge from a real vector store.
+
+Read the old vectors by id (to pair them with re-embedded items), search the old store with mapped new-model queries,
+write mapped vectors of new items, re-rank with new-model vectors where some items have them, and refuse a store that
+holds two models' vectors.
 
 A store is any object with the small :class:`VectorStore` interface; :class:`FaissStore` (a faiss ``IndexIDMap2``
 file), :class:`LanceDBStore` (an embedded LanceDB table) and :class:`QdrantStore` (Qdrant in local mode) wrap the
@@ -28,8 +30,10 @@ from bcjax.upgrade._map import UpgradeMap, check_direction, query_function
 
 
 class VectorStore(Protocol):
-  """What bcjax needs of a vector store: its width, its size, vectors by id, candidates for queries, adding rows,
-  and a sample of its vectors."""
+  """What bcjax needs of a vector store.
+
+  Its width, its size, vectors by id, candidates for queries, adding rows, and a sample of its vectors.
+  """
 
   @property
   def dim(self) -> int: ...
@@ -41,8 +45,10 @@ class VectorStore(Protocol):
     ...
 
   def candidates(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each query's k nearest stored rows by the store's own index: (ids [Q, k] int64, -1 where fewer; vectors
-    [Q, k, D] float32, zero where the id is -1)."""
+    """Each query's k nearest stored rows by the store's own index.
+
+    (ids [Q, k] int64, -1 where fewer; vectors [Q, k, D] float32, zero where the id is -1).
+    """
     ...
 
   def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
@@ -55,8 +61,10 @@ class VectorStore(Protocol):
 
 
 class SearchResult(NamedTuple):
-  """Each query's top k: ``ids`` [Q, k] int64 (-1 where the store had fewer) and ``scores`` [Q, k] float64 (-inf
-  there), best first."""
+  """Each query's top k.
+
+  ``ids`` [Q, k] int64 (-1 where the store had fewer) and ``scores`` [Q, k] float64 (-inf there), best first.
+  """
 
   ids: np.ndarray
   scores: np.ndarray
@@ -67,8 +75,10 @@ class MixedSpaceError(ValueError):
 
 
 class NewVectors(NamedTuple):
-  """New-model vectors of some stored items (a partial re-embed, or the paired items): ``ids`` [m] and ``vectors``
-  [m, D_k]."""
+  """New-model vectors of some stored items.
+
+  (a partial re-embed, or the paired items): ``ids`` [m] and ``vectors`` [m, D_k].
+  """
 
   ids: np.ndarray
   vectors: np.ndarray
@@ -81,8 +91,11 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 class SpaceCheck(NamedTuple):
-  """What :func:`check_store_space` found: of ``sampled`` stored rows, ``old`` look like the old model's space (its
-  vectors, or the map's images of new-model vectors) and ``new`` like the new model's."""
+  """What :func:`check_store_space` found.
+
+  Of ``sampled`` stored rows, ``old`` look like the old model's space (its vectors, or the map's images of new-model
+  vectors) and ``new`` like the new model's.
+  """
 
   old: int
   new: int

@@ -1,10 +1,10 @@
-"""The on-disk format of one registry version: a checksummed header plus an optional array payload.
+r"""The on-disk format of one registry version: a checksummed header plus an optional array payload.
 
 Layout (bytes)::
 
-  b"bcjax-version F\\n"            F = 1 or 2
-  <64 hex digits: SHA-256 of everything after this line> b"\\n"
-  <UTF-8 JSON header, one line> b"\\n"
+  b"bcjax-version F\n"            F = 1 or 2
+  <64 hex digits: SHA-256 of everything after this line> b"\n"
+  <UTF-8 JSON header, one line> b"\n"
   <payload>
 
 Format 1 (a linear B_k, and every registry written before the transform family): the payload is the ``.npy``
@@ -32,8 +32,11 @@ class CorruptVersionError(Exception):
 
 
 def encode(header: dict, w: np.ndarray | dict[str, np.ndarray] | None) -> bytes:
-  """Serialises a version's header and its weight (format 1), named parameter arrays (format 2) or nothing (the
-  base version)."""
+  """Serialises a version's header and its parameters.
+
+  Serialises a version's header and its weight (format 1), named parameter arrays (format 2) or nothing (the base
+  version).
+  """
   payload, magic = b"", MAGIC
   if isinstance(w, dict):
     buf = io.BytesIO()
@@ -49,8 +52,11 @@ def encode(header: dict, w: np.ndarray | dict[str, np.ndarray] | None) -> bytes:
 
 
 def decode(data: bytes, source: str) -> tuple[dict, np.ndarray | dict[str, np.ndarray] | None, str]:
-  """Parses and verifies a version file; returns (header, the weight array (format 1), the named parameter arrays
-  (format 2) or None (the base version), sha256)."""
+  """Parses and verifies a version file.
+
+  Returns (header, the weight array (format 1), the named parameter arrays (format 2) or None (the base version),
+  sha256).
+  """
   if not data.startswith((MAGIC, MAGIC_ARRAYS)):
     raise CorruptVersionError(f"{source}: not a bcjax version file (bad magic bytes)")
   arrays = data.startswith(MAGIC_ARRAYS)

@@ -95,8 +95,11 @@ def _matrix(info: VersionInfo, w) -> np.ndarray:
 
 
 def apply_version(transform: BackwardTransform, params, z, *, normalize: bool):
-  """B_k(z) of one stored version, with its L2 normalisation of input and output when it was fitted on a cosine
-  model's normalised embeddings (a zero row stays zero)."""
+  """B_k(z) of one stored version.
+
+  With its L2 normalisation of input and output when it was fitted on a cosine model's normalised embeddings (a zero row
+  stays zero).
+  """
   if not normalize:
     return transform.apply(params, z)
   out = transform.apply(params, _unit_rows(z))
@@ -274,8 +277,11 @@ class Registry:
     return params["w"]
 
   def backward_map(self, version: int) -> tuple[BackwardTransform, dict[str, np.ndarray]]:
-    """:math:`B_k` for version k >= 1 as (its kind, its parameter arrays), verified; ``transform.apply(params, z)``
-    maps version-k embeddings to version k - 1. A linear version gives ``(linear_transform(), {"w": W_k})``."""
+    """:math:`B_k` for version k >= 1 as (its kind, its parameter arrays), verified.
+
+    ``transform.apply(params, z)`` maps version-k embeddings to version k - 1. A linear version gives
+    ``(linear_transform(), {"w": W_k})``.
+    """
     k = self._check_number("backward_map", "version", version)
     if k == 0:
       raise ValueError("Registry.backward_map: `version`=0 is the base version and has no backward transformation")
@@ -356,8 +362,11 @@ class Registry:
       return np.asarray(out).astype(z.dtype)
 
   def chain(self, to: int, *, source: int | None = None) -> list[tuple[VersionInfo, BackwardTransform, dict]]:
-    """The maps that take version-k embeddings (k = ``source``, default the latest) to version j = ``to``, in the
-    order they apply: ``[(info_k, B_k, params_k), ..., (info_(j+1), B_(j+1), params_(j+1))]`` (verified)."""
+    """The maps that take version-k embeddings to version j = ``to``, in the order they apply.
+
+    The maps that take version-k embeddings (k = ``source``, default the latest) to version j = ``to``, in the order
+    they apply: ``[(info_k, B_k, params_k), ..., (info_(j+1), B_(j+1), params_(j+1))]`` (verified).
+    """
     j, k, loaded = self._chain("chain", to, source)
     return [(info, *_as_map(info, w)) for info, w in reversed(loaded[j + 1 :])]
 
@@ -372,8 +381,10 @@ class Registry:
     transform: BackwardTransform | None = None,
     normalize: bool = False,
   ) -> VersionInfo:
-    """Appends version k = latest + 1 with its backward map: the weight :math:`W_k`, [D_(k-1), D_k], or any kind's
-    parameters with ``transform`` (a linear one is stored as its weight, exactly as without ``transform``).
+    """Appends version k = latest + 1 with its backward map.
+
+    The weight :math:`W_k`, [D_(k-1), D_k], or any kind's parameters with ``transform`` (a linear one is stored as its
+    weight, exactly as without ``transform``).
 
     Args:
       w: :math:`W_k` (its rows must equal the latest version's dimension), or ``transform``'s parameters.
