@@ -35,8 +35,8 @@ def device_array(x: Any, dtype: Any = None) -> jax.Array:
 def copy_tree(tree: Any) -> Any:
   """Fresh device copies of every leaf of ``tree``, in one compiled program per tree structure.
 
-  (leaf by leaf outside ``jit``, each shape was a small program of its own and each leaf a dispatch): for states that a
-  jitted step donates, which must not share a buffer with the caller's arrays or with each other.
+  For states that a jitted step donates, which must not share a buffer with the caller's arrays or with each other.
+  Leaf by leaf outside ``jit``, each shape was a small program of its own and each leaf a dispatch.
 
   Args:
     tree: a pytree of arrays (host or device).

@@ -174,6 +174,26 @@ class ReferencePagesTest(absltest.TestCase):
       text = " ".join(path.read_text(encoding="utf-8").split())  # a phrase broken over two lines too
       self.assertNotIn("module docstring", text, str(path))
 
+  def test_every_public_function_of_the_core_tier_has_args_and_returns(self):
+    """The research core (bcjax._extras.TIERS["core"]): each public function says what it takes and what it gives,
+    in Google sections (ruff's D417 checks that an Args section names every parameter)."""
+    import importlib
+    import inspect
+
+    missing = []
+    for package in _extras.TIERS["core"]:
+      module = importlib.import_module(f"bcjax.{package}")
+      for name in module.__all__:
+        obj = getattr(module, name)
+        if not inspect.isfunction(obj):
+          continue
+        doc = inspect.getdoc(obj) or ""
+        if inspect.signature(obj).parameters and "\nArgs:\n" not in doc:
+          missing.append(f"bcjax.{package}.{name}: Args")
+        if "\nReturns:\n" not in doc:
+          missing.append(f"bcjax.{package}.{name}: Returns")
+    self.assertEqual(missing, [])
+
   def test_no_docstring_holds_a_control_character(self):
     """A backslash sequence in a non-raw docstring (``\\top`` in math) is a control character at run time: the page
     then shows a tab where the formula should be."""

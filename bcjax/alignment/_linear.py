@@ -14,7 +14,16 @@ from bcjax import _checks
 def init_backward(key: jax.Array, d_prev: int, d_new: int, *, dtype=jnp.float32) -> jax.Array:
   r"""Initial :math:`W_k \sim U(\pm 1/\sqrt{D_k})` of shape [d_prev, d_new].
 
-  (PyTorch's ``Linear`` default, which the reference code uses for :math:`B_k`).
+  PyTorch's ``Linear`` default, which the reference code uses for :math:`B_k`.
+
+  Args:
+    key: a PRNG key.
+    d_prev: D_(k-1), the old version's width.
+    d_new: D_k, the new version's width.
+    dtype: the weight's dtype.
+
+  Returns:
+    W_k, [d_prev, d_new].
 
   Examples:
     >>> import jax

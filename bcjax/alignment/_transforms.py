@@ -185,6 +185,12 @@ def semi_orthogonal(a: ArrayLike) -> jax.Array:
   Signs fixed so that R has a non-negative diagonal (which makes the map smooth and :math:`Q(Q) = Q`): orthonormal rows
   (:math:`QQ^\top = I`) when d_prev <= d_new, orthonormal columns otherwise.
 
+  Args:
+    a: the free parameter A, [d_prev, d_new].
+
+  Returns:
+    Q(A), [d_prev, d_new].
+
   Examples:
     >>> import jax, jax.numpy as jnp
     >>> from bcjax.alignment import semi_orthogonal
@@ -218,6 +224,12 @@ def orthogonal_transform(*, bias: bool = False) -> BackwardTransform:
     Procrustes problem for the target :math:`[Z_{k-1}, Z_k Q_\perp^\top]`, which never increases the loss. It starts
     from the zero-padded target's solution and runs until the loss stops falling (relative change < 1e-12) or
     ``max_iterations``; on :math:`D_k^2` Gram matrices, so each iteration costs :math:`O(D_k^3)` whatever n.
+
+  Args:
+    bias: add a bias b, the centred isometry.
+
+  Returns:
+    The ``orthogonal`` :class:`BackwardTransform`.
   """
   return _orthogonal(bool(bias))
 
@@ -417,6 +429,16 @@ def backward_transform(kind: str, **hparams) -> BackwardTransform:
 
   E.g. ``transform("affine", rank=8)`` (the inverse of ``(t.kind, dict(t.hparams))``, which is how registries store a
   kind).
+
+  Args:
+    kind: one of :data:`TRANSFORM_KINDS`.
+    **hparams: the kind's hyper-parameters (``rank`` and ``bias`` for affine and orthogonal, ``hidden`` for mlp).
+
+  Returns:
+    The kind's :class:`BackwardTransform`, the cached object of its factory.
+
+  Raises:
+    ValueError: an unknown kind or hyper-parameters the kind does not take.
 
   Examples:
     >>> from bcjax.alignment import backward_transform

@@ -48,7 +48,15 @@ def _eye_like(m: jax.Array) -> jax.Array:
 
 
 def default_tol(n: int, dtype) -> float:
-  """10 N eps(dtype): eigenvalues this close to 0 (or 1) are treated as exactly 0 (or 1)."""
+  """10 N eps(dtype): eigenvalues this close to 0 (or 1) are treated as exactly 0 (or 1).
+
+  Args:
+    n: N, the conceptor's size.
+    dtype: the conceptor's dtype.
+
+  Returns:
+    The tolerance, a float.
+  """
   return 10.0 * n * float(jnp.finfo(dtype).eps)
 
 
@@ -69,7 +77,7 @@ def _as_square(fn: str, name: str, m) -> jax.Array:
 def _as_conceptor(fn: str, name: str, c) -> jax.Array:
   """A square symmetric [..., N, N] array whose eigenvalues lie in [0, 1].
 
-  (checked on concrete inputs, to round-off 100·N·eps): the Boolean operations are only defined, and only return
+  Checked on concrete inputs, to round-off 100·N·eps: the Boolean operations are only defined, and only return
   conceptors, for such matrices.
   """
   c = _as_square(fn, name, c)
@@ -235,6 +243,12 @@ def conceptor(
 def negation(c: ArrayLike) -> jax.Array:
   r"""NOT: :math:`\neg C = I - C`.
 
+  Args:
+    c: a conceptor, [..., N, N].
+
+  Returns:
+    ¬C, [..., N, N].
+
   Examples:
     >>> import jax.numpy as jnp
     >>> from bcjax.conceptors import negation
@@ -316,6 +330,14 @@ def disjunction(c: ArrayLike, b: ArrayLike, *, tol: float | None = None) -> jax.
 
   For conceptors of data, correlations add: :math:`C(R,\alpha) \vee C(Q,\alpha) = C(R + Q, \alpha)`.
 
+  Args:
+    c: a conceptor, [..., N, N].
+    b: a conceptor, [..., N, N].
+    tol: eigenvalues within tol of 0 or 1 count as 0 or 1; default :func:`default_tol`.
+
+  Returns:
+    C ∨ B, [..., N, N].
+
   Examples:
     >>> import jax.numpy as jnp
     >>> from bcjax.conceptors import disjunction
@@ -384,6 +406,9 @@ def aperture_adaptation(c: ArrayLike, gamma: ArrayLike, *, tol: float | None = N
     gamma: :math:`\gamma \ge 0` (``float('inf')`` allowed), scalar or [...].
     tol: eigenvalues within tol of 0 or 1 count as 0 or 1; default :func:`default_tol`.
 
+  Returns:
+    :math:`\varphi(C, \gamma)`, [..., N, N].
+
   Examples:
     >>> import jax.numpy as jnp
     >>> from bcjax.conceptors import aperture_adaptation
@@ -402,6 +427,12 @@ def aperture_adaptation(c: ArrayLike, gamma: ArrayLike, *, tol: float | None = N
 
 def quota(c: ArrayLike) -> jax.Array:
   r"""Quota :math:`Q(C) = \operatorname{tr}(C) / N \in [0, 1]`: the fraction of the space C claims.
+
+  Args:
+    c: a conceptor, [..., N, N].
+
+  Returns:
+    Q(C), [...].
 
   Examples:
     >>> import jax.numpy as jnp

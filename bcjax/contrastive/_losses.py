@@ -52,7 +52,19 @@ def _check_temperature(fn: str, temperature):
 
 
 def log_similarity(a: ArrayLike, b: ArrayLike, *, temperature: float = 0.1) -> jax.Array:
-  r""":math:`\log f(a_i, b_j) = \cos(a_i, b_j) / \tau`, [Ba, Bb], for rows a [Ba, D] and b [Bb, D]; τ > 0."""
+  r""":math:`\log f(a_i, b_j) = \cos(a_i, b_j) / \tau`, [Ba, Bb], for rows a [Ba, D] and b [Bb, D]; τ > 0.
+
+  Args:
+    a: rows [Ba, D].
+    b: rows [Bb, D].
+    temperature: τ > 0.
+
+  Returns:
+    :math:`\log f(a_i, b_j)`, [Ba, Bb].
+
+  Raises:
+    ValueError: widths that differ, or τ <= 0.
+  """
   fn = "log_similarity"
   temperature = _check_temperature(fn, temperature)
   a = _checks.as_float_array(fn, "a", a, ndim=2)
@@ -159,6 +171,15 @@ def info_nce(
   Without ``negatives`` the K = B − 1 negatives of anchor i are the other samples' positive views (the reference's
   in-batch form); with ``negatives`` [M, D] they are those rows instead (e.g. a noise set S).
 
+  Args:
+    anchor: the samples' embeddings, [B, D].
+    positive: their augmented views :math:`x_i^+`, [B, D].
+    negatives: negative rows [M, D] instead of the in-batch ones.
+    negatives_where: mask of the real rows of ``negatives``, [M].
+    temperature: τ > 0.
+    where: mask of the real anchors, [B].
+    axis_name: mapped axis the batch rows are split over; every sum runs over it.
+
   Returns:
     A scalar.
   """
@@ -191,6 +212,23 @@ def log_change_ratio(
 
   The new-data sum runs over ``new_negatives`` [M, D]; the old-data sum over ``old_negatives`` when given, else over
   the other old samples' positive views in the batch (the reference).
+
+  Args:
+    anchor: the old samples' embeddings :math:`x_i`, [B, D].
+    positive: their augmented views :math:`x_i^+`, [B, D].
+    new_negatives: embeddings of new samples :math:`\Delta x_k`, [M, D].
+    new_negatives_where: mask of the real rows of ``new_negatives``, [M].
+    old_negatives: embeddings of old samples :math:`x_k`, [M', D] (default: the other anchors' positive views).
+    old_negatives_where: mask of the real rows of ``old_negatives``, [M'].
+    temperature: τ > 0.
+    where: mask of the real anchors, [B].
+    axis_name: mapped axis the batch rows are split over; every sum runs over it.
+
+  Returns:
+    :math:`\log r_i`, [B].
+
+  Raises:
+    ValueError: shapes that disagree, or τ <= 0.
   """
   fn = "log_change_ratio"
   anchor, positive, where, new_negatives, new_negatives_where = _check(
@@ -209,7 +247,15 @@ def log_change_ratio(
 
 
 def change_ratio(*args, **kwargs) -> jax.Array:
-  """:math:`r_i` (eq. 6) per old anchor, [B]; arguments as :func:`log_change_ratio`."""
+  """:math:`r_i` (eq. 6) per old anchor, [B]; arguments as :func:`log_change_ratio`.
+
+  Args:
+    *args: as :func:`log_change_ratio`.
+    **kwargs: as :func:`log_change_ratio`.
+
+  Returns:
+    :math:`r_i`, [B].
+  """
   return jnp.exp(log_change_ratio(*args, **kwargs))
 
 
@@ -217,6 +263,13 @@ def nce_ii_from_log_ratio(log_r: ArrayLike, alpha) -> jax.Array:
   r""":math:`\log((1-\alpha) + \alpha e^{\log r})` elementwise, stably (logaddexp).
 
   Exactly 0 when α = 0 or r = 1, with finite gradients at α ∈ {0, 1}.
+
+  Args:
+    log_r: :math:`\log r`, any shape.
+    alpha: α ∈ [0, 1], a scalar or broadcastable to ``log_r``.
+
+  Returns:
+    The same shape as ``log_r``.
   """
   log_r = jnp.asarray(log_r)
   alpha = jnp.asarray(alpha, log_r.dtype)
@@ -242,6 +295,24 @@ def nce_ii(
 
   Minimised as written (no leading minus); its values sit near 0 and may be negative. Arguments as
   :func:`log_change_ratio`; ``alpha`` = ΔN/(N+ΔN) ∈ [0, 1].
+
+  Args:
+    anchor: the old samples' embeddings :math:`x_i`, [B, D].
+    positive: their augmented views :math:`x_i^+`, [B, D].
+    new_negatives: embeddings of new samples :math:`\Delta x_k`, [M, D].
+    alpha: α = ΔN/(N+ΔN) ∈ [0, 1].
+    new_negatives_where: mask of the real rows of ``new_negatives``, [M].
+    old_negatives: embeddings of old samples :math:`x_k`, [M', D] (default: the other anchors' positive views).
+    old_negatives_where: mask of the real rows of ``old_negatives``, [M'].
+    temperature: τ > 0.
+    where: mask of the real anchors, [B].
+    axis_name: mapped axis the batch rows are split over; every sum runs over it.
+
+  Returns:
+    The mean over the real old anchors, a scalar.
+
+  Raises:
+    ValueError: α outside [0, 1], shapes that disagree, or τ <= 0.
   """
   _check_alpha("nce_ii", alpha)
   log_r = log_change_ratio(
@@ -265,6 +336,16 @@ def old_negative_count(alpha: float, batch_size: int) -> int:
   old_num = ⌊(1 − α)(B − 1)⌋: old negatives per new anchor, so the B − 1 negatives split as (1 − α) : α (a Monte-Carlo
   estimate of :math:`\mathbb E_{X'} = (1-\alpha)\mathbb E_X + \alpha \mathbb E_{\Delta X}`, Lemma 1). Computed in
   float64 like the reference (α = 0.7, B = 32 gives 9).
+
+  Args:
+    alpha: α ∈ [0, 1].
+    batch_size: B.
+
+  Returns:
+    old_num, an int.
+
+  Raises:
+    ValueError: α outside [0, 1] or a batch size below 1.
   """
   _check_alpha("old_negative_count", alpha)
   batch_size = _checks.check_positive_int("old_negative_count", "batch_size", batch_size)
@@ -276,6 +357,13 @@ def new_negative_mask(batch_size: int, new_num: int) -> jax.Array:
 
   :math:`M_{ij} = (j \ne i) \wedge (j < n_{\rm new} + 1[i < n_{\rm new}])`, so every anchor gets exactly ``new_num`` of
   them (the reference).
+
+  Args:
+    batch_size: B.
+    new_num: new negatives per anchor.
+
+  Returns:
+    The boolean mask M, [B, B].
   """
   return _new_negatives(jnp.arange(batch_size), jnp.arange(batch_size), new_num)
 
@@ -310,6 +398,24 @@ def mixed_info_nce(
   position (default: its row index, offset by the rows of the devices before it under ``axis_name``); a batch split
   over devices whose blocks hold padding rows passes the real positions so that every anchor gets the negatives
   it would get on one device (padding rows are masked by ``where`` and never count).
+
+  Args:
+    anchor: the new samples' embeddings, [B, D].
+    positive: their augmented views :math:`x_i^+`, [B, D].
+    old_negatives: old samples' embeddings drawn from the old data, [old_num, D].
+    new_num: in-batch new negatives per anchor, B − 1 − old_num.
+    old_negatives_where: mask of the real rows of ``old_negatives``, [M'].
+    temperature: τ > 0.
+    where: mask of the real anchors, [B].
+    positions: each row's position in the whole batch, [B] (default: its row index, offset by the rows of the devices
+      before it).
+    axis_name: mapped axis the batch rows are split over; every sum runs over it.
+
+  Returns:
+    The mean over the real anchors, a scalar.
+
+  Raises:
+    ValueError: shapes that disagree, τ <= 0, or ``new_num`` outside [0, B − 1].
   """
   fn = "mixed_info_nce"
   anchor, positive, where, old_negatives, old_negatives_where = _check(
@@ -341,6 +447,17 @@ def icl_objective(nce_ii_mean: ArrayLike, nce_i_new_mean: ArrayLike, alpha) -> j
 
   The ICL objective (eq. 9) per sample: :math:`\frac{1}{N+\Delta N}\big(\sum_X L^{II} + \sum_{\Delta X} L^{I,X'}\big) =
   (1-\alpha)\,\bar L^{II} + \alpha\,\bar L^{I,X'}` from the two batch means.
+
+  Args:
+    nce_ii_mean: :math:`\bar L^{II}`, the batch mean of NCE-II over old anchors.
+    nce_i_new_mean: :math:`\bar L^{I,X'}`, the batch mean of NCE-I over new anchors.
+    alpha: α = ΔN/(N+ΔN) ∈ [0, 1].
+
+  Returns:
+    The objective, a scalar.
+
+  Raises:
+    ValueError: α outside [0, 1] (checked on concrete values).
   """
   _check_alpha("icl_objective", alpha)
   return (1.0 - alpha) * jnp.asarray(nce_ii_mean) + alpha * jnp.asarray(nce_i_new_mean)

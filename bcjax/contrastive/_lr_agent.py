@@ -145,7 +145,17 @@ def _check_config(config: AgentConfig) -> None:
 
 
 def ddpg(config: AgentConfig) -> DDPG:
-  """The DDPG agent of :mod:`bcjax.contrastive._lr_agent` as pure functions over :class:`DDPGState`."""
+  """The DDPG agent of :mod:`bcjax.contrastive._lr_agent` as pure functions over :class:`DDPGState`.
+
+  Args:
+    config: the agent's :class:`AgentConfig`.
+
+  Returns:
+    A :class:`DDPG`: ``init``, ``policy``, ``act``, ``remember`` and ``learn`` as pure functions.
+
+  Raises:
+    ValueError: a config field out of range.
+  """
   _check_config(config)
   actor_def = nnx.graphdef(Actor(config.actor_hidden, config.actor_layer_norm, rngs=nnx.Rngs(0)))
   critic_def = nnx.graphdef(Critic(config.window, config.critic_hidden, rngs=nnx.Rngs(0)))
@@ -274,6 +284,16 @@ def learning_rate_agent(config: AgentConfig) -> LearningRateAgent:
 
   A non-finite ``loss`` leaves the state unchanged and returns ``lr_min`` with ``metrics["finite"]`` false: the
   caller stops on it, and the agent's networks never see a NaN.
+
+  Args:
+    config: the agent's :class:`AgentConfig`.
+
+  Returns:
+    A :class:`LearningRateAgent`: ``init(key, initial_loss=None)`` and ``observe(state, loss, key) -> (lr, state,
+    metrics)``.
+
+  Raises:
+    ValueError: a config field out of range.
 
   Example::
 

@@ -38,6 +38,18 @@ def inner_step_count(
   :math:`\max(\lceil (1-\alpha)/\alpha \rceil, 1)` (the paper), or ``rule="batch-ratio"``: :math:`\max(\lfloor
   \#\text{old batches} / \#\text{new batches} \rfloor, 1)` (the reference code; e.g. 2 instead of 3 on PROTEINS at α =
   0.3).
+
+  Args:
+    alpha: α ∈ (0, 1).
+    rule: one of :data:`INNER_RULES`.
+    old_batches: the old data's batches per epoch (``batch-ratio``).
+    new_batches: the new data's batches per epoch (``batch-ratio``).
+
+  Returns:
+    The number of support steps, at least 1.
+
+  Raises:
+    ValueError: α outside (0, 1), an unknown rule, or ``batch-ratio`` without positive batch counts.
   """
   alpha = _checks.as_float_in("inner_step_count", "alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
   if rule == "paper":
@@ -59,8 +71,16 @@ def inner_step_count(
 def sgd_step(params, grads, learning_rate):
   """θ − lr·g over a pytree.
 
-  (the plain SGD step of the inner loop and of the learned-rate variants); each leaf keeps its dtype whatever the rate's
+  The plain SGD step of the inner loop and of the learned-rate variants. Each leaf keeps its dtype whatever the rate's
   (a float64 rate must not promote float32 parameters).
+
+  Args:
+    params: θ, a pytree.
+    grads: g, the same pytree.
+    learning_rate: lr, a scalar (traced or not).
+
+  Returns:
+    θ − lr·g, the same pytree.
   """
   return jax.tree.map(lambda p, g: (p - learning_rate * g).astype(jnp.result_type(p)), params, grads)
 

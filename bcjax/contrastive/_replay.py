@@ -32,7 +32,15 @@ class ReplayBuffer(NamedTuple):
 
 
 def replay_buffer(capacity: int, window: int) -> ReplayBuffer:
-  """An empty buffer of ``capacity`` transitions over loss windows of length ``window``."""
+  """An empty buffer of ``capacity`` transitions over loss windows of length ``window``.
+
+  Args:
+    capacity: transitions held at most.
+    window: the loss window's length (a state's width).
+
+  Returns:
+    An empty :class:`ReplayBuffer`.
+  """
   zeros = jnp.zeros(capacity, jnp.float32)
   return ReplayBuffer(
     Transitions(
@@ -44,7 +52,15 @@ def replay_buffer(capacity: int, window: int) -> ReplayBuffer:
 
 
 def replay_add(buffer: ReplayBuffer, transition: Transitions) -> ReplayBuffer:
-  """Writes one transition (unbatched fields) at ``at``, overwriting the oldest row once the buffer is full."""
+  """Writes one transition (unbatched fields) at ``at``, overwriting the oldest row once the buffer is full.
+
+  Args:
+    buffer: the buffer.
+    transition: one transition, unbatched.
+
+  Returns:
+    The buffer with it written.
+  """
   capacity = buffer.data.reward.shape[0]
   data = jax.tree.map(
     lambda column, value: column.at[buffer.at].set(jnp.asarray(value, column.dtype)), buffer.data, transition
@@ -72,6 +88,14 @@ def replay_sample(buffer: ReplayBuffer, key: jax.Array, batch_size: int) -> Tran
   """``batch_size`` stored transitions drawn uniformly, without replacement (with it while fewer are held).
 
   The buffer must hold at least one.
+
+  Args:
+    buffer: a buffer holding at least one transition.
+    key: a PRNG key.
+    batch_size: transitions drawn.
+
+  Returns:
+    The drawn :class:`Transitions`, each field with a leading [batch_size] axis.
   """
   size = jnp.maximum(buffer.size, 1)
   k_floyd, k_any = jax.random.split(key)

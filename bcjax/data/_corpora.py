@@ -44,7 +44,8 @@ def page_corpus(
 ) -> PairCorpus:
   """Pages as both left and right entities with the paper's features.
 
-  (page id, title n-grams, categories); the observed pairs are the links (target 1), split (90 %, 10 %) by default.
+  The features are the page id, title n-grams and categories; the observed pairs are the links (target 1), split
+  (90 %, 10 %) by default.
   """
   vocab = Vocabulary()
   pages = FeatureBags(

@@ -146,7 +146,7 @@ def local_degree_profile(collection: GraphCollection, *, std: Convention = "popu
 def normalize_rows(features: np.ndarray) -> np.ndarray:
   """Row-normalises features by their row sum, clamped at 1.
 
-  (PyTorch Geometric's ``NormalizeFeatures`` as used by the ICL reference), [N, F].
+  PyTorch Geometric's ``NormalizeFeatures``, as the ICL reference uses it; [N, F].
   """
   features = np.asarray(features, np.float64)
   return (features / np.maximum(features.sum(axis=1, keepdims=True), 1.0)).astype(np.float32)

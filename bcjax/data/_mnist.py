@@ -60,7 +60,8 @@ def mnist_path(
 ) -> tuple[Path, Path]:
   """The (images, labels) IDX files of MNIST's ``split``.
 
-  ("train" or "test") in ``data_dir`` (gzipped or extracted) or the download cache, fetching them when ``download``.
+  ``split`` is "train" or "test"; the files are looked up in ``data_dir`` (gzipped or extracted) or the download
+  cache, and fetched when ``download``.
 
   Raises:
     FileNotFoundError: the files are absent and ``download`` is False.

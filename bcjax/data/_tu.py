@@ -210,7 +210,7 @@ def _check_rows(source: _Source, filename: str, rows: np.ndarray, n: int) -> np.
 def read_gin(path: str | os.PathLike, member: str | None = None) -> GraphCollection:
   """Reads the GIN/DGCNN text format from a ``.txt`` file or a zip holding one.
 
-  (``member`` picks it; default: the only ``.txt`` that is not a fold index).
+  ``member`` picks the file in a zip; by default the only ``.txt`` that is not a fold index.
 
   Node features: one-hot node tags when there is more than one distinct tag, followed by any per-node feature
   values; none when all tags are equal and no feature values are given (e.g. REDDIT-BINARY). Graph labels are

@@ -106,7 +106,7 @@ class GramianUpdateFn(Protocol):
 class GramianEstimator(NamedTuple):
   """A Gramian estimator as an optax-style pair of pure functions.
 
-  (:func:`sogram`, :func:`sagram`, :func:`batch_gramian` build one).
+  :func:`sogram`, :func:`sagram` and :func:`batch_gramian` build one.
 
   Attributes:
     init: the initial state (:class:`GramianInitFn`).
@@ -298,7 +298,14 @@ def sogram(alpha, *, prior_dim: int = 0, axis_name: str | None = None) -> Gramia
 
 
 def project_psd(g: jax.Array) -> jax.Array:
-  """Euclidean projection of a symmetric matrix onto the PSD cone (negative eigenvalues set to 0)."""
+  """Euclidean projection of a symmetric matrix onto the PSD cone (negative eigenvalues set to 0).
+
+  Args:
+    g: a symmetric matrix, [k, k].
+
+  Returns:
+    Its projection onto the PSD cone, [k, k].
+  """
   s, u = jnp.linalg.eigh((g + g.T) / 2)
   return (u * jnp.maximum(s, 0.0)) @ u.T
 
@@ -452,6 +459,16 @@ def sampling_probabilities(counts, kind: Literal["uniform", "linear", "sqrt"]) -
 
   Uniform, proportional to item frequency ("linear") or to its square root ("sqrt"), as in the paper's baselines.
   Returns p [n] summing to 1.
+
+  Args:
+    counts: item frequencies [n] (``linear`` and ``sqrt``).
+    kind: ``uniform``, ``linear`` or ``sqrt``.
+
+  Returns:
+    p [n], summing to 1.
+
+  Raises:
+    ValueError: an unknown kind, or counts that are negative, empty or all zero.
   """
   counts = np.asarray(counts, dtype=np.float64)
   if counts.ndim != 1 or counts.size == 0:

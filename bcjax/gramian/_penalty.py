@@ -71,8 +71,18 @@ def cross_gramian(
   With ``y = q`` (a low-rank prior) this is :math:`H_u` of App. B. ``where`` excludes padded rows from both the sum
   and the count n; ``axis_name`` sums over devices so every device gets the global Gramian.
 
+  Args:
+    x: rows [n, k].
+    y: rows [n, r].
+    weights: per-row weights :math:`a_i`, [n] (ones when None).
+    where: mask of the real rows, [n].
+    axis_name: mapped axis the rows are split over.
+
   Returns:
     [k, r].
+
+  Raises:
+    ValueError: ``x`` and ``y`` with different numbers of rows, or a malformed mask or weights.
   """
   fn = "cross_gramian"
   x, y = _rows(fn, "x", x, finite=False), _rows(fn, "y", y, finite=False)
@@ -112,6 +122,16 @@ def gramian(
 
 def gramian_penalty(gu: ArrayLike, gv: ArrayLike) -> jax.Array:
   r"""The penalty in Gramian form, :math:`g = \langle G_u, G_v \rangle = \sum_{ab} (G_u)_{ab} (G_v)_{ab}` (eq. 4).
+
+  Args:
+    gu: :math:`G_u`, [k, k].
+    gv: :math:`G_v`, [k, k].
+
+  Returns:
+    :math:`g`, a scalar.
+
+  Raises:
+    ValueError: Gramians of different shapes, or not matrices.
 
   Examples:
     >>> import jax.numpy as jnp
@@ -164,6 +184,12 @@ def penalty_surrogate(
     hv_hat: the right cross-Gramian's estimate, [k, k_P].
     where: optional boolean row mask, [B].
     axis_name: mapped axis over which the batch is sharded.
+
+  Returns:
+    The surrogate, a scalar: its value is not the penalty, its gradient estimates the penalty's.
+
+  Raises:
+    ValueError: shapes that disagree, or a prior given in part.
   """
   fn = "penalty_surrogate"
   u, v = _rows(fn, "u", u, finite=False), _rows(fn, "v", v, finite=False)
@@ -204,6 +230,19 @@ def prior_penalty(gu: ArrayLike, gv: ArrayLike, hu: ArrayLike, hv: ArrayLike, c:
 
   :math:`g^P = \langle G_u, G_v\rangle - 2\langle H_u, H_v\rangle + c`, with :math:`c = \langle G_q, G_r \rangle` (a
   constant in :math:`\theta`).
+
+  Args:
+    gu: :math:`G_u`, [k, k].
+    gv: :math:`G_v`, [k, k].
+    hu: :math:`H_u`, the left cross-Gramian with the prior, [k, k_P].
+    hv: :math:`H_v`, [k, k_P].
+    c: the constant :math:`\langle G_q, G_r \rangle`.
+
+  Returns:
+    :math:`g^P`, a scalar.
+
+  Raises:
+    ValueError: shapes that disagree.
   """
   hu = _checks.as_float_array("prior_penalty", "hu", hu, ndim=2)
   hv = _checks.as_float_array("prior_penalty", "hv", hv, ndim=2)
@@ -217,6 +256,15 @@ def low_rank_prior_penalty(u: ArrayLike, v: ArrayLike, q: ArrayLike, r: ArrayLik
 
   Exact :math:`g^P = \frac{1}{n^2}\sum_{i,j}(\langle u_i, v_j\rangle - \langle q_i, r_j\rangle)^2` in Gramian form,
   :math:`O(n(k + k_P)^2)`.
+
+  Args:
+    u: left embeddings, [n, k].
+    v: right embeddings, [n, k].
+    q: the prior's left factors, [n, k_P].
+    r: the prior's right factors, [n, k_P].
+
+  Returns:
+    :math:`g^P`, a scalar.
   """
   return prior_penalty(
     gramian(u), gramian(v), cross_gramian(u, q), cross_gramian(v, r), gramian_penalty(gramian(q), gramian(r))
@@ -238,6 +286,12 @@ def double_sum_penalty(
     v: the right embeddings, [B', k].
     mu: importance weights of the left rows, [B] (ones when None).
     nu: importance weights of the right rows, [B'] (ones when None).
+
+  Returns:
+    :math:`\tilde g`, a scalar.
+
+  Raises:
+    ValueError: widths that differ, or weights of another length.
   """
   fn = "double_sum_penalty"
   u, v = _rows(fn, "u", u), _rows(fn, "v", v)
@@ -256,6 +310,15 @@ def gramian_form_penalty(
 
   The same candidate-sampling penalty in Gramian form (eq. 14), :math:`O(k^2 \max(|B|, |B'|))`: :math:`\langle
   \frac{1}{|B|}\sum \mu_i u_i \otimes u_i, \frac{1}{|B'|}\sum \nu_j v_j \otimes v_j\rangle`.
+
+  Args:
+    u: the left batch, [B, k].
+    v: the right batch, [B', k].
+    mu: importance weights of the left rows, [B] (ones when None).
+    nu: importance weights of the right rows, [B'] (ones when None).
+
+  Returns:
+    The penalty, a scalar (equal to :func:`double_sum_penalty`).
   """
   return gramian_penalty(gramian(u, mu), gramian(v, nu))
 
@@ -264,6 +327,16 @@ def global_orthogonal_penalty(gu: ArrayLike, gv: ArrayLike) -> jax.Array:
   r"""Global Orthogonal Regularization in Gramian form (App. D, after Zhang et al. 2017).
 
   :math:`\max(\langle G_u, G_u\rangle, 1/k) + \max(\langle G_v, G_v\rangle, 1/k)`.
+
+  Args:
+    gu: the left Gramian, [k, k].
+    gv: the right Gramian, [k, k].
+
+  Returns:
+    The penalty, a scalar.
+
+  Raises:
+    ValueError: Gramians of different shapes, or not matrices.
   """
   gu = _checks.as_float_array("global_orthogonal_penalty", "gu", gu, ndim=2)
   gv = _checks.as_float_array("global_orthogonal_penalty", "gv", gv, ndim=2)

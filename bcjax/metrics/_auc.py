@@ -28,6 +28,14 @@ from bcjax.metrics._ranking import tie_tolerance
 def roc_auc(scores: ArrayLike, labels: ArrayLike, *, where: ArrayLike | None = None) -> jax.Array:
   """ROC-AUC of ``scores`` [n] for binary ``labels`` [n] (bool or 0/1); ``where`` [n] drops padded entries.
 
+  Args:
+    scores: scores, [n].
+    labels: binary labels, [n] (bool or 0/1).
+    where: mask of the entries to keep, [n].
+
+  Returns:
+    The AUC, a scalar.
+
   Raises:
     ValueError: (on concrete inputs) when only one class is present, where AUC is undefined.
   """
@@ -102,6 +110,9 @@ def roc_auc_interval(
     labels: [n] binary labels (bool or 0/1).
     level: the interval's coverage, in (0, 1).
     where: [n] bool, False for padded entries.
+
+  Returns:
+    An :class:`AucInterval`: the AUC, its standard error and the interval's ends.
 
   Raises:
     ValueError: (on concrete inputs) when only one class is present, or ``level`` is outside (0, 1).

@@ -128,6 +128,9 @@ def recall_at_k(scores: ArrayLike, relevant: ArrayLike, k: int, *, where: ArrayL
     relevant: [Q, N] boolean, the query's relevant (e.g. held-out) items.
     k: the cut-off K.
     where: [Q, N] boolean eligibility (e.g. False on the query's training items).
+
+  Returns:
+    Recall@K, [Q].
   """
   return _recall(*_ranked_hits("recall_at_k", scores, relevant, k, where), k)
 
@@ -135,7 +138,17 @@ def recall_at_k(scores: ArrayLike, relevant: ArrayLike, k: int, *, where: ArrayL
 def average_precision_at_k(
   scores: ArrayLike, relevant: ArrayLike, k: int, *, where: ArrayLike | None = None
 ) -> jax.Array:
-  """AP@K per query, [Q] (MAP@K is its mean over queries); arguments as in :func:`recall_at_k`."""
+  """AP@K per query, [Q] (MAP@K is its mean over queries); arguments as in :func:`recall_at_k`.
+
+  Args:
+    scores: per-query item scores, [Q, N].
+    relevant: which items are relevant to each query, [Q, N] bool.
+    k: K, the cut-off.
+    where: which items each query may rank, [Q, N] (default all).
+
+  Returns:
+    AP@K, [Q].
+  """
   return _average_precision(*_ranked_hits("average_precision_at_k", scores, relevant, k, where), k)
 
 
@@ -159,6 +172,13 @@ def ranking_metrics(
 
 def mean_over_queries(values: ArrayLike, relevant: ArrayLike) -> jax.Array:
   """The mean of per-query ``values`` [Q] over the queries with at least one relevant item ([Q, N] mask).
+
+  Args:
+    values: per-query values, [Q].
+    relevant: the relevance mask, [Q, N].
+
+  Returns:
+    The mean, a scalar.
 
   Raises:
     ValueError: no query has a relevant item (the mean is undefined; no NaN is returned).

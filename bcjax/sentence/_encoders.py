@@ -52,7 +52,7 @@ def sif_weights(words: Sequence[str], counts: Mapping[str, int], a: float = 1e-3
 def encode_token_ids(sentences: Sequence[str], index: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
   """Tokenises sentences and maps kept tokens to vocabulary rows.
 
-  (the reference's filter: in the vocabulary and ``islower()``).
+  A token is kept when it is in the vocabulary and ``islower()`` (the reference's filter).
 
   Returns:
     ``(ids, mask)``: ids [n, L] (0 where padded) and a boolean mask [n, L]; L is the longest kept sentence

@@ -117,10 +117,10 @@ def _pread_rows(arr: np.ndarray, rows: np.ndarray) -> np.ndarray:
 def read_rows(arr: np.ndarray, rows, dtype=None) -> np.ndarray:
   """``arr[rows]`` as a dense array of ``dtype``.
 
-  (default :func:`compute_dtype`), with ``rows`` a slice or an integer index array. From an embeddings file the rows are
-  read with plain file reads, one per run of consecutive rows: indexing a memory map instead leaves the pages it touches
-  (and the kernel's read-ahead around them) mapped into the process, which grew to 14 GB reading 20,000 scattered rows
-  of a 15 GB index.
+  ``dtype`` defaults to :func:`compute_dtype`; ``rows`` is a slice or an integer index array. From an embeddings file
+  the rows are read with plain file reads, one per run of consecutive rows: indexing a memory map instead leaves the
+  pages it touches (and the kernel's read-ahead around them) mapped into the process, which grew to 14 GB reading
+  20,000 scattered rows of a 15 GB index.
   """
   target = compute_dtype(arr.dtype) if dtype is None else dtype
   if _plain_readable(arr):

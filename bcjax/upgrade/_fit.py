@@ -311,7 +311,7 @@ def _choose_closed_form(
 ) -> tuple[dict, float, float]:
   """The choices of a closed-form kind with the best cross-validated retrieval score.
 
-  (the squared error breaks ties), with that score and error.
+  The squared error breaks ties. Returns the choices with that score and error.
   """
   folds = _folds(fold_moments, total, kind, sample)
   if kind == "orthogonal":  # nothing to choose: scored only when auto must rank the kinds by cross-validation

@@ -193,8 +193,8 @@ def save_map(
 ) -> Path:
   """Writes ``upgrade_map`` to ``path`` atomically.
 
-  (never over an existing file unless ``overwrite``), with ``notes`` (JSON-able: the report's summary, the models'
-  names) in its header.
+  Never over an existing file unless ``overwrite``; ``notes`` (JSON-able: the report's summary, the models' names) go
+  in its header.
   """
   d_prev, d_new = upgrade_map.dims
   header = {

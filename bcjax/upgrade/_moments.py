@@ -67,7 +67,8 @@ def pair_moments(
 ) -> PairMoments:
   """:class:`PairMoments` of the pairs ``(z_new[r], z_prev[r])`` for r in ``rows``.
 
-  (default: all), reading at most ``chunk_rows`` rows of each at a time (arrays or memory maps), in float64.
+  ``rows`` defaults to all; at most ``chunk_rows`` rows of each are read at a time (arrays or memory maps), and the
+  sums are float64.
 
   Args:
     z_new: :math:`z_k`, [n, D_k].

@@ -47,7 +47,7 @@ class VectorStore(Protocol):
   def candidates(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Each query's k nearest stored rows by the store's own index.
 
-    (ids [Q, k] int64, -1 where fewer; vectors [Q, k, D] float32, zero where the id is -1).
+    Returns (ids [Q, k] int64, -1 where fewer; vectors [Q, k, D] float32, zero where the id is -1).
     """
     ...
 
@@ -77,7 +77,7 @@ class MixedSpaceError(ValueError):
 class NewVectors(NamedTuple):
   """New-model vectors of some stored items.
 
-  (a partial re-embed, or the paired items): ``ids`` [m] and ``vectors`` [m, D_k].
+  A partial re-embed, or the paired items: ``ids`` [m] and ``vectors`` [m, D_k].
   """
 
   ids: np.ndarray
