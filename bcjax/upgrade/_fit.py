@@ -80,6 +80,15 @@ class PairSplit(NamedTuple):
 def split_pairs(n: int, *, test_fraction: float = 0.2, val_fraction: float = 0.1, seed: int = 0) -> PairSplit:
   """A random split of n pairs into train, validation and test rows (each sorted).
 
+  Args:
+    n: the number of pairs.
+    test_fraction: the share held out for the report.
+    val_fraction: the share for the choices.
+    seed: seeds the permutation.
+
+  Returns:
+    A :class:`PairSplit` of sorted row ids.
+
   Raises:
     ValueError: when a fraction is outside [0, 1), they sum to 1 or more, or fewer than 2 training rows remain.
   """
@@ -203,6 +212,19 @@ def closed_form(
   given choices (:mod:`bcjax.upgrade._fit`); ``target`` is affine's shrinkage target: ``isometry`` (the scaled polar
   factor) or ``identity`` (equal widths only: two models whose spaces already roughly agree, e.g. sharing their token
   embeddings).
+
+  Args:
+    kind: ``linear``, ``orthogonal`` or ``affine``.
+    m: the pairs' :class:`PairMoments`.
+    alpha: the ridge (linear) or shrinkage (affine) strength.
+    rank: affine's rank (None: full rank).
+    target: affine's shrinkage target: ``isometry`` or ``identity``.
+
+  Returns:
+    ``(W [D_(k-1), D_k], b [D_(k-1)])`` in float64.
+
+  Raises:
+    ValueError: an unknown kind or target, or choices outside their range.
   """
   if kind == "orthogonal":
     w = _procrustes(*m.centred())

@@ -51,7 +51,14 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 def make_hubness(mapped_rows, *, k: int = DEFAULT_K) -> Hubness:
-  """A :class:`Hubness` from mapped new-model embeddings [M, D_(k-1)] of paired items (at least ``k`` rows).
+  r"""A :class:`Hubness` from mapped new-model embeddings [M, D_(k-1)] of paired items (at least ``k`` rows).
+
+  Args:
+    mapped_rows: mapped new-model embeddings of paired items, [M, D_(k-1)].
+    k: neighbours averaged in :math:`\beta(x)`.
+
+  Returns:
+    The :class:`Hubness`.
 
   Raises:
     ValueError: naming the argument, for ``k`` < 1, fewer rows than ``k`` or non-finite rows.
@@ -77,6 +84,14 @@ def hubness_bias(docs, hubness: Hubness, *, chunk_rows: int = _files.DEFAULT_CHU
 
   ``docs`` is an array or a memory map, read ``chunk_rows`` rows at a time.
 
+  Args:
+    docs: old-model vectors, [N, D_(k-1)] (an array or a memory map).
+    hubness: the map's fitted :class:`Hubness`.
+    chunk_rows: rows read at a time.
+
+  Returns:
+    :math:`\beta(x)` per row, [N] float32.
+
   Raises:
     ValueError: when ``docs``' width is not the reference's.
   """
@@ -98,7 +113,18 @@ def hubness_bias(docs, hubness: Hubness, *, chunk_rows: int = _files.DEFAULT_CHU
 
 
 def csls_documents(docs, bias) -> np.ndarray:
-  """Documents for an inner-product store that serves CSLS: ``[unit(x), -beta(x)]``, [N, D + 1] float32."""
+  r"""Documents for an inner-product store that serves CSLS: ``[unit(x), -beta(x)]``, [N, D + 1] float32.
+
+  Args:
+    docs: old-model vectors, [N, D].
+    bias: their hubness bias :math:`\beta(x)`, [N] (:func:`hubness_bias`).
+
+  Returns:
+    The stored rows, [N, D + 1] float32.
+
+  Raises:
+    ValueError: a bias of another length.
+  """
   docs, bias = np.asarray(docs), np.asarray(bias, np.float32)
   if bias.shape != (docs.shape[0],):
     raise ValueError(f"csls_documents: `bias` must have shape ({docs.shape[0]},), got {bias.shape}")
@@ -106,6 +132,13 @@ def csls_documents(docs, bias) -> np.ndarray:
 
 
 def csls_queries(mapped_queries) -> np.ndarray:
-  """Mapped queries for an inner-product store that serves CSLS: ``[unit(B(q)), 1]``, [Q, D + 1] float32."""
+  """Mapped queries for an inner-product store that serves CSLS: ``[unit(B(q)), 1]``, [Q, D + 1] float32.
+
+  Args:
+    mapped_queries: mapped new-model queries :math:`B(q)`, [Q, D].
+
+  Returns:
+    The query rows, [Q, D + 1] float32.
+  """
   q = _unit(mapped_queries)
   return np.concatenate([q, np.ones((q.shape[0], 1), np.float32)], axis=1)

@@ -68,6 +68,16 @@ def apply_map(upgrade_map: UpgradeMap, z) -> jax.Array:
   In ``z``'s precision (float32 for narrower inputs): the same compiled program as :func:`query_function`
   (:func:`compiled_map`), its parameters placed on the device once per map, so the query path, the report, ``bcjax
   transform`` and the stores all compute the same numbers.
+
+  Args:
+    upgrade_map: the fitted map.
+    z: new-model embeddings, [n, D_k].
+
+  Returns:
+    The mapped embeddings, [n, D_(k-1)].
+
+  Raises:
+    ValueError: embeddings of another width.
   """
   z = jnp.asarray(z)
   if z.ndim != 2 or z.shape[1] != upgrade_map.dims[1]:
@@ -106,6 +116,13 @@ def query_function(maps: "UpgradeMap | Sequence[UpgradeMap]", *, dtype=jnp.float
   With the map's (or chain's) parameters placed on the device once: affine kinds become one :math:`Wz + b` per run of
   maps without normalisation between them (an orthogonal map's QR factor is not recomputed per call), the MLP keeps its
   own apply.
+
+  Args:
+    maps: a map, or a chain of maps in the order they apply.
+    dtype: the compute dtype.
+
+  Returns:
+    The jitted function.
   """
   maps = [maps] if isinstance(maps, UpgradeMap) else list(maps)
   stages: list[tuple[Any, dict[str, jax.Array], bool]] = []
@@ -138,6 +155,14 @@ def check_direction(upgrade_map: UpgradeMap, z, *, name: str = "z") -> None:
   A width other than D_k, or, where both models have the same width and the map carries their fingerprints, rows that
   lean to the old model's direction (the map would be applied the wrong way round).
 
+  Args:
+    upgrade_map: the fitted map.
+    z: embeddings meant to be the new model's, [n, D].
+    name: the argument's name, for the message.
+
+  Returns:
+    None; it raises instead of returning when ``z`` is not the new model's.
+
   Raises:
     ValueError: naming ``name``, the models and the evidence.
   """
@@ -162,6 +187,13 @@ def affine_form(transform: BackwardTransform, params) -> tuple[np.ndarray, np.nd
 
   (W [D_(k-1), D_k], b [D_(k-1)]) in float64 of an affine kind (linear, orthogonal, affine of any rank), or None for the
   MLP.
+
+  Args:
+    transform: the map's kind.
+    params: its parameter arrays.
+
+  Returns:
+    ``(W, b)``, or None for the MLP.
   """
   p = {name: np.asarray(a, np.float64) for name, a in params.items()}
   if transform.kind == "linear":
@@ -195,6 +227,18 @@ def save_map(
 
   Never over an existing file unless ``overwrite``; ``notes`` (JSON-able: the report's summary, the models' names) go
   in its header.
+
+  Args:
+    upgrade_map: the map.
+    path: the file to write.
+    notes: JSON-able notes for its header.
+    overwrite: replace an existing file.
+
+  Returns:
+    The path written.
+
+  Raises:
+    FileExistsError: ``path`` exists and ``overwrite`` is off.
   """
   d_prev, d_new = upgrade_map.dims
   header = {
@@ -240,6 +284,9 @@ def load_map(
     old_model: the old model the caller serves, when known: a map stamped with another name is refused (a map from
       model A to B applied to C, or the wrong way round).
     new_model: the new model the caller serves, when known, likewise.
+
+  Returns:
+    ``(the map, the notes stored with it)``.
 
   Raises:
     ValueError: for a missing, corrupt or foreign file, or models other than the ones stamped.

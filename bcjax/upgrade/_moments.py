@@ -76,6 +76,9 @@ def pair_moments(
     rows: sorted row ids to use, e.g. a fit split.
     normalize: accumulate the L2-normalised rows (a cosine model's space).
     chunk_rows: rows read per chunk.
+
+  Returns:
+    The :class:`PairMoments`, float64.
   """
   d_new, d_prev = z_new.shape[1], z_prev.shape[1]
   count, sum_new, sum_prev = 0, np.zeros(d_new), np.zeros(d_prev)

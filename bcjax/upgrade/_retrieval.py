@@ -64,6 +64,20 @@ def top_k(
   ``items`` may be a memory map larger than memory: it is read ``chunk_rows`` rows at a time, once, and each chunk's
   scores are merged into every query's running top k, so memory stays bounded by the chunk and the queries (a
   block of queries at a time keeps each score matrix near 2^26 entries).
+
+  Args:
+    queries: query rows, [Q, D].
+    items: item rows, [N, D] (an array or a memory map).
+    k: results per query.
+    metric: ``cosine``, ``dot`` or ``l2``.
+    chunk_rows: item rows read at a time.
+    item_bias: subtracted from every score of its item, [N].
+
+  Returns:
+    The ids, [Q, k].
+
+  Raises:
+    ValueError: shapes that disagree, k outside [1, N], or an unknown metric.
   """
   if metric not in METRICS:
     raise ValueError(f"top_k: `metric` must be one of {list(METRICS)}, got {metric!r}")
@@ -189,6 +203,19 @@ def own_vector_ranks(
   below ``targets[i]`` (ties count half): [n] in [0, 1], 1 when row i ranks its own target first, about 0.5 for a map
   that ranks at random. A continuous, label-free retrieval measure for choosing between maps. ``item_bias``: one value
   per item (targets, then distractors) subtracted from its scores.
+
+  Args:
+    mapped: mapped new-model rows, [n, D].
+    targets: each row's own old vector, [n, D].
+    distractors: more old vectors scored against, [m, D] (e.g. a sample of the index).
+    metric: ``cosine``, ``dot`` or ``l2``.
+    item_bias: subtracted from every score of its item, [n + m] (targets first).
+
+  Returns:
+    The shares, [n] in [0, 1].
+
+  Raises:
+    ValueError: shapes that disagree or an unknown metric.
   """
   if metric not in METRICS:
     raise ValueError(f"own_vector_ranks: `metric` must be one of {list(METRICS)}, got {metric!r}")

@@ -125,5 +125,13 @@ def registry_maps(registry, *, to: int, source: int | None = None) -> list[Upgra
   """The registry's chain from version ``source`` down to ``to``, as maps.
 
   The registry's chain from version ``source`` (default: the latest) down to ``to``, as maps in the order they apply.
+
+  Args:
+    registry: a :class:`~bcjax.versioning.Registry`.
+    to: j, the version to map to.
+    source: k, the version to map from (default: the latest).
+
+  Returns:
+    The chain ``[B_k, ..., B_(j+1)]`` as :class:`UpgradeMap` objects.
   """
   return [UpgradeMap(t, params, info.normalize, info.kind, {}) for info, t, params in registry.chain(to, source=source)]

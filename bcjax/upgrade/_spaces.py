@@ -51,6 +51,13 @@ def _unit_rows(z) -> np.ndarray:
 def space_stamp(z, model: str = "") -> SpaceStamp:
   """The fingerprint (:mod:`bcjax.upgrade._spaces`) of a model from its embeddings ``z`` [n, D] (at least 2 rows).
 
+  Args:
+    z: the model's embeddings, [n, D].
+    model: the model's name.
+
+  Returns:
+    The :class:`SpaceStamp`.
+
   Raises:
     ValueError: when ``z`` is not a finite matrix of at least 2 rows and 2 columns.
   """

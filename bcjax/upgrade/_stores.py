@@ -164,6 +164,15 @@ def _check_space_once(store: VectorStore, upgrade_map: UpgradeMap) -> None:
 def bridge_items(store: VectorStore, upgrade_map: UpgradeMap, ids, new_vectors) -> np.ndarray:
   """Maps new items' new-model vectors to the old space and adds them to the old store: [n, D_(k-1)] as written.
 
+  Args:
+    store: the old store (:class:`VectorStore`).
+    upgrade_map: the fitted map, new -> old.
+    ids: the new items' ids, [n], none of them stored yet.
+    new_vectors: their new-model vectors, [n, D_k].
+
+  Returns:
+    The vectors written, [n, D_(k-1)].
+
   Raises:
     ValueError: for vectors that are not the new model's (:func:`~bcjax.upgrade.check_direction`), ids that do not
       match the rows, or ids already stored.
@@ -199,6 +208,9 @@ def bridged_search(
     overfetch: candidates asked of the store per result when the scores are corrected or re-ranked.
     check_space: attribute a sample of the store to the two models first (:func:`check_store_space`): once per
       store and map, and again whenever the store's row count has changed since.
+
+  Returns:
+    A :class:`SearchResult`: each query's ids and scores, best first.
 
   Raises:
     ValueError: for queries that are not the new model's, k < 1, overfetch < 1, or a store of another width.
