@@ -102,6 +102,19 @@ def bipartite_inputs(
 
   Builds :class:`BipartiteInputs` from interactions ([E] user and item ids) and item bags ((item [P], attribute [P]) per
   group; items >= ``num_items`` are dropped). Edges are stored sorted by receiver.
+
+  Args:
+    user: user id per interaction, [E].
+    item: item id per interaction, [E].
+    num_users: users in the graph.
+    num_items: items in the graph.
+    item_bags: per attribute group, ``(item [P], attribute [P])``.
+
+  Returns:
+    The :class:`BipartiteInputs`.
+
+  Raises:
+    ValueError: ids out of range or arrays of mismatched lengths.
   """
   user, item = np.asarray(user, np.int64), np.asarray(item, np.int64)
   if user.shape != item.shape or user.ndim != 1:

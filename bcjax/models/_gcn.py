@@ -41,6 +41,18 @@ def gcn_propagate(graph: jraph.GraphsTuple, h: jax.Array, *, self_loops: str = "
   in the data counts twice); ``"remaining"`` is PyTorch Geometric's ``gcn_norm`` (``add_remaining_self_loops``):
   the data's self-loops are replaced by exactly one loop per node. The two agree on graphs without self-loops, which
   is what :func:`bcjax.data.read_tu` returns by default (it removes them, as PyG's TU reader does).
+
+  Args:
+    graph: the batch of graphs.
+    h: node features, [N, d].
+    self_loops: ``always`` adds a loop of weight 1 to every node; ``remaining`` adds one only where a node has none
+      (PyTorch Geometric's ``gcn_norm``).
+
+  Returns:
+    The propagated features, [N, d].
+
+  Raises:
+    ValueError: an unknown ``self_loops``.
   """
   if self_loops not in SELF_LOOPS:
     raise ValueError(f"gcn_propagate: `self_loops` must be one of {SELF_LOOPS}, got {self_loops!r}")

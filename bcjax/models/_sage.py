@@ -36,6 +36,13 @@ def mean_aggregate(graph: jraph.GraphsTuple, h: jax.Array) -> jax.Array:
 
   Mean of the senders' features over each receiver's incoming edges (multi-edges counted), [N, d]; 0 where a node has no
   incoming edge. Padded edges must point at a padding node (jraph's convention).
+
+  Args:
+    graph: the batch of graphs.
+    h: node features, [N, d].
+
+  Returns:
+    The aggregated features, [N, d].
   """
   n = h.shape[0]
   total = jax.ops.segment_sum(h[graph.senders], graph.receivers, num_segments=n)
@@ -44,7 +51,14 @@ def mean_aggregate(graph: jraph.GraphsTuple, h: jax.Array) -> jax.Array:
 
 
 def torch_linear_init(fan_in: int):
-  """PyTorch's default Linear initialiser: U(±1/√fan_in) for weights and biases."""
+  """PyTorch's default Linear initialiser: U(±1/√fan_in) for weights and biases.
+
+  Args:
+    fan_in: the layer's input width.
+
+  Returns:
+    A flax initialiser ``init(key, shape, dtype)``.
+  """
   bound = fan_in**-0.5
 
   def init(key, shape, dtype=jnp.float32):

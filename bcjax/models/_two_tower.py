@@ -17,7 +17,15 @@ from flax import nnx
 
 
 def bag_mean(table: jax.Array, ids: jax.Array) -> jax.Array:
-  """Mean embedding of each row's ids [n, m] (negative ids are padding) from ``table`` [V, d]; returns [n, d]."""
+  """Mean embedding of each row's ids [n, m] (negative ids are padding) from ``table`` [V, d]; returns [n, d].
+
+  Args:
+    table: the embedding table, [V, d].
+    ids: each row's ids, [n, m]; negative ids are padding.
+
+  Returns:
+    The mean embeddings, [n, d] (zero for a row of padding only).
+  """
   valid = (ids >= 0).astype(table.dtype)
   vectors = table[jnp.maximum(ids, 0)] * valid[..., None]
   return jnp.sum(vectors, axis=1) / jnp.maximum(jnp.sum(valid, axis=1, keepdims=True), 1.0)

@@ -27,6 +27,12 @@ def collective_threads_needed(num_devices: int) -> int:
   all-reduce, N - 1 devices can wait at the rendezvous while the last device's launch waits for one of its earlier
   programs to finish, which needs a free thread: with N threads that is a deadlock (observed on 2 cores with 4
   forced devices). N waiting programs, N waiting launches and one thread that makes progress never deadlock.
+
+  Args:
+    num_devices: N, the devices in this process.
+
+  Returns:
+    2N + 1.
   """
   return 2 * num_devices + 1
 
@@ -45,6 +51,12 @@ def forced_cpu_devices(environ=None) -> int:
 
   CPU devices this environment's XLA_FLAGS (the last ``--xla_force_host_platform_device_count``) or the
   ``jax_num_cpu_devices`` option asks for; 1 when neither does.
+
+  Args:
+    environ: the environment to read (default ``os.environ``).
+
+  Returns:
+    The device count.
   """
   environ = os.environ if environ is None else environ
   counts = _FORCED_CPU_DEVICES.findall(environ.get("XLA_FLAGS", ""))
@@ -59,6 +71,9 @@ def reserve_collective_threads(environ=None) -> int | None:
 
   Sets ``PJRT_NPROC`` to :func:`collective_threads_needed` when it would be smaller. Call it before JAX starts its CPU
   backend (the pool is made once); pass a child process's environment dict to prepare that instead.
+
+  Args:
+    environ: the environment to set (default ``os.environ``), e.g. a child process's.
 
   Returns:
     the thread count set, or ``None`` when nothing had to change (one device, or a pool already large enough).
@@ -93,6 +108,9 @@ def initialize(num_processes: int, process_id: int, coordinator: str, *, timeout
     coordinator: ``HOST:PORT`` of process 0's coordinator.
     timeout_s: how long to wait for every peer to join, and for a silent peer before the others fail (JAX's
       heartbeat), so a run whose peer died ends with an error instead of hanging.
+
+  Returns:
+    None, once the process has joined the run.
   """
   num_processes = _checks.as_int("initialize", "num_processes", num_processes, low=1)
   process_id = _checks.as_int("initialize", "process_id", process_id, low=0, high=num_processes - 1)
@@ -131,7 +149,11 @@ def _wait_for_coordinator(coordinator: str, timeout_s: float) -> None:
 
 
 def is_main_process() -> bool:
-  """Whether this process writes the run's files (process 0)."""
+  """Whether this process writes the run's files (process 0).
+
+  Returns:
+    True in process 0.
+  """
   return jax.process_index() == 0
 
 
@@ -141,6 +163,9 @@ def data_mesh(num_devices: int | None = None) -> jax.sharding.Mesh:
   Args:
     num_devices: devices per process (the ``--devices`` flag); ``None`` takes every local device. The mesh has
       ``num_devices * jax.process_count()`` devices, ordered by process.
+
+  Returns:
+    The mesh.
   """
   local = jax.local_device_count()
   if num_devices is None:
@@ -168,6 +193,17 @@ def shard_rows(mesh: jax.sharding.Mesh, tree, *, name: str = "batch"):
   Each process passes its own slice (its share of the global batch, in process order); the global leading size is
   the sum over processes. Every leaf must have the same number of rows, divisible by this process's devices on the
   mesh.
+
+  Args:
+    mesh: the data mesh (:func:`data_mesh`).
+    tree: a pytree of this process's rows.
+    name: what the tree is, for the message.
+
+  Returns:
+    The tree of global arrays split by rows.
+
+  Raises:
+    ValueError: leaves whose row counts differ, or that the process's devices do not divide.
   """
   leaves = jax.tree.leaves(tree)
   if not leaves:
@@ -194,6 +230,17 @@ def shard_padded_rows(mesh: jax.sharding.Mesh, x, *, name: str = "rows"):
   ``(rows, where)``: a full [n, ...] array (the same in every process) zero-padded to a multiple of the mesh's devices
   and split by rows over the mesh, with the boolean mask of the real rows, for the ``where=`` argument of the bcjax
   reductions (padded rows never count). Each process places only its own block of rows.
+
+  Args:
+    mesh: the data mesh (:func:`data_mesh`).
+    x: a full array [n, ...], the same in every process.
+    name: what it is, for the message.
+
+  Returns:
+    ``(rows, where)``: the padded array split by rows, and the mask of the real rows.
+
+  Raises:
+    ValueError: a value that is not an array with a leading axis.
   """
   x = np.asarray(x)
   if x.ndim < 1:
@@ -212,6 +259,14 @@ def split_rows(mesh: jax.sharding.Mesh, tree, *, axis: int = 0):
 
   Every leaf of ``tree`` (global arrays, inside or outside ``jax.jit``) resharded so that its ``axis`` is split over the
   mesh, e.g. a batch drawn replicated, before ``jax.shard_map`` hands each device its block.
+
+  Args:
+    mesh: the data mesh (:func:`data_mesh`).
+    tree: a pytree of global arrays.
+    axis: the axis split over the mesh.
+
+  Returns:
+    The tree resharded.
   """
   spec = jax.P(*([None] * axis), DATA_AXIS)
   leaves = jax.tree.leaves(tree)
@@ -236,6 +291,18 @@ def shard_blocks(mesh: jax.sharding.Mesh, tree, *, axis: int = 0, name: str = "b
   Every leaf (the same full value in every process) split along ``axis`` over the mesh (``P(None, ..., DATA_AXIS)``),
   e.g. a batch cut on the host into one block per device on that axis (graph batches whose blocks are padded each on
   their own). Each process places only its devices' blocks.
+
+  Args:
+    mesh: the data mesh (:func:`data_mesh`).
+    tree: a pytree of arrays, the same full value in every process.
+    axis: the axis split over the mesh.
+    name: what the tree is, for the message.
+
+  Returns:
+    The tree of global arrays split along ``axis``.
+
+  Raises:
+    ValueError: an ``axis`` size the mesh's devices do not divide.
   """
   leaves = jax.tree.leaves(tree)
   size = mesh.devices.size
@@ -253,6 +320,13 @@ def replicate(mesh: jax.sharding.Mesh, tree):
 
   Every leaf (the same full value in every process) replicated on every device of the mesh (``P(None, ...)``, one
   ``None`` per axis: the spec jitted steps give their replicated outputs, so a step fed its own outputs compiles once).
+
+  Args:
+    mesh: the data mesh (:func:`data_mesh`).
+    tree: a pytree of arrays, the same full value in every process.
+
+  Returns:
+    The tree of replicated global arrays.
   """
   return _from_full(mesh, tree, lambda x: jax.P(*([None] * x.ndim)))
 
@@ -262,6 +336,17 @@ def shard_table(mesh: jax.sharding.Mesh, table, *, name: str = "table"):
 
   An embedding table (the same full value in every process) split by rows over the mesh (``P(DATA_AXIS, None)``): each
   device stores rows / N of it, as alx shards its iALS tables.
+
+  Args:
+    mesh: the data mesh (:func:`data_mesh`).
+    table: the full table [V, d], the same in every process.
+    name: what it is, for the message.
+
+  Returns:
+    The table split by rows.
+
+  Raises:
+    ValueError: a row count the mesh's devices do not divide, or a table that is not 2-D.
   """
   table = np.asarray(table)
   if table.ndim != 2:

@@ -54,6 +54,10 @@ def encode_token_ids(sentences: Sequence[str], index: Mapping[str, int]) -> tupl
 
   A token is kept when it is in the vocabulary and ``islower()`` (the reference's filter).
 
+  Args:
+    sentences: the sentences.
+    index: the vocabulary: word -> row.
+
   Returns:
     ``(ids, mask)``: ids [n, L] (0 where padded) and a boolean mask [n, L]; L is the longest kept sentence
     (at least 1). A sentence with no kept token has an all-False row.
@@ -99,14 +103,29 @@ def weighted_average(vectors: ArrayLike, weights: ArrayLike, ids: ArrayLike, mas
 
 
 def principal_direction(q: ArrayLike) -> jax.Array:
-  r"""First right singular vector u of the uncentred matrix Q [n, d] (the top eigenvector of QᵀQ); sign arbitrary."""
+  r"""First right singular vector u of the uncentred matrix Q [n, d] (the top eigenvector of QᵀQ); sign arbitrary.
+
+  Args:
+    q: sentence vectors Q, [n, d].
+
+  Returns:
+    u, a unit vector [d].
+  """
   q = _checks.as_float_array("principal_direction", "q", q, ndim=2)
   _, u = jnp.linalg.eigh(q.T @ q)
   return u[:, -1]
 
 
 def remove_direction(q: ArrayLike, u: ArrayLike) -> jax.Array:
-  r"""SIF's common-component removal :math:`q \leftarrow q - u u^\top q` for every row; u is a unit vector [d]."""
+  r"""SIF's common-component removal :math:`q \leftarrow q - u u^\top q` for every row; u is a unit vector [d].
+
+  Args:
+    q: sentence vectors, [n, d].
+    u: a unit vector, [d].
+
+  Returns:
+    :math:`q - u u^\top q` per row, [n, d].
+  """
   q = _checks.as_float_array("remove_direction", "q", q, ndim=2)
   u = _checks.as_float_array("remove_direction", "u", u, ndim=1)
   return q - jnp.outer(q @ u, u)
@@ -118,7 +137,15 @@ Aperture = float | Callable[[jax.Array], jax.Array]
 
 
 def conceptor_with_aperture(r: ArrayLike, alpha: Aperture = 1.0) -> tuple[jax.Array, jax.Array]:
-  r"""(C(R, α), α) with α a number or ``alpha(R)`` for a rule: the conceptor and the aperture it used."""
+  r"""(C(R, α), α) with α a number or ``alpha(R)`` for a rule: the conceptor and the aperture it used.
+
+  Args:
+    r: a correlation matrix R, [d, d].
+    alpha: the aperture α, or a rule R -> α (:data:`Aperture`).
+
+  Returns:
+    ``(C(R, α), α)``.
+  """
   r = jnp.asarray(r)
   value = alpha(r) if callable(alpha) else jnp.asarray(alpha, r.dtype)
   return conceptor_from_correlation(r, value), value
@@ -129,6 +156,13 @@ def ca_initial(stopword_vectors: ArrayLike, alpha: Aperture = 1.0) -> jax.Array:
 
   Zero-shot conceptor :math:`C_0 = R_Z (R_Z + \alpha^{-2} I)^{-1}` of stop-word vectors [:math:`|Z|`, d]; ``alpha`` a
   number or a rule R -> α (see :data:`Aperture`).
+
+  Args:
+    stopword_vectors: the stop words' vectors, [|Z|, d].
+    alpha: the aperture α, or a rule R -> α (:data:`Aperture`).
+
+  Returns:
+    :math:`C_0`, [d, d].
   """
   return conceptor_with_aperture(correlation(stopword_vectors), alpha)[0]
 
@@ -137,6 +171,13 @@ def stopword_correlation(vectors: WordVectors, stopwords: Sequence[str]) -> tupl
   r""":math:`R_Z` of the distinct stop words that have a vector, and their number.
 
   Each word counts once however often the list repeats it (the CA notebook builds :math:`R_Z` from a set).
+
+  Args:
+    vectors: the word vectors.
+    stopwords: the stop-word list.
+
+  Returns:
+    ``(R_Z [d, d], the number of distinct stop words with a vector)``.
 
   Raises:
     ValueError: none of the stop words is in the vocabulary.
@@ -153,6 +194,14 @@ def stopword_conceptor(vectors: WordVectors, stopwords: Sequence[str], alpha: Ap
   The zero-shot conceptor :math:`C_0 = C(R_Z, \alpha)` of the distinct stop words that have a vector (see
   :func:`stopword_correlation`), and their number.
 
+  Args:
+    vectors: the word vectors.
+    stopwords: the stop-word list.
+    alpha: the aperture α, or a rule R -> α (:data:`Aperture`).
+
+  Returns:
+    ``(C_0 [d, d], the number of stop words with a vector)``.
+
   Raises:
     ValueError: none of the stop words is in the vocabulary.
   """
@@ -166,12 +215,31 @@ def ca_update(c_prev: ArrayLike, q_corpus: ArrayLike, alpha: Aperture = 1.0) -> 
   One continual step :math:`C_t = C_{t-1} \vee C(R_t, \alpha)` with :math:`R_t` the uncentred correlation of the
   corpus's raw sentence vectors [n, d] (with one fixed α for every step the correlations add). A rule for ``alpha``
   picks each step's aperture from its own :math:`R_t`.
+
+  Args:
+    c_prev: :math:`C_{t-1}`, [d, d].
+    q_corpus: the corpus's raw sentence vectors, [n, d].
+    alpha: the aperture α, or a rule R -> α (:data:`Aperture`).
+
+  Returns:
+    :math:`C_t`, [d, d].
   """
   return disjunction(c_prev, conceptor_with_aperture(correlation(q_corpus), alpha)[0])
 
 
 def ca_embed(q: ArrayLike, c: ArrayLike) -> jax.Array:
-  r"""CA sentence embedding :math:`\neg C\, q = (I - C) q` for rows q [n, d]."""
+  r"""CA sentence embedding :math:`\neg C\, q = (I - C) q` for rows q [n, d].
+
+  Args:
+    q: raw sentence vectors, [n, d].
+    c: the conceptor C, [d, d].
+
+  Returns:
+    :math:`(I - C) q` per row, [n, d].
+
+  Raises:
+    ValueError: widths that differ.
+  """
   q = _checks.as_float_array("ca_embed", "q", q, ndim=2)
   c = _checks.as_float_array("ca_embed", "c", c, ndim=2)
   if c.shape != (q.shape[1], q.shape[1]):
@@ -180,7 +248,18 @@ def ca_embed(q: ArrayLike, c: ArrayLike) -> jax.Array:
 
 
 def cosine_similarity(a: ArrayLike, b: ArrayLike) -> jax.Array:
-  """Row-wise cosine of [n, d] and [n, d]; 0 when either row is zero."""
+  """Row-wise cosine of [n, d] and [n, d]; 0 when either row is zero.
+
+  Args:
+    a: rows [n, d].
+    b: rows [n, d].
+
+  Returns:
+    The cosine per row, [n].
+
+  Raises:
+    ValueError: shapes that differ.
+  """
   a = _checks.as_float_array("cosine_similarity", "a", a, ndim=2)
   b = _checks.as_float_array("cosine_similarity", "b", b, ndim=2)
   if a.shape != b.shape:
@@ -193,6 +272,16 @@ def pearson(x: ArrayLike, y: ArrayLike) -> jax.Array:
   r"""Pearson correlation :math:`\frac{\sum (x-\bar x)(y-\bar y)}{\sqrt{\sum (x-\bar x)^2 \sum (y-\bar y)^2}}`.
 
   Raises ValueError (for concrete inputs) when fewer than 2 points are given or either input is constant.
+
+  Args:
+    x: values, [n].
+    y: values, [n].
+
+  Returns:
+    The correlation, a scalar.
+
+  Raises:
+    ValueError: fewer than 2 points, lengths that differ, or a constant input (concrete inputs).
   """
   x = _checks.as_float_array("pearson", "x", x, ndim=1)
   y = _checks.as_float_array("pearson", "y", y, ndim=1)

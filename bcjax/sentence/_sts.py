@@ -48,6 +48,14 @@ def load_sts_pairs(input_path: str | os.PathLike, gold_path: str | os.PathLike, 
   ``STS.input.<set>.txt`` (2 tab fields; 4 in 2016, whose source notes are ignored) and ``STS.gs.<set>.txt`` (one score
   per line). A blank gold line marks an unscored pair, which is dropped.
 
+  Args:
+    input_path: the ``STS.input.<set>.txt`` file.
+    gold_path: the ``STS.gs.<set>.txt`` file.
+    name: the set's name (default: from the file name).
+
+  Returns:
+    The scored pairs, :class:`StsPairs`.
+
   Raises:
     ValueError: naming file and line when a line has fewer than 2 fields, a score is not a number in [0, 5], or
       the two files disagree in length.
@@ -80,8 +88,14 @@ def load_sts_pairs(input_path: str | os.PathLike, gold_path: str | os.PathLike, 
 def load_stsb(path: str | os.PathLike) -> tuple[StsPairs, tuple[str, ...]]:
   """Reads an STS Benchmark csv (tab-separated, no quoting: genre, dataset, year, id, score, s1, s2[, src1, src2]).
 
+  Args:
+    path: the csv file.
+
   Returns:
     ``(pairs, genres)`` with the genre column of every pair.
+
+  Raises:
+    ValueError: a malformed line, naming the file and line.
   """
   path = Path(path)
   s1, s2, scores, sources, genres = [], [], [], [], []
@@ -118,6 +132,16 @@ def load_sts_genres(sts_dir: str | os.PathLike) -> dict[str, StsPairs]:
   captions (main-captions) and forums (main-forum + main-forums); ``STS12/STS.input.surprise.OnWN.txt``,
   ``STS13/STS.input.OnWN.txt`` and ``STS14/STS.input.OnWN.txt`` give WordNet; ``STS14/STS.input.tweet-news.txt``
   gives tweets (each with its ``STS.gs.*`` file). Expected pair counts: 4299, 3250, 2061, 1079, 750.
+
+  Args:
+    sts_dir: the folder holding the public STS releases (layout above).
+
+  Returns:
+    ``{genre: StsPairs}`` in the order news, captions, WordNet, forums, tweets.
+
+  Raises:
+    FileNotFoundError: a file of the layout is missing.
+    ValueError: a malformed line, naming its file and line.
   """
   root = Path(sts_dir)
   by_genre: dict[str, list[StsPairs]] = {g: [] for g in GENRES}

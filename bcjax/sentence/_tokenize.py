@@ -120,6 +120,12 @@ def _words(sentence: str) -> list[str]:
 def tokenize(text: str) -> list[str]:
   """Lower-cased Treebank-style tokens of ``text``, sentence by sentence.
 
+  Args:
+    text: the text.
+
+  Returns:
+    The tokens.
+
   Examples:
     >>> from bcjax.sentence import tokenize
     >>> tokenize("It’s a dog-friendly café, isn't it?")
@@ -132,5 +138,13 @@ def tokenize(text: str) -> list[str]:
 
 
 def keep_token(token: str, vocabulary) -> bool:
-  """The reference's filter: in the vocabulary and ``str.islower()`` (has a cased letter, no upper case)."""
+  """The reference's filter: in the vocabulary and ``str.islower()`` (has a cased letter, no upper case).
+
+  Args:
+    token: a token.
+    vocabulary: the words that have a vector (a container).
+
+  Returns:
+    Whether the token is kept.
+  """
   return token.islower() and token in vocabulary

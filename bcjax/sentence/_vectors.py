@@ -160,6 +160,12 @@ def load_word_vectors(
 def load_word_frequencies(path: str | os.PathLike) -> dict[str, int]:
   """Reads a ``word count`` file (SIF's ``enwiki_vocab_min200.txt`` format).
 
+  Args:
+    path: the ``word count`` file.
+
+  Returns:
+    ``{word: count}``.
+
   Raises:
     ValueError: naming the file and line of a malformed line (not two fields, or a count that is not a
       non-negative integer).
