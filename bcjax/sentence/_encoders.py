@@ -158,7 +158,7 @@ def ca_initial(stopword_vectors: ArrayLike, alpha: Aperture = 1.0) -> jax.Array:
   number or a rule R -> α (see :data:`Aperture`).
 
   Args:
-    stopword_vectors: the stop words' vectors, [|Z|, d].
+    stopword_vectors: the stop words' vectors, [:math:`|Z|`, d].
     alpha: the aperture α, or a rule R -> α (:data:`Aperture`).
 
   Returns:
