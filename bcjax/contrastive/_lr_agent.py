@@ -39,6 +39,12 @@ from bcjax.contrastive._replay import ReplayBuffer, Transitions, replay_add, rep
 
 
 class AgentConfig(NamedTuple):
+  """The learning-rate agent's settings (section 3.3.2), each default the paper's or, where it is silent, the code's.
+
+  The learning-rate range, the networks' widths and rates, DDPG's discount ``gamma`` and soft-update ``tau``, the
+  replay batch and buffer, the warm-up of uniform actions and the Ornstein-Uhlenbeck exploration noise.
+  """
+
   window: int = 32
   actor_hidden: int = 20  # the paper; the reference code uses 10
   critic_hidden: int = 10
@@ -93,6 +99,11 @@ class Critic(nnx.Module):
 
 
 class DDPGState(NamedTuple):
+  """A DDPG agent's state.
+
+  The online and target networks, their optimiser states, the replay buffer and the exploration noise's state.
+  """
+
   actor: nnx.State
   critic: nnx.State
   actor_target: nnx.State

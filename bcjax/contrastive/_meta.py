@@ -86,6 +86,11 @@ def sgd_step(params, grads, learning_rate):
 
 
 class MetaGradient(NamedTuple):
+  """:func:`first_order_meta_gradient`'s result.
+
+  The query loss at the fast weights, its gradient there (applied to θ) and the fast weights themselves.
+  """
+
   query_loss: jax.Array
   grads: Any  # ∇_{θ'} L^{I,X'}(θ'), to be applied to θ
   fast_params: Any  # θ'

@@ -13,6 +13,12 @@ import jax.numpy as jnp
 
 
 class Transitions(NamedTuple):
+  """Transitions of the learning-rate MDP.
+
+  Loss windows, unit actions, rewards (loss decrements), next windows and episode ends; unbatched in
+  :func:`replay_add`, with a leading batch axis from :func:`replay_sample`.
+  """
+
   state: jax.Array  # [..., window]
   action: jax.Array  # [...] unit actions
   reward: jax.Array  # [...]

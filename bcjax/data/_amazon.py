@@ -129,7 +129,14 @@ def _release(seen_2014: bool, seen_2018: bool, path: Path, evidence: str) -> str
 
 
 def read_reviews(path: str | os.PathLike) -> Reviews:
-  """Reads a reviews file of either release (gzipped or plain JSON lines)."""
+  """Reads a reviews file of either release (gzipped or plain JSON lines).
+
+  Args:
+    path: the reviews file (gzipped or plain JSON lines).
+
+  Returns:
+    The :class:`Reviews`, in file order.
+  """
   path = Path(path)
   users, items, ratings, days = [], [], [], []
   seen_2014 = seen_2018 = False
@@ -166,6 +173,12 @@ def read_metadata(path: str | os.PathLike) -> Metadata:
 
   Brand and category bags per asin (a later line for the same asin wins). 2018's ``category`` loses its ``</span>``
   entries (the reference's filter); 2014's ``categories`` paths are flattened to the distinct names on them.
+
+  Args:
+    path: the metadata file (gzipped or plain JSON lines).
+
+  Returns:
+    The :class:`Metadata`.
 
   Raises:
     DataFormatError: a malformed line (file and line), a field of the wrong type, lines of both releases, or a file
@@ -232,6 +245,15 @@ def amazon_files(
   plain ``.json`` too). Missing files are fetched from ``release``'s site when ``download``. The metadata path is None
   when there is none (the graph then has no item attributes).
 
+  Args:
+    category: the category, e.g. ``Video_Games``.
+    data_dir: where to look first (the folder or its ``category`` sub-folder).
+    download: fetch missing files into the cache.
+    release: the release to download: ``2018`` or ``2014``.
+
+  Returns:
+    ``(reviews path, metadata path or None)``.
+
   Raises:
     FileNotFoundError: no reviews file and ``download`` is False (the message lists where it looked).
   """
@@ -272,6 +294,18 @@ def load_amazon(
   A category's reviews with brand and category bags (see :mod:`bcjax.data._amazon`), from ``reviews``/``meta`` paths or
   found by :func:`amazon_files`. Without metadata the graph has no item attributes; the graph's ``notes`` say so, and
   count every review, product or category entry that was dropped.
+
+  Args:
+    category: the category (to find the files).
+    data_dir: where to look first.
+    reviews: the reviews file, instead of finding it.
+    meta: the metadata file, instead of finding it.
+    download: fetch missing files into the cache.
+    release: the release to download.
+    min_count: an attribute value is kept when it occurs at least this often.
+
+  Returns:
+    The :class:`EvolvingGraph`.
   """
   if reviews is None:
     if category is None:

@@ -53,6 +53,16 @@ def item_rating_stats(
   ``scatter_std``, whose :math:`10^{-6}` in the divisor puts an item whose std is exactly 1.0 (e.g. fifteen
   1-star ratings and one 5-star: S/(N−1) = 15/15) just below the task's threshold of 1.0, so its
   ``binary-item-rating-std`` label flips from 1 to 0. Only such exact ties change.
+
+  Args:
+    item: item id per edge, [E].
+    rating: rating per edge, [E].
+    num_items: the number of items.
+    min_edges: edges an item needs to be kept.
+    std: ``unbiased``, ``population`` or ``torch_scatter``.
+
+  Returns:
+    ``(items, mean ratings, rating stds)`` of the kept items.
   """
   count = np.bincount(item, minlength=num_items).astype(np.float64)
   total = np.bincount(item, weights=rating, minlength=num_items)
@@ -63,7 +73,14 @@ def item_rating_stats(
 
 
 def item_rating_threshold(split0: VersionSplit) -> float:
-  """tau: the median of the mean train ratings of the items with >= 10 train edges at step 0."""
+  """tau: the median of the mean train ratings of the items with >= 10 train edges at step 0.
+
+  Args:
+    split0: version 0's :class:`VersionSplit`.
+
+  Returns:
+    tau, a float.
+  """
   keep, mean, _ = item_rating_stats(split0.train_item, split0.train_rating, split0.num_items)
   if keep.size == 0:
     raise ValueError("item_rating_threshold: no item has 10 train edges at step 0")
@@ -79,6 +96,16 @@ def task_examples(
   evaluation set (val edges / train-plus-val statistics). User tasks are the same either way. ``tau`` is required by
   ``binary-item-rating-avg``; ``std`` is the convention of ``binary-item-rating-std``'s standard deviation (see
   :func:`item_rating_stats`).
+
+  Args:
+    task: one of :data:`TASKS`.
+    split: the step's :class:`VersionSplit`.
+    fit: the consumer's training set (else the evaluation set).
+    tau: the rating threshold of ``binary-item-rating-avg``.
+    std: how item rating stds are computed.
+
+  Returns:
+    The :class:`TaskExamples`.
   """
   if task == "binary-edge-rating":
     user, item, rating = (

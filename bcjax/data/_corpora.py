@@ -18,6 +18,14 @@ def movielens_corpus(ratings: Ratings, *, val_fraction: float = 0.2, seed: int =
 
   Left = user id, right = movie id + release year + bag of genres, target = the rating; an (80 %, 20 %) random split by
   default.
+
+  Args:
+    ratings: the MovieLens :class:`Ratings`.
+    val_fraction: the share of ratings held out.
+    seed: seeds the split.
+
+  Returns:
+    The :class:`PairCorpus`.
   """
   vocab = Vocabulary()
   user = vocab.ids("user", ratings.num_users)
@@ -31,7 +39,15 @@ def movielens_corpus(ratings: Ratings, *, val_fraction: float = 0.2, seed: int =
 
 
 def title_ngrams(title: str, n: int = 2) -> tuple[str, ...]:
-  """Word 1..n-grams of a page title (lower-cased; underscores separate words as in Wikipedia URLs)."""
+  """Word 1..n-grams of a page title (lower-cased; underscores separate words as in Wikipedia URLs).
+
+  Args:
+    title: a page title.
+    n: the largest n.
+
+  Returns:
+    The n-grams.
+  """
   words = [w.lower() for w in _WORD.findall(title.replace("_", " "))]
   grams = []
   for size in range(1, n + 1):
@@ -46,6 +62,17 @@ def page_corpus(
 
   The features are the page id, title n-grams and categories; the observed pairs are the links (target 1), split
   (90 %, 10 %) by default.
+
+  Args:
+    titles: each page's title.
+    categories: each page's categories.
+    links: the links, [m, 2] (source, target).
+    val_fraction: the share of links held out.
+    seed: seeds the split.
+    name: the corpus's name.
+
+  Returns:
+    The :class:`PairCorpus`.
   """
   vocab = Vocabulary()
   pages = FeatureBags(
@@ -71,6 +98,14 @@ def load_wikipedia_links(path: str | os.PathLike, *, val_fraction: float = 0.1, 
   * ``links.tsv``: ``source_page_id<TAB>target_page_id``, one directed intra-site link per line.
 
   Page ids are arbitrary integers (e.g. Wikipedia page ids); duplicate links are kept once and self-links dropped.
+
+  Args:
+    path: the folder holding ``pages.tsv`` and ``links.tsv``.
+    val_fraction: the share of links held out.
+    seed: seeds the split.
+
+  Returns:
+    The :class:`PairCorpus`.
 
   Raises:
     FileNotFoundError: a file is missing.

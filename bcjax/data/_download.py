@@ -24,7 +24,11 @@ def download_hint(cache) -> str:
 
 
 def default_cache_dir() -> Path:
-  """``$BCJAX_DATA`` when set, else ``~/.cache/bcjax``."""
+  """``$BCJAX_DATA`` when set, else ``~/.cache/bcjax``.
+
+  Returns:
+    The folder (not created).
+  """
   return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "bcjax")
 
 
@@ -49,6 +53,16 @@ def fetch(
   The download goes to a temporary file that is renamed into place only when complete, so an interrupted download
   never leaves a truncated file under the final name. With ``sha256`` (for files that are fixed releases) the
   download is checked before it is kept, and so is a copy already in the cache (e.g. one placed there by hand).
+
+  Args:
+    url: the file's URL.
+    cache_dir: the cache (default :func:`default_cache_dir`).
+    filename: the cached file's name (default: the URL's last part).
+    timeout: seconds to wait for the server.
+    sha256: the expected digest of a fixed release.
+
+  Returns:
+    The cached file's path.
 
   Raises:
     ConnectionError: the file is not cached and cannot be downloaded (offline, or the server refused); the message

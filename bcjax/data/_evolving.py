@@ -132,6 +132,9 @@ def evolving_graph(
     min_count: a value is kept when it occurs at least this often over all bags of its group (the reference: 5).
     name: dataset name.
     notes: the loader's notes; one per attribute group (what ``min_count`` kept) is appended.
+
+  Returns:
+    The :class:`EvolvingGraph`.
   """
   fn = "evolving_graph"
   user_keys_seq, item_keys_seq = np.asarray(users), np.asarray(items)
@@ -173,7 +176,15 @@ def evolving_graph(
 
 
 def num_edges_at(num_edges: int, t: float) -> int:
-  """Edges in the snapshot at time ratio t: those with ``linspace(0, 1, E)[i] <= t`` (computed exactly so)."""
+  """Edges in the snapshot at time ratio t: those with ``linspace(0, 1, E)[i] <= t`` (computed exactly so).
+
+  Args:
+    num_edges: E, the graph's edges.
+    t: the time ratio in [0, 1].
+
+  Returns:
+    The number of edges.
+  """
   if not 0.0 <= t <= 1.0:
     raise ValueError(f"num_edges_at: `t` must lie in [0, 1], got {t}")
   return int(np.count_nonzero(np.linspace(0.0, 1.0, num_edges) <= t))
@@ -204,6 +215,14 @@ def split_version(graph: EvolvingGraph, t_train: float, t_val: float) -> Version
     :math:`t_k`) except the last window edge of a new user who has more than one;
   * val = every window edge of an old user, plus the last window edge of each new user with more than one;
   * the node sets are all users and items up to :math:`t_{k+1}` (items first seen in val are isolated in training).
+
+  Args:
+    graph: the :class:`EvolvingGraph`.
+    t_train: t_k, version k's training time ratio.
+    t_val: t_(k+1), the end of its validation window.
+
+  Returns:
+    The :class:`VersionSplit`.
   """
   if not 0.0 <= t_train < t_val <= 1.0:
     raise ValueError(f"split_version: need 0 <= `t_train` < `t_val` <= 1, got {t_train}, {t_val}")
@@ -239,12 +258,28 @@ def split_version(graph: EvolvingGraph, t_train: float, t_val: float) -> Version
 
 
 def split_versions(graph: EvolvingGraph, times: Sequence[float] = SNAPSHOT_TIMES) -> list[VersionSplit]:
-  """``split_version(graph, times[k], times[k+1])`` for every version k."""
+  """``split_version(graph, times[k], times[k+1])`` for every version k.
+
+  Args:
+    graph: the :class:`EvolvingGraph`.
+    times: the snapshot times (default :data:`SNAPSHOT_TIMES`).
+
+  Returns:
+    One :class:`VersionSplit` per version.
+  """
   return [split_version(graph, a, b) for a, b in zip(times[:-1], times[1:])]
 
 
 def bags_upto(bags: Bags, num_owners: int) -> Bags:
-  """The bags of the first ``num_owners`` owners (the nodes present in a snapshot)."""
+  """The bags of the first ``num_owners`` owners (the nodes present in a snapshot).
+
+  Args:
+    bags: the bags of every owner.
+    num_owners: how many owners (from the first).
+
+  Returns:
+    The first owners' :class:`Bags`.
+  """
   keep = bags.owner < num_owners
   return Bags(bags.owner[keep], bags.value[keep], bags.vocab)
 
@@ -256,6 +291,14 @@ def sample_users(graph: EvolvingGraph, max_edges: int, *, seed: int = 0) -> Evol
   least one user). The kept edges keep their time order; users and items are renumbered by first appearance, and each
   attribute group keeps the bags of the kept owners (vocabularies unchanged). The graph itself when it already fits;
   otherwise a note says what was kept.
+
+  Args:
+    graph: the :class:`EvolvingGraph`.
+    max_edges: the edge budget.
+    seed: seeds the user order.
+
+  Returns:
+    The subgraph, an :class:`EvolvingGraph`.
 
   Raises:
     ValueError: ``max_edges`` is not a positive integer.

@@ -32,7 +32,16 @@ def _keep_connected(x: np.ndarray, s: np.ndarray, r: np.ndarray, original: Graph
 
 
 def drop_nodes(graph: Graph, rng: np.random.Generator, ratio: float = 0.1) -> Graph:
-  """Removes the edges of ⌊ratio·n⌋ random nodes (the nodes then disappear with the post-processing)."""
+  """Removes the edges of ⌊ratio·n⌋ random nodes (the nodes then disappear with the post-processing).
+
+  Args:
+    graph: one graph, ``(features [n, F], senders [e], receivers [e])``.
+    rng: a NumPy random generator.
+    ratio: the share of nodes dropped.
+
+  Returns:
+    The augmented graph.
+  """
   x, s, r = graph
   drop = np.zeros(len(x), bool)
   drop[rng.choice(len(x), int(len(x) * ratio), replace=False)] = True
@@ -45,6 +54,15 @@ def subgraph(graph: Graph, rng: np.random.Generator, ratio: float = 0.2, *, expa
 
   One random frontier node at a time, until it has more than ⌊ratio·n⌋ nodes or the frontier is empty; keeps the edges
   inside it.
+
+  Args:
+    graph: one graph, ``(features [n, F], senders [e], receivers [e])``.
+    rng: a NumPy random generator.
+    ratio: the share of nodes the set grows to.
+    expand: add each new node's neighbours to the frontier (GraphCL's algorithm; False: the reference's).
+
+  Returns:
+    The augmented graph.
   """
   x, s, r = graph
   n = len(x)
@@ -78,7 +96,16 @@ def subgraph(graph: Graph, rng: np.random.Generator, ratio: float = 0.2, *, expa
 
 
 def mask_attributes(graph: Graph, rng: np.random.Generator, ratio: float = 0.1) -> Graph:
-  """Replaces the whole feature vector of ⌊ratio·n⌋ random nodes with N(0.5, 0.5²) noise."""
+  """Replaces the whole feature vector of ⌊ratio·n⌋ random nodes with N(0.5, 0.5²) noise.
+
+  Args:
+    graph: one graph, ``(features [n, F], senders [e], receivers [e])``.
+    rng: a NumPy random generator.
+    ratio: the share of nodes masked.
+
+  Returns:
+    The augmented graph.
+  """
   x, s, r = graph
   x = x.copy()
   rows = rng.choice(len(x), int(len(x) * ratio), replace=False)
@@ -87,7 +114,16 @@ def mask_attributes(graph: Graph, rng: np.random.Generator, ratio: float = 0.1) 
 
 
 def augment_graphs(graphs: Sequence[Graph], rng: np.random.Generator, kind: str | None = None) -> list[Graph]:
-  """One augmentation (``kind``, else drawn uniformly from :data:`AUGMENTATIONS`) applied to every graph."""
+  """One augmentation (``kind``, else drawn uniformly from :data:`AUGMENTATIONS`) applied to every graph.
+
+  Args:
+    graphs: the graphs, each ``(features, senders, receivers)``.
+    rng: a NumPy random generator.
+    kind: one of :data:`AUGMENTATIONS` (default: drawn uniformly).
+
+  Returns:
+    The augmented graphs.
+  """
   if kind is None:
     kind = AUGMENTATIONS[int(rng.integers(len(AUGMENTATIONS)))]
   view = {"drop-nodes": drop_nodes, "subgraph": subgraph, "mask-attributes": mask_attributes}.get(kind)

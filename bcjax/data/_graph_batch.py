@@ -20,7 +20,15 @@ Graph = tuple[np.ndarray, np.ndarray, np.ndarray]  # (features [n, F], senders [
 
 
 def bucket(size: int, minimum: int = 64) -> int:
-  """The smallest power of two that is > ``size`` (one slot is always left for padding) and >= ``minimum``."""
+  """The smallest power of two that is > ``size`` (one slot is always left for padding) and >= ``minimum``.
+
+  Args:
+    size: the real count.
+    minimum: the smallest bucket.
+
+  Returns:
+    The bucket, a power of two.
+  """
   out = minimum
   while out <= size:
     out *= 2
@@ -34,6 +42,15 @@ def pad_graphs(
 
   ``nodes`` [node_budget, F]; ``senders``/``receivers`` global ids [edge_budget]; ``n_node``/``n_edge``
   [num_graphs + 1]. Budgets default to :func:`bucket` of the real totals.
+
+  Args:
+    graphs: the graphs, each ``(features, senders, receivers)`` with local indices.
+    num_graphs: graph slots (at least ``len(graphs)``).
+    node_budget: node slots (default :func:`bucket` of the total).
+    edge_budget: edge slots (likewise).
+
+  Returns:
+    The padded ``GraphsTuple``.
 
   Raises:
     ValueError: more graphs than ``num_graphs``, or budgets too small for the real nodes/edges plus one padding slot.
@@ -75,6 +92,14 @@ def repad_graphs(graphs: jraph.GraphsTuple, node_budget: int, edge_budget: int) 
 
   The padding graph takes the new nodes (zeros) and the new edges (self-loops on its first node), so the result equals
   packing the same graphs with these budgets.
+
+  Args:
+    graphs: a batch from :func:`pad_graphs`.
+    node_budget: the new node slots (at least the old).
+    edge_budget: the new edge slots (at least the old).
+
+  Returns:
+    The grown ``GraphsTuple``.
   """
   nodes, senders = np.asarray(graphs.nodes), np.asarray(graphs.senders)
   n_node, n_edge = np.array(graphs.n_node, np.int32), np.array(graphs.n_edge, np.int32)
@@ -107,7 +132,18 @@ def batch_graphs(
   node_budget: int | None = None,
   edge_budget: int | None = None,
 ) -> jraph.GraphsTuple:
-  """:func:`pad_graphs` of the collection's graphs ``index``; ``num_graphs`` defaults to ``len(index)``."""
+  """:func:`pad_graphs` of the collection's graphs ``index``; ``num_graphs`` defaults to ``len(index)``.
+
+  Args:
+    collection: the :class:`GraphCollection`.
+    index: the graphs to pack, by index.
+    num_graphs: graph slots (default ``len(index)``).
+    node_budget: node slots (default :func:`bucket` of the total).
+    edge_budget: edge slots (likewise).
+
+  Returns:
+    The padded ``GraphsTuple``.
+  """
   index = list(index)
   return pad_graphs(
     [collection.graph(i) for i in index], num_graphs or len(index), node_budget=node_budget, edge_budget=edge_budget
@@ -115,18 +151,39 @@ def batch_graphs(
 
 
 def graph_mask(graphs: jraph.GraphsTuple) -> jax.Array:
-  """[num_graphs + 1] True for the real graphs (non-empty and not the padding graph); jittable."""
+  """[num_graphs + 1] True for the real graphs (non-empty and not the padding graph); jittable.
+
+  Args:
+    graphs: a batch from :func:`pad_graphs`.
+
+  Returns:
+    The mask, [num_graphs + 1].
+  """
   n_node = device_array(graphs.n_node)
   return (n_node > 0) & (jnp.arange(n_node.shape[0]) < n_node.shape[0] - 1)
 
 
 def node_mask(graphs: jraph.GraphsTuple) -> jax.Array:
-  """[node_budget] True for the real nodes (those before the padding graph's); jittable."""
+  """[node_budget] True for the real nodes (those before the padding graph's); jittable.
+
+  Args:
+    graphs: a batch from :func:`pad_graphs`.
+
+  Returns:
+    The mask, [node_budget].
+  """
   n_node = device_array(graphs.n_node)
   return jnp.arange(graphs.nodes.shape[0]) < jnp.sum(n_node[:-1])
 
 
 def node_graph_ids(graphs: jraph.GraphsTuple) -> jax.Array:
-  """[node_budget] the graph each node belongs to (segment ids for pooling); jittable."""
+  """[node_budget] the graph each node belongs to (segment ids for pooling); jittable.
+
+  Args:
+    graphs: a batch from :func:`pad_graphs`.
+
+  Returns:
+    The graph of each node, [node_budget].
+  """
   n_node = device_array(graphs.n_node)
   return jnp.repeat(jnp.arange(n_node.shape[0]), n_node, total_repeat_length=graphs.nodes.shape[0])

@@ -24,6 +24,14 @@ def movielens_graph(ratings: Ratings, *, min_count: int = 5, name: str = "moviel
   Genres are the item attribute bags (the role of Amazon's categories); gender, occupation and age are user attribute
   bags where the variant has a user file (100K, 1M); time is the rating's unix second. The graph's notes say which user
   attributes the variant lacks.
+
+  Args:
+    ratings: the MovieLens :class:`Ratings`.
+    min_count: an attribute value is kept when it occurs at least this often.
+    name: the graph's name.
+
+  Returns:
+    The :class:`EvolvingGraph`.
   """
   item_attributes = {
     "genre": {i: [ratings.genre_names[g] for g in genres] for i, genres in enumerate(ratings.item_genres)}
@@ -65,6 +73,18 @@ def load_graph_dataset(
   ``synthetic`` (seeded; ``synthetic_kwargs`` go to :func:`synthetic_evolving_graph`), ``movielens-<variant>`` for every
   variant :func:`load_movielens` reads (from ``data_dir`` or the cache) or ``amazon-<Category>`` (either release, from
   ``data_dir``, the cache, or explicit ``reviews``/``meta`` files).
+
+  Args:
+    name: ``synthetic``, ``movielens-<variant>`` or ``amazon-<Category>``.
+    data_dir: where the files are.
+    download: fetch missing files into the cache.
+    seed: the synthetic graph's seed.
+    reviews: an Amazon reviews file, instead of finding it.
+    meta: an Amazon metadata file, instead of finding it.
+    **synthetic_kwargs: more arguments of :func:`synthetic_evolving_graph`.
+
+  Returns:
+    The :class:`EvolvingGraph`.
   """
   if name == "synthetic":
     return synthetic_evolving_graph(seed=seed, **synthetic_kwargs)

@@ -29,6 +29,12 @@ _LUMA = (0.299, 0.587, 0.114)  # ITU-R 601
 
 
 class AugmentConfig(NamedTuple):
+  """The MoCo-v2 augmentation's settings.
+
+  Output ``size``, crop ``scale`` and ``ratio``, the colour jitter's probability and strengths, grayscale, blur and
+  flip probabilities, and the normalisation's mean and std.
+  """
+
   size: int  # output side (the reference: 224)
   scale: tuple[float, float] = (0.2, 1.0)
   ratio: tuple[float, float] = (3 / 4, 4 / 3)
@@ -52,6 +58,16 @@ def random_resized_crop(
 
   A crop of area fraction U(scale) and aspect ratio log-U(ratio) at a uniform position, resampled bilinearly (pixel
   centres aligned) to [size, size, C].
+
+  Args:
+    key: a PRNG key.
+    image: an image, [H, W, C].
+    size: the output's side.
+    scale: the range of the crop's area fraction.
+    ratio: the range of the crop's aspect ratio.
+
+  Returns:
+    The crop, [size, size, C].
   """
   h_in, w_in = image.shape[:2]
   k_area, k_ratio, k_y, k_x = jax.random.split(key, 4)
@@ -65,7 +81,19 @@ def random_resized_crop(
 
 
 def resample(image: jax.Array, y0, x0, h, w, size: int) -> jax.Array:
-  """Bilinear resampling of the window [y0, y0 + h) × [x0, x0 + w) (pixel units) to [size, size, C]."""
+  """Bilinear resampling of the window [y0, y0 + h) × [x0, x0 + w) (pixel units) to [size, size, C].
+
+  Args:
+    image: an image, [H, W, C].
+    y0: the window's top, in pixels.
+    x0: the window's left, in pixels.
+    h: the window's height, in pixels.
+    w: the window's width, in pixels.
+    size: the output's side.
+
+  Returns:
+    The window, [size, size, C].
+  """
   steps = (jnp.arange(size) + 0.5) / size
   ys = y0 + steps * h - 0.5
   xs = x0 + steps * w - 0.5
@@ -79,17 +107,38 @@ def _luma(image: jax.Array) -> jax.Array:
 
 
 def grayscale(image: jax.Array) -> jax.Array:
-  """ITU-R 601 luma replicated to three channels (torchvision's rgb_to_grayscale)."""
+  """ITU-R 601 luma replicated to three channels (torchvision's rgb_to_grayscale).
+
+  Args:
+    image: an image, [H, W, 3] in [0, 1].
+
+  Returns:
+    The grey image, [H, W, 3].
+  """
   return jnp.broadcast_to((_luma(image))[..., None], image.shape)
 
 
 def rgb_to_hsv(image: jax.Array) -> jax.Array:
-  """RGB in [0, 1] → HSV with hue in [0, 1) (the colorsys convention; hue 0 for greys): :func:`dm_pix.rgb_to_hsv`."""
+  """RGB in [0, 1] → HSV with hue in [0, 1) (the colorsys convention; hue 0 for greys): :func:`dm_pix.rgb_to_hsv`.
+
+  Args:
+    image: an image, [H, W, 3] in [0, 1].
+
+  Returns:
+    The HSV image, [H, W, 3].
+  """
   return pix.rgb_to_hsv(image)
 
 
 def hsv_to_rgb(hsv: jax.Array) -> jax.Array:
-  """Inverse of :func:`rgb_to_hsv`: :func:`dm_pix.hsv_to_rgb`."""
+  """Inverse of :func:`rgb_to_hsv`: :func:`dm_pix.hsv_to_rgb`.
+
+  Args:
+    hsv: an HSV image, [..., 3].
+
+  Returns:
+    The RGB image, [..., 3].
+  """
   return pix.hsv_to_rgb(hsv)
 
 
@@ -112,7 +161,19 @@ def adjust_hue(image, shift):
 
 
 def color_jitter(key: jax.Array, image: jax.Array, brightness=0.4, contrast=0.4, saturation=0.4, hue=0.1) -> jax.Array:
-  """Torchvision's ColorJitter: factors U(max(0, 1 − b), 1 + b) (hue shift U(−hue, hue)) applied in a random order."""
+  """Torchvision's ColorJitter: factors U(max(0, 1 − b), 1 + b) (hue shift U(−hue, hue)) applied in a random order.
+
+  Args:
+    key: a PRNG key.
+    image: an image, [H, W, 3] in [0, 1].
+    brightness: b of the brightness factor.
+    contrast: b of the contrast factor.
+    saturation: b of the saturation factor.
+    hue: the largest hue shift.
+
+  Returns:
+    The jittered image, [H, W, 3].
+  """
   k_order, k_b, k_c, k_s, k_h = jax.random.split(key, 5)
   factor = lambda k, x: jax.random.uniform(k, minval=max(0.0, 1 - x), maxval=1 + x)
   values = jnp.stack(
@@ -134,7 +195,16 @@ def color_jitter(key: jax.Array, image: jax.Array, brightness=0.4, contrast=0.4,
 
 
 def gaussian_blur(image: jax.Array, sigma, radius: int) -> jax.Array:
-  """Separable Gaussian blur with standard deviation ``sigma`` (pixels), kernel half-width ``radius``, edge padding."""
+  """Separable Gaussian blur with standard deviation ``sigma`` (pixels), kernel half-width ``radius``, edge padding.
+
+  Args:
+    image: an image, [H, W, 3] in [0, 1].
+    sigma: the standard deviation, in pixels.
+    radius: the kernel's half-width.
+
+  Returns:
+    The blurred image, [H, W, 3].
+  """
   offsets = jnp.arange(-radius, radius + 1, dtype=image.dtype)  # the kernel in the image's precision
   kernel = jnp.exp(-0.5 * (offsets / jnp.asarray(sigma, image.dtype)) ** 2)
   kernel = kernel / jnp.sum(kernel)
@@ -145,7 +215,16 @@ def gaussian_blur(image: jax.Array, sigma, radius: int) -> jax.Array:
 
 
 def augment_image(key: jax.Array, image: jax.Array, cfg: AugmentConfig) -> jax.Array:
-  """One MoCo-v2 view of ``image`` [H, W, 3] in [0, 1]: [cfg.size, cfg.size, 3], normalised."""
+  """One MoCo-v2 view of ``image`` [H, W, 3] in [0, 1]: [cfg.size, cfg.size, 3], normalised.
+
+  Args:
+    key: a PRNG key.
+    image: an image, [H, W, 3] in [0, 1].
+    cfg: the :class:`AugmentConfig`.
+
+  Returns:
+    The view, [cfg.size, cfg.size, 3], normalised.
+  """
   keys = jax.random.split(key, 7)
   x = random_resized_crop(keys[0], image, cfg.size, cfg.scale, cfg.ratio).astype(image.dtype)
   jittered = color_jitter(keys[1], x, cfg.brightness, cfg.contrast, cfg.saturation, cfg.hue)
@@ -163,14 +242,31 @@ def normalize_image(image: jax.Array, cfg: AugmentConfig) -> jax.Array:
 
 
 def augment_images(key: jax.Array, images: jax.Array, cfg: AugmentConfig) -> jax.Array:
-  """Independent views of a batch [B, H, W, 3] → [B, size, size, 3]."""
+  """Independent views of a batch [B, H, W, 3] → [B, size, size, 3].
+
+  Args:
+    key: a PRNG key.
+    images: a batch, [B, H, W, 3] in [0, 1].
+    cfg: the :class:`AugmentConfig`.
+
+  Returns:
+    The views, [B, size, size, 3].
+  """
   if images.ndim != 4 or images.shape[-1] != 3:
     raise ValueError(f"augment_images: `images` must be [B, H, W, 3] in [0, 1], got {images.shape}")
   return jax.vmap(augment_image, in_axes=(0, 0, None))(jax.random.split(key, images.shape[0]), images, cfg)
 
 
 def resize_images(images: jax.Array, cfg: AugmentConfig) -> jax.Array:
-  """The deterministic evaluation view: the whole image resized to [size, size] and normalised."""
+  """The deterministic evaluation view: the whole image resized to [size, size] and normalised.
+
+  Args:
+    images: a batch, [B, H, W, 3] in [0, 1].
+    cfg: the :class:`AugmentConfig`.
+
+  Returns:
+    The views, [B, size, size, 3].
+  """
   if images.ndim != 4 or images.shape[-1] != 3:
     raise ValueError(f"resize_images: `images` must be [B, H, W, 3] in [0, 1], got {images.shape}")
   h, w = images.shape[1:3]

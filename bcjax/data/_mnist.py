@@ -32,6 +32,12 @@ MNIST_FILES = {
 def read_idx(path: str | os.PathLike) -> np.ndarray:
   """Reads one uint8 IDX file (``.gz`` or raw) into an array of the header's shape.
 
+  Args:
+    path: the IDX file (``.gz`` or raw).
+
+  Returns:
+    The array, of the header's shape, uint8.
+
   Raises:
     ValueError: a bad magic number, an unsupported type code, or a payload whose size differs from the header's
       (the message names the file and the sizes).
@@ -62,6 +68,14 @@ def mnist_path(
 
   ``split`` is "train" or "test"; the files are looked up in ``data_dir`` (gzipped or extracted) or the download
   cache, and fetched when ``download``.
+
+  Args:
+    data_dir: where to look first.
+    split: ``train`` or ``test``.
+    download: fetch missing files into the cache.
+
+  Returns:
+    ``(images path, labels path)``.
 
   Raises:
     FileNotFoundError: the files are absent and ``download`` is False.
@@ -97,6 +111,15 @@ def load_mnist(
   download: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
   """MNIST ``split`` as (images [N, 28, 28] uint8, labels [N] int64), optionally only the given ``digits``.
+
+  Args:
+    data_dir: where the IDX files are.
+    split: ``train`` or ``test``.
+    digits: keep only these digits (default all).
+    download: fetch missing files into the cache.
+
+  Returns:
+    ``(images [N, 28, 28] uint8, labels [N] int64)``.
 
   Raises:
     ValueError: malformed files, or image and label counts that differ.

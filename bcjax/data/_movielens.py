@@ -282,6 +282,12 @@ def identify(path: str | os.PathLike) -> tuple[str, str]:
 
   From the files it holds and their content, never from the folder's name. Raises FileNotFoundError when it holds no
   ratings file.
+
+  Args:
+    path: the extracted folder.
+
+  Returns:
+    ``(variant, evidence)``: the variant and what identified it.
   """
   path = Path(path)
   if (path / "u.data").is_file():
@@ -306,6 +312,9 @@ def load_movielens(path: str | os.PathLike, variant: str | None = None) -> Ratin
   Args:
     path: the folder.
     variant: the variant the caller expects; when the folder holds another one, an error names what was found.
+
+  Returns:
+    The :class:`Ratings`.
 
   Raises:
     FileNotFoundError: the folder or one of its required files is missing.
@@ -389,6 +398,14 @@ def movielens_dir(variant: str, data_dir: str | os.PathLike | None = None, *, do
 
   ``data_dir`` itself, or its sub-folder named as in the official archive, or the download cache (downloading and
   extracting the official zip when ``download``).
+
+  Args:
+    variant: one of :data:`MOVIELENS_VARIANTS`.
+    data_dir: where to look first.
+    download: fetch and extract the official zip when missing.
+
+  Returns:
+    The extracted folder.
 
   Raises:
     FileNotFoundError: not found and ``download`` is False (the message says where to put the files).

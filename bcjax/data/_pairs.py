@@ -73,7 +73,16 @@ class Vocabulary:
 
 
 def split_pairs(pairs: Pairs, val_fraction: float, seed: int) -> tuple[Pairs, Pairs]:
-  """A seeded random split of the pairs into (train, val)."""
+  """A seeded random split of the pairs into (train, val).
+
+  Args:
+    pairs: the :class:`Pairs`.
+    val_fraction: the share held out.
+    seed: seeds the split.
+
+  Returns:
+    ``(train, val)`` :class:`Pairs`.
+  """
   if not 0.0 < val_fraction < 1.0:
     raise ValueError(f"split_pairs: `val_fraction` must lie in (0, 1), got {val_fraction!r}")
   n = len(pairs.left)
@@ -84,5 +93,13 @@ def split_pairs(pairs: Pairs, val_fraction: float, seed: int) -> tuple[Pairs, Pa
 
 
 def counts(entity: np.ndarray, n: int) -> np.ndarray:
-  """Occurrences of each of n entities in a pair column (the frequencies of the paper's linear/sqrt sampling)."""
+  """Occurrences of each of n entities in a pair column (the frequencies of the paper's linear/sqrt sampling).
+
+  Args:
+    entity: a pair column of entity ids, [m].
+    n: the number of entities.
+
+  Returns:
+    The occurrences per entity, [n].
+  """
   return np.bincount(entity, minlength=n).astype(np.float64)

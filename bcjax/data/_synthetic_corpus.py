@@ -43,6 +43,9 @@ def synthetic_link_corpus(
     neighbour_cluster: the probability that a link goes to the next cluster.
     val_fraction: share of links held out for validation.
     seed: the corpus is a deterministic function of all arguments.
+
+  Returns:
+    The :class:`PairCorpus`.
   """
   for name, value in (
     ("num_pages", num_pages),

@@ -83,6 +83,9 @@ def synthetic_evolving_graph(
     affinity_scale: inverse temperature of item choice.
     num_days: time resolution (ties within a day are kept in generation order).
     seed: PRNG seed.
+
+  Returns:
+    The :class:`EvolvingGraph`.
   """
   for name, value in (
     ("num_users", num_users),

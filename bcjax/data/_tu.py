@@ -120,6 +120,9 @@ def read_tu(
     keep_duplicates: keep repeated edges (default: each directed edge once).
     keep_self_loops: keep edges from a node to itself (default: dropped).
 
+  Returns:
+    The :class:`GraphCollection`.
+
   Raises:
     FileNotFoundError: a required file is missing.
     DataFormatError: (a ValueError) a malformed line (file and line number), a damaged archive, or inconsistent
@@ -215,6 +218,13 @@ def read_gin(path: str | os.PathLike, member: str | None = None) -> GraphCollect
   Node features: one-hot node tags when there is more than one distinct tag, followed by any per-node feature
   values; none when all tags are equal and no feature values are given (e.g. REDDIT-BINARY). Graph labels are
   re-indexed to 0..C−1 in sorted order (REDDIT-BINARY's tokens 0/2 become 0/1).
+
+  Args:
+    path: a ``.txt`` file or a zip holding one.
+    member: the file in a zip (default: the only one that is not a fold index).
+
+  Returns:
+    The :class:`GraphCollection`.
   """
   root = Path(path)
   if not root.exists():
@@ -297,6 +307,14 @@ def tu_dataset_path(name: str, data_dir: str | os.PathLike | None = None, *, dow
 
   ``data_dir`` itself (a folder with ``{name}_A.txt`` or any zip archive), ``data_dir/{name}`` or
   ``data_dir/{name}.zip``, else the download cache (fetching the official zip when ``download``).
+
+  Args:
+    name: the dataset, e.g. ``PROTEINS``.
+    data_dir: where to look first.
+    download: fetch the official zip when missing.
+
+  Returns:
+    The folder or archive holding it.
 
   Raises:
     FileNotFoundError: not found and ``download`` is False (the message says where to put the files).

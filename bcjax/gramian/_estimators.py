@@ -118,12 +118,16 @@ class GramianEstimator(NamedTuple):
 
 
 class SOGramState(NamedTuple):
+  """:func:`sogram`'s state: the running Gramian and cross-Gramian estimates and the number of updates."""
+
   gramian: jax.Array  # [k, k], running estimate of G
   cross: jax.Array  # [k, k_P], running estimate of H
   count: jax.Array  # type: ignore[assignment]  # shape=(), dtype=int32, number of updates
 
 
 class SAGramState(NamedTuple):
+  """:func:`sagram`'s state: the cache of every example's last embedding and the running sums over it."""
+
   cache: jax.Array  # [n, k], last seen embedding of every example
   gramian_sum: jax.Array  # [k, k], S = (1/n) sum_j a_j cache_j cache_j^T
   cross_sum: jax.Array  # [k, k_P], T = (1/n) sum_j cache_j q_j^T
@@ -131,6 +135,8 @@ class SAGramState(NamedTuple):
 
 
 class BatchGramianState(NamedTuple):
+  """:func:`batch_gramian`'s state: the number of updates (the estimate itself is stateless)."""
+
   count: jax.Array  # type: ignore[assignment]  # shape=(), dtype=int32
 
 
