@@ -40,6 +40,9 @@ def write_atomic(path: str | os.PathLike, data: bytes, *, overwrite: bool = Fals
 
   Returns:
     ``path`` as a Path.
+
+  Raises:
+    FileExistsError: ``path`` exists and ``overwrite`` is off.
   """
   path = Path(path)
   if not overwrite and path.exists():

@@ -174,10 +174,11 @@ class ReferencePagesTest(absltest.TestCase):
       text = " ".join(path.read_text(encoding="utf-8").split())  # a phrase broken over two lines too
       self.assertNotIn("module docstring", text, str(path))
 
-  def test_every_public_function_has_args_and_returns_and_every_class_its_own_text(self):
-    """Each public function says what it takes and what it gives, in Google sections (ruff's D417 checks that an Args
-    section names every parameter; its D1 rules skip functions defined in private modules, which is all of them);
-    each public class has its own docstring, not the field list a NamedTuple gets by default."""
+  def test_every_public_function_has_args_returns_and_raises_and_every_class_its_own_text(self):
+    """Each public function says what it takes, what it gives and (where it validates) what it raises, in Google
+    sections (ruff's D417 checks that an Args section names every parameter; its D1 rules skip functions defined in
+    private modules, which is all of them); each public class has its own docstring, not the field list a
+    NamedTuple gets by default."""
     import importlib
     import inspect
 
@@ -195,6 +196,9 @@ class ReferencePagesTest(absltest.TestCase):
           missing.append(f"bcjax.{package}.{name}: Args")
         if "\nReturns:\n" not in doc:
           missing.append(f"bcjax.{package}.{name}: Returns")
+        source = inspect.getsource(obj)
+        if ("raise " in source or "_checks." in source) and "\nRaises:\n" not in doc:
+          missing.append(f"bcjax.{package}.{name}: Raises (it validates its arguments)")
     self.assertEqual(missing, [])
 
   def test_no_docstring_holds_a_control_character(self):

@@ -72,6 +72,9 @@ def compositions(weights: Sequence[ArrayLike]) -> list[jax.Array]:
   Returns:
     A list of length k whose entry j is :math:`W^j_k`, [d_j, d_k]. Empty for an empty chain.
 
+  Raises:
+    ValueError: naming the argument, for an empty chain or weights whose widths do not chain.
+
   Examples:
     >>> import jax.numpy as jnp
     >>> from bcjax.alignment import compositions
@@ -94,6 +97,10 @@ def apply_backward(z: ArrayLike, w: ArrayLike) -> jax.Array:
 
   Returns:
     Version-(k-1) compatible embeddings, [n, d_{k-1}].
+
+  Raises:
+    TypeError: an input that is not a real floating array.
+    ValueError: naming the argument, for a weight whose width is not the embeddings'.
 
   Examples:
     >>> import jax.numpy as jnp
@@ -127,6 +134,10 @@ def apply_chain(z: ArrayLike, weights: Sequence[ArrayLike]) -> jax.Array:
   Returns:
     :math:`\tilde z_j`, [n, d_j].
 
+  Raises:
+    TypeError: an input that is not a real floating array.
+    ValueError: naming the argument, for an empty chain or weights whose widths do not chain.
+
   Examples:
     >>> import jax.numpy as jnp
     >>> from bcjax.alignment import apply_chain
@@ -154,6 +165,10 @@ def notrans(z: ArrayLike, d_prev: int) -> jax.Array:
 
   Returns:
     ``z[:, :d_prev]``, [n, d_prev].
+
+  Raises:
+    TypeError: an input that is not a real floating array.
+    ValueError: naming the argument, for ``d_prev`` below 1 or above the embeddings' width.
 
   Examples:
     >>> import jax.numpy as jnp

@@ -206,6 +206,11 @@ def fit_posthoc(
 
   Returns:
     :class:`PosthocFit` with ``w`` [d_{k-1}, d_k], ``losses`` [steps] and the optimiser's state.
+
+  Raises:
+    TypeError: an input that is not a real floating array.
+    ValueError: naming the argument, for no rows to fit on, an unknown ``loss``, ``steps`` below 1 or unlike the
+      batches', a chain whose widths do not fit, or ``axis_name`` without ``batches``.
   """
   fn = "fit_posthoc"
   if axis_name is not None and batches is None:

@@ -25,6 +25,9 @@ def init_backward(key: jax.Array, d_prev: int, d_new: int, *, dtype=jnp.float32)
   Returns:
     W_k, [d_prev, d_new].
 
+  Raises:
+    ValueError: a width below 1.
+
   Examples:
     >>> import jax
     >>> from bcjax.alignment import init_backward
@@ -54,6 +57,10 @@ def least_squares_backward(z_new: ArrayLike, z_prev: ArrayLike, *, ridge: float 
 
   Returns:
     :math:`W_k`, [d_{k-1}, d_k].
+
+  Raises:
+    TypeError: an input that is not a real floating array.
+    ValueError: naming the argument, for rows that disagree in number or a negative ``ridge`` (concrete).
 
   Examples:
     >>> import jax.numpy as jnp

@@ -168,6 +168,9 @@ def multi_step_loss(
   Returns:
     A scalar loss.
 
+  Raises:
+    ValueError: naming the argument, for shapes that disagree or a history whose widths do not chain.
+
   Examples:
     >>> import jax.numpy as jnp
     >>> from bcjax.alignment import multi_step_loss
@@ -225,6 +228,9 @@ def multi_step_pull(history: Sequence[ArrayLike], *, dim: int | None = None, per
 
   Returns:
     R, symmetric positive semi-definite, [d_{k-1}, d_{k-1}].
+
+  Raises:
+    ValueError: naming the argument, for an empty history without ``dim``, or widths that do not chain.
 
   Examples:
     >>> import jax.numpy as jnp
@@ -351,6 +357,10 @@ def alignment_error(
 
   Returns:
     A scalar. Its gradient is finite (zero) for rows where the two embeddings coincide.
+
+  Raises:
+    TypeError: an input that is not a real floating array.
+    ValueError: naming the argument, for shapes that disagree, a malformed row mask, or NaN/inf in the real rows.
 
   Examples:
     >>> import jax.numpy as jnp

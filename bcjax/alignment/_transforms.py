@@ -191,6 +191,10 @@ def semi_orthogonal(a: ArrayLike) -> jax.Array:
   Returns:
     Q(A), [d_prev, d_new].
 
+  Raises:
+    TypeError: an input that is not a real floating array.
+    ValueError: an input that is not a matrix.
+
   Examples:
     >>> import jax, jax.numpy as jnp
     >>> from bcjax.alignment import semi_orthogonal

@@ -186,6 +186,10 @@ def correlation(x: ArrayLike, *, where: ArrayLike | None = None, axis_name: str 
 
   Returns:
     R, [..., N, N].
+
+  Raises:
+    TypeError: an input that is not a real floating array.
+    ValueError: naming the argument, for samples that are not rows [..., n, N], no (unmasked) row, or NaN/inf.
   """
   fn = "correlation"
   x = _checks.as_float_array(fn, "x", x, finite=False)

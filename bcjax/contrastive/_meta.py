@@ -147,6 +147,9 @@ def first_order_meta_gradient(
   Returns:
     :class:`MetaGradient` with the query loss and its gradient at θ', θ', the final ``aux``, the support losses and
     the final ``rate_state``.
+
+  Raises:
+    ValueError: a ``rate_state`` without a callable rate, or a number of rates unlike the support batches'.
   """
   rates = support_learning_rates
   if stacked:

@@ -136,6 +136,9 @@ def read_reviews(path: str | os.PathLike) -> Reviews:
 
   Returns:
     The :class:`Reviews`, in file order.
+
+  Raises:
+    DataFormatError: a malformed line (file and line), or a file without reviews.
   """
   path = Path(path)
   users, items, ratings, days = [], [], [], []
@@ -306,6 +309,11 @@ def load_amazon(
 
   Returns:
     The :class:`EvolvingGraph`.
+
+  Raises:
+    ValueError: neither a category nor a reviews file.
+    FileNotFoundError: a reviews or metadata file that does not exist.
+    DataFormatError: a malformed file (file and line).
   """
   if reviews is None:
     if category is None:

@@ -80,6 +80,9 @@ def item_rating_threshold(split0: VersionSplit) -> float:
 
   Returns:
     tau, a float.
+
+  Raises:
+    ValueError: no item with 10 train edges at step 0.
   """
   keep, mean, _ = item_rating_stats(split0.train_item, split0.train_rating, split0.num_items)
   if keep.size == 0:
@@ -106,6 +109,9 @@ def task_examples(
 
   Returns:
     The :class:`TaskExamples`.
+
+  Raises:
+    ValueError: an unknown task, or ``binary-item-rating-avg`` without ``tau``.
   """
   if task == "binary-edge-rating":
     user, item, rating = (

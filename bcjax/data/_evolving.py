@@ -135,6 +135,10 @@ def evolving_graph(
 
   Returns:
     The :class:`EvolvingGraph`.
+
+  Raises:
+    ValueError: naming the argument, for arrays unlike ``users`` in length, fewer than 2 interactions, non-integer times
+      or non-finite ratings.
   """
   fn = "evolving_graph"
   user_keys_seq, item_keys_seq = np.asarray(users), np.asarray(items)
@@ -184,6 +188,9 @@ def num_edges_at(num_edges: int, t: float) -> int:
 
   Returns:
     The number of edges.
+
+  Raises:
+    ValueError: ``t`` outside [0, 1].
   """
   if not 0.0 <= t <= 1.0:
     raise ValueError(f"num_edges_at: `t` must lie in [0, 1], got {t}")
@@ -223,6 +230,9 @@ def split_version(graph: EvolvingGraph, t_train: float, t_val: float) -> Version
 
   Returns:
     The :class:`VersionSplit`.
+
+  Raises:
+    ValueError: times that are not 0 <= ``t_train`` < ``t_val`` <= 1.
   """
   if not 0.0 <= t_train < t_val <= 1.0:
     raise ValueError(f"split_version: need 0 <= `t_train` < `t_val` <= 1, got {t_train}, {t_val}")

@@ -123,6 +123,9 @@ def augment_graphs(graphs: Sequence[Graph], rng: np.random.Generator, kind: str 
 
   Returns:
     The augmented graphs.
+
+  Raises:
+    ValueError: an unknown ``kind``.
   """
   if kind is None:
     kind = AUGMENTATIONS[int(rng.integers(len(AUGMENTATIONS)))]

@@ -100,6 +100,9 @@ def repad_graphs(graphs: jraph.GraphsTuple, node_budget: int, edge_budget: int) 
 
   Returns:
     The grown ``GraphsTuple``.
+
+  Raises:
+    ValueError: budgets smaller than the batch's.
   """
   nodes, senders = np.asarray(graphs.nodes), np.asarray(graphs.senders)
   n_node, n_edge = np.array(graphs.n_node, np.int32), np.array(graphs.n_edge, np.int32)

@@ -56,6 +56,9 @@ def from_graphs(graphs, labels) -> GraphCollection:
 
   Returns:
     The :class:`GraphCollection`.
+
+  Raises:
+    ValueError: no graphs, feature widths that differ, or edges outside a graph's nodes.
   """
   graphs = list(graphs)
   if not graphs:
@@ -87,6 +90,9 @@ def select_graphs(collection: GraphCollection, index) -> GraphCollection:
 
   Returns:
     A new :class:`GraphCollection`.
+
+  Raises:
+    ValueError: an index outside the collection.
   """
   index = np.asarray(index, np.int64)
   if index.ndim != 1 or (len(index) and (index.min() < 0 or index.max() >= collection.num_graphs)):
@@ -205,6 +211,9 @@ def growth_split(num: int, alpha: float, rng: np.random.Generator) -> tuple[np.n
 
   Returns:
     (old indices, new indices), each sorted.
+
+  Raises:
+    ValueError: naming the argument, for ``num`` below 1 or ``alpha`` outside [0, 1].
   """
   alpha = _checks.as_float_in("growth_split", "alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
   num = _checks.check_positive_int("growth_split", "num", num)

@@ -85,6 +85,9 @@ def load_graph_dataset(
 
   Returns:
     The :class:`EvolvingGraph`.
+
+  Raises:
+    ValueError: an unknown dataset name.
   """
   if name == "synthetic":
     return synthetic_evolving_graph(seed=seed, **synthetic_kwargs)

@@ -251,6 +251,9 @@ def augment_images(key: jax.Array, images: jax.Array, cfg: AugmentConfig) -> jax
 
   Returns:
     The views, [B, size, size, 3].
+
+  Raises:
+    ValueError: images that are not [B, H, W, 3].
   """
   if images.ndim != 4 or images.shape[-1] != 3:
     raise ValueError(f"augment_images: `images` must be [B, H, W, 3] in [0, 1], got {images.shape}")
@@ -266,6 +269,9 @@ def resize_images(images: jax.Array, cfg: AugmentConfig) -> jax.Array:
 
   Returns:
     The views, [B, size, size, 3].
+
+  Raises:
+    ValueError: images that are not [B, H, W, 3].
   """
   if images.ndim != 4 or images.shape[-1] != 3:
     raise ValueError(f"resize_images: `images` must be [B, H, W, 3] in [0, 1], got {images.shape}")

@@ -288,6 +288,9 @@ def identify(path: str | os.PathLike) -> tuple[str, str]:
 
   Returns:
     ``(variant, evidence)``: the variant and what identified it.
+
+  Raises:
+    FileNotFoundError: a folder without a ratings file.
   """
   path = Path(path)
   if (path / "u.data").is_file():

@@ -82,6 +82,9 @@ def split_pairs(pairs: Pairs, val_fraction: float, seed: int) -> tuple[Pairs, Pa
 
   Returns:
     ``(train, val)`` :class:`Pairs`.
+
+  Raises:
+    ValueError: ``val_fraction`` outside (0, 1).
   """
   if not 0.0 < val_fraction < 1.0:
     raise ValueError(f"split_pairs: `val_fraction` must lie in (0, 1), got {val_fraction!r}")

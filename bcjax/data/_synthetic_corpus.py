@@ -46,6 +46,9 @@ def synthetic_link_corpus(
 
   Returns:
     The :class:`PairCorpus`.
+
+  Raises:
+    ValueError: naming the argument, for a count below 1 or more clusters than pages.
   """
   for name, value in (
     ("num_pages", num_pages),

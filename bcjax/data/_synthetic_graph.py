@@ -86,6 +86,9 @@ def synthetic_evolving_graph(
 
   Returns:
     The :class:`EvolvingGraph`.
+
+  Raises:
+    ValueError: naming the argument, for a count below 1 or a rate outside its range.
   """
   for name, value in (
     ("num_users", num_users),

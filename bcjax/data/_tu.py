@@ -225,6 +225,10 @@ def read_gin(path: str | os.PathLike, member: str | None = None) -> GraphCollect
 
   Returns:
     The :class:`GraphCollection`.
+
+  Raises:
+    FileNotFoundError: a path that does not exist.
+    DataFormatError: a malformed line (file and line).
   """
   root = Path(path)
   if not root.exists():

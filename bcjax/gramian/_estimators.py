@@ -258,6 +258,9 @@ def sogram(alpha, *, prior_dim: int = 0, axis_name: str | None = None) -> Gramia
     ``update(state, embeddings, *, indices=None, weights=None, prior=None, where=None) -> (GramianEstimate,
     SOGramState)`` (``indices`` is ignored; the signature is every estimator's).
 
+  Raises:
+    ValueError: naming the argument, for ``alpha`` outside (0, 1] (concrete) or a negative ``prior_dim``.
+
   Examples:
     >>> import jax.numpy as jnp
     >>> from bcjax.gramian import sogram
@@ -359,6 +362,10 @@ def sagram(
     (GramianEstimate, state)``; ``indices`` is required. Rows with ``where`` False leave the cache and the sums
     untouched and do not count in the SAGA estimate's :math:`|B|`; a batch without a valid row leaves the state as
     it was.
+
+  Raises:
+    ValueError: naming the argument, for an unknown ``beta``, ``shard_cache`` without ``axis_name``, or (in ``init`` and
+      ``update``) a cache, prior, weights or indices that do not fit ``n``.
   """
   n = _checks.check_positive_int("sagram", "n", n)
   if beta not in ("sag", "saga"):
@@ -519,6 +526,10 @@ def batch_gramian(
   Returns:
     ``init(embeddings)`` and ``update(state, embeddings, *, indices=None, weights=None, prior=None, where=None)``;
     ``indices`` are needed for non-uniform sampling.
+
+  Raises:
+    ValueError: an unknown ``sampling``, non-uniform sampling without ``counts``, or (in ``update``) without
+      ``indices``.
   """
   if sampling not in ("uniform", "linear", "sqrt"):
     raise ValueError(f"batch_gramian: `sampling` must be 'uniform', 'linear' or 'sqrt', got {sampling!r}")

@@ -34,6 +34,10 @@ def full_gramian(
 
   Returns:
     G, [k, k] (symmetric PSD), in the embeddings' dtype.
+
+  Raises:
+    ValueError: naming the argument, for ``num_entities`` or ``chunk_size`` below 1, or an ``embed`` that does not
+      return [chunk_size, k].
   """
   fn = "full_gramian"
   n = _checks.as_int(fn, "num_entities", num_entities, low=1)

@@ -38,6 +38,11 @@ def sampled_softmax_loss(
 
   Returns:
     The mean loss over valid rows.
+
+  Raises:
+    TypeError: labels that are not integers, or inputs that are not floating.
+    ValueError: naming the argument, for shapes that disagree, out-of-range labels (concrete) or NaN/inf in the real
+      rows.
   """
   fn = "sampled_softmax_loss"
   query = _checks.as_float_array(fn, "query", query, ndim=2, finite=False)

@@ -65,6 +65,11 @@ def paired_bootstrap(
 
   Returns:
     :class:`BootstrapInterval` (Python floats).
+
+  Raises:
+    TypeError: an input that is not a real floating array.
+    ValueError: naming the argument, for a stratum without queries, weights not one per stratum, or a level outside (0,
+      1).
   """
   fn = "paired_bootstrap"
   if isinstance(differences, (str, bytes)) or not isinstance(differences, Sequence) or not differences:

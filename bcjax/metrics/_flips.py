@@ -41,6 +41,9 @@ def negative_flip_rate(
   Returns:
     A scalar in [0, 1] (0 with no valid example).
 
+  Raises:
+    ValueError: naming the argument, for predictions or a mask whose shape is not the labels'.
+
   Examples:
     >>> from bcjax.metrics import negative_flip_rate
     >>> float(negative_flip_rate([1, 0, 1, 0], [1, 0, 0, 1], [0, 0, 1, 1]))  # example 0 flips right -> wrong

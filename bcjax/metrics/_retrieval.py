@@ -127,6 +127,11 @@ def evaluate_retrieval(
     ``{"recall@K": ..., "map@K": ..., "queries": number evaluated}``, the means in float64; with ``per_query``,
     also ``"query_ids"`` (the evaluated queries, ascending, [Q']) and ``"per_query"`` (``{"recall@K": [Q'], ...}``
     in the order of ``query_ids``).
+
+  Raises:
+    TypeError: an input that is not a real floating array.
+    ValueError: naming the argument, for embeddings that are not [Q, k] and [N, k], no relevant pair, candidates out of
+      range, or no cut-off.
   """
   fn = "evaluate_retrieval"
   queries = _checks.as_float_array(fn, "query_embeddings", query_embeddings, ndim=2)

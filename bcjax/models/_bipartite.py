@@ -64,6 +64,9 @@ def pad_bipartite_inputs(
 
   Returns:
     The padded :class:`BipartiteInputs`, with ``node_mask`` set.
+
+  Raises:
+    ValueError: inputs padded already, or budgets smaller than the inputs.
   """
   fn = "pad_bipartite_inputs"
   if inputs.node_mask is not None:

@@ -111,6 +111,9 @@ def initialize(num_processes: int, process_id: int, coordinator: str, *, timeout
 
   Returns:
     None, once the process has joined the run.
+
+  Raises:
+    ValueError: naming the argument, for a process count or id out of range, or a coordinator that is not HOST:PORT.
   """
   num_processes = _checks.as_int("initialize", "num_processes", num_processes, low=1)
   process_id = _checks.as_int("initialize", "process_id", process_id, low=0, high=num_processes - 1)
@@ -166,6 +169,9 @@ def data_mesh(num_devices: int | None = None) -> jax.sharding.Mesh:
 
   Returns:
     The mesh.
+
+  Raises:
+    ValueError: ``num_devices`` below 1 or above the local devices.
   """
   local = jax.local_device_count()
   if num_devices is None:

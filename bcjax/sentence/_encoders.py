@@ -35,6 +35,9 @@ def sif_weights(words: Sequence[str], counts: Mapping[str, int], a: float = 1e-3
   Returns:
     Weights, [V], float64.
 
+  Raises:
+    ValueError: ``a`` <= 0, or counts without a positive total.
+
   Examples:
     >>> from bcjax.sentence import sif_weights
     >>> sif_weights(["the", "cat", "zebra"], {"the": 999, "cat": 1}, a=1e-3).round(4).tolist()
@@ -86,6 +89,10 @@ def weighted_average(vectors: ArrayLike, weights: ArrayLike, ids: ArrayLike, mas
 
   Returns:
     [n, d]; a sentence without tokens gets the zero vector.
+
+  Raises:
+    TypeError: an input that is not a real floating array.
+    ValueError: ``ids`` and ``mask`` of different shapes.
   """
   vectors = _checks.as_float_array("weighted_average", "vectors", vectors, ndim=2)
   weights = _checks.as_float_array("weighted_average", "weights", weights, ndim=1)
@@ -110,6 +117,10 @@ def principal_direction(q: ArrayLike) -> jax.Array:
 
   Returns:
     u, a unit vector [d].
+
+  Raises:
+    TypeError: an input that is not a real floating array.
+    ValueError: an input that is not a matrix.
   """
   q = _checks.as_float_array("principal_direction", "q", q, ndim=2)
   _, u = jnp.linalg.eigh(q.T @ q)
@@ -125,6 +136,10 @@ def remove_direction(q: ArrayLike, u: ArrayLike) -> jax.Array:
 
   Returns:
     :math:`q - u u^\top q` per row, [n, d].
+
+  Raises:
+    TypeError: an input that is not a real floating array.
+    ValueError: naming the argument, for widths that differ.
   """
   q = _checks.as_float_array("remove_direction", "q", q, ndim=2)
   u = _checks.as_float_array("remove_direction", "u", u, ndim=1)

@@ -68,6 +68,11 @@ def transform_file(
 
   Returns:
     (rows, output dimension, output dtype name).
+
+  Raises:
+    ValueError: a ``chunk_rows`` below 1 or an unknown ``dtype``.
+    FileExistsError: ``destination`` exists and ``overwrite`` is off.
+    EmbeddingFileError: a source that is not a finite floating ``.npy`` matrix, or a width unlike the map's.
   """
   maps = [maps] if isinstance(maps, UpgradeMap) else list(maps)
   destination = Path(destination)
