@@ -102,18 +102,12 @@ def draw(tiers: Mapping[str, tuple[str, ...]], edges: Mapping[str, set[str]]) ->
 
 
 def main(argv: list[str]) -> int:
-  sys.path.insert(0, str(ROOT))
+  sys.path[:0] = [str(ROOT), str(ROOT / "docs")]
+  from _generated_page import write_or_check
+
   from bcjax import _extras
 
-  svg = draw(_extras.TIERS, import_graph())
-  if argv[1:] == ["--check"]:
-    if not OUT.is_file() or OUT.read_text(encoding="utf-8") != svg:
-      print(f"{OUT} is not what the code gives: run python docs/architecture.py", file=sys.stderr)
-      return 1
-    return 0
-  OUT.write_text(svg, encoding="utf-8")
-  print(f"wrote {OUT}")
-  return 0
+  return write_or_check(argv, OUT, draw(_extras.TIERS, import_graph()), "the import graph")
 
 
 if __name__ == "__main__":

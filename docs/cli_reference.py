@@ -102,16 +102,10 @@ def page() -> str:
 
 
 def main(argv: list[str]) -> int:
-  sys.path.insert(0, str(ROOT))
-  text = page()
-  if argv[1:] == ["--check"]:
-    if not OUT.is_file() or OUT.read_text(encoding="utf-8") != text:
-      print(f"{OUT} is not what bcjax.cli's parsers give: run python docs/cli_reference.py", file=sys.stderr)
-      return 1
-    return 0
-  OUT.write_text(text, encoding="utf-8")
-  print(f"wrote {OUT}")
-  return 0
+  sys.path[:0] = [str(ROOT), str(ROOT / "docs")]
+  from _generated_page import write_or_check
+
+  return write_or_check(argv, OUT, page(), "bcjax.cli's parsers")
 
 
 if __name__ == "__main__":

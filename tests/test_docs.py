@@ -169,6 +169,16 @@ class ReferencePagesTest(absltest.TestCase):
     for flag in ("--old", "--min-hit-rate", "--hubness", "--registry", "--overwrite"):
       self.assertIn(f"`{flag}`", page)
 
+  def test_a_page_script_refuses_an_unknown_flag_and_writes_nothing(self):
+    for script, page in (("cli_reference.py", "cli.md"), ("architecture.py", "architecture.svg")):
+      before = (DOCS / page).stat().st_mtime_ns
+      run = subprocess.run(
+        [sys.executable, str(DOCS / script), "--chek"], capture_output=True, text=True, timeout=120, check=False
+      )
+      self.assertEqual(run.returncode, 2, script)
+      self.assertIn("unrecognized arguments: --chek", run.stderr)
+      self.assertEqual((DOCS / page).stat().st_mtime_ns, before, f"{script} wrote {page}")
+
   def test_no_docstring_sends_the_reader_to_an_unrendered_module_docstring(self):
     for path in (ROOT / "bcjax").rglob("*.py"):
       text = " ".join(path.read_text(encoding="utf-8").split())  # a phrase broken over two lines too
