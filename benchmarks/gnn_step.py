@@ -32,9 +32,10 @@ import numpy as np
 from bcjax.models import bipartite_inputs
 from benchmarks.timing import benchmark_main, time_jitted
 from experiments.bc_aligner.data import Batch
-from experiments.bc_aligner.train import StepInputs, TrainState, make_train_step, new_model
+from experiments.bc_aligner.train import StepInputs, bc_train_step, new_model
 from experiments.common import adam
 from experiments.harness import option
+from experiments.train_step import fresh_state
 
 MUSICAL_INSTRUMENTS = {"users": 27_530, "items": 10_611, "edges": 231_312, "categories": 900, "brands": 1_500}
 QUICK = {"users": 2_000, "items": 800, "edges": 16_000, "categories": 60, "brands": 80}
@@ -71,8 +72,8 @@ def time_bcjax(sizes: dict, layers: int, dim: int, steps: int, graph) -> dict:
     jnp.asarray(bu, jnp.int32), jnp.asarray(u + bp, jnp.int32), jnp.asarray(u + bn, jnp.int32), jnp.ones(2048, bool)
   )
   params = {"model": model.params}
-  state = TrainState(params, model.batch_stats, adam(1e-3).init(params), jnp.zeros((), jnp.int32))
-  step = make_train_step(model.train_def, None, 1e-3, 0.01, 16.0)
+  state = fresh_state(adam(1e-3), params, model.batch_stats)
+  step = bc_train_step(model.train_def, None, 1e-3, 0.01, 16.0)
   step_inputs, rng = StepInputs(inputs, batch, None), jax.random.key(0)
   start = time.perf_counter()
   compiled = step.lower(state, step_inputs, rng).compile()

@@ -78,7 +78,7 @@ def measure_on_devices(num_devices: int, cfg: Config) -> dict:
   from bcjax.models import TwoTower
   from bcjax.parallel import DATA_AXIS, data_mesh, replicate, shard_table
   from experiments.two_tower.data import train_data
-  from experiments.two_tower.train import init_state, make_optimizer, make_train_step
+  from experiments.two_tower.train import gramian_train_step, init_state, make_optimizer
 
   mesh = data_mesh(num_devices)
   corpus = synthetic_link_corpus(cfg.num_pages, cfg.num_links, seed=0)
@@ -90,7 +90,7 @@ def measure_on_devices(num_devices: int, cfg: Config) -> dict:
   optimizer = make_optimizer("adagrad", 0.05)
   state = replicate(mesh, init_state(graphdef, params, optimizer, estimator, 32))
   data = replicate(mesh, train_data(corpus, "uniform"))
-  step = make_train_step(
+  step = gramian_train_step(
     graphdef,
     optimizer,
     estimator,
@@ -147,8 +147,9 @@ def _time_bc_aligner_step(mesh, cfg: Config) -> dict:
   from bcjax.data import load_graph_dataset
   from experiments.bc_aligner.configs import PRESETS as BC_PRESETS
   from experiments.bc_aligner.data import BPRSampler, attribute_sizes, version_data, with_item_ids
-  from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, make_train_step, new_model
+  from experiments.bc_aligner.train import AlignTarget, StepInputs, bc_train_step, new_model
   from experiments.common import adam
+  from experiments.train_step import fresh_state
 
   bc = BC_PRESETS[cfg.bc_aligner_preset]
   graph = with_item_ids(load_graph_dataset("synthetic", None, seed=0, **dict(bc.synthetic)))
@@ -157,8 +158,8 @@ def _time_bc_aligner_step(mesh, cfg: Config) -> dict:
   model = new_model(attribute_sizes(graph), layers, dim, jax.random.key(0))
   params = {"model": model.params, "w": init_backward(jax.random.key(1), d_prev, dim)}
   target = AlignTarget(jnp.zeros((vd.inputs.is_user.shape[0], d_prev), jnp.float32), ())
-  state = TrainState(params, model.batch_stats, adam(bc.learning_rate).init(params), jnp.zeros((), jnp.int32))
-  step = make_train_step(model.train_def, "linear-mloss", bc.learning_rate, bc.weight_decay, bc.lam, mesh)
+  state = fresh_state(adam(bc.learning_rate), params, model.batch_stats)
+  step = bc_train_step(model.train_def, "linear-mloss", bc.learning_rate, bc.weight_decay, bc.lam, mesh)
   batch = next(iter(BPRSampler(vd.split, bc.batch_size).epoch(np.random.default_rng(0))))
   inputs = StepInputs(vd.inputs, batch, target, 1.0)
   key = jax.random.key(2)

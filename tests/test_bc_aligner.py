@@ -66,11 +66,10 @@ from experiments.bc_aligner.train import (
   AlignTarget,
   StepInputs,
   Trained,
-  TrainState,
   apply_model,
+  bc_train_step,
   fold_batch,
   lr_scale,
-  make_train_step,
   model_like,
   new_model,
   recall,
@@ -81,6 +80,7 @@ from experiments.bc_aligner.train import (
 )
 from experiments.bc_methods import POSTHOC_LOSS
 from experiments.common import adam
+from experiments.train_step import fresh_state
 from tests._resume import assert_same_results
 from tests._runs import assert_runs_agree
 from tests._tolerance import assert_close
@@ -152,13 +152,8 @@ class TrainStepTest(absltest.TestCase):
     h = nnx.merge(model.train_def, model.params, model.batch_stats)(vd.inputs)
     for kind in ("linear-sloss", "linear-mloss"):
       params = {"model": model.params, "w": w}
-      state = TrainState(
-        jax.tree.map(jnp.array, params),
-        jax.tree.map(jnp.array, model.batch_stats),
-        adam(1e-3).init(params),
-        jnp.zeros((), jnp.int32),
-      )
-      step = make_train_step(model.train_def, kind, 1e-3, 0.01, 16.0)
+      state = fresh_state(adam(1e-3), params, model.batch_stats)
+      step = bc_train_step(model.train_def, kind, 1e-3, 0.01, 16.0)
       target = AlignTarget(z_prev, history)
       state, metrics = step(state, StepInputs(vd.inputs, batch, target), jax.random.key(0))
       expected = np_loss(h, batch, target, w, history, kind, 0.01, 16.0)
@@ -178,13 +173,8 @@ class TrainStepTest(absltest.TestCase):
         (linear_transform(), {"w": w}, tuple({"w": h} for h in history)),
       ):
         params = {"model": model.params, "w": p}
-        state = TrainState(
-          jax.tree.map(jnp.array, params),
-          jax.tree.map(jnp.array, model.batch_stats),
-          adam(1e-3).init(params),
-          jnp.zeros((), jnp.int32),
-        )
-        step = make_train_step(model.train_def, kind, 1e-3, 0.01, 16.0, transform=transform)
+        state = fresh_state(adam(1e-3), params, model.batch_stats)
+        step = bc_train_step(model.train_def, kind, 1e-3, 0.01, 16.0, transform=transform)
         _, got = step(state, StepInputs(vd.inputs, batch, AlignTarget(z_prev, hist)), jax.random.key(0))
         assert_close(got["loss"], expected, "network", err_msg=transform.kind)
 
@@ -225,13 +215,8 @@ class TrainStepTest(absltest.TestCase):
     grads = jax.grad(loss)(params)
     moved = {}
     for scale in (1.0, 0.25):
-      state = TrainState(
-        jax.tree.map(jnp.array, params),
-        jax.tree.map(jnp.array, model.batch_stats),
-        adam(1e-2).init(params),
-        jnp.zeros((), jnp.int32),
-      )
-      step = make_train_step(model.train_def, None, 1e-2, 0.01, 16.0)
+      state = fresh_state(adam(1e-2), params, model.batch_stats)
+      step = bc_train_step(model.train_def, None, 1e-2, 0.01, 16.0)
       state, _ = step(state, StepInputs(vd.inputs, batch, None, jnp.float32(scale)), jax.random.key(0))
       moved[scale] = [
         np.asarray(a) - np.asarray(b)  # float32, as trained

@@ -326,6 +326,33 @@ class LifecycleTest(absltest.TestCase):
     self.assertEqual(resumed.loaded, ["fit/B1", "fit/B0"])
     resumed.close()
 
+  def test_a_method_module_drives_its_stage_through_stored_computing_and_store(self):
+    """The harness never runs a method module's code: the module asks ``stored``, computes inside ``computing`` and
+    hands the value to ``store``, which returns what a resumed run reads back."""
+    out = self.tmp / "drive"
+    out.mkdir()
+    run = harness.Run(out, resumed=False, progress=False)
+    self.assertIs(run.stored("m0"), harness.MISSING)
+    failed = r"stage 'm0' failed: ZeroDivisionError.*raised at test_harness"
+    with self.assertRaisesRegex(harness.StageFailed, failed), run.computing("m0"):
+      _ = 1 / 0
+    self.assertIs(run.stored("m0"), harness.MISSING)  # a failed computation stores nothing
+    with run.computing("m0"):
+      value = {"z": np.arange(3.0), "none": None}
+    stored = run.store("m0", value)
+    self.assertIsNot(stored, value)  # the copy a resumed run would read, not the caller's object
+    np.testing.assert_array_equal(stored["z"], value["z"])
+    self.assertIs(run.stored("m0"), stored)
+    self.assertIsNone(run.store("nothing", None))  # a stage may hold None: MISSING is not None
+    self.assertIsNone(run.stored("nothing"))
+    run.close()
+    resumed = harness.Run(out, resumed=True, progress=False)
+    np.testing.assert_array_equal(resumed.stored("m0")["z"], value["z"])
+    self.assertEqual(resumed.loaded, ["m0"])
+    with self.assertRaisesRegex(ValueError, "stage name"):
+      resumed.stored("a//b")
+    resumed.close()
+
   def test_a_process_that_writes_nothing_continues_with_what_orbax_reads_back(self):
     """Processes 1.. of a multi-process run checkpoint nothing; they must continue with the values process 0 reads
     back from its checkpoint, or the processes' programs would differ."""

@@ -37,7 +37,7 @@ from experiments.icl.evaluate import C_GRID, majority_shares, make_probe, probe_
 from experiments.icl.experiment import EXPERIMENT
 from experiments.icl.methods import METHODS, Context, _Incremental, _Trainer, converge, pretrain, train_method
 from experiments.icl.report import detail_table, speedup_table, summarise, uninformative_svm
-from experiments.icl.steps import MetaRule, init_carry, meta_step
+from experiments.icl.steps import MetaRule, init_state, meta_step
 from experiments.icl.target import TargetRule, median_sd
 from experiments.icl.train import batch_loss, split_encoder
 from tests._resume import assert_same_results, kill_then_resume
@@ -139,8 +139,9 @@ class MethodsTest(absltest.TestCase):
     stacked, key, alpha = stack_batches(supports), jax.random.key(4), np.float32(ctx.alpha)
     c = ctx.cfg
     rule = MetaRule(None, c.inner_learning_rate, "sgd", c.outer_learning_rate, c.learning_rate, c.weight_decay)
-    carry = init_carry(enc.params, enc.stats, c.learning_rate, c.weight_decay, None, jax.random.key(0))
-    carry, losses = meta_step(enc.train_def, c.temperature, inc.new_num, rule)(carry, stacked, query, key, alpha)
+    state = init_state(enc.params, enc.stats, c.learning_rate, c.weight_decay, None, jax.random.key(0))
+    step = meta_step(enc.train_def, c.temperature, inc.new_num, rule)
+    state, metrics = step(state, (stacked, query, alpha), key)
     k_support, k_query, _, _ = jax.random.split(key, 4)
     support_keys = jax.random.split(k_support, inc.n_inner)
     meta = jax.jit(
@@ -155,12 +156,13 @@ class MethodsTest(absltest.TestCase):
       )
     )(enc.params, enc.stats, [(b, k, alpha) for b, k in zip(supports, support_keys)])
     expected = sgd_step(enc.params, meta.grads, c.outer_learning_rate)
-    assert_close(np.float32(losses[0]), np.float32(meta.query_loss), "network")
-    for a, b in zip(jax.tree.leaves(carry.params), jax.tree.leaves(expected)):
+    assert_close(np.float32(metrics["loss"]), np.float32(meta.query_loss), "network")
+    self.assertEqual(int(state.step), 1)
+    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(expected)):
       # the biases right before a BatchNorm take their exact zero gradient and stay at 0 (their initial value): they
       # are compared at the size of one step, lr_q
       assert_close(np.asarray(a), np.asarray(b), "network", scale=max(float(np.max(np.abs(b))), c.outer_learning_rate))
-    for a, b in zip(jax.tree.leaves(carry.stats), jax.tree.leaves(meta.aux)):
+    for a, b in zip(jax.tree.leaves(state.extra[0]), jax.tree.leaves(meta.aux)):
       assert_close(np.asarray(a), np.asarray(b), "network")
 
   def test_convergence_keeps_the_best_epoch_and_stops_on_patience(self):

@@ -186,8 +186,8 @@ TWO_TOWER_PROBE = textwrap.dedent("""
     from experiments import harness
     from experiments.gramian_training.experiment import EXPERIMENT
     from experiments.two_tower.data import train_data
-    from experiments.two_tower.softmax import make_softmax_step
-    from experiments.two_tower.train import init_state, make_optimizer, make_train_step
+    from experiments.two_tower.softmax import softmax_train_step
+    from experiments.two_tower.train import gramian_train_step, init_state, make_optimizer
 
     corpus = synthetic_link_corpus(400, 3000, seed=0)
 
@@ -202,10 +202,10 @@ TWO_TOWER_PROBE = textwrap.dedent("""
       opt = make_optimizer("adagrad", 0.1) if kind in ("sogram", "softmax") else make_optimizer("adam", 1e-2)
       state = init_state(graphdef, params, opt, est, 8)
       if kind == "softmax":  # in-batch negatives: every device's right entities are candidates
-        step = make_softmax_step(graphdef, opt, batch_size=64, temperature=0.5, mesh=mesh)
+        step = softmax_train_step(graphdef, opt, batch_size=64, temperature=0.5, mesh=mesh)
       else:  # kind "exact": the oracle's full-corpus Gramians, in the global view
-        step = make_train_step(graphdef, opt, est, lam=0.5, batch_size=64, penalty_batch_size=32, mesh=mesh,
-                               exact_chunk_size=256)
+        step = gramian_train_step(graphdef, opt, est, lam=0.5, batch_size=64, penalty_batch_size=32, mesh=mesh,
+                                  exact_chunk_size=256)
       if mesh is not None:
         state, data = replicate(mesh, state), replicate(mesh, data)
       losses = []
@@ -220,7 +220,7 @@ TWO_TOWER_PROBE = textwrap.dedent("""
     out = {kind: {"one": run(kind, None), "four": run(kind, data_mesh(4))}
            for kind in ("sogram", "sampling", "exact", "softmax")}
     try:
-      make_train_step(None, None, None, lam=1.0, batch_size=66, penalty_batch_size=32, mesh=data_mesh(4))
+      gramian_train_step(None, None, None, lam=1.0, batch_size=66, penalty_batch_size=32, mesh=data_mesh(4))
     except ValueError as e:
       out["step_error"] = str(e)
 
@@ -262,8 +262,9 @@ BC_ALIGNER_PROBE = textwrap.dedent("""
     from bcjax.parallel import data_mesh
     from experiments.bc_aligner.configs import PRESETS
     from experiments.bc_aligner.data import BPRSampler, attribute_sizes, version_data, with_item_ids
-    from experiments.bc_aligner.train import AlignTarget, StepInputs, TrainState, embed, make_train_step, new_model
+    from experiments.bc_aligner.train import AlignTarget, StepInputs, bc_train_step, embed, new_model
     from experiments.common import adam
+    from experiments.train_step import fresh_state
 
     cfg = PRESETS["test"]
     graph = with_item_ids(load_graph_dataset("synthetic", None, seed=0, **dict(cfg.synthetic)))
@@ -277,15 +278,14 @@ BC_ALIGNER_PROBE = textwrap.dedent("""
     def run(mesh):
       model = new_model(sizes, 2, 12, jax.random.key(1))
       params = {"model": model.params, "w": init_backward(jax.random.key(2), 8, 12)}
-      state = TrainState(jax.tree.map(jnp.array, params), jax.tree.map(jnp.array, model.batch_stats),
-                         adam(cfg.learning_rate).init(params), jnp.zeros((), jnp.int32))
-      step = make_train_step(model.train_def, "linear-mloss", cfg.learning_rate, cfg.weight_decay, cfg.lam, mesh)
+      state = fresh_state(adam(cfg.learning_rate), params, model.batch_stats)
+      step = bc_train_step(model.train_def, "linear-mloss", cfg.learning_rate, cfg.weight_decay, cfg.lam, mesh)
       losses = []
       for i in range(10):
         state, metrics = step(state, StepInputs(vd.inputs, batches[i % len(batches)], target, 1.0),
                               jax.random.key(i))
         losses.append([float(metrics[k]) for k in ("loss", "bpr", "align")])
-      h = nnx.merge(model.train_def, state.params["model"], state.batch_stats, copy=True)(vd.inputs)
+      h = nnx.merge(model.train_def, state.params["model"], state.extra, copy=True)(vd.inputs)
       flat = jax.tree_util.tree_flatten_with_path(state)[0]
       return {"losses": losses, "leaves": {jax.tree_util.keystr(p): np.asarray(x).tolist() for p, x in flat},
               "train_mode_embeddings": np.asarray(h).tolist()}
@@ -432,7 +432,7 @@ ICL_PROBE = textwrap.dedent("""
     from experiments.icl.data import common_budget, stack_batches
     from experiments.icl.datasets import load_dataset
     from experiments.icl.experiment import EXPERIMENT
-    from experiments.icl.steps import MetaRule, adam_step, init_carry, meta_step
+    from experiments.icl.steps import MetaRule, adam_step, init_state, meta_step
     from experiments.icl.train import split_encoder
 
     cfg = dataclasses.replace(PRESETS["test"], dropout=0.0, image_width=4, image_features=8)
@@ -471,7 +471,7 @@ ICL_PROBE = textwrap.dedent("""
         return adam_step(e.train_def, kind, 0.1, 1e-3, 1e-5, NEW_NUM if kind == "mixed" else None,
                          e.eval_def if kind == "distill" else None, m)
       step = {m: make(m) for m in meshes}
-      carry = init_carry(enc[None].params, enc[None].stats, 1e-3, 1e-5, AGENT if kind == "icl" else None,
+      carry = init_state(enc[None].params, enc[None].stats, 1e-3, 1e-5, AGENT if kind == "icl" else None,
                          jax.random.key(1), 1.0)
       views = {m: batches(data, 1 if m is None else 4) for m in meshes}
       out = {"losses": []}
@@ -483,16 +483,16 @@ ICL_PROBE = textwrap.dedent("""
           place = (lambda b, axis=0: b) if m is None else (lambda b, axis=0, m=m: shard_blocks(m, b, axis=axis))
           if kind in ("meta", "icl"):
             *sup, q = common_budget([views[m](i, B - 1, B - 1) for _ in range(2)] + [views[m](i, OLD_NUM, OLD_NUM)])
-            args = (place(stack_batches(sup), 1), place(q), key, np.float32(0.3))
+            batch = (place(stack_batches(sup), 1), place(q), np.float32(0.3))
           else:
-            args = (place(views[m](i, *NEGATIVES[kind])), key, np.float32(1.0 if kind == "distill" else 0.3),
-                    teacher if kind == "distill" else None)
+            batch = (place(views[m](i, *NEGATIVES[kind])), np.float32(1.0 if kind == "distill" else 0.3),
+                     teacher if kind == "distill" else None)
           start = jax.tree.map(np.array, host)
           if m is not None:
             start = jax.device_put(start, NamedSharding(m, jax.P()))
-          results[m] = step[m](start, *args)
+          results[m] = step[m](start, batch, key)
         (c1, l1), (c4, l4) = results[None], results[mesh]
-        first = lambda l: float(np.asarray(l[0] if isinstance(l, tuple) else l))
+        first = lambda metrics: float(np.asarray(metrics["loss"]))
         out["losses"].append([first(l1), first(l4)])
         out["replicated"] = all(x.sharding.is_fully_replicated for x in jax.tree.leaves(c4))
         if i == steps - 1:  # the last step's carries; every earlier step shows in its successor's loss

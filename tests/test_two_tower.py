@@ -15,9 +15,9 @@ from bcjax.data import synthetic_link_corpus
 from bcjax.gramian import batch_gramian, penalty_surrogate, sogram
 from bcjax.models import TwoTower, bag_mean
 from experiments.two_tower.data import make_sampler, pair_capacity, sample, train_data
-from experiments.two_tower.softmax import make_softmax_step
+from experiments.two_tower.softmax import softmax_train_step
 from experiments.two_tower.sparse import step_rows, update_rows
-from experiments.two_tower.train import exact_gramians, init_state, make_optimizer, make_train_step
+from experiments.two_tower.train import exact_gramians, gramian_train_step, init_state, make_optimizer
 from tests._tolerance import assert_close
 
 
@@ -60,7 +60,7 @@ class TrainStepTest(absltest.TestCase):
     graphdef, params = nnx.split(model)
     opt = make_optimizer(optimizer, lr)
     state = init_state(graphdef, params, opt, estimator, 8)
-    step = make_train_step(graphdef, opt, estimator, lam=1.0, batch_size=64, penalty_batch_size=32)
+    step = gramian_train_step(graphdef, opt, estimator, lam=1.0, batch_size=64, penalty_batch_size=32)
     losses = []
     for t in range(steps):
       state, metrics = step(state, self.data, jax.random.key(t))
@@ -79,7 +79,7 @@ class TrainStepTest(absltest.TestCase):
     est = sogram(0.1)
     state, losses = self.run_steps(est, 60)
     self.assertLess(np.mean(losses[-10:]), 0.8 * np.mean(losses[:5]))
-    self.assertEqual(state.left_estimator.gramian.shape, (8, 8))
+    self.assertEqual(state.extra[0].gramian.shape, (8, 8))
     self.assertEqual(int(state.step), 60)
     self.assertTrue(all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(state.params)))
 
@@ -96,7 +96,7 @@ class TrainStepTest(absltest.TestCase):
     graphdef, params = nnx.split(model)
     opt, est = make_optimizer("sgd", 1e-2), sogram(0.1)
     state = init_state(graphdef, params, opt, est, 8)
-    step = make_train_step(graphdef, opt, est, lam=1.0, batch_size=256, penalty_batch_size=32)
+    step = gramian_train_step(graphdef, opt, est, lam=1.0, batch_size=256, penalty_batch_size=32)
     for t, data in enumerate([poisoned] * 8 + [train_data(other, "sqrt")]):
       state, metrics = step(state, data, jax.random.key(t))
       self.assertTrue(np.isfinite(float(metrics["loss"])), t)
@@ -168,9 +168,11 @@ class OracleAndSoftmaxTest(absltest.TestCase):
   def test_oracle_step_reports_the_exact_penalty_and_trains(self):
     opt = make_optimizer("adam", 1e-2)
     state = init_state(self.graphdef, self.params, opt, None, 5)
-    step = make_train_step(self.graphdef, opt, None, lam=1.0, batch_size=32, penalty_batch_size=16, exact_chunk_size=16)
+    step = gramian_train_step(
+      self.graphdef, opt, None, lam=1.0, batch_size=32, penalty_batch_size=16, exact_chunk_size=16
+    )
     state = self.first_step_is_exact_then_trains(step, state)
-    self.assertEqual(state.left_estimator, ())
+    self.assertEqual(state.extra[0], ())
 
   @pytest.mark.heavy
   def test_sagram_step_starts_from_exact_caches_and_trains(self):
@@ -183,13 +185,13 @@ class OracleAndSoftmaxTest(absltest.TestCase):
     estimator = (sagram(n), sagram(n))
     caches = self.embeddings(self.params)  # every entity under the initial parameters (Alg. 1 line 4)
     state = init_state(self.graphdef, self.params, opt, estimator, 5, caches)
-    self.assertEqual(state.left_estimator.cache.shape, (n, 5))
-    step = make_train_step(self.graphdef, opt, estimator, lam=1.0, batch_size=32, penalty_batch_size=16)
+    self.assertEqual(state.extra[0].cache.shape, (n, 5))
+    step = gramian_train_step(self.graphdef, opt, estimator, lam=1.0, batch_size=32, penalty_batch_size=16)
     u = np.asarray(caches[0], np.float64)  # a copy: the step donates the state holding the caches
     # Before the first update the cache is every current embedding, so the SAGA estimate is the exact Gramian.
     state = self.first_step_is_exact_then_trains(step, state)
     # The caches hold the embeddings of the rows last drawn, not the initial ones.
-    self.assertGreater(float(np.max(np.abs(np.asarray(state.left_estimator.cache) - u))), 0.0)
+    self.assertGreater(float(np.max(np.abs(np.asarray(state.extra[0].cache) - u))), 0.0)
     with self.assertRaisesRegex(ValueError, "sagram-sqrt: SAGram samples its cache rows uniformly"):
       method_step("sagram-sqrt", self.graphdef, opt, PRESETS["test"], None, (n, n))
 
@@ -260,12 +262,12 @@ class OracleAndSoftmaxTest(absltest.TestCase):
 
     for correct, want in ((True, reference(1.0)), (False, reference(0.0))):
       state = init_state(self.graphdef, jax.tree.map(jnp.array, self.params), opt, None, 5)  # the step donates it
-      step = make_softmax_step(self.graphdef, opt, batch_size=batch, temperature=tau, correct=correct)
+      step = softmax_train_step(self.graphdef, opt, batch_size=batch, temperature=tau, correct=correct)
       _, metrics = step(state, self.data, key)
       assert_close(np.float32(metrics["loss"]), np.float32(want), "reduction", err_msg=f"correct={correct}")
     self.assertGreater(abs(reference(-1.0) - reference(1.0)), 1e-3)  # a flipped correction would be caught
     with self.assertRaisesRegex(ValueError, "temperature"):
-      make_softmax_step(self.graphdef, opt, batch_size=batch, temperature=0.0)
+      softmax_train_step(self.graphdef, opt, batch_size=batch, temperature=0.0)
 
 
 if __name__ == "__main__":
@@ -295,13 +297,13 @@ class RowSparseTest(absltest.TestCase):
   def steps(self):
     def gramian(estimator):
       def make(opt):
-        return make_train_step(self.graphdef, opt, estimator, lam=2.0, batch_size=48, penalty_batch_size=24)
+        return gramian_train_step(self.graphdef, opt, estimator, lam=2.0, batch_size=48, penalty_batch_size=24)
 
       make.estimator = estimator
       return make
 
     def softmax(opt):
-      return make_softmax_step(self.graphdef, opt, batch_size=48, temperature=0.5)
+      return softmax_train_step(self.graphdef, opt, batch_size=48, temperature=0.5)
 
     softmax.estimator = batch_gramian(sampling="uniform")
     # candidate sampling runs the SOGram step's code with another estimator: SOGram stands for both

@@ -26,6 +26,7 @@ from bcjax.metrics import negative_flip_rate, roc_auc, roc_auc_interval
 from bcjax.models import torch_linear_init
 from experiments.bc_aligner.configs import Config
 from experiments.common import adam, split_train_eval, to_host
+from experiments.train_step import TrainState, donating_jit, fresh_state, make_train_step, optax_descent
 
 FIT_STEP = {t: 0 for t in TASKS}
 STOP_STEP = {**{t: 0 for t in TASKS}, "user-activity": 1, "user-positive-activity": 1}
@@ -118,36 +119,32 @@ def consumer_inputs(examples: TaskExamples, z: np.ndarray, num_users: int) -> np
 
 @functools.cache
 def _make_epoch(train_def: nnx.GraphDef, learning_rate: float):
-  """Jitted ``epoch(state, x, y, rows [S, B], mask [S, B], key) -> state``: one pass of shuffled batches."""
+  """(Adam, jitted ``epoch(state, x, y, rows [S, B], mask [S, B], key) -> state``): one pass of shuffled batches, a
+  scan over the train step (:func:`experiments.train_step.make_train_step`, its ``extra`` the BatchNorm statistics).
+  """
   optimizer = adam(learning_rate)
 
-  def loss_fn(params, stats, xb, yb, mb, key):
+  def loss_fn(params, stats, batch):
+    xb, yb, mb, key = batch
     model = nnx.merge(train_def, params, stats, copy=True)
     logits = model(xb, mb, key)
     w = mb.astype(logits.dtype)
     loss = jnp.sum(optax.sigmoid_binary_cross_entropy(logits, yb) * w) / jnp.maximum(jnp.sum(w), 1.0)
-    return loss, nnx.state(model, nnx.BatchStat)
+    return loss, (nnx.state(model, nnx.BatchStat), {"loss": loss})
 
-  @functools.partial(jax.jit, donate_argnums=(0,))
-  def epoch(state, x, y, rows, mask, key):
-    def step(carry, batch):
-      params, stats, opt_state = carry
+  step = make_train_step(jax.grad(loss_fn, has_aux=True), optax_descent(optimizer), jit=False)
+
+  @donating_jit
+  def epoch(state: TrainState, x, y, rows, mask, key):
+    def body(state, batch):
       idx, m, k = batch
-      grads, stats = jax.grad(loss_fn, has_aux=True)(params, stats, x[idx], y[idx], m, k)
-      updates, opt_state = optimizer.update(grads, opt_state, params)
-      return (optax.apply_updates(params, updates), stats, opt_state), None
+      return step(state, (x[idx], y[idx], m, k), k)[0], None
 
     keys = jax.random.split(key, rows.shape[0])
-    state, _ = jax.lax.scan(step, state, (rows, mask, keys))
+    state, _ = jax.lax.scan(body, state, (rows, mask, keys))
     return state
 
   return optimizer, epoch
-
-
-@functools.partial(jax.jit, static_argnums=(0,))
-def _adam_init(optimizer, params):
-  """The optimiser's initial state in one compiled program (eagerly, a zeros program per parameter shape)."""
-  return optimizer.init(params)
 
 
 @functools.partial(jax.jit, static_argnums=(0,))
@@ -167,7 +164,7 @@ def train_consumer(x_fit, y_fit, x_stop, y_stop, hidden: int, dropout: float, se
   model = ConsumerMLP(x_fit.shape[1], hidden, dropout, rngs=nnx.Rngs(params=seed))
   train_def, eval_def, params, stats = split_train_eval(model)
   optimizer, epoch = _make_epoch(train_def, cfg.learning_rate)
-  state = (params, stats, _adam_init(optimizer, params))
+  state = fresh_state(optimizer, params, stats)
   # rows padded to a power of two: the epochs gather only real rows, and the compiles stay one per octave of sizes
   x, y = pad_to_bucket((x_fit, np.asarray(y_fit, np.float32)), (0.0, 0.0))
   y_stop = np.asarray(y_stop)
@@ -181,9 +178,9 @@ def train_consumer(x_fit, y_fit, x_stop, y_stop, hidden: int, dropout: float, se
     mask = np.arange(steps * b) < n
     key, sub = jax.random.split(key)
     state = epoch(state, x, y, device_array(perm.reshape(steps, b)), device_array(mask.reshape(steps, b)), sub)
-    auc = float(roc_auc(_predict_padded(eval_def, state[0], state[1], x_stop), y_stop))
+    auc = float(roc_auc(_predict_padded(eval_def, state.params, state.extra, x_stop), y_stop))
     if best is None or auc > best.stop_auc:
-      best = Consumer(eval_def, to_host(state[0]), to_host(state[1]), auc)
+      best = Consumer(eval_def, to_host(state.params), to_host(state.extra), auc)
   return best
 
 

@@ -44,7 +44,7 @@ from experiments.bc_aligner.train import (
   train_posthoc,
   trained_checkpoint,
 )
-from experiments.harness import Run
+from experiments.harness import MISSING, Run
 
 
 class ChainStats(NamedTuple):
@@ -134,9 +134,16 @@ class MethodRunner:
     return lambda **record: self.run_dir.log(method=method, version=version, **record)
 
   def _stage(self, name: str, compute, checkpoint, *, shared: bool = False):
-    """A stage of this run, checkpointed by ``checkpoint``; shared ones (M_0, Non-BC) do not depend on λ and carry
-    no sweep prefix."""
-    return self.run_dir.stage(name if shared else self.prefix + name, compute, checkpoint)
+    """``compute()`` as a stage of this run, checkpointed by ``checkpoint``; shared ones (M_0, Non-BC) do not depend
+    on λ and carry no sweep prefix. The run is asked for the stage and stores it: the harness never runs this
+    module's code (``compute`` runs here, inside :meth:`~experiments.harness.Run.computing`)."""
+    name = name if shared else self.prefix + name
+    value = self.run_dir.stored(name, checkpoint)
+    if value is MISSING:
+      with self.run_dir.computing(name):
+        value = compute()
+      value = self.run_dir.store(name, value, checkpoint)
+    return value
 
   def m0(self) -> Trained:
     return self._stage(

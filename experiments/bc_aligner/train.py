@@ -34,7 +34,7 @@ from experiments.bc_aligner.data import Batch, BPRSampler, VersionData
 from experiments.bc_methods import POSTHOC_LOSS, alignment_loss
 from experiments.common import adam, restore_module_state, split_train_eval, state_tree, to_host
 from experiments.harness import Checkpoint
-from experiments.train_step import apply_optimizer, data_parallel, donating_jit
+from experiments.train_step import fresh_state, make_train_step, optax_descent
 
 
 class Model(NamedTuple):
@@ -110,24 +110,8 @@ def lr_scale(schedule: str, epoch: int, epochs: int) -> float:
     return float(lr_schedule(schedule, epochs)(epoch - 1))
 
 
-class TrainState(NamedTuple):
-  params: dict  # {"model": nnx.State[, "w": W_k [d_(k-1), d_k]]}
-  batch_stats: nnx.State
-  opt_state: optax.OptState
-  step: jax.Array
-
-
-@functools.partial(jax.jit, static_argnums=(0,))
-def fresh_state(optimizer: optax.GradientTransformation, params, batch_stats) -> TrainState:
-  """A new :class:`TrainState` in one compiled program: copies of ``params`` and ``batch_stats`` (the step donates
-  its state, so the caller's arrays must not be its buffers), the optimiser's initial state and step 0. Built leaf by
-  leaf outside ``jit`` it cost a small compiled program per leaf shape (copies, zeros)."""
-  copy = lambda tree: jax.tree.map(jnp.copy, tree)
-  return TrainState(copy(params), copy(batch_stats), optimizer.init(params), jnp.zeros((), jnp.int32))
-
-
 @functools.cache
-def make_train_step(
+def bc_train_step(
   train_def: nnx.GraphDef,
   kind: str | None,
   learning_rate: float,
@@ -136,8 +120,10 @@ def make_train_step(
   mesh: jax.sharding.Mesh | None = None,
   transform: BackwardTransform | None = None,
 ) -> Callable:
-  """Returns the jitted ``train_step(state, inputs: StepInputs, rng) -> (state, metrics)``; ``state`` is donated.
-  ``kind`` None trains BPR only (no alignment target). ``transform``: the kind of B_k (None: the linear W_k).
+  """Returns the jitted ``train_step(state, inputs: StepInputs, rng) -> (state, metrics)``
+  (:func:`experiments.train_step.make_train_step`; ``state`` is donated, its ``extra`` the BatchNorm statistics, and
+  Adam's update is scaled by ``inputs.lr_scale``). ``kind`` None trains BPR only (no alignment target).
+  ``transform``: the kind of B_k (None: the linear W_k).
 
   With ``mesh`` the batch's rows (users, positives, negatives, mask) are split over the mesh inside
   ``jax.shard_map`` and the BPR, regulariser and alignment means are global (``axis_name``). The full-graph
@@ -181,20 +167,12 @@ def make_train_step(
 
   # everything replicated but the batch rows
   batch_spec = Batch(*(jax.P(DATA_AXIS),) * len(Batch._fields))
-  grad_fn = data_parallel(
-    jax.grad(loss_fn, has_aux=True), mesh, (jax.P(), jax.P(), StepInputs(jax.P(), batch_spec, jax.P(), jax.P()))
+  return make_train_step(
+    jax.grad(loss_fn, has_aux=True),
+    optax_descent(optimizer, scale=lambda inputs: inputs.lr_scale),
+    mesh=mesh,
+    input_specs=StepInputs(jax.P(), batch_spec, jax.P(), jax.P()),
   )
-
-  @donating_jit
-  def train_step(state: TrainState, inputs: StepInputs, rng: jax.Array):
-    del rng  # the model has no dropout; kept for the uniform step signature
-    if mesh is not None:  # each device takes its block of the batch's rows
-      inputs = inputs._replace(batch=split_rows(mesh, inputs.batch))
-    grads, (stats, metrics) = grad_fn(state.params, state.batch_stats, inputs)
-    params, opt_state = apply_optimizer(optimizer, grads, state.opt_state, state.params, scale=inputs.lr_scale)
-    return TrainState(params, stats, opt_state, state.step + 1), metrics
-
-  return train_step
 
 
 @functools.partial(jax.jit, static_argnums=(0,))
@@ -317,7 +295,7 @@ def train_model(
   state = fresh_state(adam(cfg.learning_rate), params, model.batch_stats)
   if mesh is not None:  # placed as the step's outputs are, so the step compiles once, not again after its first call
     state = replicate(mesh, state)
-  step = make_train_step(
+  step = bc_train_step(
     model.train_def,
     kind,
     cfg.learning_rate,
@@ -340,14 +318,14 @@ def train_model(
     if progress is not None:
       progress.update(1)
     if epoch in eval_epochs:
-      z = embed(model.eval_def, state.params["model"], state.batch_stats, vd.inputs)
+      z = embed(model.eval_def, state.params["model"], state.extra, vd.inputs)
       rec = recall(z, vd, cfg.ks)
       if log is not None:
         log(epoch=epoch, **{k: float(v) for k, v in metrics.items()}, **rec)
       if epoch > select_after and rec[f"recall@{INTENDED_K}"] > best_score:
         best_score = rec[f"recall@{INTENDED_K}"]
         best = Trained(
-          model._replace(params=to_host(state.params["model"]), batch_stats=to_host(state.batch_stats)),
+          model._replace(params=to_host(state.params["model"]), batch_stats=to_host(state.extra)),
           None if "w" not in state.params else to_host(state.params["w"]),
           rec,
           epoch,

@@ -19,6 +19,7 @@ from flax import nnx
 
 import bcjax
 from bcjax.alignment import affine_transform
+from experiments.train_step import fresh_state, make_train_step, optax_descent
 
 
 class Head(nnx.Module):
@@ -34,11 +35,14 @@ class Head(nnx.Module):
     return z / jnp.maximum(jnp.linalg.norm(z, axis=-1, keepdims=True), 1e-12)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "optimizer", "temperature"), donate_argnums=(0, 1, 2))
-def _step(state, w, opt_state, batch, history, lam, *, graphdef, optimizer, temperature):
-  x1, x2, xa, za = batch
+@functools.lru_cache(maxsize=4)
+def _joint_step(graphdef: nnx.GraphDef, learning_rate: float, temperature: float):
+  """(Adam, the jitted ``train_step(state, (batch, history, lam), rng) -> (state, [loss, InfoNCE, multi-step])``)
+  over the parameters (C's state, B_C's {"w", "b"}) (:func:`experiments.train_step.make_train_step`)."""
+  optimizer = optax.adam(learning_rate)
 
-  def loss(params):
+  def loss_fn(params, extra, inputs):
+    (x1, x2, xa, za), history, lam = inputs
     state_p, w_p = params
     head = nnx.merge(graphdef, state_p)
     contrastive = bcjax.info_nce(head(x1), head(x2), temperature=temperature)
@@ -50,17 +54,10 @@ def _step(state, w, opt_state, batch, history, lam, *, graphdef, optimizer, temp
       transform=affine_transform(),
       history_transforms=affine_transform(),
     )
-    return contrastive + lam * align, (contrastive, align)
+    value = contrastive + lam * align
+    return value, (extra, jnp.stack([value, contrastive, align]))
 
-  (value, (contrastive, align)), grads = jax.value_and_grad(loss, has_aux=True)((state, w))
-  updates, opt_state = optimizer.update(grads, opt_state, (state, w))
-  state, w = optax.apply_updates((state, w), updates)
-  return state, w, opt_state, jnp.stack([value, contrastive, align])
-
-
-@functools.lru_cache(maxsize=4)
-def _adam(learning_rate: float):
-  return optax.adam(learning_rate)
+  return optimizer, make_train_step(jax.grad(loss_fn, has_aux=True), optax_descent(optimizer))
 
 
 def train_head(
@@ -94,8 +91,8 @@ def train_head(
   graphdef, state = nnx.split(head)
   d_prev = z_prev.shape[1]
   w = affine_transform().init(jax.random.key(seed + 1), d_prev, head_dim)
-  optimizer = _adam(learning_rate)
-  opt_state = optimizer.init((state, w))
+  optimizer, step_fn = _joint_step(graphdef, learning_rate, temperature)
+  train_state = fresh_state(optimizer, (state, w))
   history = {k: jnp.asarray(v, jnp.float32) for k, v in history.items()}
   rng = np.random.default_rng(seed)
   x = jnp.asarray(features, jnp.float32)
@@ -104,20 +101,11 @@ def train_head(
     p = pairs[rng.integers(0, len(pairs), batch_size)]
     a = aligned_rows[rng.integers(0, len(aligned_rows), batch_size)]
     batch = (x[p[:, 0]], x[p[:, 1]], x[a], zp[a])
-    state, w, opt_state, values = _step(
-      state,
-      w,
-      opt_state,
-      batch,
-      history,
-      jnp.float32(lam),
-      graphdef=graphdef,
-      optimizer=optimizer,
-      temperature=temperature,
-    )
+    train_state, values = step_fn(train_state, (batch, history, jnp.float32(lam)), None)
     if log is not None and (step % 100 == 0 or step == steps - 1):
       total, contrastive, align = (float(v) for v in values)
       log(step=step, lam=lam, loss=total, info_nce=contrastive, multi_step=align)
+  state, w = train_state.params
   head = nnx.merge(graphdef, state)
   embed = jax.jit(head.__call__)
   out = np.concatenate([np.asarray(embed(x[i : i + 4096])) for i in range(0, x.shape[0], 4096)])

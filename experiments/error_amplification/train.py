@@ -11,7 +11,6 @@ the true :math:`z_0 = M_0(x)` (metric 3 of section 4).
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +21,7 @@ from tqdm.auto import tqdm
 
 from bcjax._reduce import row_mean
 from bcjax.alignment import BackwardLinear, BackwardMap, BackwardTransform, alignment_error, fit_posthoc, notrans
-from bcjax.parallel import DATA_AXIS, replicate, split_rows
+from bcjax.parallel import DATA_AXIS, replicate
 from bcjax.versioning import Registry
 from experiments import common
 from experiments.bc_methods import JOINT, LINEAR, POSTHOC, POSTHOC_LOSS, alignment_loss, transform_name, transform_of
@@ -30,13 +29,7 @@ from experiments.error_amplification.configs import Config
 from experiments.error_amplification.data import ChainData, make_chain
 from experiments.error_amplification.model import Encoder, VersionModel
 from experiments.harness import Checkpoint, Run
-from experiments.train_step import apply_optimizer, data_parallel, donating_jit
-
-
-class TrainState(NamedTuple):
-  params: nnx.State  # encoder (and B_k) parameters
-  opt_state: optax.OptState
-  step: jax.Array  # shape=(), dtype=int32
+from experiments.train_step import fresh_state, make_train_step, optax_descent
 
 
 def _objective(
@@ -61,7 +54,7 @@ def _objective(
   return loss + lam * align, {"task": task, "align": align}
 
 
-def make_train_step(
+def version_train_step(
   graphdef: nnx.GraphDef,
   optimizer: optax.GradientTransformation,
   method: str,
@@ -71,26 +64,19 @@ def make_train_step(
   mesh: jax.sharding.Mesh | None = None,
   transform: BackwardTransform | None = None,
 ) -> Callable:
-  """Returns the jitted ``train_step(state, batch, rng) -> (state, metrics)`` with the state donated; with
-  ``mesh`` the batch rows are split over its devices inside ``jax.shard_map`` (parameters replicated). ``transform``
-  is the kind of B_k (None: the linear W_k)."""
+  """Returns the jitted ``train_step(state, batch, rng) -> (state, metrics)`` of eq. (3)
+  (:func:`experiments.train_step.make_train_step`, the state donated); with ``mesh`` the batch rows are split over
+  its devices inside ``jax.shard_map`` (parameters replicated). ``transform`` is the kind of B_k (None: the linear
+  W_k). The batches are drawn by the caller (the model is deterministic; ``rng`` is unused)."""
   axis = None if mesh is None else DATA_AXIS
 
-  def loss_fn(params, batch):
-    return _objective(nnx.merge(graphdef, params), batch, method, history, lam, l2, axis, transform)
+  def loss_fn(params, extra, batch):
+    loss, aux = _objective(nnx.merge(graphdef, params), batch, method, history, lam, l2, axis, transform)
+    return loss, (extra, {"loss": loss, **aux})
 
-  value_and_grad = data_parallel(jax.value_and_grad(loss_fn, has_aux=True), mesh, (jax.P(), jax.P(DATA_AXIS)))
-
-  @donating_jit
-  def train_step(state: TrainState, batch: dict, rng: jax.Array):
-    del rng  # deterministic model; the batches are drawn by the caller
-    if mesh is not None:
-      batch = split_rows(mesh, batch)
-    (loss, aux), grads = value_and_grad(state.params, batch)
-    params, opt_state = apply_optimizer(optimizer, grads, state.opt_state, state.params)
-    return TrainState(params, opt_state, state.step + 1), {"loss": loss, **aux}
-
-  return train_step
+  return make_train_step(
+    jax.grad(loss_fn, has_aux=True), optax_descent(optimizer), mesh=mesh, input_specs=jax.P(DATA_AXIS)
+  )
 
 
 def version_model(
@@ -142,10 +128,11 @@ def train_version(
   init_key, batch_key, step_key = jax.random.split(key, 3)
   graphdef, params = nnx.split(version_model(cfg, method, k, transform, nnx.Rngs(params=init_key)))
   optimizer = common.adam(cfg.learning_rate)
-  state = TrainState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
+  state = fresh_state(optimizer, params)
   if mesh is not None:  # placed as the step leaves it, so the step compiles once
     state = replicate(mesh, state)
-  step_fn = make_train_step(graphdef, optimizer, method if k else "non-bc", history, cfg.lam, cfg.l2, mesh, transform)
+  method_k = method if k else "non-bc"
+  step_fn = version_train_step(graphdef, optimizer, method_k, history, cfg.lam, cfg.l2, mesh, transform)
   rows = common.endless_batches(batch_key, cfg.n_train, cfg.batch_size)
   for step in range(cfg.steps):
     idx = next(rows)

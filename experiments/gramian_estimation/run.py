@@ -22,7 +22,7 @@ from bcjax.models import TwoTower
 from bcjax.parallel import DATA_AXIS, replicate, shard_table, split_rows
 from experiments.harness import option
 from experiments.two_tower.data import Sampler, gather, make_sampler, sample, train_data
-from experiments.two_tower.train import init_state, make_embedder, make_optimizer, make_train_step
+from experiments.two_tower.train import gramian_train_step, init_state, make_embedder, make_optimizer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +126,7 @@ def track(
   optimizer = make_optimizer(cfg.optimizer, cfg.learning_rate)
   driver = batch_gramian(sampling="uniform", axis_name=axis)
   state = init_state(graphdef, params, optimizer, driver, cfg.sizes[-1])
-  train_step = make_train_step(
+  train_step = gramian_train_step(
     graphdef,
     optimizer,
     driver,

@@ -14,13 +14,13 @@ from bcjax.models import TwoTower
 from bcjax.parallel import DATA_AXIS, replicate
 from experiments.gramian_training.configs import Config
 from experiments.two_tower.data import train_data
-from experiments.two_tower.softmax import make_softmax_step
+from experiments.two_tower.softmax import softmax_train_step
 from experiments.two_tower.train import (
+  gramian_train_step,
   init_state,
   make_embedder,
   make_estimation_error,
   make_optimizer,
-  make_train_step,
 )
 
 
@@ -30,7 +30,7 @@ def method_step(method: str, graphdef, optimizer, cfg: Config, mesh=None, num_en
   kind, _, variant = method.partition("-")
   axis_name = None if mesh is None else DATA_AXIS
   if kind == "softmax":
-    step = make_softmax_step(
+    step = softmax_train_step(
       graphdef, optimizer, batch_size=cfg.batch_size, temperature=cfg.temperature, correct=variant == "logq", mesh=mesh
     )
     return step, None, "uniform"
@@ -47,7 +47,7 @@ def method_step(method: str, graphdef, optimizer, cfg: Config, mesh=None, num_en
     estimator = None
   else:
     raise ValueError(f"unknown method {method!r}")
-  step = make_train_step(
+  step = gramian_train_step(
     graphdef,
     optimizer,
     estimator,

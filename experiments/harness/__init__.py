@@ -52,7 +52,7 @@ from experiments.harness._flags import (
 )
 from experiments.harness._launch import LAUNCH_FLAGS, main
 from experiments.harness._run import Run
-from experiments.harness._stages import REPEATED_ON_RESUME, Checkpoint, StageFailed, as_read_back
+from experiments.harness._stages import MISSING, REPEATED_ON_RESUME, Checkpoint, StageFailed, as_read_back
 
 # Before any JAX backend starts (importing jax starts none): forced CPU devices (XLA_FLAGS) get a client pool their
 # collectives cannot exhaust.
@@ -61,6 +61,7 @@ parallel.reserve_collective_threads()
 __all__ = (
   "FAULT_ENV",
   "LAUNCH_FLAGS",
+  "MISSING",
   "REPEATED_ON_RESUME",
   "Checkpoint",
   "Experiment",

@@ -1,6 +1,7 @@
 """An open run directory: resumable stages (pickles or checkpoints, written atomically), the metrics log and the
 run's outputs."""
 
+import contextlib
 import datetime
 import json
 import os
@@ -15,8 +16,8 @@ from bcjax.files import write_atomic
 from experiments import common
 from experiments.harness._faults import FAULT_ENV, fault
 from experiments.harness._stages import (
-  _NOT_WRITTEN,
   CHECKPOINT_SUFFIX,
+  MISSING,
   PICKLE_SUFFIX,
   Checkpoint,
   StageFailed,
@@ -58,11 +59,10 @@ class Run:
       raise ValueError(f"stage name {name!r} must be '/'-separated non-empty parts")
     return self.stages / f"{name}{suffix}"
 
-  def stage(self, name: str, compute: Callable[[], object], checkpoint: "Checkpoint | None" = None):
-    """``compute()`` once per run: a stage finished earlier (before a kill, in the run being resumed) is read back
-    instead. With ``checkpoint`` the value is written as an orbax checkpoint of ``checkpoint.save(value)`` and read
-    back through ``checkpoint.restore``; without, it (host arrays, dicts, NamedTuples) is pickled atomically. A
-    stage pickled by an earlier version of the experiment is read back as it was written."""
+  def stored(self, name: str, checkpoint: "Checkpoint | None" = None):
+    """The value of stage ``name`` if this run has it (computed earlier in this process, or finished before a kill in
+    the run being resumed, read back through ``checkpoint``), else :data:`MISSING`. A stage pickled by an earlier
+    version of the experiment is read back as it was written."""
     if name in self._values:
       return self._values[name]
     pickled, checkpointed = self._path(name), self._path(name, CHECKPOINT_SUFFIX)
@@ -72,20 +72,30 @@ class Run:
       with open(pickled, "rb") as f:
         value = pickle.load(f)
     else:
-      value = _NOT_WRITTEN
-    if value is not _NOT_WRITTEN:
-      self.loaded.append(name)
-      self._values[name] = value
-      return value
+      return MISSING
+    self.loaded.append(name)
+    self._values[name] = value
+    return value
+
+  @contextlib.contextmanager
+  def computing(self, name: str):
+    """The context that computes stage ``name``: an exception raised in it becomes :class:`StageFailed` naming the
+    stage (and where it was raised); a ``fail`` fault injected for the stage (:data:`FAULT_ENV`) raises on entry."""
     try:
       if fault("fail", name):
         raise RuntimeError(f"fault injected by {FAULT_ENV}")
-      value = compute()
+      yield
     except StageFailed:
       raise
     except Exception as e:
       raise StageFailed(name, e) from e
-    # What later stages see is what a resumed run would read back, so both runs compute the same numbers.
+
+  def store(self, name: str, value, checkpoint: "Checkpoint | None" = None):
+    """Saves stage ``name``'s ``value`` atomically and returns it as a resumed run would read it back, so both runs
+    compute the same numbers. With ``checkpoint`` the value is written as an orbax checkpoint of
+    ``checkpoint.save(value)`` and read back through ``checkpoint.restore``; without, it (host arrays, dicts,
+    NamedTuples) is pickled."""
+    pickled, checkpointed = self._path(name), self._path(name, CHECKPOINT_SUFFIX)
     if checkpoint is None:
       data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
       if self.writer:
@@ -101,6 +111,16 @@ class Run:
     self.computed.append(name)
     if fault("kill", name):
       os.kill(os.getpid(), signal.SIGKILL)
+    return value
+
+  def stage(self, name: str, compute: Callable[[], object], checkpoint: "Checkpoint | None" = None):
+    """``compute()`` once per run: :meth:`stored`, else :meth:`computing` and :meth:`store`. A method module that
+    must not hand the harness its code drives those three itself."""
+    value = self.stored(name, checkpoint)
+    if value is MISSING:
+      with self.computing(name):
+        value = compute()
+      value = self.store(name, value, checkpoint)
     return value
 
   def finished_stages(self) -> list[str]:

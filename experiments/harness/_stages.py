@@ -29,7 +29,15 @@ class StageFailed(RuntimeError):
 
 
 PICKLE_SUFFIX, CHECKPOINT_SUFFIX = ".pkl", ".orbax"
-_NOT_WRITTEN = object()
+
+
+class _Missing:
+  def __repr__(self) -> str:
+    return "MISSING"
+
+
+MISSING = _Missing()
+"""What :meth:`Run.stored` returns for a stage this run does not have yet (a stage's value may be None)."""
 
 
 class Checkpoint(typing.NamedTuple):

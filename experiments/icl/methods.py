@@ -34,7 +34,7 @@ from experiments.common import shuffled_batches, to_host
 from experiments.icl.configs import METHODS, Config
 from experiments.icl.convergence import Rule, Tracker, curve_status
 from experiments.icl.data import Cycle, common_budget, stack_batches
-from experiments.icl.steps import MetaRule, adam_step, agent_step, init_carry, meta_step
+from experiments.icl.steps import MetaRule, adam_step, agent_step, init_state, meta_step
 from experiments.icl.train import Encoder, Timer
 
 
@@ -64,8 +64,8 @@ def agent_config(cfg: Config) -> AgentConfig:
 
 
 class _Trainer:
-  """One method's run: the donated step carry (θ, BatchNorm statistics, Adam, the agents), PRNG streams, the timer
-  and the epoch's losses, kept on the device until the epoch ends."""
+  """One method's run: the donated train state (θ, Adam; BatchNorm statistics and the agents as its ``extra``), PRNG
+  streams, the timer and the epoch's losses, kept on the device until the epoch ends."""
 
   def __init__(
     self,
@@ -78,33 +78,34 @@ class _Trainer:
   ):
     self.ctx, self.cfg, self.enc = ctx, ctx.cfg, encoder
     self.key, k_agents = jax.random.split(key)
-    self.carry = init_carry(
+    self.state = init_state(
       encoder.params, encoder.stats, self.cfg.learning_rate, self.cfg.weight_decay, agent, k_agents, initial_loss
     )
     self.mesh = ctx.mesh
     self.devices = 1 if ctx.mesh is None else ctx.mesh.devices.size
     if ctx.mesh is not None:  # replicated on every device; the steps keep it so
-      self.carry = jax.device_put(self.carry, NamedSharding(ctx.mesh, jax.P()))
+      self.state = jax.device_put(self.state, NamedSharding(ctx.mesh, jax.P()))
     self.rng = np.random.default_rng(seed)
     self.timer = Timer()
     self.pending = []  # the epoch's per-batch losses (device scalars)
 
   @property
   def params(self):
-    return self.carry.params
+    return self.state.params
 
   @property
   def stats(self):
-    return self.carry.stats
+    return self.state.extra[0]
 
   def next_key(self):
     self.key, sub = jax.random.split(self.key)
     return sub
 
-  def run(self, step, *args):
-    """One fused step: the carry moves on and its loss joins the epoch's (no host synchronisation)."""
-    self.carry, loss = self.timer.dispatch(step, self.carry, *args)
-    self.pending.append(loss[0] if isinstance(loss, tuple) else loss)
+  def run(self, step, batch):
+    """One fused step on ``batch`` with the next key: the state moves on and its loss joins the epoch's (no host
+    synchronisation)."""
+    self.state, metrics = self.timer.dispatch(step, self.state, batch, self.next_key())
+    self.pending.append(metrics["loss"])
 
   def epoch_loss(self) -> float:
     """The mean of the epoch's losses: the epoch's one host synchronisation."""
@@ -146,7 +147,7 @@ def _nce_i_epoch(t: _Trainer, indices: np.ndarray, teacher: Encoder | None = Non
   else:
     step, frozen, extra = t.adam_step("distill", teacher=teacher), (teacher.params, teacher.stats), t.cfg.distill_weight
   for index in shuffled_batches(len(indices), t.cfg.batch_size, t.rng):
-    t.run(step, t.views(indices[index]), t.next_key(), np.float32(extra), frozen)
+    t.run(step, (t.views(indices[index]), np.float32(extra), frozen))
   return t.epoch_loss()
 
 
@@ -187,10 +188,7 @@ def _two_phase_epoch(t: _Trainer, inc: _Incremental, learned: bool) -> float:
       step = t.adam_step(kind, extra)
     for index in shuffled_batches(len(indices), c.batch_size, t.rng):
       batch = views(t, indices[index])
-      if learned:
-        t.run(step, batch, t.next_key(), alpha)
-      else:
-        t.run(step, batch, t.next_key(), alpha, None)
+      t.run(step, (batch, alpha) if learned else (batch, alpha, None))
   return t.epoch_loss()
 
 
@@ -212,7 +210,7 @@ def _meta_epoch(t: _Trainer, inc: _Incremental, learned: bool) -> float:
   for index in shuffled_batches(len(t.ctx.new), c.batch_size, t.rng):
     supports = [inc.support_views(t, inc.support_cycle.next(), place=False) for _ in range(inc.n_inner)]
     *supports, query = common_budget(supports + [inc.query_views(t, t.ctx.new[index], place=False)])
-    t.run(step, t.place(stack_batches(supports), axis=1), t.place(query), t.next_key(), alpha)
+    t.run(step, (t.place(stack_batches(supports), axis=1), t.place(query), alpha))
   return t.epoch_loss()
 
 
@@ -317,7 +315,7 @@ def pretrain(ctx: Context, fresh: Encoder, key: jax.Array, seed: int, log=None) 
 
   def epoch():
     for index in shuffled_batches(len(ctx.old), t.cfg.batch_size, t.rng):
-      t.run(step, t.views(ctx.old[index]), t.next_key(), np.float32(0.0), None)
+      t.run(step, (t.views(ctx.old[index]), np.float32(0.0), None))
     last.append(t.pending[-1])
     return t.epoch_loss()
 

@@ -10,38 +10,33 @@ one dispatch per batch and one host synchronisation (its losses) at its end.
   lr_q fixed or from the query agent, or Adam as the reference code). It composes
   :func:`bcjax.first_order_meta_gradient` and :func:`bcjax.learning_rate_agent`; nothing here re-derives them.
 
-The carry (parameters, BatchNorm statistics, Adam state, the agents' states) is donated: its buffers, the agents'
-replay buffers included, are updated in place.
+Each is :func:`experiments.train_step.make_train_step` with ICL's parts: the state's ``extra`` is (BatchNorm
+statistics, the agents' states), its ``opt_state`` Adam's (unused by the SGD-only variants); the state is donated, so
+its buffers, the agents' replay buffers included, are updated in place. A step is ``step(state, batch, key) ->
+(state, metrics)`` with ``metrics["loss"]`` the batch's loss (the query loss of a meta step).
 
 With ``mesh`` (``--devices``) a step is data-parallel: its batches arrive as device blocks (``devices=`` of the
-data's ``views``) split over the mesh inside ``jax.shard_map``, the carry is replicated, and the losses, their
-gradients and the BatchNorm statistics are those of the whole batch (:func:`experiments.icl.train.loss_fn` with
-``axis_name``), so every device applies the same update and the carry stays replicated.
+data's ``views``) split over the mesh inside ``jax.shard_map`` (each device's block squeezed), the state is
+replicated, and the losses, their gradients and the BatchNorm statistics are those of the whole batch
+(:func:`experiments.icl.train.loss_fn` with ``axis_name``), so every device applies the same update and the state
+stays replicated.
 """
 
 import functools
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 from flax import nnx
 
-from bcjax._device import copy_tree
 from bcjax.contrastive import AgentConfig, first_order_meta_gradient, learning_rate_agent, sgd_step
 from bcjax.parallel import DATA_AXIS
 from experiments.common import adam
 from experiments.icl.train import batch_loss
+from experiments.train_step import TrainState, apply_optimizer, fresh_state, make_train_step, optax_descent
 
 
-class Carry(NamedTuple):
-  params: Any
-  stats: Any
-  opt_state: Any  # Adam's state (unused by the SGD-only variants)
-  agents: tuple  # () or (support agent, query agent) states
-
-
-def init_carry(
+def init_state(
   params,
   stats,
   learning_rate: float,
@@ -49,39 +44,58 @@ def init_carry(
   agent: AgentConfig | None,
   key: jax.Array,
   initial_loss: float | None = None,
-) -> Carry:
+) -> TrainState:
   """Device copies of θ and the statistics, a fresh Adam state and, with ``agent``, two fresh agents that have seen
-  ``initial_loss`` (the pre-training's last mini-batch loss)."""
-  params, stats = copy_tree((params, stats))
+  ``initial_loss`` (the pre-training's last mini-batch loss): ``extra`` = (statistics, agents)."""
   agents = ()
   if agent is not None:
     make = learning_rate_agent(agent)
     agents = tuple(make.init(k, initial_loss) for k in jax.random.split(key))
-  return Carry(params, stats, adam(learning_rate, weight_decay).init(params), agents)
+  return fresh_state(adam(learning_rate, weight_decay), params, (stats, agents))
 
 
-def _on_mesh(step, mesh, block_axes: tuple):
-  """``step(carry, *args) -> (carry, out)`` run data-parallel over ``mesh`` (unchanged without one): ``block_axes[i]``
-  is the axis of ``args[i]``'s leaves that holds the device blocks (each device gets its own, squeezed), None for an
-  argument every device sees whole (keys, scalars, a frozen teacher). Replicated parameters used on every device's
-  rows get the gradient summed over the mesh from shard_map's autodiff; the carry and the outputs are replicated."""
+def _icl_step(gradient, descent, prepare, mesh, inputs: type, block_axes: tuple):
+  """The train step of ICL's parts (:func:`experiments.train_step.make_train_step`): ``inputs`` (a NamedTuple
+  class) has a field per entry of ``block_axes``, the axis of its leaves that holds the device blocks (None: seen
+  whole by every device)."""
+  specs = inputs(*(jax.P() if axis is None else jax.P(*([None] * axis), DATA_AXIS) for axis in block_axes))
+  return make_train_step(_blockwise(gradient, mesh, block_axes), descent, prepare=prepare, mesh=mesh, input_specs=specs)
+
+
+def _blockwise(gradient, mesh, block_axes: tuple):
+  """``gradient`` reading one device's block of each blocked input, squeezed (unchanged without a mesh)."""
   if mesh is None:
-    return step
+    return gradient
 
-  def local(carry, *args):
-    args = [
-      a if axis is None else jax.tree.map(lambda x, axis=axis: jnp.squeeze(x, axis), a)
-      for a, axis in zip(args, block_axes)
-    ]
-    return step(carry, *args)
+  def local(params, extra, inputs):
+    inputs = type(inputs)(
+      *(
+        a if axis is None else jax.tree.map(lambda x, axis=axis: jnp.squeeze(x, axis), a)
+        for a, axis in zip(inputs, block_axes)
+      )
+    )
+    return gradient(params, extra, inputs)
 
-  specs = tuple(jax.P() if axis is None else jax.P(*([None] * axis), DATA_AXIS) for axis in block_axes)
-  return jax.shard_map(local, mesh=mesh, in_specs=(jax.P(),) + specs, out_specs=jax.P())
+  return local
 
 
-def _adam_apply(optimizer, params, opt_state, grads):
-  updates, opt_state = optimizer.update(grads, opt_state, params)
-  return optax.apply_updates(params, updates), opt_state
+def _loss_gradient(loss):
+  """The gradient of ``loss(params, stats, batch) -> (loss, stats)`` (:func:`~experiments.icl.train.batch_loss`) in
+  the train step's shape: ``extra`` = (statistics, agents), the agents carried through."""
+
+  def gradient(params, extra, batch):
+    stats, agents = extra
+    (value, stats), grads = jax.value_and_grad(loss, has_aux=True)(params, stats, batch)
+    return grads, ((stats, agents), {"loss": value})
+
+  return gradient
+
+
+class AdamInputs(NamedTuple):
+  views: object
+  key: jax.Array
+  extra: jax.Array
+  teacher: object  # (params, stats) of the frozen teacher, or None
 
 
 @functools.cache
@@ -95,39 +109,56 @@ def adam_step(
   teacher_def: nnx.GraphDef | None = None,
   mesh=None,
 ):
-  """``step(carry, views, key, extra, teacher) -> (carry, loss)``: ``kind``'s loss on one batch and one Adam step.
-  With ``teacher_def`` (distillation) ``teacher = (params, stats)`` of the frozen encoder embeds the anchors inside
-  the step; otherwise pass ``None``."""
-  loss_fn = batch_loss(train_def, kind, temperature, static_extra, None if mesh is None else DATA_AXIS)
-  optimizer = adam(learning_rate, weight_decay)
+  """``step(state, (views, extra, teacher), key) -> (state, metrics)``: ``kind``'s loss on one batch and one Adam
+  step. With ``teacher_def`` (distillation) ``teacher = (params, stats)`` of the frozen encoder embeds the anchors
+  inside the step; otherwise pass ``None``."""
+  loss = batch_loss(train_def, kind, temperature, static_extra, None if mesh is None else DATA_AXIS)
+  loss_gradient = _loss_gradient(loss)
 
-  def step(carry: Carry, views, key, extra, teacher):
+  def gradient(params, extra, inputs: AdamInputs):
+    views = inputs.views
     if teacher_def is not None:
-      views = (views, nnx.merge(teacher_def, *teacher)(views.anchor))
-    (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(carry.params, carry.stats, (views, key, extra))
-    params, opt_state = _adam_apply(optimizer, carry.params, carry.opt_state, grads)
-    return carry._replace(params=params, stats=stats, opt_state=opt_state), loss
+      views = (views, nnx.merge(teacher_def, *inputs.teacher)(views.anchor))
+    return loss_gradient(params, extra, (views, inputs.key, inputs.extra))
 
-  return jax.jit(_on_mesh(step, mesh, (0, None, None, None)), donate_argnums=(0,))
+  def prepare(state, batch, key) -> AdamInputs:
+    return AdamInputs(batch[0], key, batch[1], batch[2])
+
+  descent = optax_descent(adam(learning_rate, weight_decay))
+  return _icl_step(gradient, descent, prepare, mesh, AdamInputs, (0, None, None, None))
+
+
+class AgentInputs(NamedTuple):
+  views: object
+  key: jax.Array  # the loss's
+  extra: jax.Array
+  agent_key: jax.Array  # the agent's
 
 
 @functools.cache
 def agent_step(
   train_def: nnx.GraphDef, kind: str, temperature: float, agent: AgentConfig, which: int, static_extra=None, mesh=None
 ):
-  """``step(carry, views, key, extra) -> (carry, loss)``: ``kind``'s loss on one batch and an SGD step with the rate
-  that agent ``which`` (0 support, 1 query) picks from that loss."""
-  loss_fn = batch_loss(train_def, kind, temperature, static_extra, None if mesh is None else DATA_AXIS)
+  """``step(state, (views, extra), key) -> (state, metrics)``: ``kind``'s loss on one batch and an SGD step with
+  the rate that agent ``which`` (0 support, 1 query) picks from that loss."""
+  loss = batch_loss(train_def, kind, temperature, static_extra, None if mesh is None else DATA_AXIS)
+  loss_gradient = _loss_gradient(loss)
   observe = learning_rate_agent(agent).observe
 
-  def step(carry: Carry, views, key, extra):
-    k_loss, k_agent = jax.random.split(key)
-    (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(carry.params, carry.stats, (views, k_loss, extra))
-    rate, agent_state, _ = observe(carry.agents[which], loss, k_agent)
-    agents = tuple(agent_state if i == which else a for i, a in enumerate(carry.agents))
-    return carry._replace(params=sgd_step(carry.params, grads, rate), stats=stats, agents=agents), loss
+  def gradient(params, extra, inputs: AgentInputs):
+    return loss_gradient(params, extra, (inputs.views, inputs.key, inputs.extra))
 
-  return jax.jit(_on_mesh(step, mesh, (0, None, None)), donate_argnums=(0,))
+  def descend(grad_fn, state: TrainState, inputs: AgentInputs, place):
+    grads, ((stats, agents), metrics) = grad_fn(state.params, state.extra, place(inputs))
+    rate, agent_state, _ = observe(agents[which], metrics["loss"], inputs.agent_key)
+    agents = tuple(agent_state if i == which else a for i, a in enumerate(agents))
+    return sgd_step(state.params, grads, rate), state.opt_state, (stats, agents), metrics
+
+  def prepare(state, batch, key) -> AgentInputs:
+    k_loss, k_agent = jax.random.split(key)
+    return AgentInputs(batch[0], k_loss, batch[1], k_agent)
+
+  return _icl_step(gradient, descend, prepare, mesh, AgentInputs, (0, None, None, None))
 
 
 class MetaRule(NamedTuple):
@@ -143,54 +174,78 @@ class MetaRule(NamedTuple):
   unroll: bool = False  # unroll the inner steps instead of scanning over them
 
 
+class MetaInputs(NamedTuple):
+  supports: object  # the n_inner NCE-II batches, stacked on axis 0 (device blocks on axis 1)
+  query: object  # the mixed NCE-I batch
+  support_keys: jax.Array  # [n_inner]
+  query_key: jax.Array
+  agents_key: jax.Array  # the support agent's, folded with the inner step
+  outer_key: jax.Array  # the query agent's
+  alpha: jax.Array
+
+
 @functools.cache
 def meta_step(train_def: nnx.GraphDef, temperature: float, new_num: int, rule: MetaRule, mesh=None):
-  """``step(carry, supports, query, key, alpha) -> (carry, (query loss, support losses [n_inner]))``: ICL's
-  fused step per query batch (see the module docstring). ``supports`` are the n_inner NCE-II batches stacked on a
-  leading axis (their device blocks on the next); ``query`` the mixed NCE-I batch; ``alpha`` the growth ratio of
-  NCE-II."""
+  """``step(state, (supports, query, alpha), key) -> (state, metrics)``: ICL's fused step per query batch (see the
+  module docstring); ``metrics`` holds the query ``loss`` and the ``support_losses`` [n_inner]. ``supports`` are
+  the n_inner NCE-II batches stacked on a leading axis (their device blocks on the next); ``query`` the mixed NCE-I
+  batch; ``alpha`` the growth ratio of NCE-II."""
   axis_name = None if mesh is None else DATA_AXIS
   support_loss = batch_loss(train_def, "nce-ii", temperature, None, axis_name)
   query_loss = batch_loss(train_def, "mixed", temperature, new_num, axis_name)
   observe = learning_rate_agent(rule.agent).observe if rule.agent is not None else None
   optimizer = adam(rule.learning_rate, rule.weight_decay)
 
-  def step(carry: Carry, supports, query, key, alpha):
+  def prepare(state, batch, key) -> MetaInputs:
+    supports, query, alpha = batch
     n_inner = jax.tree.leaves(supports)[0].shape[0]
     k_support, k_query, k_agents, k_outer = jax.random.split(key, 4)
-    support_keys = jax.random.split(k_support, n_inner)
+    return MetaInputs(supports, query, jax.random.split(k_support, n_inner), k_query, k_agents, k_outer, alpha)
+
+  def gradient(params, extra, inputs: MetaInputs):
+    """The first-order meta-gradient (eq. 12) at θ: n_inner support steps, the query loss at θ'."""
+    stats, agents = extra
+    supports, n_inner = inputs.supports, inputs.support_keys.shape[0]
     if rule.unroll:
-      batches = [(jax.tree.map(lambda x, i=i: x[i], supports), support_keys[i], alpha) for i in range(n_inner)]
+      batches = [
+        (jax.tree.map(lambda x, i=i: x[i], supports), inputs.support_keys[i], inputs.alpha) for i in range(n_inner)
+      ]
     else:
-      batches = (supports, support_keys, jnp.full(n_inner, alpha))
+      batches = (supports, inputs.support_keys, jnp.full(n_inner, inputs.alpha))
     if observe is None:
       rates, rate_state = rule.inner_rate, None
     else:
 
       def rates(agent_state, i, loss):
-        lr, agent_state, _ = observe(agent_state, loss, jax.random.fold_in(k_agents, i))
+        lr, agent_state, _ = observe(agent_state, loss, jax.random.fold_in(inputs.agents_key, i))
         return lr, agent_state
 
-      rate_state = carry.agents[0]
+      rate_state = agents[0]
     meta = first_order_meta_gradient(
       support_loss,
       query_loss,
-      carry.params,
-      carry.stats,
+      params,
+      stats,
       batches,
-      (query, k_query, new_num),
+      (inputs.query, inputs.query_key, new_num),
       rates,
       stacked=not rule.unroll,
       rate_state=rate_state,
     )
-    agents = carry.agents
-    if observe is not None:
-      lr_q, agent_q, _ = observe(carry.agents[1], meta.query_loss, k_outer)
-      params, opt_state, agents = sgd_step(carry.params, meta.grads, lr_q), carry.opt_state, (meta.rate_state, agent_q)
-    elif rule.outer == "adam":
-      params, opt_state = _adam_apply(optimizer, carry.params, carry.opt_state, meta.grads)
-    else:
-      params, opt_state = sgd_step(carry.params, meta.grads, rule.outer_rate), carry.opt_state
-    return Carry(params, meta.aux, opt_state, agents), (meta.query_loss, meta.support_losses)
+    agents = agents if observe is None else (meta.rate_state, agents[1])
+    return meta.grads, ((meta.aux, agents), {"loss": meta.query_loss, "support_losses": meta.support_losses})
 
-  return jax.jit(_on_mesh(step, mesh, (1, 0, None, None)), donate_argnums=(0,))
+  def descend(grad_fn, state: TrainState, inputs: MetaInputs, place):
+    """The outer step on θ: SGD at the query agent's rate, Adam, or SGD at ``outer_rate``."""
+    grads, ((stats, agents), metrics) = grad_fn(state.params, state.extra, place(inputs))
+    opt_state = state.opt_state
+    if observe is not None:
+      lr_q, agent_q, _ = observe(agents[1], metrics["loss"], inputs.outer_key)
+      params, agents = sgd_step(state.params, grads, lr_q), (agents[0], agent_q)
+    elif rule.outer == "adam":
+      params, opt_state = apply_optimizer(optimizer, grads, opt_state, state.params)
+    else:
+      params = sgd_step(state.params, grads, rule.outer_rate)
+    return params, opt_state, (stats, agents), metrics
+
+  return _icl_step(gradient, descend, prepare, mesh, MetaInputs, (1, 0, None, None, None, None, None))

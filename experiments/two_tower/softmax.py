@@ -15,20 +15,27 @@ a block of the pairs and the candidates are every device's right entities (an al
 global batch's.
 """
 
-import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
 from bcjax.gramian import sampled_softmax_loss
-from bcjax.parallel import DATA_AXIS, split_rows
+from bcjax.parallel import DATA_AXIS
+from experiments.train_step import TrainState, make_train_step, require_divisible
 from experiments.two_tower.data import TrainData, gather
-from experiments.two_tower.sparse import descend
-from experiments.two_tower.train import TrainState
+from experiments.two_tower.sparse import descent
 
 
-def make_softmax_step(
+class SoftmaxInputs(NamedTuple):
+  """One step's (left, right) bags of the B pairs and log Q of each pair's right entity; all split over a mesh."""
+
+  groups: tuple
+  log_q: jax.Array  # [B]
+
+
+def softmax_train_step(
   graphdef: nnx.GraphDef,
   optimizer,
   *,
@@ -37,48 +44,37 @@ def make_softmax_step(
   correct: bool = True,
   mesh: jax.sharding.Mesh | None = None,
 ):
-  """``train_step(state, data, rng) -> (state, metrics)`` (state donated) minimising the in-batch softmax, with the
-  logQ correction unless ``correct=False``. Metrics: ``loss`` (and ``observed_loss``, the same, so the curves of
-  every method read alike)."""
+  """``train_step(state, data, rng) -> (state, metrics)`` (:func:`experiments.train_step.make_train_step`, state
+  donated) minimising the in-batch softmax, with the logQ correction unless ``correct=False``. Metrics: ``loss`` (and
+  ``observed_loss``, the same, so the curves of every method read alike)."""
   if not temperature > 0:
-    raise ValueError(f"make_softmax_step: `temperature` must be positive, got {temperature}")
+    raise ValueError(f"softmax_train_step: `temperature` must be positive, got {temperature}")
   axis = None if mesh is None else DATA_AXIS
-  if mesh is not None and batch_size % mesh.devices.size:
-    raise ValueError(
-      f"make_softmax_step: `batch_size`={batch_size} is not divisible by the {mesh.devices.size} "
-      f"devices of the mesh (--devices)"
-    )
+  require_divisible("softmax_train_step", mesh, batch_size=batch_size)
 
-  def loss_fn(params, groups, log_q: jax.Array):
+  def loss_fn(params, extra, inputs: SoftmaxInputs):
     model = nnx.merge(graphdef, params)
-    u = model.embed_left(groups[0])
-    v = model.embed_right(groups[1])
+    u = model.embed_left(inputs.groups[0])
+    v = model.embed_right(inputs.groups[1])
+    log_q = inputs.log_q
     labels = jnp.arange(u.shape[0])
     if axis is not None:  # every device's right entities are candidates; this device's positives sit at its offset
       v, log_q = jax.lax.all_gather((v, log_q), axis, tiled=True)
       labels = labels + jax.lax.axis_index(axis) * u.shape[0]
     correction = log_q if correct else None
     loss = sampled_softmax_loss(u / temperature, v, labels, log_q=correction, axis_name=axis)
-    return loss, {"loss": loss, "observed_loss": loss}
+    return loss, (extra, {"loss": loss, "observed_loss": loss})
 
-  grad_fn = jax.grad(loss_fn, has_aux=True)
-  if mesh is not None:
-    grad_fn = jax.shard_map(
-      grad_fn, mesh=mesh, in_specs=(jax.P(), jax.P(DATA_AXIS), jax.P(DATA_AXIS)), out_specs=jax.P()
-    )
-
-  @functools.partial(jax.jit, donate_argnums=(0,))
-  def train_step(state: TrainState, data: TrainData, rng: jax.Array):
+  def prepare(state: TrainState, data: TrainData, rng: jax.Array) -> SoftmaxInputs:
     pairs = jax.random.randint(rng, (batch_size,), 0, data.num_pairs)
     right = data.pair_right[pairs]
-    groups, log_q = (
-      (gather(data.left_groups, data.pair_left[pairs]), gather(data.right_groups, right)),
-      data.right_log_q[right],
-    )
-    place = None
-    if mesh is not None:
-      log_q, place = split_rows(mesh, log_q), functools.partial(split_rows, mesh)
-    params, opt_state, metrics = descend(optimizer, grad_fn, state.params, state.opt_state, groups, log_q, place=place)
-    return state._replace(params=params, opt_state=opt_state, step=state.step + 1), metrics
+    groups = (gather(data.left_groups, data.pair_left[pairs]), gather(data.right_groups, right))
+    return SoftmaxInputs(groups, data.right_log_q[right])
 
-  return train_step
+  return make_train_step(
+    jax.grad(loss_fn, has_aux=True),
+    descent(optimizer),
+    prepare=prepare,
+    mesh=mesh,
+    input_specs=SoftmaxInputs(jax.P(DATA_AXIS), jax.P(DATA_AXIS)),
+  )

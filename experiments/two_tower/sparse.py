@@ -4,7 +4,7 @@ The two-tower input table has a row per feature (at a million pages, a million r
 thousand of them. Autodiff's gradient of the table is dense (a scatter-add into a zero [V, d] array) and a dense
 optimiser then reads and writes every row: at n = 1M that is ~0.13 s of a step whose model work takes a few ms.
 
-:class:`RowSparse` applies an optax transformation to the rows a step uses only: :func:`descend` gathers them
+:class:`RowSparse` applies an optax transformation to the rows a step uses only: :func:`descent` gathers them
 (``jnp.unique`` with a static size), differentiates the loss with respect to that small table (the step's bags
 re-indexed into it), runs the transformation on those rows and their slices of its state, and writes both back;
 every other parameter (the towers) takes the dense transformation as before. What that means depends on the
@@ -19,7 +19,6 @@ transformation:
   optimiser of large embedding tables; on a row every step uses, it equals Adam.
 """
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -27,7 +26,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from experiments.train_step import apply_optimizer
+from experiments.train_step import Descent, optax_descent
 
 TABLE = "inputs"  # the TwoTower attribute holding the shared input table
 
@@ -85,22 +84,25 @@ def update_rows(transform: optax.GradientTransformation, table, state, rows: jax
   return table, jax.tree.map(write, state, part)
 
 
-def descend(optimizer, grad_fn: Callable, params: nnx.State, opt_state, groups, *args, place: Callable | None = None):
-  """One optimiser step: ``grads, aux = grad_fn(params, place(groups), *args)`` and the update of ``params`` and
-  ``opt_state``. ``groups`` are the step's bags (a pytree of id arrays into the input table, replicated) and the
-  loss may read the table only through them; ``place`` puts them where ``grad_fn`` reads them (e.g. split over a
-  data mesh), after they are re-indexed. With a :class:`RowSparse` optimiser the table is replaced by the rows they
-  use (see the module docstring); any other optimiser is an optax transformation applied densely. Returns
-  ``(params, opt_state, aux)``."""
-  place = place or (lambda g: g)
+def descent(optimizer) -> Descent:
+  """The :class:`~experiments.train_step.Descent` of ``optimizer``: a :class:`RowSparse` one replaces the input
+  table by the rows the step's bags (``inputs.groups``: a pytree of id arrays into the table, replicated) use,
+  differentiates with the bags re-indexed into them and updates those rows only (see the module docstring); any
+  other optimiser is an optax transformation applied densely (:func:`~experiments.train_step.optax_descent`). The
+  loss must read the table only through ``inputs.groups``."""
   if not isinstance(optimizer, RowSparse):
-    grads, aux = grad_fn(params, place(groups), *args)
-    return *apply_optimizer(optimizer, grads, opt_state, params), aux
-  table, rest = split_table(params)
-  rows, local_groups = step_rows(groups, jax.tree.leaves(table)[0].shape[0])
-  local = jax.tree.map(lambda t: t.at[rows].get(mode="fill", fill_value=0), table)
-  grads, aux = grad_fn(nnx.merge_state(local, rest), place(local_groups), *args)
-  table_grads, rest_grads = split_table(grads)
-  updates, towers = optimizer.towers.update(rest_grads, opt_state.towers, rest)
-  table, table_state = update_rows(optimizer.table, table, opt_state.table, rows, table_grads)
-  return nnx.merge_state(table, optax.apply_updates(rest, updates)), RowSparseState(towers, table_state), aux
+    return optax_descent(optimizer)
+
+  def descend(grad_fn, state, inputs, place):
+    table, rest = split_table(state.params)
+    rows, local_groups = step_rows(inputs.groups, jax.tree.leaves(table)[0].shape[0])
+    local = jax.tree.map(lambda t: t.at[rows].get(mode="fill", fill_value=0), table)
+    inputs = place(inputs._replace(groups=local_groups))
+    grads, (extra, metrics) = grad_fn(nnx.merge_state(local, rest), state.extra, inputs)
+    table_grads, rest_grads = split_table(grads)
+    updates, towers = optimizer.towers.update(rest_grads, state.opt_state.towers, rest)
+    table, table_state = update_rows(optimizer.table, table, state.opt_state.table, rows, table_grads)
+    params = nnx.merge_state(table, optax.apply_updates(rest, updates))
+    return params, RowSparseState(towers, table_state), extra, metrics
+
+  return descend

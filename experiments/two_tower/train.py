@@ -17,18 +17,10 @@ import optax
 from flax import nnx
 
 from bcjax.gramian import GramianEstimator, full_gramian, gramian_penalty, penalty_surrogate
-from bcjax.parallel import DATA_AXIS, split_rows
-from experiments.train_step import data_parallel, donating_jit
+from bcjax.parallel import DATA_AXIS
+from experiments.train_step import TrainState, fresh_state, make_train_step, require_divisible
 from experiments.two_tower.data import TrainData, gather, sample
-from experiments.two_tower.sparse import RowSparse, descend
-
-
-class TrainState(NamedTuple):
-  params: nnx.State
-  opt_state: optax.OptState
-  left_estimator: tuple  # estimator states of G_u and G_v
-  right_estimator: tuple
-  step: jax.Array
+from experiments.two_tower.sparse import RowSparse, descent
 
 
 def make_optimizer(name: str, learning_rate: float) -> optax.GradientTransformation | RowSparse:
@@ -54,7 +46,8 @@ def _sides(estimator: Estimators) -> tuple:
 
 
 def init_state(graphdef, params, optimizer, estimator: Estimators, k: int, caches=None) -> TrainState:
-  """Fresh optimiser and estimator states (none for the exact oracle, ``estimator=None``).
+  """A fresh :class:`~experiments.train_step.TrainState` whose ``extra`` is the (left, right) estimator states (empty
+  for the exact oracle, ``estimator=None``).
 
   ``caches``: the (left [n_u, k], right [n_v, k]) embeddings of every entity under ``params``, which initialise
   caching estimators (SAGram, Alg. 1 line 4); the other estimators start from zero and need none.
@@ -67,7 +60,7 @@ def init_state(graphdef, params, optimizer, estimator: Estimators, k: int, cache
   else:
     shape = jax.ShapeDtypeStruct((1, k), jnp.float32)
     left, right = left_est.init(shape), right_est.init(shape)
-  return TrainState(params, optimizer.init(params), left, right, jnp.zeros((), jnp.int32))
+  return fresh_state(optimizer, params, (left, right))
 
 
 def exact_gramians(graphdef: nnx.GraphDef, params, data: TrainData, chunk_size: int) -> tuple[jax.Array, jax.Array]:
@@ -85,7 +78,8 @@ def exact_gramians(graphdef: nnx.GraphDef, params, data: TrainData, chunk_size: 
 
 class StepGroups(NamedTuple):
   """The bags (feature ids per group) of one step's entities: the B' pairs' left and right entities and each side's
-  entity batch. The loss reads the input table only through them (see :func:`~experiments.two_tower.sparse.descend`)."""
+  entity batch. The loss reads the input table only through them (see
+  :class:`~experiments.two_tower.sparse.RowSparse`)."""
 
   pair_left: tuple[jax.Array, ...]
   pair_right: tuple[jax.Array, ...]
@@ -104,7 +98,21 @@ class Rows(NamedTuple):
   right_mu: jax.Array
 
 
-def make_train_step(
+class StepInputs(NamedTuple):
+  """What the loss of one step reads: the entities' bags, the pairs' targets s_i, the sampled rows and, for the
+  exact oracle, (G_u, G_v) of every entity (None otherwise)."""
+
+  groups: StepGroups
+  target: jax.Array  # [B]
+  rows: Rows
+  exact: tuple[jax.Array, jax.Array] | None
+
+
+# The bags, targets and rows are split over the mesh; the oracle's Gramians are replicated.
+_INPUT_SPECS = StepInputs(jax.P(DATA_AXIS), jax.P(DATA_AXIS), jax.P(DATA_AXIS), jax.P())
+
+
+def gramian_train_step(
   graphdef: nnx.GraphDef,
   optimizer,
   estimator: Estimators,
@@ -115,7 +123,8 @@ def make_train_step(
   mesh: jax.sharding.Mesh | None = None,
   exact_chunk_size: int = 4096,
 ):
-  """Returns the jitted ``train_step(state, data, rng) -> (state, metrics)``; the state is donated.
+  """Returns the jitted ``train_step(state, data, rng) -> (state, metrics)`` (:func:`experiments.train_step.
+  make_train_step`; the state is donated and its ``extra`` holds the (left, right) estimator states).
 
   ``optimizer``: an optax transformation, or a :class:`~experiments.two_tower.sparse.RowSparse` one (see
   :func:`make_optimizer`), which updates only the input-table rows the step uses.
@@ -131,50 +140,39 @@ def make_train_step(
   """
   axis = None if mesh is None else DATA_AXIS
   left_estimator, right_estimator = _sides(estimator)
-  if mesh is not None:
-    for name, size in (("batch_size", batch_size), ("penalty_batch_size", penalty_batch_size)):
-      if size % mesh.devices.size:
-        raise ValueError(
-          f"make_train_step: `{name}`={size} is not divisible by the {mesh.devices.size} devices of "
-          f"the mesh (--devices)"
-        )
+  require_divisible("gramian_train_step", mesh, batch_size=batch_size, penalty_batch_size=penalty_batch_size)
 
   def mean(x):
     m = jnp.mean(x)
     return m if axis is None else jax.lax.pmean(m, axis)  # equal rows per device: the mean of means
 
-  def loss_fn(params, groups: StepGroups, state: TrainState, target: jax.Array, rows: Rows, exact):
+  def loss_fn(params, extra: tuple, inputs: StepInputs):
+    groups, rows = inputs.groups, inputs.rows
     model = nnx.merge(graphdef, params)
     u = model.embed_left(groups.pair_left)
     v = model.embed_right(groups.pair_right)
-    residual = jnp.sum(u * v, axis=-1) - target
+    residual = jnp.sum(u * v, axis=-1) - inputs.target
     observed = 0.5 * mean(residual**2)
     u_b = model.embed_left(groups.left)
     v_b = model.embed_right(groups.right)
     if estimator is None:
-      (g_u, g_v), left_state, right_state = exact, (), ()
+      (g_u, g_v), left_state, right_state = inputs.exact, (), ()
     else:
       # The estimates include the current batch (Alg. 2 line 6) and are constants for the gradient (Prop. 1).
       est_u, left_state = left_estimator.update(
-        state.left_estimator, jax.lax.stop_gradient(u_b), indices=rows.left_idx, weights=rows.left_mu
+        extra[0], jax.lax.stop_gradient(u_b), indices=rows.left_idx, weights=rows.left_mu
       )
       est_v, right_state = right_estimator.update(
-        state.right_estimator, jax.lax.stop_gradient(v_b), indices=rows.right_idx, weights=rows.right_mu
+        extra[1], jax.lax.stop_gradient(v_b), indices=rows.right_idx, weights=rows.right_mu
       )
       g_u, g_v = est_u.gramian, est_v.gramian
     surrogate = penalty_surrogate(u_b, v_b, g_u, g_v, u_weights=rows.left_mu, v_weights=rows.right_mu, axis_name=axis)
     loss = observed + lam * surrogate
     metrics = {"loss": loss, "observed_loss": observed, "penalty_estimate": gramian_penalty(g_u, g_v)}
-    return loss, (left_state, right_state, metrics)
+    return loss, ((left_state, right_state), metrics)
 
-  grad_fn = data_parallel(
-    jax.grad(loss_fn, has_aux=True),
-    mesh,
-    (jax.P(), jax.P(DATA_AXIS), jax.P(), jax.P(DATA_AXIS), jax.P(DATA_AXIS), jax.P()),
-  )
-
-  @donating_jit
-  def train_step(state: TrainState, data: TrainData, rng: jax.Array):
+  def prepare(state: TrainState, data: TrainData, rng: jax.Array) -> StepInputs:
+    # Drawn replicated on the global batch, so every device count sees the same rows.
     k_pairs, k_left, k_right = jax.random.split(rng, 3)
     pairs = jax.random.randint(k_pairs, (batch_size,), 0, data.num_pairs)
     rows = Rows(
@@ -188,18 +186,17 @@ def make_train_step(
       gather(data.left_groups, rows.left_idx),
       gather(data.right_groups, rows.right_idx),
     )
-    target, place = data.pair_target[pairs], None
-    if mesh is not None:  # the rows are drawn replicated; each device takes its block
-      rows, target = split_rows(mesh, (rows, target))
-      place = functools.partial(split_rows, mesh)
     # The oracle's full-corpus pass runs in the global view, outside shard_map: with a mesh XLA partitions it.
     exact = None if estimator is not None else exact_gramians(graphdef, state.params, data, exact_chunk_size)
-    params, opt_state, (left_state, right_state, metrics) = descend(
-      optimizer, grad_fn, state.params, state.opt_state, groups, state, target, rows, exact, place=place
-    )
-    return TrainState(params, opt_state, left_state, right_state, state.step + 1), metrics
+    return StepInputs(groups, data.pair_target[pairs], rows, exact)
 
-  return train_step
+  return make_train_step(
+    jax.grad(loss_fn, has_aux=True),
+    descent(optimizer),
+    prepare=prepare,
+    mesh=mesh,
+    input_specs=_INPUT_SPECS,
+  )
 
 
 def make_estimation_error(
@@ -219,8 +216,8 @@ def make_estimation_error(
     exact = exact_gramians(graphdef, state.params, data, exact_chunk_size)
     out = []
     for side, est, est_state, sampler, groups, key, g in (
-      ("left", left_estimator, state.left_estimator, data.left_sampler, data.left_groups, 0, exact[0]),
-      ("right", right_estimator, state.right_estimator, data.right_sampler, data.right_groups, 1, exact[1]),
+      ("left", left_estimator, state.extra[0], data.left_sampler, data.left_groups, 0, exact[0]),
+      ("right", right_estimator, state.extra[1], data.right_sampler, data.right_groups, 1, exact[1]),
     ):
       idx, mu = sample(sampler, jax.random.fold_in(rng, key), penalty_batch_size)
       x = (model.embed_left if side == "left" else model.embed_right)(gather(groups, idx))
