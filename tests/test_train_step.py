@@ -5,6 +5,7 @@ The experiments' steps are checked on their own losses (test_two_tower, test_bc_
 it carries, the step count, the learning-rate scale, and eager equal to jit.
 """
 
+import ast
 from pathlib import Path
 
 import jax
@@ -146,6 +147,57 @@ class OneBuilderTest(absltest.TestCase):
       rel, text = str(path.relative_to(root)), path.read_text()
       offenders += [f"{rel}: {p}" for p in patterns if p in text and p not in allowed.get(rel, set())]
     self.assertEqual(offenders, [])
+
+
+def _experiment_package_imports() -> dict[str, set[str]]:
+  """experiments' package -> the other experiments packages it imports (module-level and function-level)."""
+  root = Path(__file__).resolve().parents[1] / "experiments"
+
+  def package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+  edges: dict[str, set[str]] = {}
+  for path in root.rglob("*.py"):
+    source = package(".".join(path.relative_to(root.parent).with_suffix("").parts))
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "experiments":
+        names = [f"experiments.{a.name}" for a in node.names] if node.module == "experiments" else [node.module]
+      elif isinstance(node, ast.Import):
+        names = [a.name for a in node.names if a.name.startswith("experiments.")]
+      else:
+        continue
+      edges.setdefault(source, set()).update(package(n) for n in names if package(n) != source)
+  return edges
+
+
+class ExperimentStackTest(absltest.TestCase):
+  """The data flow of the experiment stack is one way: the harness and the train step import no experiment's
+  package (only the shared helpers), so neither can call back into a method module, and the packages of
+  ``experiments`` import each other without a cycle."""
+
+  def test_the_harness_and_the_train_step_import_no_experiment(self):
+    edges = _experiment_package_imports()
+    shared = {"experiments.common", "experiments.provenance"}
+    self.assertLessEqual(edges.get("experiments.harness", set()), shared)
+    self.assertEqual(edges.get("experiments.train_step", set()), set())
+    self.assertIn("experiments.harness", edges["experiments.bc_aligner"])  # the scan sees real imports
+
+  def test_the_experiment_packages_have_no_import_cycle(self):
+    edges, state, cycles = _experiment_package_imports(), {}, []
+
+    def visit(node, path):
+      state[node] = "open"
+      for nxt in sorted(edges.get(node, ())):
+        if state.get(nxt) == "open":
+          cycles.append([*path[path.index(nxt) :], nxt])
+        elif nxt not in state:
+          visit(nxt, [*path, nxt])
+      state[node] = "done"
+
+    for node in sorted(edges):
+      if node not in state:
+        visit(node, [node])
+    self.assertEqual(cycles, [])
 
 
 if __name__ == "__main__":
