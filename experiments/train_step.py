@@ -26,7 +26,8 @@ from typing import Any, NamedTuple, Protocol
 import jax
 import jax.numpy as jnp
 import optax
-from jax.sharding import NamedSharding
+
+from bcjax.parallel import DATA_AXIS, split_rows
 
 # ``train_step(state, ...)`` jitted with the state donated: the step's output state reuses the input's buffers.
 donating_jit = functools.partial(jax.jit, donate_argnums=(0,))
@@ -105,24 +106,16 @@ def _is_spec(x) -> bool:
 
 
 def place_inputs(mesh: jax.sharding.Mesh, input_specs, inputs):
-  """``inputs`` resharded as ``input_specs`` (a prefix pytree of :class:`jax.P`) says: a split axis is split over
-  the mesh, ``jax.P()`` is left as it is (replicated). Inside ``jit`` (a reshard), before shard_map hands each
-  device its block."""
+  """``inputs`` placed as ``input_specs`` (a prefix pytree of :class:`jax.P`) says: a subtree whose spec splits an
+  axis over :data:`~bcjax.parallel.DATA_AXIS` is split over the mesh (:func:`bcjax.parallel.split_rows`), one whose
+  spec is ``jax.P()`` is left as it is (replicated)."""
 
   def place(spec, subtree):
     if spec == jax.P():
       return subtree
-    return jax.sharding.reshard(subtree, NamedSharding(mesh, spec))
+    return split_rows(mesh, subtree, axis=list(spec).index(DATA_AXIS))
 
   return jax.tree.map(place, input_specs, inputs, is_leaf=_is_spec)
-
-
-def data_parallel(grad_fn: Callable, mesh: jax.sharding.Mesh | None, in_specs: tuple) -> Callable:
-  """``grad_fn`` as it runs on ``mesh``: inside :func:`jax.shard_map` with its arguments placed by ``in_specs`` and
-  replicated outputs (see the module docstring). Without a mesh, ``grad_fn`` itself."""
-  if mesh is None:
-    return grad_fn
-  return jax.shard_map(grad_fn, mesh=mesh, in_specs=in_specs, out_specs=jax.P())
 
 
 def make_train_step(
@@ -158,7 +151,7 @@ def make_train_step(
   if mesh is None:
     grad_fn, place = gradient, lambda inputs: inputs
   else:
-    grad_fn = data_parallel(gradient, mesh, (jax.P(), jax.P(), input_specs))
+    grad_fn = jax.shard_map(gradient, mesh=mesh, in_specs=(jax.P(), jax.P(), input_specs), out_specs=jax.P())
     place = functools.partial(place_inputs, mesh, input_specs)
 
   def train_step(state: TrainState, batch, rng: jax.Array):

@@ -241,6 +241,11 @@ def normalize_image(image: jax.Array, cfg: AugmentConfig) -> jax.Array:
   return (image - jnp.asarray(cfg.mean)) / jnp.asarray(cfg.std)
 
 
+def _check_batch(fn: str, images: jax.Array) -> None:
+  if images.ndim != 4 or images.shape[-1] != 3:
+    raise ValueError(f"{fn}: `images` must be [B, H, W, 3] in [0, 1], got {images.shape}")
+
+
 def augment_images(key: jax.Array, images: jax.Array, cfg: AugmentConfig) -> jax.Array:
   """Independent views of a batch [B, H, W, 3] → [B, size, size, 3].
 
@@ -255,8 +260,7 @@ def augment_images(key: jax.Array, images: jax.Array, cfg: AugmentConfig) -> jax
   Raises:
     ValueError: images that are not [B, H, W, 3].
   """
-  if images.ndim != 4 or images.shape[-1] != 3:
-    raise ValueError(f"augment_images: `images` must be [B, H, W, 3] in [0, 1], got {images.shape}")
+  _check_batch("augment_images", images)
   return jax.vmap(augment_image, in_axes=(0, 0, None))(jax.random.split(key, images.shape[0]), images, cfg)
 
 
@@ -273,8 +277,7 @@ def resize_images(images: jax.Array, cfg: AugmentConfig) -> jax.Array:
   Raises:
     ValueError: images that are not [B, H, W, 3].
   """
-  if images.ndim != 4 or images.shape[-1] != 3:
-    raise ValueError(f"resize_images: `images` must be [B, H, W, 3] in [0, 1], got {images.shape}")
+  _check_batch("resize_images", images)
   h, w = images.shape[1:3]
   whole = jax.vmap(lambda im: resample(im, 0.0, 0.0, h, w, cfg.size))(images)
   return normalize_image(whole, cfg).astype(images.dtype)
