@@ -20,6 +20,7 @@ _CACHE_ENV = "BCJAX_TEST_JIT_CACHE"
 os.environ.setdefault(_CACHE_ENV, os.path.join(os.environ[_ROOT_ENV], "jit-cache"))
 os.makedirs(os.environ[_CACHE_ENV], exist_ok=True)
 os.environ.update(
+  BCJAX_RUN_ACTIVITY=os.path.join(os.environ[_ROOT_ENV], "runs.jsonl"),  # the suite's runs flag each other, not yours
   JAX_COMPILATION_CACHE_DIR=os.environ[_CACHE_ENV],
   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
   JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",

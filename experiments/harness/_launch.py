@@ -19,7 +19,7 @@ from experiments.harness._errors import UsageError
 from experiments.harness._experiment import Experiment
 from experiments.harness._run import Run
 from experiments.harness._stages import REPEATED_ON_RESUME, StageFailed
-from experiments.provenance import provenance
+from experiments.provenance import Activity, LoadMonitor, provenance
 
 LAUNCH_FLAGS = ("--devices", "--num-processes", "--process-id", "--coordinator", "--peer-timeout")
 
@@ -123,6 +123,11 @@ def _main(experiment: Experiment, argv: Sequence[str] | None) -> int:
   except common.LOAD_ERRORS as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
+  inputs = [
+    path
+    for flag in ("--data-dir", *experiment.path_flags)
+    if (path := getattr(args, flag.removeprefix("--").replace("-", "_"), None)) is not None
+  ]
   if writer and not resumed:
     out.mkdir(parents=True, exist_ok=True)
     stored = _absolute_paths(_split_launch(argv)[0], ("--data-dir", "--out", *experiment.path_flags))
@@ -135,11 +140,13 @@ def _main(experiment: Experiment, argv: Sequence[str] | None) -> int:
           "preset": args.preset,
           **experiment.describe(args, cfg),
           "config": dataclasses.asdict(cfg),
-          "provenance": provenance(),
+          "provenance": provenance(inputs),
         }
       ),
     )
   run = Run(out, resumed=resumed, progress=not args.no_progress and writer, writer=writer)
+  # what else ran on the machine meanwhile: a timing is only as good as the quiet it was taken in
+  monitor, activity = LoadMonitor(), Activity(out.resolve()) if writer else None
   try:
     if resumed:
       run.log(event="resumed", finished_stages=run.finished_stages())
@@ -173,12 +180,21 @@ def _main(experiment: Experiment, argv: Sequence[str] | None) -> int:
         file=sys.stderr,
       )
       return 1
-    run.log(event="finished", stages_read_back=run.loaded, stages_computed=run.computed)
+    run.log(
+      event="finished",
+      stages_read_back=run.loaded,
+      stages_computed=run.computed,
+      load=monitor.summary(),
+      concurrent_runs=activity.finish() if activity is not None else [],
+    )
+    activity = None
     run.write_json("results.json", results)
     if writer:  # the failure status of an earlier attempt, which this resumed run has finished
       (out / "results.partial.json").unlink(missing_ok=True)
     text = experiment.report(run, args, cfg, results)
   finally:
+    if activity is not None:  # a failed run: its end line, so that later runs do not count it as still running
+      activity.finish()
     run.close()
   if writer:
     print(text)

@@ -2,11 +2,14 @@
 
 A *group* is one run folder, or several that differ only in their seed, named ``NAME-s<seed>``: ``bc-quick-s1``,
 ``bc-quick-s2``, ... form the group ``bc-quick``. A group's summary holds, per measure of
-:mod:`experiments.reproduction.measures`, the estimate and interval (for several runs: the mean over them and its
-t-interval over the seeds, with each run's value), the command, the data files (by name), the machine, the devices
-and the git commit of every run, and the figures copied beside it.
+:mod:`experiments.reproduction.measures`, the estimate and interval (for three or more runs: the mean over them and
+its t-interval over the seeds, with each run's value; two runs give the mean and no interval), the command, the
+data files (by name and SHA-256), the packages, the machine, the devices, the load beside each run and the git
+commit of every run, and the figures copied beside it. Summaries are generated files: ``--check`` regenerates every
+one whose runs are archived (:mod:`experiments.reproduction.archive`) and fails on any difference.
 """
 
+import hashlib
 import json
 import re
 import shutil
@@ -14,11 +17,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from bcjax.files import write_atomic
+from experiments.reproduction.archive import is_run, read_run
 from experiments.reproduction.measures import EXTRACTORS, Measured, t_interval
 
 SEEDED = re.compile(r"^(?P<group>.+)-s(?P<seed>\d+)$")
 FIGURES = ("figure2.png", "figure3.png", "figure4.png", "figure5.png", "figure2a.png", "figure2b.png", "scaling.png")
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
+# Version 1: summaries written before the runs were archived (no packages, data hashes or load recorded); read, and
+# marked on the page as without run files, until their runs are redone.
+READABLE_VERSIONS = (1, 2)
 
 
 def group_name(run: Path) -> str:
@@ -33,7 +40,7 @@ def find_groups(runs: Path) -> dict[str, list[Path]]:
     raise FileNotFoundError(f"--runs {runs}: not a folder")
   groups: dict[str, list[Path]] = {}
   for path in sorted(runs.iterdir()):
-    if (path / "results.json").is_file() and (path / "config.json").is_file():
+    if path.is_dir() and is_run(path):
       groups.setdefault(group_name(path), []).append(path)
   if not groups:
     raise FileNotFoundError(f"--runs {runs}: no finished run folder (one holding config.json and results.json)")
@@ -64,17 +71,35 @@ def command(config: Mapping) -> str:
   return f"python -m experiments.{config['experiment']} " + " ".join(shown)
 
 
-def _provenance(config: Mapping) -> dict:
+def _data_digest(data: list) -> str | None:
+  """One SHA-256 over every input file's name and digest (None for a run that read no file)."""
+  files = [f"{d['input']}/{f['path']}:{f['sha256']}" for d in data for f in d["files"]]
+  return hashlib.sha256("\n".join(files).encode()).hexdigest()[:16] if files else None
+
+
+def _provenance(config: Mapping, metrics: list[dict]) -> dict:
   p = config.get("provenance")
   if p is None:  # a run written before config.json recorded where it came from
     return {"commit": None, "dirty": None, "cpu": None, "devices": None, "started": None}
-  return {
+  out = {
     "commit": p["git"]["commit"],
     "dirty": p["git"]["dirty"],
     "cpu": f"{p['cpu']['model']} ({p['cpu']['cores']} cores)",
     "devices": f"{p['devices']['count']} × {p['devices']['kind']}",
     "started": p["started"],
   }
+  if "packages" in p:  # recorded since the ledger kept its runs (issue 64)
+    finished = [m for m in metrics if m.get("event") == "finished"]
+    load = finished[-1].get("load", {}) if finished else {}
+    out.update(
+      packages=p["packages"],
+      data=[{"input": d["input"], "package": d["package"], "files": len(d["files"])} for d in p["data"]],
+      data_sha256=_data_digest(p["data"]),
+      wall_seconds=load.get("wall_seconds"),
+      other_cpu_share=load.get("other_cpu_share"),
+      concurrent_runs=len(finished[-1].get("concurrent_runs", [])) if finished else None,
+    )
+  return out
 
 
 def _measure_json(m: Measured, per_run: list | None = None) -> dict:
@@ -86,11 +111,19 @@ def _measure_json(m: Measured, per_run: list | None = None) -> dict:
   return out
 
 
-def summarise_group(name: str, runs: Iterable[Path]) -> dict:
-  """The summary of one group (see the module docstring)."""
+def summarise_group(name: str, runs: Iterable[Path], figures: Path | None = None) -> dict:
+  """The summary of one group (see the module docstring).
+
+  Args:
+    name: the group's name.
+    runs: its run folders, plain or archived.
+    figures: the page's figures folder: an archived run keeps no figures, so its summary names those copied there
+      (``<group>-<figure>``) when the run folder has none.
+  """
   runs = list(runs)
-  configs = [json.loads((r / "config.json").read_text()) for r in runs]
-  results = [json.loads((r / "results.json").read_text()) for r in runs]
+  files = [read_run(r) for r in runs]
+  configs = [f.config for f in files]
+  results = [f.results for f in files]
   experiments = {c["experiment"] for c in configs}
   if len(experiments) != 1:
     raise ValueError(f"group {name}: its runs are of different experiments {sorted(experiments)}")
@@ -126,9 +159,11 @@ def summarise_group(name: str, runs: Iterable[Path]) -> dict:
     "preset": configs[0].get("preset"),
     "seeds": [c["config"].get("seed") for c in configs],
     "commands": [command(c) for c in configs],
-    "runs": [{"folder": r.name, **_provenance(c)} for r, c in zip(runs, configs)],
+    "runs": [{"folder": f.name, **_provenance(f.config, f.metrics)} for f in files],
     "measures": measures,
-    "figures": [f for f in FIGURES if (runs[0] / f).is_file()],
+    "figures": [
+      f for f in FIGURES if (runs[0] / f).is_file() or (figures is not None and (figures / f"{name}-{f}").is_file())
+    ],
   }
 
 
@@ -139,7 +174,8 @@ def write_summary(summary: dict, runs: list[Path], out: Path) -> Path:
   figures = out.parent / "figures"
   figures.mkdir(exist_ok=True)
   for figure in summary["figures"]:
-    shutil.copyfile(runs[0] / figure, figures / f"{summary['group']}-{figure}")
+    if (runs[0] / figure).is_file():
+      shutil.copyfile(runs[0] / figure, figures / f"{summary['group']}-{figure}")
   path = out / f"{summary['group']}.json"
   write_atomic(path, (json.dumps(summary, indent=1, sort_keys=True) + "\n").encode(), overwrite=True)
   return path
@@ -150,7 +186,7 @@ def load_summaries(folder: Path) -> dict[str, dict]:
   out = {}
   for path in sorted(folder.glob("*.json")):
     summary = json.loads(path.read_text())
-    if summary.get("version") != SUMMARY_VERSION:
-      raise ValueError(f"{path}: summary version {summary.get('version')!r}, expected {SUMMARY_VERSION}")
+    if summary.get("version") not in READABLE_VERSIONS:
+      raise ValueError(f"{path}: summary version {summary.get('version')!r}, expected one of {READABLE_VERSIONS}")
     out[summary["group"]] = summary
   return out
