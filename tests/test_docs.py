@@ -94,7 +94,7 @@ class GuidesTest(absltest.TestCase):
     ):
       self.assertRegex(report, rf"(?m)^## \d\. {paper}")
     self.assertGreaterEqual(
-      report.count("| claim (paper's words) | where | measured as | paper | bcjax | verdict |"), 4
+      report.count("| claim | kind | where | measured as | paper | bcjax | verdict |"), 4
     )
 
 

@@ -85,7 +85,7 @@ def main(argv=None) -> int:
   if missing:
     print(f"error: figures named by the summaries are missing from {figures}: {missing}", file=sys.stderr)
     return 1
-  text = render(summaries)
+  text = render(summaries, set(archived_groups(args.archive)))
   if args.check:
     current = args.page.read_text() if args.page.is_file() else ""
     if current != text:

@@ -3,7 +3,12 @@ run itself holds one (over validation queries, sentence pairs, runs or seeds ins
 
 An extractor returns ``{name: Measured}``. A group of runs that differ only in their seed is summarised by
 :mod:`experiments.reproduction.summary`, which takes the mean of each number over the runs and its t-interval over
-the seeds; a single run keeps the extractor's own interval.
+the seeds; a single run keeps the extractor's own interval. An interval over runs needs three of them: two runs give
+a mean and no interval (a t-interval on one degree of freedom spans ±12.7 standard errors, and a percentile
+bootstrap of two values is their range).
+
+A time-to-reach measure that some run never reached is *censored*: the run's value is the cap (the whole budget),
+and ``censored`` counts such runs, so that a page can say "never reached" instead of reading the cap as a value.
 """
 
 import math
@@ -22,19 +27,52 @@ class Measured(NamedTuple):
   high: float | None = None
   over: str | None = None
   units: int | None = None
-  note: str | None = None  # why there is no estimate, when there is none
+  note: str | None = None  # why there is no estimate or no interval
+  censored: int | None = None  # runs that never reached (a time-to-reach measure; their value is the cap)
+  status: str | None = None  # "not converged: ..." when the number measures a run that did not converge
 
 
-def t_interval(values: Sequence[float], level: float = 0.95) -> Measured:
-  """The mean of ``values`` and its Student-t interval (none for fewer than two values)."""
+MIN_RUNS = 3  # the fewest runs an interval over runs is computed from
+
+
+def t_interval(values: Sequence[float], level: float = 0.95, over: str = "seeds") -> Measured:
+  """The mean of ``values`` and its Student-t interval over them (none for fewer than :data:`MIN_RUNS`)."""
   x = np.asarray([v for v in values if v is not None], np.float64)
   if len(x) == 0:
     return Measured(None)
   mean = float(x.mean())
-  if len(x) < 2:
-    return Measured(mean, units=1)
+  if len(x) < MIN_RUNS:
+    return Measured(mean, units=len(x), note=_too_few(len(x)))
   half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
-  return Measured(mean, mean - half, mean + half, "seeds", len(x))
+  return Measured(mean, mean - half, mean + half, over, len(x))
+
+
+def _too_few(n: int) -> str:
+  return f"{n} run{'s' if n != 1 else ''}: no interval ({MIN_RUNS} runs give one)"
+
+
+def ratio_t_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95, over: str = "runs") -> Measured:
+  r"""The ratio of means :math:`\bar a / \bar b` over paired runs and its delta-method t-interval.
+
+  The linearised residuals :math:`d_i = a_i - r b_i` have mean zero at the estimate :math:`r`; the ratio's standard
+  error is :math:`s_d / (\sqrt{n}\, \bar b)`, and the interval uses Student's t on n − 1 degrees of freedom, which
+  holds its level at three runs where a percentile bootstrap (ten distinct resamples of three runs) does not. None
+  for fewer than :data:`MIN_RUNS` pairs.
+
+  Raises:
+    ValueError: ``a`` and ``b`` differ in length, or a ``b`` is not positive.
+  """
+  a_, b_ = np.asarray(a, np.float64), np.asarray(b, np.float64)
+  if a_.shape != b_.shape:
+    raise ValueError(f"ratio_t_interval: `a` and `b` must pair up, got {a_.shape} and {b_.shape}")
+  if np.any(b_ <= 0):
+    raise ValueError(f"ratio_t_interval: the denominators `b` must be positive, got {b_.tolist()}")
+  r = float(a_.mean() / b_.mean())
+  if a_.size < MIN_RUNS:
+    return Measured(r, units=int(a_.size), note=_too_few(a_.size))
+  d = a_ - r * b_
+  half = float(stats.t.ppf(0.5 + level / 2, a_.size - 1) * d.std(ddof=1) / (math.sqrt(a_.size) * b_.mean()))
+  return Measured(r, r - half, r + half, over, int(a_.size))
 
 
 def _from_ci(estimate: float | None, ci: Sequence[float] | None, over: str, units: int | None = None) -> Measured:
@@ -52,7 +90,7 @@ def _slope(xs: Sequence[float], ys: Sequence[float]) -> float:
 
 
 # ----------------------------------------------------------------------------------------------------------- BC
-BC_OTHERS = ("joint-lin-sloss", "joint-notrans", "post-lin-sloss", "post-lin-mloss", "finetune-m0", "fix-m0")
+BC_OTHERS = ("joint-lin-sloss", "joint-notrans", "post-lin-sloss", "post-lin-mloss", "finetune-m0", "fix-m0", "non-bc")
 
 
 def bc_aligner(results: Mapping) -> dict[str, Measured]:
@@ -82,6 +120,23 @@ def bc_aligner(results: Mapping) -> dict[str, Measured]:
     if jls is not None:
       growth = [r["alignment_error_by_version"][-1] - r["alignment_error_by_version"][0] for r in (jls, bca)]
       out["error_growth_gap.joint-lin-sloss"] = Measured(float(growth[0] - growth[1]))
+  jls, jnt = methods.get("joint-lin-sloss"), methods.get("joint-notrans")
+  if (
+    jls is not None
+    and jnt is not None
+    and None not in (jls.get("intended_degradation_pct"), jnt.get("intended_degradation_pct"))
+  ):
+    out["intended_gap.joint-lin-sloss.joint-notrans"] = Measured(
+      float(jls["intended_degradation_pct"] - jnt["intended_degradation_pct"])
+    )
+  # §5.2's correlation: over the methods, the alignment error against the size of the unintended degradation
+  pairs = [
+    (float(r["alignment_error"]), -float(r["unintended_degradation_pct"]))
+    for r in methods.values()
+    if r.get("unintended_degradation_pct") is not None
+  ]
+  if len(pairs) >= 3 and len({a for a, _ in pairs}) > 1 and len({u for _, u in pairs}) > 1:
+    out["correlation.alignment_unintended"] = Measured(float(np.corrcoef(np.asarray(pairs, np.float64).T)[0, 1]))
   sloss, mloss = methods.get("post-lin-sloss"), methods.get("post-lin-mloss")
   if sloss is not None and mloss is not None and sloss.get("unintended_degradation_pct") is not None:
     out["mloss_minus_sloss.unintended"] = Measured(
@@ -179,8 +234,7 @@ def gramian_training(results: Mapping) -> dict[str, Measured]:
     base, ours = methods.get(f"sampling-{s}"), methods.get(f"sogram-{s}")
     if base is not None and ours is not None and "step" in ours["curve"][-1]:
       fraction = _first_reach_fraction(ours["curve"], base["final_map@10"])
-      out[f"reach_fraction.{s}"] = Measured(1.0 if fraction is None else fraction)
-      out[f"reached.{s}"] = Measured(float(fraction is not None))
+      out[f"reach_fraction.{s}"] = Measured(1.0 if fraction is None else fraction, censored=int(fraction is None))
   for s, gap in results.get("oracle_gaps", {}).items():  # in MAP@10 points (x 100)
     ci = gap.get("oracle_gap_ci95")
     out[f"oracle_gap_pts.{s}"] = _from_ci(
@@ -200,7 +254,7 @@ def gramian_scaling(results: Mapping) -> dict[str, Measured]:
   out: dict[str, Measured] = {}
   for n, by_seed in results["runs"].items():
     for s in SAMPLINGS:
-      gains, fractions = [], []
+      gains, fractions, never = [], [], 0
       for by_method in by_seed.values():
         base, ours = by_method.get(f"sampling-{s}"), by_method.get(f"sogram-{s}")
         if base is None or ours is None or base["final_map@10"] <= 0:
@@ -208,73 +262,146 @@ def gramian_scaling(results: Mapping) -> dict[str, Measured]:
         gains.append(100.0 * (ours["final_map@10"] / base["final_map@10"] - 1.0))
         fraction = _first_reach_fraction(ours["curve"], base["final_map@10"])
         fractions.append(1.0 if fraction is None else fraction)
+        never += fraction is None
       if gains:
         out[f"improvement_pct.{s}.n{n}"] = t_interval(gains)
-        out[f"reach_fraction.{s}.n{n}"] = t_interval(fractions)
+        out[f"reach_fraction.{s}.n{n}"] = t_interval(fractions)._replace(censored=never)
+  sizes = sorted(results["runs"], key=int)
+  if len(sizes) >= 2:  # §4.3: larger corpora, larger gains; paired by seed, smallest against largest
+    small, large = results["runs"][sizes[0]], results["runs"][sizes[-1]]
+    for s in SAMPLINGS:
+      diffs = []
+      for seed in sorted(set(small) & set(large)):
+        g = [_gain(by_seed[seed], s) for by_seed in (small, large)]
+        if None not in g:
+          diffs.append(g[1] - g[0])
+      if diffs:
+        out[f"size_gain.{s}"] = t_interval(diffs)
   return out
 
 
+def _gain(by_method: Mapping, s: str) -> float | None:
+  base, ours = by_method.get(f"sampling-{s}"), by_method.get(f"sogram-{s}")
+  if base is None or ours is None or base["final_map@10"] <= 0:
+    return None
+  return 100.0 * (ours["final_map@10"] / base["final_map@10"] - 1.0)
+
+
 # ---------------------------------------------------------------------------------------------------------- ICL
-def _paired_t(differences: Sequence[float], over: str) -> Measured:
-  m = t_interval(differences)
-  return m._replace(over=over if m.low is not None else None)
-
-
-SPEEDUP_STATUS = {
-  "did not improve": "in some run the method's loss never improved on its first epoch, so the paper's rule stops it "
-  "there and its time to convergence measures nothing",
-  "diverged": "in some run the method's loss diverged",
-  "did not reach": "in some run the method never reached the target accuracy",
+NOT_CONVERGED = {
+  "did not improve": "its loss never improved on its first epoch, so the paper's rule stops it at the warm start",
+  "diverged": "its loss diverged",
 }
 
 
-def _speedup(o: Mapping, kind: str, runs: int) -> Measured:
-  """A method block's speed-up (``time`` or ``epoch``) with its interval, or none and the report's reason."""
-  if o.get(f"{kind}_speedup") is not None:
-    return _from_ci(o[f"{kind}_speedup"], o.get(f"{kind}_speedup_ci95"), "runs", runs)
-  status = o.get("speedup_status", "no speed-up")
-  reason = o.get("speedup_note") or SPEEDUP_STATUS.get(status, "")
-  return Measured(None, note=f"{status}: {reason}" if reason else status)
+def _convergence_speedup(o: Mapping, base: Mapping, col: str) -> Measured:
+  """Retraining's mean ``col`` (``train_seconds`` or ``epochs``) to its converged epoch over the method's, with the
+  delta-method t-interval over the paired runs: the paper's rule taken literally, whatever the curves did. A method
+  (or a retraining) whose loss did not converge in some run is marked ``not converged`` with the number beside it."""
+  a = [float(r[col]) for r in base["runs"]]
+  b = [float(r[col]) for r in o["runs"]]
+  if len(a) != len(b) or min(b) <= 0 or min(a) <= 0:
+    return Measured(None, note=f"no ratio: {col} of zero or unpaired runs")
+  m = ratio_t_interval(a, b)
+  why = []
+  for who, block in (("retraining", base), ("the method", o)):
+    statuses = block.get("loss_status") or []
+    for status, words in NOT_CONVERGED.items():
+      k = sum(x == status for x in statuses)
+      if k:
+        why.append(f"{who}: {words} in {k} of {len(statuses)} runs")
+  return m._replace(status="not converged: " + "; ".join(why)) if why else m
+
+
+def _target_speedup(o: Mapping, base: Mapping) -> Measured:
+  """Retraining's mean time to target quality over the method's (bcjax's target rule), t-interval over paired runs;
+  a method that never reached the target in any run is censored in all of them."""
+  status = o.get("speedup_status")
+  if status == "not measurable":
+    return Measured(None, note=f"not measurable: {o.get('speedup_note', '')}".rstrip(": "))
+  if status == "diverged":
+    return Measured(None, status="not converged: " + NOT_CONVERGED["diverged"], note="diverged")
+  reached = o.get("reached_by_run")
+  if reached is None:
+    return Measured(None, note=status or "no speed-up")
+  never = sum(t is None for t in reached)
+  if never:
+    note = f"{never} of {len(reached)} runs never reached retraining's target accuracy"
+    return Measured(None, note=note, censored=never, units=len(reached))
+  base_times = [t for t, _ in base["reached_by_run"]]
+  return ratio_t_interval(base_times, [t for t, _ in reached])
 
 
 def icl(results: Mapping) -> dict[str, Measured]:
   """One ICL run (:mod:`experiments.icl`), per growth ratio α: each method's speed-ups over retraining in time and
-  in epochs under the run's rule (ratio of mean times over the paired runs, with its bootstrap interval), the time
+  in epochs to the converged epoch (the paper's rule, taken literally; ratio of means over the paired runs with its
+  delta-method t-interval, and ``status`` "not converged" where a curve never improved or diverged), the time
   speed-up to retraining's accuracy recomputed from the stored per-epoch probes (bcjax's target rule,
   :mod:`experiments.icl.target`, at its defaults), its accuracy minus retraining's (points, t-interval over the runs)
   and its cost per epoch over retraining's."""
   import jax
 
-  from experiments.icl.report import summarise
+  from experiments.icl.report import loss_status, summarise
   from experiments.icl.target import TargetRule
 
   out: dict[str, Measured] = {}
   for alpha, block in results["alpha_sweep"].items():
     methods = block["methods"]
+    base = methods.get("retrain")
+    if base is None:
+      continue
     if all("probe_by_epoch" in r for o in methods.values() for r in o["runs"]):
       key = jax.random.fold_in(jax.random.key(0), int(round(float(alpha) * 1000)))
       by_target = summarise({m: o["runs"] for m, o in methods.items()}, "target", TargetRule(), key)
       for m, o in by_target.items():
         if m != "retrain":
-          out[f"target_time_speedup.{m}.a{alpha}"] = _speedup(o, "time", len(o["runs"]))
-    base = methods.get("retrain")
+          out[f"target_time_speedup.{m}.a{alpha}"] = _target_speedup(o, by_target["retrain"])
+    base = {**base, "loss_status": [loss_status(r) for r in base["runs"]]}
     for m, o in methods.items():
       if m == "retrain":
         continue
-      runs = len(o["runs"])
-      for kind in ("time", "epoch"):
-        out[f"{kind}_speedup.{m}.a{alpha}"] = _speedup(o, kind, runs)
-      if base is None:
-        continue
+      o = {**o, "loss_status": [loss_status(r) for r in o["runs"]]}
+      out[f"time_speedup.{m}.a{alpha}"] = _convergence_speedup(o, base, "train_seconds")
+      out[f"epoch_speedup.{m}.a{alpha}"] = _convergence_speedup(o, base, "epochs")
       acc = [r["accuracy"]["all"] - b["accuracy"]["all"] for r, b in zip(o["runs"], base["runs"])]  # in % already
-      out[f"accuracy_gap.{m}.a{alpha}"] = _paired_t(acc, "runs")
+      out[f"accuracy_gap.{m}.a{alpha}"] = t_interval(acc, over="runs")
       per_epoch = [
         (r["train_seconds"] / r["epochs"]) / (b["train_seconds"] / b["epochs"])
         for r, b in zip(o["runs"], base["runs"])
         if r["epochs"] > 0 and b["epochs"] > 0
       ]
-      out[f"epoch_cost.{m}.a{alpha}"] = _paired_t(per_epoch, "runs")
+      out[f"epoch_cost.{m}.a{alpha}"] = t_interval(per_epoch, over="runs")
+    icl_block = methods.get("icl")
+    for other in ("lrl", "meta"):  # §4.5: ICL against each ablation, paired by run
+      if icl_block is not None and other in methods:
+        o = {**methods[other], "loss_status": [loss_status(r) for r in methods[other]["runs"]]}
+        mine = {**icl_block, "loss_status": [loss_status(r) for r in icl_block["runs"]]}
+        out[f"pair_speedup.icl.{other}.a{alpha}"] = _convergence_speedup(mine, o, "train_seconds")
+  alphas = sorted(results["alpha_sweep"], key=float)
+  if len(alphas) >= 2:  # §4.4: the speed-up falls as α grows; Welch t over the two α's runs
+    first, last = (results["alpha_sweep"][a]["methods"] for a in (alphas[0], alphas[-1]))
+    for m in set(first) & set(last) - {"retrain"}:
+      per_run = [
+        [b["train_seconds"] / r["train_seconds"] for r, b in zip(block[m]["runs"], block["retrain"]["runs"])]
+        for block in (first, last)
+      ]
+      out[f"alpha_drop.{m}"] = welch_interval(per_run[0], per_run[1])
   return out
+
+
+def welch_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Measured:
+  """mean(a) − mean(b) with Welch's t-interval (independent samples); none unless each has :data:`MIN_RUNS`."""
+  x, y = np.asarray(a, np.float64), np.asarray(b, np.float64)
+  d = float(x.mean() - y.mean())
+  if min(x.size, y.size) < MIN_RUNS:
+    return Measured(d, units=int(min(x.size, y.size)), note=_too_few(int(min(x.size, y.size))))
+  vx, vy = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
+  se = math.sqrt(vx + vy)
+  if se == 0.0:
+    return Measured(d, d, d, "runs", int(x.size + y.size))
+  df = (vx + vy) ** 2 / (vx**2 / (x.size - 1) + vy**2 / (y.size - 1))
+  half = float(stats.t.ppf(0.5 + level / 2, df) * se)
+  return Measured(d, d - half, d + half, "runs", int(x.size + y.size))
 
 
 # --------------------------------------------------------------------------------------------------- Conceptors
@@ -289,8 +416,12 @@ def conceptors_sts(results: Mapping) -> dict[str, Measured]:
   for key in ("ca", "zero-shot-ca"):
     avg, sif = methods[key]["time_course_average"], methods["sif"]["time_course_average"]
     out[f"wins.{key}"] = Measured(float(sum(avg[g] > sif[g] for g in genres)))
-  steps = methods["ca"]["pcc_by_step"]
-  out["forgetting.ca"] = Measured(float(np.mean([steps[-1][j] - steps[j][j] for j in range(len(genres))])))
+  for key in ("ca", "sif"):  # SIF's own forgetting beside CA's: how much of CA's is the encoder's, not the conceptors'
+    steps = methods[key]["pcc_by_step"]
+    out[f"forgetting.{key}"] = Measured(float(np.mean([steps[-1][j] - steps[j][j] for j in range(len(genres))])))
+  out["forgetting_gap.ca"] = Measured(out["forgetting.ca"].estimate - out["forgetting.sif"].estimate)
+  for key in ("ca", "sif", "zero-shot-ca"):
+    out[f"mean_pcc.{key}"] = Measured(float(np.mean([methods[key]["time_course_average"][g] for g in genres])))
   return out
 
 

@@ -104,8 +104,12 @@ def _provenance(config: Mapping, metrics: list[dict]) -> dict:
 
 def _measure_json(m: Measured, per_run: list | None = None) -> dict:
   out = {"estimate": m.estimate, "low": m.low, "high": m.high, "over": m.over, "units": m.units}
-  if m.estimate is None and m.note:
+  if m.note:
     out["note"] = m.note
+  if m.censored is not None:
+    out["censored"] = m.censored
+  if m.status is not None:
+    out["status"] = m.status
   if per_run is not None:
     out["per_run"] = per_run
   return out
@@ -151,7 +155,14 @@ def summarise_group(name: str, runs: Iterable[Path], figures: Path | None = None
         Measured(None, note=f"{missing} of {len(values)} runs have none ({'; '.join(notes)})"), per_run=values
       )
     else:
-      measures[key] = _measure_json(t_interval(values), per_run=values)
+      pooled = t_interval(values)
+      censored = [e[key].censored for e in extracted if e[key].censored is not None]
+      statuses = sorted({e[key].status for e in extracted if e[key].status})
+      pooled = pooled._replace(
+        censored=sum(censored) if censored else None,
+        status="; ".join(statuses) if statuses else None,
+      )
+      measures[key] = _measure_json(pooled, per_run=values)
   return {
     "version": SUMMARY_VERSION,
     "group": name,
