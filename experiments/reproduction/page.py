@@ -214,7 +214,10 @@ def _protocol(group: str, summaries: Mapping[str, Mapping]) -> str | None:
 
 
 def _quote(claim: Claim) -> str:
-  return f"“{claim.quote}”" if claim.verbatim else f"{claim.where.split(',')[0]} cells: {claim.quote}"
+  if claim.verbatim:
+    return f"“{claim.quote}”"
+  table = re.search(r"Table \d+", claim.where)
+  return f"{table[0] if table else 'Table'} cells: {claim.quote}"
 
 
 def claims_table(paper: str, summaries: Mapping[str, Mapping], archived: set[str]) -> str:
