@@ -245,7 +245,7 @@ class PageTest(unittest.TestCase):
       with self.subTest(claim.key):
         self.assertIn(page._quote(claim).replace("|", "\\|"), text)
         for row in page.claim_rows(claim, summaries):
-          if row.measurement is not None:
+          if row.measurement is not None and not row.measurement.group.startswith("pooled:"):
             self.assertEqual(row.verdict, page.judge(claim, row.measurement, summaries)[1])
     for title in PAPERS.values():
       self.assertIn(title, text)
@@ -348,6 +348,65 @@ class PageTest(unittest.TestCase):
     after = page.claim_rows(claim, flipped)[0].verdict
     self.assertEqual(after, rules.OPPOSITE)
     self.assertNotEqual(before, after)
+
+
+class LoadFlagTest(unittest.TestCase):
+  def test_a_timing_taken_beside_other_load_says_so(self):
+    claim = next(c for c in CLAIMS if c.key == "icl.epoch-cost")
+    ms = next(m for m in claim.measurements if m.group == "icl-proteins-quick")
+    summary = _summary(ms.group, {ms.keys[0]: (2.0, 1.5, 2.5)})
+    quiet = page.judge(claim, ms, {ms.group: summary})[0]
+    self.assertNotIn("other load", quiet)  # load not recorded: nothing claimed either way
+    summary["runs"][0].update(other_cpu_share=0.35, concurrent_runs=1)
+    busy = page.judge(claim, ms, {ms.group: summary})[0]
+    self.assertIn("timed beside other load: others up to 35% of the CPU, 1 overlapping run(s)", busy)
+    summary["runs"][0].update(other_cpu_share=0.02, concurrent_runs=0)
+    self.assertNotIn("other load", page.judge(claim, ms, {ms.group: summary})[0])
+    # a count of epochs does not depend on the load
+    epochs = next(c for c in CLAIMS if c.key == "icl.table-4.icl.epochs")
+    ems = next(m for m in epochs.measurements if m.group == "icl-proteins-quick")
+    summary = _summary(ems.group, {ems.keys[0]: (2.0, 1.5, 2.5)})
+    summary["runs"][0].update(other_cpu_share=0.35, concurrent_runs=1)
+    self.assertNotIn("other load", page.judge(epochs, ems, {ems.group: summary})[0])
+
+
+class PoolingTest(unittest.TestCase):
+  """Two groups that ran one setting and disagree beyond their intervals are pooled on the page, and it says so."""
+
+  def _rows(self, a: dict, b: dict):
+    claim = next(c for c in CLAIMS if c.key == "icl.epoch-cost")
+    summaries = {}
+    for group, m in (("icl-proteins-quick", a), ("icl-budget-p10", b)):
+      summaries[group] = _summary(group, {"epoch_cost.icl.a0.3": (m["e"], m["lo"], m["hi"])}, per_run=m["v"])
+      summaries[group]["experiment"] = "icl"
+    return [r for r in page.claim_rows(claim, summaries) if r.measurement and r.measurement.group.startswith("pooled")]
+
+  def test_disagreeing_replicates_are_pooled_over_all_their_runs(self):
+    a = {"e": 1.83, "lo": 1.40, "hi": 2.26, "v": [1.7, 1.8, 2.0]}
+    b = {"e": 2.59, "lo": 2.15, "hi": 3.02, "v": [2.5, 2.6, 2.67]}
+    (row,) = self._rows(a, b)
+    values = a["v"] + b["v"]
+    half = stats.t.ppf(0.975, 5) * np.std(values, ddof=1) / math.sqrt(6)
+    self.assertIn("disagree beyond their intervals", row.measurement.label)
+    self.assertIn(
+      page._interval_text(
+        {
+          "estimate": np.mean(values),
+          "low": np.mean(values) - half,
+          "high": np.mean(values) + half,
+          "over": "runs",
+          "units": 6,
+        },
+        next(c for c in CLAIMS if c.key == "icl.epoch-cost"),
+      ),
+      row.text,
+    )
+    self.assertEqual(row.verdict, rules.REPRODUCED)
+
+  def test_agreeing_replicates_are_pooled_and_said_to_agree(self):
+    a = {"e": 2.0, "lo": 1.5, "hi": 2.5, "v": [1.8, 2.0, 2.2]}
+    (row,) = self._rows(a, dict(a))
+    self.assertIn("agree within their intervals", row.measurement.label)
 
 
 SETTING = [

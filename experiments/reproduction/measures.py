@@ -30,6 +30,8 @@ class Measured(NamedTuple):
   note: str | None = None  # why there is no estimate or no interval
   censored: int | None = None  # runs that never reached (a time-to-reach measure; their value is the cap)
   status: str | None = None  # "not converged: ..." when the number measures a run that did not converge
+  values: tuple[float, ...] | None = None  # the per-run values of a mean over runs (what pooling needs)
+  pairs: tuple[tuple[float, float], ...] | None = None  # per-run (numerator, denominator) of a ratio of means
 
 
 MIN_RUNS = 3  # the fewest runs an interval over runs is computed from
@@ -40,11 +42,11 @@ def t_interval(values: Sequence[float], level: float = 0.95, over: str = "seeds"
   x = np.asarray([v for v in values if v is not None], np.float64)
   if len(x) == 0:
     return Measured(None)
-  mean = float(x.mean())
+  mean, kept = float(x.mean()), tuple(float(v) for v in x)
   if len(x) < MIN_RUNS:
-    return Measured(mean, units=len(x), note=_too_few(len(x)))
+    return Measured(mean, units=len(x), note=_too_few(len(x)), values=kept)
   half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
-  return Measured(mean, mean - half, mean + half, over, len(x))
+  return Measured(mean, mean - half, mean + half, over, len(x), values=kept)
 
 
 def _too_few(n: int) -> str:
@@ -68,11 +70,23 @@ def ratio_t_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95
   if np.any(b_ <= 0):
     raise ValueError(f"ratio_t_interval: the denominators `b` must be positive, got {b_.tolist()}")
   r = float(a_.mean() / b_.mean())
+  pairs = tuple((float(x), float(y)) for x, y in zip(a_, b_))
   if a_.size < MIN_RUNS:
-    return Measured(r, units=int(a_.size), note=_too_few(a_.size))
+    return Measured(r, units=int(a_.size), note=_too_few(a_.size), pairs=pairs)
   d = a_ - r * b_
   half = float(stats.t.ppf(0.5 + level / 2, a_.size - 1) * d.std(ddof=1) / (math.sqrt(a_.size) * b_.mean()))
-  return Measured(r, r - half, r + half, over, int(a_.size))
+  return Measured(r, r - half, r + half, over, int(a_.size), pairs=pairs)
+
+
+def pooled(measures: Sequence[Mapping]) -> Measured | None:
+  """One measure pooled over the runs of several groups that ran one setting (summary dicts): the ratio of means
+  over every run's pair, or the mean over every run's value, with its t-interval; None when a group keeps neither."""
+  if all(m.get("pairs") for m in measures):
+    pairs = [p for m in measures for p in m["pairs"]]
+    return ratio_t_interval([a for a, _ in pairs], [b for _, b in pairs])
+  if all(m.get("per_run") and None not in m["per_run"] for m in measures):
+    return t_interval([v for m in measures for v in m["per_run"]], over="runs")
+  return None
 
 
 def _from_ci(estimate: float | None, ci: Sequence[float] | None, over: str, units: int | None = None) -> Measured:

@@ -6,15 +6,17 @@ measurement (named in the catalogue before its runs); every other measurement is
 and the page opens with the claims that do not reproduce at their primary setting.
 """
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from experiments.reproduction import rules
+from experiments.reproduction import measures, rules
 from experiments.reproduction.audits import AUDITS
 from experiments.reproduction.claims import CLAIMS, LIBRARY_CHECKS, PAPER_DATA, PAPERS, QUALITATIVE, Claim, Measurement
 from experiments.reproduction.rules import Interval
+from experiments.reproduction.summary import measure_json as summary_json
 
 HEADER = """# Reproduction report
 
@@ -105,7 +107,7 @@ def _one(claim: Claim, ms: Measurement, summary: Mapping | None, key: str) -> tu
       return None, f"not converged: {note}", rules.NOT_CONVERGED
     return None, f"none: {note}", rules.NO_RUN
   interval = Interval(m["estimate"], m["low"], m["high"])
-  text = _interval_text(m, claim)
+  text = _interval_text(m, claim) + _load_flag(summary, key)
   if m.get("status"):
     return interval, f"{text}; {m['status']} (the number the paper's rule gives)", rules.NOT_CONVERGED
   if censored and censored >= units:
@@ -117,6 +119,24 @@ def _one(claim: Claim, ms: Measurement, summary: Mapping | None, key: str) -> tu
   if censored:
     text += f"; {censored} of {units} runs never reached (counted at the cap)"
   return interval, text, None
+
+
+TIMED = ("time_speedup", "target_time_speedup", "epoch_cost", "pair_speedup", "alpha_drop")
+BUSY = 0.10  # the other processes' CPU share above which a timing is flagged
+
+
+def _load_flag(summary: Mapping, key: str) -> str:
+  """A note on a wall-clock measure whose runs shared the machine: the other processes' largest CPU share, and the
+  runs that overlapped (empty when the runs were alone, or their load was not recorded)."""
+  if not key.startswith(TIMED):
+    return ""
+  shares = [r["other_cpu_share"] for r in summary.get("runs", []) if r.get("other_cpu_share") is not None]
+  overlaps = sum(r.get("concurrent_runs") or 0 for r in summary.get("runs", []))
+  if not shares:
+    return ""
+  if max(shares) <= BUSY and not overlaps:
+    return ""
+  return f" (timed beside other load: others up to {max(shares):.0%} of the CPU, {overlaps} overlapping run(s))"
 
 
 def judge(claim: Claim, ms: Measurement, summaries: Mapping[str, Mapping]) -> tuple[str, str]:
@@ -176,7 +196,51 @@ def claim_rows(claim: Claim, summaries: Mapping[str, Mapping]) -> list[Row]:
     text, verdict = judge(claim, ms, summaries)
     value = ms.paper if ms.paper is not None else claim.value
     rows.append(Row(ms, i == claim.primary, paper_text(value, claim), text, verdict))
-  return rows
+  return rows + _pooled_rows(claim, summaries)
+
+
+def _pooled_rows(claim: Claim, summaries: Mapping[str, Mapping]) -> list[Row]:
+  """For each set of replicate rows (one setting run as several groups): a row pooling all their runs, which says
+  whether the groups disagree beyond their intervals (for some two of them, the interval of the difference of their
+  estimates, from their half-widths, excludes zero)."""
+  sets: dict[tuple[str, str], list[Measurement]] = {}
+  for ms in claim.measurements:
+    if ms.replicate is not None and len(ms.keys) == 1:
+      sets.setdefault((ms.replicate, ms.keys[0]), []).append(ms)
+  out = []
+  for (tag, key), members in sets.items():
+    found = [summaries[m.group]["measures"].get(key) for m in members if m.group in summaries]
+    found = [m for m in found if m is not None and m["low"] is not None]
+    if len(found) < 2:
+      continue
+    disagree = any(
+      abs(a["estimate"] - b["estimate"]) > ((a["high"] - a["low"]) ** 2 / 4 + (b["high"] - b["low"]) ** 2 / 4) ** 0.5
+      for a in found
+      for b in found
+    )
+    groups = " and ".join(f"`{m.group}`" for m in members)
+    pooled = measures.pooled(found)
+    how = "which disagree beyond their intervals" if disagree else "which agree within their intervals"
+    label = f"pooled: {tag}, the runs of {groups}, {how}"
+    first = members[0]
+    if pooled is None:
+      note = "cannot pool: the summaries keep no per-run values; rerun them"
+      out.append(
+        Row(
+          dataclasses.replace(first, label=label, group=f"pooled:{tag}"),
+          False,
+          paper_text(first.paper if first.paper is not None else claim.value, claim),
+          note,
+          rules.NO_RUN,
+        )
+      )
+      continue
+    synthetic = f"pooled:{tag}"
+    fake = {synthetic: {"measures": {key: summary_json(pooled)}, "experiment": summaries[first.group]["experiment"]}}
+    ms = dataclasses.replace(first, label=label, group=synthetic)
+    text, verdict = judge(claim, ms, fake)
+    out.append(Row(ms, False, paper_text(ms.paper if ms.paper is not None else claim.value, claim), text, verdict))
+  return out
 
 
 def standing(claim: Claim, summaries: Mapping[str, Mapping]) -> str:
@@ -232,7 +296,9 @@ def claims_table(paper: str, summaries: Mapping[str, Mapping], archived: set[str
       if row.measurement is not None:
         ms = row.measurement
         where = f"`docs/reproduction/runs/{ms.group}/`" if ms.group in archived else f"group `{ms.group}`"
-        if ms.group in summaries and ms.group not in archived:
+        if ms.group.startswith("pooled:"):
+          where = "the groups named"
+        elif ms.group in summaries and ms.group not in archived:
           where += " (summary without run files)"
         protocol = _protocol(ms.group, summaries)
         link = f", [protocol](#{_slug('protocol of ' + protocol.replace('_', '-'))})" if protocol else ""

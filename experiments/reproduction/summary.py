@@ -102,7 +102,7 @@ def _provenance(config: Mapping, metrics: list[dict]) -> dict:
   return out
 
 
-def _measure_json(m: Measured, per_run: list | None = None) -> dict:
+def measure_json(m: Measured, per_run: list | None = None) -> dict:
   out = {"estimate": m.estimate, "low": m.low, "high": m.high, "over": m.over, "units": m.units}
   if m.note:
     out["note"] = m.note
@@ -110,6 +110,10 @@ def _measure_json(m: Measured, per_run: list | None = None) -> dict:
     out["censored"] = m.censored
   if m.status is not None:
     out["status"] = m.status
+  if per_run is None and m.values is not None and m.units and m.units > 1:
+    per_run = list(m.values)
+  if m.pairs is not None:
+    out["pairs"] = [list(p) for p in m.pairs]
   if per_run is not None:
     out["per_run"] = per_run
   return out
@@ -147,11 +151,11 @@ def summarise_group(name: str, runs: Iterable[Path], figures: Path | None = None
   for key in sorted(set().union(*extracted)):
     values = [e[key].estimate if key in e else None for e in extracted]
     if len(runs) == 1:
-      measures[key] = _measure_json(extracted[0][key])
+      measures[key] = measure_json(extracted[0][key])
     elif None in values:  # a mean over the runs that have one would hide the others: none, and why
       notes = sorted({e[key].note or "not measured" for e in extracted if key in e and e[key].estimate is None})
       missing = sum(v is None for v in values)
-      measures[key] = _measure_json(
+      measures[key] = measure_json(
         Measured(None, note=f"{missing} of {len(values)} runs have none ({'; '.join(notes)})"), per_run=values
       )
     else:
@@ -162,7 +166,7 @@ def summarise_group(name: str, runs: Iterable[Path], figures: Path | None = None
         censored=sum(censored) if censored else None,
         status="; ".join(statuses) if statuses else None,
       )
-      measures[key] = _measure_json(pooled, per_run=values)
+      measures[key] = measure_json(pooled, per_run=values)
   return {
     "version": SUMMARY_VERSION,
     "group": name,

@@ -23,6 +23,7 @@ class Measurement:
   series: str | None = None  # the trend this budget point belongs to (default: its measure's key)
   budget_unit: str | None = None  # the unit of ``budget`` when it is not the claim's
   command: str | None = None  # the command that makes the group, and its cost, for a measurement not run yet
+  replicate: str | None = None  # rows of one claim with the same tag ran one setting (pooled when they disagree)
 
   @property
   def keys(self) -> tuple[str, ...]:
