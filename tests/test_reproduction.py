@@ -370,6 +370,32 @@ class LoadFlagTest(unittest.TestCase):
     self.assertNotIn("other load", page.judge(epochs, ems, {ems.group: summary})[0])
 
 
+class PairedDifferenceTest(unittest.TestCase):
+  def test_two_groups_paired_by_seed(self):
+    a = _summary("a", {"k": (0.0, None, None)}, per_run=[1.0, 2.0, 4.0, 3.0])
+    b = _summary("b", {"j": (0.0, None, None)}, per_run=[0.5, 1.0, 1.5, 9.0])
+    a["seeds"], b["seeds"] = [0, 1, 2, 3], [1, 2, 3, 4]
+    m = page.paired_difference(a, b, "k", "j")["measures"]["k"]
+    diffs = [2.0 - 0.5, 4.0 - 1.0, 3.0 - 1.5]  # seeds 1, 2, 3
+    half = stats.t.ppf(0.975, 2) * np.std(diffs, ddof=1) / math.sqrt(3)
+    assert_close(
+      [m["estimate"], m["low"], m["high"]],
+      [np.mean(diffs), np.mean(diffs) - half, np.mean(diffs) + half],
+      op="reduction",
+      precision="float64",
+    )
+    b["seeds"] = [2, 3, 4, 5]
+    self.assertIsNone(page.paired_difference(a, b, "k", "j")["measures"]["k"]["low"])  # two seeds: no interval
+    self.assertIsNone(page.paired_difference(a, None, "k"))
+
+  def test_a_row_across_two_groups_is_no_run_until_both_ran(self):
+    claim = next(c for c in CLAIMS if c.key == "gramian.appendix-e.alpha-trajectory")
+    ms = claim.measurements[0]
+    text, verdict = page.judge(claim, ms, {ms.group: _summary(ms.group, {ms.keys[0]: (1.0, 0.5, 1.5)})})
+    self.assertEqual(verdict, rules.NO_RUN)
+    self.assertIn(ms.minus, text)
+
+
 class PoolingTest(unittest.TestCase):
   """Two groups that ran one setting and disagree beyond their intervals are pooled on the page, and it says so."""
 

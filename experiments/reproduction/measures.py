@@ -254,6 +254,8 @@ def gramian_training(results: Mapping) -> dict[str, Measured]:
     out[f"oracle_gap_pts.{s}"] = _from_ci(
       100.0 * gap["oracle_gap"], None if ci is None else [100.0 * c for c in ci], "validation queries"
     )
+  for m, r in methods.items():  # each method's final MAP@10 in points, for comparisons across groups
+    out[f"final_map.{m}"] = Measured(100.0 * float(r["final_map@10"]))
   if "sogram-linear" in methods:
     others = [r["final_map@10"] for m, r in methods.items() if m != "sogram-linear" and not m.startswith("exact")]
     if others:

@@ -139,8 +139,45 @@ def _load_flag(summary: Mapping, key: str) -> str:
   return f" (timed beside other load: others up to {max(shares):.0%} of the CPU, {overlaps} overlapping run(s))"
 
 
+def paired_difference(a: Mapping | None, b: Mapping | None, key: str, key_b: str | None = None) -> dict | None:
+  """A summary holding ``key`` of group ``a`` minus that of group ``b``, paired by seed (the seeds both ran), with
+  its t-interval over the seeds (``key_b``: the measure read in ``b``, when not ``key``); None when either group is
+  missing."""
+  if a is None or b is None:
+    return None
+  ma, mb = a["measures"].get(key), b["measures"].get(key_b or key)
+  if ma is None or mb is None:
+    return {"measures": {}, "runs": []}
+  va = dict(zip(a["seeds"], ma.get("per_run") or [ma["estimate"]] * (len(a["seeds"]) == 1)))
+  vb = dict(zip(b["seeds"], mb.get("per_run") or [mb["estimate"]] * (len(b["seeds"]) == 1)))
+  common = sorted(set(va) & set(vb), key=str)
+  diffs = [va[s] - vb[s] for s in common if va[s] is not None and vb[s] is not None]
+  if not diffs:
+    return {
+      "measures": {
+        key: {
+          "estimate": None,
+          "low": None,
+          "high": None,
+          "over": None,
+          "units": None,
+          "note": "the two groups share no seed",
+        }
+      },
+      "runs": [],
+    }
+  m = summary_json(measures.t_interval(diffs))
+  return {"measures": {key: m}, "runs": a["runs"] + b["runs"], "experiment": a.get("experiment")}
+
+
 def judge(claim: Claim, ms: Measurement, summaries: Mapping[str, Mapping]) -> tuple[str, str]:
   """(measured text, verdict) of one measurement of ``claim``."""
+  if ms.minus is not None:
+    diff = paired_difference(summaries.get(ms.group), summaries.get(ms.minus), ms.keys[0], ms.minus_key)
+    missing = [g for g in (ms.group, ms.minus) if g not in summaries]
+    if diff is None:
+      return f"no run: {ms.command or claim.needs} (no summary of {', '.join(f'`{g}`' for g in missing)})", rules.NO_RUN
+    summaries = {**summaries, ms.group: diff}
   summary = summaries.get(ms.group)
   value = ms.paper if ms.paper is not None else claim.value
   chosen = ms.chosen_on_test is not None
@@ -376,9 +413,11 @@ def opening(summaries: Mapping[str, Mapping]) -> str:
     primary = rows[0]
     ms = primary.measurement
     text = primary.text
-    if ms is not None and ms.group not in summaries:
-      todo.setdefault(ms.group, ms.command or claim.needs or "not planned yet")
-      text = f"no run of group `{ms.group}` (below)"
+    missing = [g for g in ((ms.group, ms.minus) if ms else ()) if g is not None and g not in summaries]
+    if missing:
+      for g in missing:
+        todo.setdefault(g, ms.command or claim.needs or "not planned yet")
+      text = f"no run of group {' and '.join(f'`{g}`' for g in missing)} (below)"
     label = ms.label if ms else "no measurement"
     line = f"- **{primary.verdict}** — `{claim.key}` ({claim.where}): {label}: {text}{_disagreements(rows)}"
     if primary.verdict in rules.NOT_REPRODUCED:

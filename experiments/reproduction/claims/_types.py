@@ -24,6 +24,8 @@ class Measurement:
   budget_unit: str | None = None  # the unit of ``budget`` when it is not the claim's
   command: str | None = None  # the command that makes the group, and its cost, for a measurement not run yet
   replicate: str | None = None  # rows of one claim with the same tag ran one setting (pooled when they disagree)
+  minus: str | None = None  # another group: the row is this group's measure minus that group's, paired by seed
+  minus_key: str | None = None  # the measure read in ``minus`` when it is not ``key``
 
   @property
   def keys(self) -> tuple[str, ...]:

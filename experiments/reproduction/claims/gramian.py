@@ -328,14 +328,15 @@ CLAIMS: tuple[Claim, ...] = (
     "the relative improvement of SOGram compared to the baselines is even larger when using smaller batches",
     DIRECTION,
     None,
-    "SOGram's relative improvement at |B| = 128 minus at |B| = 1024 (points of %)",
+    "SOGram's relative improvement over uniform sampling at |B| = 128 minus at |B| = 1024 (points of %), paired by "
+    "seed",
     (
       Measurement(
-        "10K pages, uniform, |B| = 128 against 1024",
-        "gramian-t2-batch",
-        "batch_gain.uniform",
-        command="the Table 2 runs at --penalty-batch-size 128 beside 1024 (about 1 hour on 2 cores); the measure "
-        "across the two groups is not implemented yet",
+        "10K pages, uniform, α = 0.01, 3,000 steps, |B| = 128 against 1024, over 5 seeds",
+        _t2("uniform", "0.01") + "-b128",
+        "improvement_pct.uniform",
+        minus=_t2("uniform", "0.01"),
+        command=_T2.format(s="uniform", a="0.01").replace("1024", "128"),
       ),
     ),
     side=1,
@@ -389,17 +390,19 @@ CLAIMS: tuple[Claim, ...] = (
     "we observe that uniform sampling performs better than sqrt, despite having a worse Gramian estimate",
     DIRECTION,
     None,
-    "uniform sampling's final MAP@10 minus sqrt sampling's (points)",
+    "uniform sampling's final MAP@10 minus sqrt sampling's (points ×100), paired by seed",
     (
       Measurement(
         "10K pages, 3,000 steps, over 5 seeds",
-        "gramian-t2-samplings",
-        "sampling_gap.uniform.sqrt",
-        command="the Table 2 runs with sqrt sampling (sqrt has never been trained here); the measure is not "
-        "implemented yet",
+        _t2("uniform", "0.01"),
+        "final_map.sampling-uniform",
+        minus=_t2("sqrt", "0.01"),
+        minus_key="final_map.sampling-sqrt",
+        command=_T2.format(s="sqrt", a="0.01"),
       ),
     ),
     side=1,
+    unit=" pts",
   ),
   Claim(
     "gramian.appendix-e.alpha-trajectory",
@@ -409,16 +412,18 @@ CLAIMS: tuple[Claim, ...] = (
     "final performance is better",
     DIRECTION,
     None,
-    "SOGram's final MAP@10 at α = 0.01 minus at α = 0.1 (points)",
+    "uniform SOGram's final MAP@10 at α = 0.01 minus at α = 0.1 (points ×100), paired by seed",
     (
       Measurement(
         "10K pages, uniform, 3,000 steps, over 5 seeds",
-        "gramian-t2-alpha",
-        "alpha_gap.uniform",
-        command="the two uniform Table 2 groups (α = 0.01 and 0.1); the measure across them is not implemented yet",
+        _t2("uniform", "0.01"),
+        "final_map.sogram-uniform",
+        minus=_t2("uniform", "0.1"),
+        command=_T2.format(s="uniform", a="0.1"),
       ),
     ),
     side=1,
+    unit=" pts",
   ),
   Claim(
     "gramian.appendix-e.alpha",
