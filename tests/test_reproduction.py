@@ -525,6 +525,24 @@ class CheckTest(unittest.TestCase):
     (tmp / "page.md").write_text(edited)
     self.assertEqual(cli.main(["--check", "--page", str(tmp / "page.md")]), 1)
 
+  def test_a_stale_summary_fails_the_check_and_resummarise_mends_it(self):
+    import shutil
+
+    tmp = Path(tempfile.mkdtemp())
+    for name in ("summaries", "figures", "runs"):
+      shutil.copytree(ROOT / "docs" / "reproduction" / name, tmp / "reproduction" / name)
+    shutil.copyfile(ROOT / "docs" / "reproduction.md", tmp / "reproduction.md")
+    flags = ["--summaries", str(tmp / "reproduction" / "summaries"), "--archive", str(tmp / "reproduction" / "runs")]
+    group = sorted(p.name for p in (tmp / "reproduction" / "runs").iterdir())[0]
+    path = tmp / "reproduction" / "summaries" / f"{group}.json"
+    summary = json.loads(path.read_text())
+    key = next(iter(summary["measures"]))
+    summary["measures"][key]["estimate"] = 123.0  # a summary no longer what its archived runs give
+    path.write_text(json.dumps(summary))
+    self.assertEqual(cli.main(["--check", *flags, "--page", str(tmp / "reproduction.md")]), 1)
+    self.assertEqual(cli.main(["--resummarise", *flags, "--page", str(tmp / "reproduction.md")]), 0)
+    self.assertEqual(cli.main(["--check", *flags, "--page", str(tmp / "reproduction.md")]), 0)
+
   def test_check_takes_no_runs(self):
     with self.assertRaises(SystemExit):
       cli.main(["--check", "--runs", "x"])

@@ -2,6 +2,7 @@
 
   python -m experiments.reproduction --runs DIR    # archive and summarise every run group in DIR, regenerate the page
   python -m experiments.reproduction               # regenerate the page from the committed summaries
+  python -m experiments.reproduction --resummarise # regenerate every archived group's summary, then the page
   python -m experiments.reproduction --check       # exit 1 if a summary differs from what its archived runs give,
                                                    # or the page from what the summaries give
 
@@ -35,6 +36,11 @@ def parser() -> argparse.ArgumentParser:
   )
   p.add_argument("--page", type=Path, default=DOCS / "reproduction.md", help="the page to write or check")
   p.add_argument("--check", action="store_true", help="regenerate the page in memory and fail on any difference")
+  p.add_argument(
+    "--resummarise",
+    action="store_true",
+    help="rewrite every archived group's summary from its archived runs (after a change to the summariser)",
+  )
   return p
 
 
@@ -51,8 +57,8 @@ def _stale_summaries(archive: Path, summaries: dict, figures: Path) -> list[str]
 
 def main(argv=None) -> int:
   args = parser().parse_args(argv)
-  if args.check and args.runs is not None:
-    parser().error("--check reads the committed summaries: it takes no --runs")
+  if args.check and (args.runs is not None or args.resummarise):
+    parser().error("--check reads the committed summaries: it takes no --runs or --resummarise")
   try:
     figures = args.summaries.parent / "figures"
     if args.runs is not None:
@@ -67,6 +73,10 @@ def main(argv=None) -> int:
         archived = [archive_run(r, args.archive / group) for r in runs]
         path = write_summary(summary, runs, args.summaries)
         print(f"{group}: {len(runs)} run(s) -> {path}, run files in {archived[0].parent}")
+    if args.resummarise:
+      for group, runs in archived_groups(args.archive).items():
+        write_summary(summarise_group(group, runs, figures), runs, args.summaries)
+        print(f"{group}: {len(runs)} archived run(s) summarised again")
     if not args.summaries.is_dir():
       raise FileNotFoundError(f"--summaries {args.summaries}: not a folder")
     summaries = load_summaries(args.summaries)
