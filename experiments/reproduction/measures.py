@@ -57,9 +57,10 @@ def ratio_t_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95
   r"""The ratio of means :math:`\bar a / \bar b` over paired runs and its delta-method t-interval.
 
   The linearised residuals :math:`d_i = a_i - r b_i` have mean zero at the estimate :math:`r`; the ratio's standard
-  error is :math:`s_d / (\sqrt{n}\, \bar b)`, and the interval uses Student's t on n − 1 degrees of freedom, which
-  holds its level at three runs where a percentile bootstrap (ten distinct resamples of three runs) does not. None
-  for fewer than :data:`MIN_RUNS` pairs.
+  error is :math:`s_d / (\sqrt{n}\, \bar b)`, and the interval, taken on the log scale so that a ratio of times stays
+  positive (:math:`r \exp(\pm t\, \mathrm{se} / r)`), uses Student's t on n − 1 degrees of freedom, which holds its
+  level at three runs where a percentile bootstrap (ten distinct resamples of three runs) does not. None for fewer
+  than :data:`MIN_RUNS` pairs.
 
   Raises:
     ValueError: ``a`` and ``b`` differ in length, or a ``b`` is not positive.
@@ -74,8 +75,13 @@ def ratio_t_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95
   if a_.size < MIN_RUNS:
     return Measured(r, units=int(a_.size), note=_too_few(a_.size), pairs=pairs)
   d = a_ - r * b_
-  half = float(stats.t.ppf(0.5 + level / 2, a_.size - 1) * d.std(ddof=1) / (math.sqrt(a_.size) * b_.mean()))
-  return Measured(r, r - half, r + half, over, int(a_.size), pairs=pairs)
+  se = float(d.std(ddof=1) / (math.sqrt(a_.size) * b_.mean()))
+  if r <= 0.0:  # a zero numerator: no log scale; the interval is the plain delta-method one
+    half = float(stats.t.ppf(0.5 + level / 2, a_.size - 1) * se)
+    return Measured(r, r - half, r + half, over, int(a_.size), pairs=pairs)
+  # on the log scale, where a ratio of positive quantities stays positive: log r ± t · se / r
+  spread = float(stats.t.ppf(0.5 + level / 2, a_.size - 1) * se / r)
+  return Measured(r, r * math.exp(-spread), r * math.exp(spread), over, int(a_.size), pairs=pairs)
 
 
 def pooled(measures: Sequence[Mapping]) -> Measured | None:
