@@ -9,11 +9,22 @@ statistic of their paired scores :math:`(a_i, b_i)`, i = 1..n:
   MAP@10 by +10.9 %" or a method's intended degradation relative to Keep-All;
 * :func:`ratio_of_means`: :math:`\bar a / \bar b`, e.g. a speed-up, the ratio of mean times over paired runs.
 
-Each interval is a paired percentile bootstrap (Efron & Tibshirani 1993, §13.3): the units are redrawn with
-replacement, *both* systems' scores together, so what they share (how hard a query is, how fast a run's machine
-was) cancels. :func:`difference` uses :func:`bcjax.metrics.paired_bootstrap`; the two ratios redraw the same way
-on the host. A comparison with fewer than two units has no interval (``low`` and ``high`` None): one run measures
-no noise. :meth:`Comparison.order` ranks one system above another only when the interval excludes the tie, and
+The first two are over many units (queries, val users): their intervals are paired percentile bootstraps (Efron &
+Tibshirani 1993, §13.3), the units redrawn with replacement, *both* systems' scores together, so what they share
+(how hard a query is) cancels; :func:`difference` uses :func:`bcjax.metrics.paired_bootstrap`, the relative change
+redraws the same way on the host. :func:`ratio_of_means` is over a few independent runs, where a bootstrap has too
+few distinct redraws to hold its level (three runs give ten): its interval is the delta method's with Student's t on
+n − 1 degrees of freedom,
+
+.. math::
+  r = \bar a / \bar b, \qquad d_i = a_i - r\,b_i, \qquad
+  \mathrm{se}(r) = \frac{s_d}{\sqrt n\,\bar b}, \qquad r \exp(\pm t_{n-1,\,0.975}\,\mathrm{se}(r) / r)
+
+(on the log scale, so that a speed-up's interval stays positive).
+
+A comparison with fewer than :data:`MIN_UNITS` (three) units has no interval (``low`` and ``high`` None) and orders
+nothing: two runs give a "95 % interval" that is their two values, and one run measures no noise at all.
+:meth:`Comparison.order` ranks one system above another only when the interval excludes the tie, and
 :func:`tied_ranks` turns pairwise orders into average ranks in which unresolved pairs share their places.
 """
 
@@ -22,20 +33,23 @@ from typing import NamedTuple
 
 import jax
 import numpy as np
+from scipy import stats
 
 from bcjax.metrics import paired_bootstrap
 
 LEVEL = 0.95
 REPLICATES = 2000
+# The fewest paired units an interval (and so an order) is computed from.
+MIN_UNITS = 3
 # Redraws drawn at a time: the index block [replicates, n_s] stays near 2^24 entries whatever n_s is.
 _BLOCK_ENTRIES = 1 << 24
 
 
 class Comparison(NamedTuple):
-  """A statistic of paired scores and its bootstrap interval.
+  """A statistic of paired scores and its interval.
 
-  ``estimate``: the statistic on the observed units; ``low``, ``high``: its percentile interval at ``level`` (None
-  when fewer than two units were compared); ``over``: what the interval redraws ("validation queries", "runs");
+  ``estimate``: the statistic on the observed units; ``low``, ``high``: its interval at ``level`` (None when fewer
+  than :data:`MIN_UNITS` units were compared); ``over``: what the interval redraws ("validation queries", "runs");
   ``units``: how many there were; ``null``: the value that means "no difference" (0 for a difference or a relative
   change, 1 for a ratio)."""
 
@@ -46,11 +60,12 @@ class Comparison(NamedTuple):
   units: int
   null: float = 0.0
   level: float = LEVEL
+  why: str | None = None  # why there is no interval, where ``units`` alone does not say
 
   @property
   def measured(self) -> bool:
-    """Whether there is an interval (at least two units)."""
-    return self.low is not None
+    """Whether there is an interval: bounds, from at least :data:`MIN_UNITS` units."""
+    return self.low is not None and self.high is not None and self.units >= MIN_UNITS
 
   def order(self) -> int:
     """+1 when the interval lies above the null, -1 below it, 0 when it holds the null or there is none (a tie)."""
@@ -60,17 +75,21 @@ class Comparison(NamedTuple):
 
   def verdict(self, above: str = "ahead", below: str = "behind") -> str:
     """``above``/``below`` when the interval excludes the null, else "tied (within the noise)" or, without an
-    interval, "no interval (one unit)"."""
+    interval, why: "no interval: 2 runs; 3 give one"."""
     if not self.measured:
-      return f"no interval ({_count(self.units, self.over)})"
+      return self._missing()
     return {1: above, -1: below, 0: "tied (within the noise)"}[self.order()]
 
   def cell(self, fmt: str = "+.2f", unit: str = "") -> str:
-    """``"+10.9 % [-3.1, +25.0]"``; without an interval ``"+10.9 % (1 run: no interval)"``."""
+    """``"+10.9 % [-3.1, +25.0]"``; without an interval ``"+10.9 % (no interval: 2 runs; 3 give one)"``."""
     value = f"{self.estimate:{fmt}}{unit}"
     if not self.measured:
-      return f"{value} ({_count(self.units, self.over)}: no interval)"
+      return f"{value} ({self._missing()})"
     return f"{value} [{self.low:{fmt}}, {self.high:{fmt}}]"
+
+  def _missing(self) -> str:
+    """Why there is no interval: ``why``, else too few units."""
+    return self.why or no_interval(self.units, self.over)
 
   def to_json(self) -> dict:
     return {
@@ -88,6 +107,19 @@ def _count(units: int, over: str) -> str:
     return f"{units} {over}"
   words = over.split()
   return " ".join([str(units), *words[:-1], words[-1].removesuffix("s")])
+
+
+def no_interval(units: int, over: str = "runs") -> str:
+  """Why a comparison of ``units`` paired units has no interval: ``"no interval: 2 runs; 3 give one"``."""
+  return f"no interval: {_count(units, over)}; {MIN_UNITS} give one"
+
+
+def _few(strata: list[np.ndarray], over: str) -> str:
+  """Why strata of these sizes give no interval: the whole comparison's count, or the smallest stratum's."""
+  if len(strata) == 1:
+    return no_interval(strata[0].size, over)
+  fewest = min(x.size for x in strata)
+  return f"no interval: a stratum has {_count(fewest, over)}; {MIN_UNITS} give one"
 
 
 def _paired(fn: str, a, b) -> tuple[np.ndarray, np.ndarray]:
@@ -128,11 +160,6 @@ def _replicate_means(
   return ma, mb
 
 
-def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
-  low, high = np.quantile(values, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
-  return float(low), float(high)
-
-
 def difference(
   a: Sequence | Sequence[Sequence],
   b: Sequence | Sequence[Sequence],
@@ -158,8 +185,8 @@ def difference(
   diffs = [x - y for x, y in pairs]
   units = sum(d.size for d in diffs)
   estimate = float(scale * sum(ws * d.mean() for ws, d in zip(w, diffs)))
-  if min(d.size for d in diffs) < 2:
-    return Comparison(estimate, None, None, over, units, 0.0, level)
+  if min(d.size for d in diffs) < MIN_UNITS:
+    return Comparison(estimate, None, None, over, units, 0.0, level, _few(diffs, over))
   iv = paired_bootstrap(diffs, key, weights=list(scale * w), num_samples=num_samples, level=level)
   return Comparison(estimate, iv.low, iv.high, over, units, 0.0, level)
 
@@ -183,8 +210,8 @@ def relative_change(
     over: what the units are, plural, for the reports.
 
   Both means are redrawn together, so the interval is that of the ratio (never below -100 %), not of a difference
-  over a fixed reference. No interval when a stratum has one unit, or when so many redraws of a sparse ``b`` have a
-  zero mean that the interval has no upper end.
+  over a fixed reference. No interval when a stratum has fewer than :data:`MIN_UNITS` units, or when so many
+  redraws of a sparse ``b`` have a zero mean that the interval has no upper end.
   """
   pairs = _strata("relative_change", a, b)
   mean_a = float(np.mean([x.mean() for x, _ in pairs]))
@@ -193,33 +220,41 @@ def relative_change(
     raise ValueError(f"relative_change: the reference `b` must have a positive mean, got {mean_b:g}")
   estimate = 100.0 * (mean_a / mean_b - 1.0)
   units = sum(x.size for x, _ in pairs)
-  if min(x.size for x, _ in pairs) < 2:
-    return Comparison(estimate, None, None, over, units, 0.0, level)
+  if min(x.size for x, _ in pairs) < MIN_UNITS:
+    return Comparison(estimate, None, None, over, units, 0.0, level, _few([x for x, _ in pairs], over))
   ma, mb = _replicate_means(pairs, key, num_samples)
   # A redraw whose reference mean is 0 (every drawn unit scored 0) has no ratio: an unbounded change, which sorts
   # above every other. When more of them than the interval's upper tail holds occur, the interval has no upper end:
   # no interval is reported (never an infinite or NaN bound).
   unbounded = mb <= 0
   if np.mean(unbounded) > (1.0 - level) / 2.0:
-    return Comparison(estimate, None, None, over, units, 0.0, level)
+    return Comparison(estimate, None, None, over, units, 0.0, level, "no interval: its upper end is unbounded")
   rel = np.where(unbounded, np.inf, 100.0 * (ma / np.where(unbounded, 1.0, mb) - 1.0))
   low, high = np.quantile(rel, [(1.0 - level) / 2.0, (1.0 + level) / 2.0], method="inverted_cdf")
   return Comparison(estimate, float(low), float(high), over, units, 0.0, level)
 
 
-def ratio_of_means(
-  a: Sequence, b: Sequence, key: jax.Array, *, over: str = "runs", num_samples: int = REPLICATES, level: float = LEVEL
-) -> Comparison:
-  r""":math:`\bar a / \bar b` over paired units with its paired bootstrap interval (``b`` positive)."""
+def ratio_of_means(a: Sequence, b: Sequence, *, over: str = "runs", level: float = LEVEL) -> Comparison:
+  r""":math:`r = \bar a / \bar b` over paired units (``b`` positive) with its delta-method t-interval.
+
+  With :math:`d_i = a_i - r b_i` (mean zero at :math:`r`), :math:`\mathrm{se}(r) = s_d / (\sqrt n\, \bar b)`, and the
+  interval is taken on the log scale, :math:`r \exp(\pm t_{n-1}\,\mathrm{se}(r) / r)`, so that a ratio of positive
+  quantities (a speed-up) keeps a positive interval (Student's t on n − 1 degrees of freedom: it holds its level at
+  three runs, where a percentile bootstrap over runs has ten distinct redraws); a zero ratio keeps the plain
+  :math:`r \pm t\,\mathrm{se}`. None for fewer than :data:`MIN_UNITS` pairs.
+  """
   a, b = _paired("ratio_of_means", a, b)
   if np.any(b <= 0):
     raise ValueError(f"ratio_of_means: the denominators `b` must be positive, got min {b.min():g}")
   estimate = float(a.mean() / b.mean())
-  if a.size < 2:
+  if a.size < MIN_UNITS:
     return Comparison(estimate, None, None, over, a.size, 1.0, level)
-  ma, mb = _replicate_means([(a, b)], key, num_samples)
-  low, high = _interval(ma / mb, level)
-  return Comparison(estimate, low, high, over, a.size, 1.0, level)
+  d = a - estimate * b
+  half = float(stats.t.ppf(0.5 + level / 2.0, a.size - 1) * np.std(d, ddof=1) / (np.sqrt(a.size) * b.mean()))
+  if estimate <= 0.0:
+    return Comparison(estimate, estimate - half, estimate + half, over, a.size, 1.0, level)
+  spread = np.exp(half / estimate)
+  return Comparison(estimate, estimate / spread, estimate * spread, over, a.size, 1.0, level)
 
 
 def tied_ranks(orders: Mapping[tuple[str, str], int], names: Sequence[str]) -> dict[str, float]:

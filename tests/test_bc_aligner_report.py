@@ -12,8 +12,9 @@ import jax
 import numpy as np
 import pytest
 from absl.testing import absltest
+from scipy import stats
 
-from experiments.bc_aligner import noise, seeds
+from experiments.bc_aligner import chance, noise, seeds
 from experiments.bc_aligner.experiment import BCAligner
 from experiments.bc_aligner.report import (
   figure_5,
@@ -214,9 +215,14 @@ class ValUserNoiseTest(absltest.TestCase):
     got = noise.intended_intervals(per_user, jax.random.key(0))
     self.assertGreaterEqual(got["fix-m0"][0], -100.0)
     self.assertEqual(got["zero"], [-100.0, -100.0])
-    # one val user in a version: no interval (None, shown as a dash), never a zero-width one
-    one = {m: [(u[:1], r[:1]) for u, r in v] for m, v in per_user.items()}
-    self.assertIsNone(noise.intended_intervals(one, jax.random.key(0))["fix-m0"])
+    # one or two val users in a version: no interval (None, shown as a dash), never a zero-width one, and no gap
+    for n in (1, 2):
+      few = {m: [(u[:n], r[:n]) for u, r in v] for m, v in per_user.items()}
+      self.assertIsNone(noise.intended_intervals(few, jax.random.key(0))["fix-m0"], n)
+      row = lambda c: {"combined_degradation_pct": c, "unintended_degradation_pct": 0.0}
+      ranked = {"methods": {"non-bc": {"intended_recall50_mean": 0.3}, "fix-m0": row(-1.0), "bc-aligner": row(-2.0)}}
+      few["bc-aligner"] = few["non-bc"]
+      self.assertIsNone(noise.gap_interval(ranked, few, jax.random.key(0)), n)
 
   def test_methods_scored_on_other_val_users_are_refused(self):
     rng = np.random.default_rng(1)
@@ -332,6 +338,138 @@ def best_of(combined: dict, candidates: tuple, i: int) -> str:
   return max(candidates, key=lambda m: combined[m][i])
 
 
+class ChanceTest(absltest.TestCase):
+  """The intended task's chance level (:mod:`experiments.bc_aligner.chance`) against a float64 reference built from
+  sets and scipy's hypergeometric distribution, against random rankings through the experiment's own retrieval, and
+  what the report does with a reference at chance."""
+
+  def reference(self, split, k):
+    """Per val user: the random ranking's expected recall and its variance, from Python sets."""
+    train, val = {}, {}
+    for u, i in zip(split.train_user.tolist(), split.train_item.tolist()):
+      train.setdefault(u, set()).add(i)
+    for u, i in zip(split.val_user.tolist(), split.val_item.tolist()):
+      val.setdefault(u, set()).add(i)
+    means, variances = [], []
+    for u in sorted(val):
+      candidates = split.num_items - len(train.get(u, set()))
+      ranked = len(val[u] - train.get(u, set()))
+      with np.errstate(divide="ignore", invalid="ignore"):  # scipy's kurtosis of a small population: unused here
+        mean, var = stats.hypergeom.stats(candidates, ranked, min(k, candidates), moments="mv")
+      means.append(float(mean) / len(val[u]))
+      variances.append(float(var) / len(val[u]) ** 2)
+    return np.array(means, np.float64), np.array(variances, np.float64)
+
+  def test_the_level_against_sets_and_scipy(self):
+    _, versions = small_versions()
+    splits = [v.split for v in versions]
+    got = chance.intended_chance(splits, (10, 50))
+    by_version = {k: [self.reference(s, k) for s in splits] for k in (10, 50)}
+    for k, refs in by_version.items():
+      means = [m.mean() for m, _ in refs]
+      sds = [np.sqrt(v.sum()) / v.size for _, v in refs]
+      assert_close(got[f"recall@{k}"]["mean_by_version"], means)
+      assert_close(got[f"recall@{k}"]["sd_by_version"], sds)
+      assert_close(got[f"recall@{k}"]["mean"], np.mean(means))
+      assert_close(got[f"recall@{k}"]["sd"], np.sqrt(np.sum(np.square(sds))) / len(sds))
+    # re-interactions (a val item the user trained on) are never ranked but count: the level is below n P / (C R)'s
+    # value with every val item ranked
+    split = splits[0]
+    repeat = split._replace(
+      val_user=np.r_[split.val_user, split.train_user[:1]], val_item=np.r_[split.val_item, split.train_item[:1]]
+    )
+    mean, _ = self.reference(repeat, 50)
+    assert_close(chance.version_chance(repeat, (50,))["recall@50"][0], mean.mean())
+
+  @pytest.mark.heavy
+  def test_random_rankings_through_the_experiments_retrieval_score_the_level(self):
+    _, versions = small_versions()
+    vd = versions[0]
+    level, sd = chance.version_chance(vd.split, (50,))["recall@50"]
+    rng = np.random.default_rng(0)
+    draws = [recall(rng.normal(size=(vd.num_nodes, 32)).astype(np.float32), vd, ())["recall@50"] for _ in range(60)]
+    # random embeddings rank every user's candidates uniformly; users share the item draws, so the draws' spread is
+    # only near the independent users' sd: the mean is tested against its own standard error
+    assert_close(np.mean(draws), level, "statistical", rtol=0.0, atol=4 * np.std(draws) / np.sqrt(len(draws)))
+    # the sd, against independent uniform rankings of each user's candidates (float64 NumPy)
+    c, p, r = chance._per_user(vd.split)
+    sims = np.zeros(4000)
+    for cu, pu, ru in zip(c.astype(int), p.astype(int), r):
+      ranks = rng.random((sims.size, cu)).argsort(axis=1)[:, : min(50, cu)]  # the first pu candidates are relevant
+      sims += (ranks < pu).sum(axis=1) / ru / len(c)
+    assert_close(sims.mean(), level, "statistical", rtol=0.0, atol=4 * sd / np.sqrt(sims.size))
+    assert_close(sims.std(), sd, "statistical", rtol=0.08, atol=0.0)
+
+  def results(self, non_bc, others):
+    """A run whose methods score these Recall@50 by version; a random ranking scores 0.06 ± 0.01 at every one."""
+    recalls = {"non-bc": [{"recall@50": v} for v in non_bc]}
+    recalls.update({m: [{"recall@50": v} for v in vs] for m, vs in others.items()})
+    level = {"recall@50": {"mean": 0.06, "sd": 0.01, "mean_by_version": [0.06] * 5, "sd_by_version": [0.02] * 5}}
+    named, why = chance.assess(recalls, level, "recall@50", "non-bc")
+    z = [np.zeros((2, 2))] * 5
+    consumers = {"t": {"steps": [1], "auc": {m: [[0.7 if m == "fix-m0" else 0.6]] for m in recalls}}}
+    methods = summarise(
+      recalls, {m: z for m in recalls}, consumers, {m: [0.05] * 5 for m in recalls}, intended_measured=why is None
+    )
+    for m in methods.values():
+      m["intended_degradation_ci95"] = [-1.0, 1.0]
+    return {
+      "dataset": "amazon-Musical_Instruments",
+      "preset": "test",
+      "seed": 0,
+      "config": {"lam": 1.0},
+      "methods": methods,
+      "consumers": {},
+      "intended_chance": level,
+      "intended_at_chance": named,
+      "intended_not_measurable": why,
+    }
+
+  def test_a_ranking_at_chance_makes_the_intended_side_not_measurable(self):
+    # the issue's Musical Instruments run: Keep-All's Recall@50 0.0596 against a random ranking's 0.0605 ± 0.0074
+    results = self.results([0.0596] * 5, {"fix-m0": [0.058] * 5, "bc-aligner": [0.061] * 5})
+    self.assertEqual(results["intended_at_chance"], ["non-bc", "fix-m0", "bc-aligner"])
+    self.assertIn("Keep-All's Recall@50, 0.0596 (mean over versions), is at chance", results["intended_not_measurable"])
+    for m in results["methods"].values():
+      self.assertIsNone(m["intended_degradation_pct"])
+      self.assertIsNone(m["combined_degradation_pct"])
+      self.assertIsNone(m["recall_recovery_pct"])
+    line = headline(results)
+    self.assertTrue(line.startswith("Intended side not measurable on this data: Keep-All's Recall@50"), line)
+    self.assertIn("No best backward-compatible method is named", line)
+    self.assertNotIn("trade-off:", line)
+    table = table_3(results)
+    self.assertIn("| bc-aligner | linear | not measurable | not measurable |", table)
+    self.assertIn("| 0.0610 | 0.0600 ± 0.0100: at chance |", table)  # beside the intended number
+    self.assertIn(
+      "At chance on the intended task (Recall@50 at most 2 sd above a random ranking's 0.0600 ± 0.0100): "
+      "non-bc, fix-m0, bc-aligner.",
+      table,
+    )
+    self.assertIn("Chance: a random ranking of each version's candidates", table)
+
+  def test_a_version_0_model_at_chance_makes_the_intended_side_not_measurable(self):
+    # the issue's All Beauty run: version 0's model below a random ranking, the later versions above it
+    results = self.results([0.05, 0.3, 0.3, 0.3, 0.3], {"fix-m0": [0.05] * 5, "bc-aligner": [0.05, 0.2, 0.2, 0.2, 0.2]})
+    self.assertEqual(results["intended_at_chance"], ["fix-m0"])  # M_0 serves every version: at chance on the mean
+    self.assertIn(
+      "version 0's model scores Recall@50 0.0500 at version 0, at chance", results["intended_not_measurable"]
+    )
+    self.assertIn("No best backward-compatible method is named", headline(results))
+
+  def test_a_reference_above_chance_names_the_models_at_chance(self):
+    results = self.results([0.3] * 5, {"fix-m0": [0.07] * 5, "bc-aligner": [0.25] * 5})
+    self.assertIsNone(results["intended_not_measurable"])
+    self.assertEqual(results["intended_at_chance"], ["fix-m0"])  # 0.07 <= 0.06 + 2 x 0.01
+    table = table_3(results)
+    self.assertIn("| 0.2500 | 0.0600 ± 0.0100: above |", table)
+    self.assertIn("| 0.0700 | 0.0600 ± 0.0100: at chance |", table)
+    # the comparisons without an interval say so, and how many seeds give one
+    self.assertIn("The unintended and combined degradations and the recall recovery have no interval", table)
+    self.assertIn("(3 seeds give one: python -m experiments.bc_aligner.seeds)", table)
+    self.assertIn("Best backward-compatible trade-off:", headline(results))
+
+
 class SeedsTest(absltest.TestCase):
   """``experiments.bc_aligner.seeds`` on runs written here, against NumPy means, stds and paired differences."""
 
@@ -437,6 +575,14 @@ class SeedsTest(absltest.TestCase):
     for m in ("keep-all", "non-bc", "bc-aligner"):  # not a rival BC-Aligner is compared with
       self.assertNotIn(f"| {m} |", section.split("| seed |")[0])
 
+  def test_two_seeds_give_no_interval(self):
+    d = self.random_degradations(runs=2)
+    text = self.run_main(self.make_runs(d))
+    row = next(line for line in text.split("by component")[1].splitlines() if line.startswith("| fix-m0 |"))
+    lead = d["bc-aligner"].sum(1) - d["fix-m0"].sum(1)
+    self.assertIn(f"| {np.mean(lead):+.2f} (no interval: 2 runs; 3 give one) ({np.sum(lead > 0)} / 2) |", row)
+    self.assertNotIn("[", row)
+
   def test_without_stored_flips_the_flip_lead_is_not_available(self):
     text = self.run_main(self.make_runs(self.random_degradations()))
     row = next(line for line in text.split("by component")[1].splitlines() if line.startswith("| joint-lin-sloss |"))
@@ -509,6 +655,11 @@ class SeedsTest(absltest.TestCase):
     results["unintended_not_measurable"] = "0 consumer task(s) left"
     (at_chance[1] / "results.json").write_text(json.dumps(results))
     cases["its unintended side is not measurable on this data (0 consumer task(s) left)"] = at_chance
+    ranker_at_chance = self.make_runs(d)
+    results = json.loads((ranker_at_chance[0] / "results.json").read_text())
+    results["intended_not_measurable"] = "Keep-All's Recall@50 is at chance"
+    (ranker_at_chance[0] / "results.json").write_text(json.dumps(results))
+    cases["its intended side is not measurable on this data (Keep-All's Recall@50 is at chance)"] = ranker_at_chance
     for message, paths in cases.items():
       with mock.patch("sys.stderr", new_callable=io.StringIO) as stderr, self.assertRaises(SystemExit) as exit_:
         seeds.main([str(p) for p in paths])

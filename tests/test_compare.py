@@ -1,6 +1,7 @@
 """The experiments' noise-aware comparisons against closed forms: the paired difference's interval width against the
-standard error of a mean difference, the relative change's against the delta method, the ratio of means over runs,
-orders only where the interval excludes the tie, and tied average ranks."""
+standard error of a mean difference, the relative change's against the delta method, the ratio of means over runs
+against the delta-method t-interval, no interval and no order from fewer than three units, orders only where the
+interval excludes the tie, and tied average ranks."""
 
 import jax
 import numpy as np
@@ -53,25 +54,55 @@ class CompareTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "positive mean"):
       relative_change(a, np.zeros(5000), jax.random.key(0), over="queries")
 
-  def test_ratio_of_means_over_runs(self):
+  def test_ratio_of_means_over_runs_is_the_delta_method_t_interval(self):
     base = np.array([10.0, 12.0, 11.0, 9.0])
     ours = np.array([4.0, 5.0, 4.5, 3.5])
-    c = ratio_of_means(base, ours, jax.random.key(3))
-    assert_close(c.estimate, base.mean() / ours.mean())
-    self.assertEqual((c.null, c.order(), c.units), (1.0, 1, 4))
-    # every redraw's ratio lies between the smallest and the largest per-run ratio
-    self.assertGreaterEqual(c.low, float(np.min(base / ours)) - 1e-12)
-    self.assertLessEqual(c.high, float(np.max(base / ours)) + 1e-12)
-    one = ratio_of_means([10.0], [4.0], jax.random.key(3))
-    self.assertFalse(one.measured)
-    self.assertEqual((one.order(), one.cell(".1f")), (0, "2.5 (1 run: no interval)"))
-    self.assertEqual(one.verdict(), "no interval (1 run)")
+    c = ratio_of_means(base, ours)
+    # float64 reference: r = mean(a) / mean(b), d = a - r b, se = sd(d) / (sqrt(n) mean(b)), t on n - 1 = 3 df,
+    # on the log scale: r exp(-+ t se / r)
+    r = base.mean() / ours.mean()
+    d = base - r * ours
+    se = np.sqrt(np.sum((d - d.mean()) ** 2) / 3) / (2.0 * ours.mean())
+    t3 = 3.182446305284263  # Student's t, 97.5 % quantile, 3 degrees of freedom
+    assert_close(c.estimate, r)
+    assert_close([c.low, c.high], [r * np.exp(-t3 * se / r), r * np.exp(t3 * se / r)], scale=r)
+    # three runs that disagree: a wide interval, still above zero (the symmetric one ran below it)
+    wide = ratio_of_means([1.0, 0.2, 2.0], [1.0, 1.0, 1.0])
+    self.assertGreater(wide.low, 0.0)
+    self.assertEqual((c.null, c.order(), c.units, c.over), (1.0, 1, 4, "runs"))
+    # the issue's two IMDB-BINARY runs (0.358 and 0.460 per run): no interval, and no order from them
+    two = ratio_of_means([0.358, 0.460], [1.0, 1.0])
+    self.assertEqual((two.low, two.high, two.measured, two.order()), (None, None, False, 0))
+    self.assertEqual(two.cell(".1f"), "0.4 (no interval: 2 runs; 3 give one)")
+    self.assertEqual(two.verdict(), "no interval: 2 runs; 3 give one")
+    one = ratio_of_means([10.0], [4.0])
+    self.assertEqual((one.order(), one.cell(".1f")), (0, "2.5 (no interval: 1 run; 3 give one)"))
+    # three runs far apart are resolved, three runs that straddle 1 are not
+    self.assertEqual(ratio_of_means([3.0, 3.1, 2.9], [1.0, 1.0, 1.0]).order(), 1)
+    self.assertEqual(ratio_of_means([0.5, 1.6, 1.1], [1.0, 1.0, 1.0]).order(), 0)
     with self.assertRaisesRegex(ValueError, "denominators"):
-      ratio_of_means([1.0, 2.0], [0.0, 1.0], jax.random.key(0))
+      ratio_of_means([1.0, 2.0], [0.0, 1.0])
     with self.assertRaisesRegex(ValueError, "paired scores"):
-      ratio_of_means([1.0, 2.0], [1.0], jax.random.key(0))
+      ratio_of_means([1.0, 2.0], [1.0])
     with self.assertRaisesRegex(ValueError, "finite"):
       difference([1.0, np.nan], [1.0, 2.0], jax.random.key(0), over="runs")
+
+  def test_fewer_than_three_units_give_no_interval_and_no_order(self):
+    # two units far apart: a bootstrap would "resolve" them from the two values alone
+    for c in (
+      difference([5.0, 5.1], [1.0, 1.1], jax.random.key(0), over="runs"),
+      relative_change([5.0, 5.1], [1.0, 1.1], jax.random.key(0), over="runs"),
+      difference([[5.0, 5.1], [5.0, 5.2, 5.3]], [[1.0, 1.1], [1.0, 1.2, 1.3]], jax.random.key(0), over="runs"),
+      ratio_of_means([5.0, 5.1], [1.0, 1.1]),
+    ):
+      self.assertEqual((c.measured, c.order(), c.to_json()["resolved"]), (False, 0, False))
+      self.assertIsNone(c.to_json()["ci95"])
+      self.assertIn("3 give one", c.verdict())
+    # three units: an interval, and the order it resolves
+    self.assertEqual(difference([5.0, 5.1, 5.2], [1.0, 1.1, 1.0], jax.random.key(0), over="runs").order(), 1)
+    # bounds handed over from fewer than three units are refused as well
+    self.assertEqual(Comparison(2.0, 1.5, 2.5, "runs", 2).order(), 0)
+    self.assertEqual(Comparison(2.0, 1.5, 2.5, "runs", 3).order(), 1)
 
   def test_tied_ranks(self):
     names = ["a", "b", "c"]

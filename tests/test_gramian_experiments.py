@@ -5,6 +5,7 @@ import json
 import os
 import types
 from pathlib import Path
+from unittest import mock
 
 import jax
 import numpy as np
@@ -15,6 +16,7 @@ from bcjax.data import PAD, FeatureBags, PairCorpus, Pairs, synthetic_link_corpu
 from experiments.gramian_estimation.__main__ import main as estimation_main
 from experiments.gramian_estimation.experiment import EXPERIMENT as estimation
 from experiments.gramian_training.__main__ import main as training_main
+from experiments.gramian_training.experiment import EXPERIMENT as training
 from experiments.gramian_training.experiment import improvements, notes, oracle_gaps, table_2
 from experiments.two_tower.data import check_corpus, corpus_notes, load_corpus
 from tests._resume import assert_same_results, kill_then_resume
@@ -241,6 +243,41 @@ class ImprovementTest(absltest.TestCase):
     self.assertIn(f"| +10.7% [{low:+.1f}, {high:+.1f}] (within the noise) |", table_2(results))
     results["oracle_gaps"] = {"uniform": {"note": "not resolved"}}
     self.assertEqual(notes(results), ["Data: a note", "Gap closed (uniform): not resolved."])
+
+
+class TrainingTableTest(absltest.TestCase):
+  def test_table_md_has_its_title_and_says_the_time_column_has_no_interval(self):
+    curve = [{"map@10": 0.0, "train_seconds": 0.0}, {"map@10": 0.2, "train_seconds": 2.0}]
+    row = lambda final: {
+      "final_map@10": final,
+      "best_map@10": final,
+      "curve": curve,
+      "train_seconds": 4.0,
+      "exact": {"recall@50": 0.1},
+    }
+    results = {
+      "dataset": "movielens-100k",
+      "preset": "quick",
+      "seed": 3,
+      "corpus": {"right": 1682},
+      "methods": {"sampling-uniform": row(0.1), "sogram-uniform": row(0.2)},
+      "data_notes": [],
+    }
+    written = {}
+    run = types.SimpleNamespace(write_text=written.__setitem__, out=Path(self.create_tempdir().full_path))
+    cfg = types.SimpleNamespace(num_candidates=1000)
+    with mock.patch("experiments.gramian_training.experiment.figure_3"):
+      printed = training.report(run, types.SimpleNamespace(dataset="movielens-100k"), cfg, results)
+    table = written["table.md"]
+    self.assertEqual(
+      table.splitlines()[0],
+      "# SOGram vs candidate sampling on movielens-100k (preset quick, seed 3): final validation MAP@10 against 1000 "
+      "candidates (Table 2 layout)",
+    )
+    self.assertIn("SOGram time to baseline's final (one run: no interval)", table)
+    self.assertIn("| 50% |", table)  # its first evaluation at 0.1 or above: 2 s of SOGram's 4 s
+    self.assertIn("no interval (one run: 3 runs give one", table)
+    self.assertIn(table, printed)
 
 
 @pytest.mark.heavy

@@ -13,7 +13,7 @@ import pytest
 from absl.testing import absltest
 
 from experiments.gramian_scaling.__main__ import main
-from experiments.gramian_scaling.experiment import best_temperature, map_at, next_temperature, oracle_gap
+from experiments.gramian_scaling.experiment import best_temperature, map_at, next_temperature, oracle_gap, table
 from tests._resume import assert_same_results
 from tests._tolerance import assert_close
 
@@ -124,6 +124,22 @@ class OracleGapTest(absltest.TestCase):
     self.assertNotIn("gap_closed", oracle_gap(base, base, base - np.array([0.05, 0.06, 0.05])))
     # one seed cannot tell the gap from noise
     self.assertEqual(sorted(oracle_gap(base[:1], base[:1], oracle[:1])), ["oracle_gap_mean"])
+
+  def test_two_seeds_resolve_nothing_and_three_give_the_t_interval(self):
+    base, ours, oracle = np.array([0.20, 0.22, 0.21]), np.array([0.23, 0.24, 0.22]), np.array([0.25, 0.28, 0.26])
+    # two seeds 0.05 and 0.06 apart from the oracle: far beyond 2 SE, yet no interval (2 seeds; 3 give one)
+    two = oracle_gap(base[:2], ours[:2], oracle[:2])
+    self.assertEqual(sorted(two), ["oracle_gap_mean"])
+    text = table({"sogram-uniform": {"1000": {**two, "seeds": 2}}})
+    self.assertIn("unresolved (gap +0.0550; no interval: 2 seeds; 3 give one)", text)
+    d = oracle - base
+    half = 4.302652729911275 * np.sqrt(np.sum((d - d.mean()) ** 2) / 2) / np.sqrt(3)  # t, 2 degrees of freedom
+    got = oracle_gap(base, ours, oracle)
+    assert_close(got["oracle_gap_ci95"], [d.mean() - half, d.mean() + half], scale=d.mean())
+    self.assertIn(
+      f"| 37 (gap +0.0533 [{d.mean() - half:+.4f}, {d.mean() + half:+.4f}])",  # 37.5 % closed, shown as 37
+      table({"sogram-uniform": {"1000": {**got, "seeds": 3}}}),
+    )
 
 
 class TemperatureSweepTest(absltest.TestCase):

@@ -127,6 +127,67 @@ class TUReaderTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, expected):
       read_tu(folder)
 
+  def test_an_edge_file_cut_at_a_line_boundary_is_noted(self):
+    # the MUTAG run: _A.txt cut after its first graph's edges, a valid file on its own, left graphs 2 and 3
+    # without edges and no word said
+    tmp = Path(self.create_tempdir().full_path)
+    lines = TU_FILES["_A.txt"].splitlines()
+    c = read_tu(write_tu(tmp / "CUT", override={"_A.txt": "\n".join(lines[:6]) + "\n"}), "TOY")
+    np.testing.assert_array_equal(c.n_edge, [6, 0, 0])
+    self.assertEqual(
+      c.notes,
+      (
+        f"TOY: 2 of 3 graphs have no edges in TOY_A.txt, among them graphs 2..3, every graph after the one of its "
+        f"last line ({tmp / 'CUT' / 'TOY_A.txt'}, line 6), where only 0 % of the earlier graphs have none: the file "
+        f"looks cut short; check it against the dataset's own copy",
+      ),
+    )
+    # a graph without edges among graphs with them (here the path 4-5) is noted, without the suspicion
+    c = read_tu(write_tu(tmp / "MID", override={"_A.txt": "\n".join(lines[:6] + lines[8:]) + "\n"}), "TOY")
+    self.assertEqual(c.notes, ("TOY: 1 of 3 graphs have no edges in TOY_A.txt (graph 2)",))
+
+  @parameterized.named_parameters(
+    # the MUTAG graph-labels file cut in half: blamed on the labels file, where it ends, not on the indicator
+    (
+      "labels_cut",
+      "_graph_labels.txt",
+      "2\n",
+      "TOY_graph_labels.txt, line 1: the file ends after 1 graph labels, but TOY_graph_indicator.txt names 3 graphs "
+      "(graph 2 from its line 4): a graph-labels file cut short?",
+    ),
+    # an indicator cut within graph 3: the node labels, the attributes and the edges all name nodes beyond it
+    (
+      "indicator_cut",
+      "_graph_indicator.txt",
+      "1\n1\n1\n2\n2\n3\n",
+      "TOY_graph_indicator.txt, line 6: the file ends after 6 nodes in 3 graphs, but TOY_node_attributes.txt has 10 "
+      "rows; TOY_node_labels.txt has 10 rows; TOY_A.txt names node 9: a graph indicator cut short?",
+    ),
+    (
+      "node_labels_cut",
+      "_node_labels.txt",
+      "0\n1\n0\n2\n",
+      "TOY_node_labels.txt, line 4: the file ends after 4 rows, but TOY_graph_indicator.txt lists 10 nodes",
+    ),
+    (
+      "extra_label",
+      "_graph_labels.txt",
+      "2\n1\n2\n1\n",
+      "TOY_graph_labels.txt, line 4: a line for graph 4, but TOY_graph_indicator.txt lists only 3 graphs",
+    ),
+    (
+      "skipped_graph",
+      "_graph_indicator.txt",
+      "1\n1\n1\n3\n3\n3\n3\n3\n3\n3\n",
+      "TOY_graph_indicator.txt, line 4: graph id 3 after 1: graph(s) [2] have no nodes",
+    ),
+  )
+  def test_files_that_disagree_blame_the_one_at_fault_with_its_line(self, suffix, text, expected):
+    folder = write_tu(Path(self.create_tempdir().full_path) / "TOY", override={suffix: text})
+    with self.assertRaises(ValueError) as error:
+      read_tu(folder)
+    self.assertIn(f"{folder}/{expected}", str(error.exception))
+
   def test_missing_dataset_says_where(self):
     with self.assertRaisesRegex(FileNotFoundError, "download"):
       tu_dataset_path("NOPE", self.create_tempdir().full_path)

@@ -179,6 +179,25 @@ class LifecycleTest(absltest.TestCase):
     self.assertEqual(quiet(toy.main, ["--resume", str(out)])[0], 2)  # finished: nothing to resume
     self.assertEqual((out / "results.json").read_bytes(), before)
 
+  def test_resume_of_a_folder_without_an_unfinished_run_is_one_line(self):
+    # the bc_aligner and icl runs printed 27-30 lines of usage before the error: the flags were right, the
+    # folder was not
+    done = self.tmp / "finished"
+    self.assertEqual(self.run_toy(out=done)[0], 0)
+    empty = self.tmp / "empty"
+    empty.mkdir()
+    for folder, why in (
+      (self.tmp / "nowhere", "no such folder"),
+      (empty, "no run there (missing config.json)"),
+      (done, "that run has finished (results.json exists)"),
+    ):
+      code, err = quiet(toy.main, ["--resume", str(folder)])
+      self.assertEqual((code, err), (2, f"error: --resume {folder}: {why}\n"))
+    (empty / "config.json").write_text("{")
+    code, err = quiet(toy.main, ["--resume", str(empty)])
+    self.assertEqual((code, len(err.splitlines())), (2, 1), err)
+    self.assertTrue(err.startswith(f"error: --resume {empty}: config.json is not a run's"), err)
+
   @pytest.mark.heavy
   def test_sigkill_in_a_late_stage_then_resume_equals_an_uninterrupted_run(self):
     whole = self.tmp / "whole"

@@ -114,6 +114,13 @@ class CurveStatusTest(absltest.TestCase):
     self.assertNotEqual(curve_status([3.0, 1.0, 3.0, 3.0], 0.7, 10), "diverged")
     self.assertEqual(curve_status([1.0, 1.0, 1.0, 1.0], 0.7, 2), "did not improve")
 
+  def test_curves_of_three_epochs_or_fewer_are_not_judged_with_zero_noise(self):
+    # three epochs have two first differences: no noise estimate, so a dip of 0.01 in a loss of 2 is not a trend,
+    # nor a rise of 0.5 a divergence; four epochs are judged
+    for curve in ([2.0, 1.99, 2.01], [2.0, 2.5, 3.0], [2.0, 2.0], [5.0]):
+      self.assertEqual(curve_status(curve, 0.7, 1), "too short", curve)
+    self.assertEqual(curve_status([2.0, 1.5, 1.0, 0.5], 0.7, 10), "improved")
+
 
 def probe_record(probe, epochs, majority=25.0):
   return {

@@ -36,7 +36,7 @@ from experiments.icl.data import (
 from experiments.icl.evaluate import C_GRID, majority_shares, make_probe, probe_accuracy, svm_accuracy
 from experiments.icl.experiment import EXPERIMENT
 from experiments.icl.methods import METHODS, Context, _Incremental, _Trainer, converge, pretrain, train_method
-from experiments.icl.report import detail_table, speedup_table, summarise, uninformative_svm
+from experiments.icl.report import detail_table, speedup_table, summarise, tables, uninformative_svm
 from experiments.icl.steps import MetaRule, init_state, meta_step
 from experiments.icl.target import TargetRule, median_sd
 from experiments.icl.train import batch_loss, split_encoder
@@ -303,6 +303,84 @@ class SpeedupTest(absltest.TestCase):
     self.assertIn("did not improve", detail_table({"0.3": out}))
     self.assertEqual(summarise(runs, "convergence")["icl"]["speedup_status"], "did not improve")
 
+  def test_a_probe_at_the_target_before_training_can_be_judged_times_nothing(self):
+    # the issue's ENZYMES run: retraining's first probe is already above the target, so every method "reaches" it at
+    # epoch 3, the first the smoothed probe (a median of 3) can judge. Plateau from epoch 3 of E* = 6: 69/71
+    # alternating (level 70), target 70 - 2 c_3 sd(diffs) / sqrt(2); retraining's smoothed probe at epoch 3 is
+    # median(71, 70, 69) = 70, at the target.
+    probe = [71.0, 70.0, 69.0, 71.0, 69.0, 71.0, 69.0, 71.0]
+    runs = self.runs()
+    runs["retrain"] = [record(probe, SECONDS, 6)]
+    noise = np.std(np.diff(probe[2:]), ddof=1) / np.sqrt(2.0)
+    target = 70.0 - 2.0 * median_sd(3) * noise
+    out = summarise(runs, "target", pretrained_probe=[68.25])
+    self.assertEqual({o["speedup_status"] for o in out.values()}, {"not measurable"})
+    self.assertEqual({o["time_speedup"] for o in out.values()}, {None})
+    note = out["finetune"]["speedup_note"]
+    self.assertTrue(note.startswith("the probe meets the target before training can be judged: "), note)
+    self.assertIn(f"at epoch 3, the first the rule can judge, is 70.00 %, already at the target ({target:.2f} %)", note)
+    self.assertIn("the pre-trained encoder's probe scores 68.25 % before any training", note)
+    results = {
+      "dataset": "enzymes",
+      "preset": "quick",
+      "runs": 1,
+      "alpha_sweep": {"0.3": {"methods": out}},
+      "pretrained": {"0.3": {"all": 30.0, "old": 31.0, "new": 29.0, "probe": 68.25}},
+    }
+    text = tables(results)
+    self.assertIn("α=0.3: speed-ups not measurable: the probe meets the target before training can be judged", text)
+    self.assertIn("| Fine-tuning | not measurable |", text)
+    self.assertIn("α=0.3: 30.00/31.00/29.00 (probe 68.25 %)", text)
+    # runs without the pre-trained encoder's probe say the rest
+    self.assertNotIn("pre-trained", summarise(runs, "target")["finetune"]["speedup_note"])
+
+  def test_a_target_lost_before_the_end_of_training_gives_no_speed_up(self):
+    # ICL's smoothed probe: 70, 70 (epochs 3-4, reached at 3) then 60 from epoch 5 on: lost at epoch 5
+    runs = self.runs()
+    icl_probe = [69.0, 70.0, 71.0, 60.0, 60.0, 61.0, 60.0, 72.0, 60.0, 60.0, 60.0]
+    runs["icl"] = [record(icl_probe, [0.5 * (e + 1) for e in range(11)], 5)]
+    out = summarise(runs, "target")
+    self.assertEqual((out["icl"]["speedup_status"], out["icl"]["time_speedup"]), ("did not hold", None))
+    self.assertEqual(out["icl"]["target_by_run"], [{"reached": (1.5, 3), "lost_epoch": 5}])
+    self.assertNotIn("reached_by_run", out["icl"])  # no time to target for a reader to take a ratio of
+    self.assertEqual(out["finetune"]["target_by_run"], [{"reached": (1.5, 3), "lost_epoch": None}])  # held
+    self.assertIn("| 3.0 / 1.5 s, lost at epoch 5 | did not hold |", detail_table({"0.3": out}))
+    self.assertIn("| ICL | did not hold |", speedup_table({"0.3": out}))
+    results = {"dataset": "d", "preset": "quick", "runs": 1, "alpha_sweep": {"0.3": {"methods": out}}, "pretrained": {}}
+    self.assertIn("α=0.3: ICL reached the target but lost it again before the end of training", tables(results))
+    # retraining losing its own target leaves nothing to compare with, and says so
+    # (its plateau from epoch 2, level 66, target 61.0; its smoothed probe ends 69, 60, 60: lost at epoch 10)
+    runs["retrain"] = [record(RETRAIN_PROBE + [60.0] * 3, [float(e + 1) for e in range(11)], 4)]
+    out = summarise(runs, "target")
+    self.assertEqual(out["retrain"]["speedup_status"], "did not hold")
+    self.assertEqual(out["retrain"]["target_by_run"][0]["lost_epoch"], 10)
+    self.assertEqual((out["finetune"]["speedup_status"], out["finetune"]["time_speedup"]), ("not measurable", None))
+    self.assertEqual(out["finetune"]["speedup_note"], "retraining has no time to its own target (did not hold)")
+
+  def test_a_loss_that_did_not_improve_gets_no_speed_up_under_any_rule(self):
+    runs = self.runs()
+    runs["finetune"] = [{**runs["finetune"][0], "loss_status": "did not improve"}]  # it still reaches the target
+    for rule in ("target", "convergence"):
+      out = summarise(runs, rule)
+      self.assertEqual((out["finetune"]["speedup_status"], out["finetune"]["time_speedup"]), ("did not improve", None))
+      self.assertNotIn("reached_by_run", out["finetune"])
+    self.assertEqual(summarise(runs, "target")["finetune"]["epochs_to_target"], 3.0)  # the table still shows when
+
+  def test_two_runs_give_no_interval_and_no_order(self):
+    # the issue's IMDB-BINARY run with --runs 2: the two runs' ratios are not a 95 % interval, nor an order
+    runs = self.runs(2)
+    runs["finetune"] = [record([65.0, 70.5, 69.0, 70.0, 71.0], [0.5 * f, f, 1.5 * f, 2.0, 2.5], 2) for f in (0.9, 1.1)]
+    runs["distill"] = [record([69.0, 70.0, 71.0, 70.0], [2.0 * f, 3.0 * f, 3.5, 4.0], 2) for f in (0.9, 1.1)]
+    out = summarise(runs, "target")
+    for m in ("finetune", "distill"):
+      self.assertIsNone(out[m]["time_speedup_ci95"], m)
+      self.assertIsNone(out[m]["epoch_speedup_ci95"], m)
+    self.assertEqual((out["finetune"]["time_order"]["distill"], out["distill"]["time_order"]["finetune"]), (0, 0))
+    results = {"dataset": "d", "preset": "quick", "runs": 2, "alpha_sweep": {"0.3": {"methods": out}}, "pretrained": {}}
+    text = tables(results)
+    self.assertIn("2 runs: no interval, and every rank is a tie (3 runs give one: use --runs 3 or more", text)
+    self.assertIn("| Fine-tuning | 2.7, 1.3 | 1.5, 1.5 |", text)  # tied ranks, no brackets
+
   def test_retraining_at_the_majority_share_makes_every_speed_up_not_measurable(self):
     runs = self.runs()
     runs["retrain"] = [record(RETRAIN_PROBE, SECONDS, 6, majority=69.0)]
@@ -406,11 +484,14 @@ class CommandLineTest(absltest.TestCase):
         # one epoch is no plateau: every speed-up is not measurable, and the table says why
         self.assertEqual((m["time_speedup"], m["speedup_status"]), (None, "not measurable"))
         self.assertIn("retraining never plateaued (run 0 stopped: max-epochs, after 1 epoch)", m["speedup_note"])
-        self.assertIn(m["loss_status"][0], ("improved", "did not improve"))
+        self.assertEqual(m["loss_status"][0], "too short")  # one epoch: no noise to judge the curve against
         self.assertEqual(set(m["accuracy"]), {"all", "old", "new"})
         self.assertTrue(all(0 <= v <= 100 for v in m["accuracy"].values()), name)
+    for a, pre in results["pretrained"].items():  # the pre-trained encoder's probe: where the methods start
+      self.assertBetween(pre["probe"], 0.0, 100.0, a)
     table = (out / "table.md").read_text()
     self.assertIn("α=0.3: speed-ups not measurable: retraining never plateaued", table)
+    self.assertIn(f"(probe {results['pretrained']['0.3']['probe']:.2f} %)", table)
     self.assertIn("| max-epochs |", table)
     self.assertIn("| ICL w/o LRL |", table)
     self.assertIn("α=0.5", table)

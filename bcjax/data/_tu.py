@@ -112,6 +112,12 @@ def read_tu(
   ``keep_duplicates`` / ``keep_self_loops`` keep the file's edges as they are. What was removed is counted in the
   collection's ``notes``.
 
+  The files are checked against each other, so that one cut short is not read as smaller valid data: the graph
+  labels against the graph indicator's graphs, the node labels and attributes and the edges' node ids against its
+  nodes; a disagreement raises, naming the file the others outvote and the line where it ends or first goes wrong.
+  Graphs without edges among graphs with edges are noted, and a run of them after the graph of the edges file's last
+  line that chance would not give is noted as an edges file that looks cut short.
+
   Args:
     path: the folder holding ``{name}_A.txt`` etc., or the official ``{name}.zip``.
     name: the dataset name; defaults to the folder's or archive's stem.
@@ -133,27 +139,11 @@ def read_tu(
     raise FileNotFoundError(f"read_tu: {root} does not exist")
   name = name or root.stem
   source = _Source(root)
-  indicator, _ = _numbers(source, f"{name}_graph_indicator.txt", int, 1)
-  indicator = indicator[:, 0]
-  graph_labels, _ = _numbers(source, f"{name}_graph_labels.txt", int, 1)
-  num_graphs, n = len(graph_labels), len(indicator)
-  if n == 0 or indicator.min() < 1 or indicator.max() > num_graphs or np.any(np.diff(indicator) < 0):
-    fail(
-      source.name(f"{name}_graph_indicator.txt"),
-      None,
-      f"graph ids must be sorted and in 1..{num_graphs} (the number of graph labels)",
-    )
+  files = _TUFiles(source, name, use_node_attributes)
+  indicator, num_graphs, n = files.indicator, files.num_graphs, files.num_nodes
+  graph_labels = files.graph_labels
   n_node = np.bincount(indicator - 1, minlength=num_graphs)
-  if np.any(n_node == 0):
-    fail(
-      source.name(f"{name}_graph_indicator.txt"),
-      None,
-      f"graph(s) {(np.flatnonzero(n_node == 0) + 1)[:5].tolist()} have no nodes",
-    )
-  pairs, linenos = _numbers(source, f"{name}_A.txt", int, 2)
-  bad = np.flatnonzero((pairs < 1).any(axis=1) | (pairs > n).any(axis=1))
-  if len(bad):
-    _fail(source, f"{name}_A.txt", linenos[bad[0]], f"node id outside 1..{n}", str(pairs[bad[0]].tolist()))
+  pairs, linenos = files.pairs, files.pair_lines
   pairs = pairs - 1
   graph_of = indicator - 1
   cross = np.flatnonzero(graph_of[pairs[:, 0]] != graph_of[pairs[:, 1]])
@@ -178,17 +168,16 @@ def read_tu(
         f"{name}: {len(pairs) - len(unique)} repeated directed edge(s) coalesced (as PyTorch Geometric does)"
       )
     pairs = unique
+  notes += _edgeless_notes(source, name, np.bincount(graph_of[files.pairs[:, 0] - 1], minlength=num_graphs), linenos)
   order = np.argsort(graph_of[pairs[:, 0]], kind="stable")
   pairs = pairs[order]
   offsets = np.concatenate([[0], np.cumsum(n_node)])
   edge_graph = graph_of[pairs[:, 0]]
   blocks = []
-  if use_node_attributes and source.has(f"{name}_node_attributes.txt"):
-    attributes, _ = _numbers(source, f"{name}_node_attributes.txt", float)
-    blocks.append(_check_rows(source, f"{name}_node_attributes.txt", attributes, n).astype(np.float32))
-  if source.has(f"{name}_node_labels.txt"):
-    node_labels, _ = _numbers(source, f"{name}_node_labels.txt", int)
-    blocks.append(_one_hot_columns(_check_rows(source, f"{name}_node_labels.txt", node_labels, n)))
+  if files.attributes is not None:
+    blocks.append(files.attributes.astype(np.float32))
+  if files.node_labels is not None:
+    blocks.append(_one_hot_columns(files.node_labels))
   features = np.concatenate(blocks, axis=1) if blocks else np.zeros((n, 0), np.float32)
   if not blocks:
     notes.append(f"{name}: no node attributes or labels (0-wide node features)")
@@ -204,10 +193,127 @@ def read_tu(
   )
 
 
-def _check_rows(source: _Source, filename: str, rows: np.ndarray, n: int) -> np.ndarray:
-  if len(rows) != n:
-    fail(source.name(filename), None, f"{len(rows)} rows, but the graph indicator lists {n} nodes")
-  return rows
+class _TUFiles:
+  """The files of one TU dataset, read and checked against each other before they are combined.
+
+  Each file is valid line by line (:func:`_numbers`); here their counts must agree: the graph indicator's graphs
+  with the graph labels' lines, its nodes with the node labels' and attributes' rows and with the largest node id
+  of the edges. Where they disagree, the file at fault is the one the others outvote: a graph indicator cut short
+  has fewer nodes than two other files imply; a labels or node file cut short has fewer lines than the indicator
+  implies; one file alone implying more is wrong itself. The error names that file, with the line where it ends or
+  first goes wrong.
+  """
+
+  def __init__(self, source: _Source, name: str, use_node_attributes: bool):
+    self.source = source
+    ind_file, labels_file, edges_file = (f"{name}_graph_indicator.txt", f"{name}_graph_labels.txt", f"{name}_A.txt")
+    indicator, ind_lines = _numbers(source, ind_file, int, 1)
+    self.indicator = indicator[:, 0]
+    self.graph_labels, label_lines = _numbers(source, labels_file, int, 1)
+    self.pairs, self.pair_lines = _numbers(source, edges_file, int, 2)
+    rows: dict[str, tuple[np.ndarray, list[int]]] = {}
+    if use_node_attributes and source.has(f"{name}_node_attributes.txt"):
+      rows[f"{name}_node_attributes.txt"] = _numbers(source, f"{name}_node_attributes.txt", float)
+    if source.has(f"{name}_node_labels.txt"):
+      rows[f"{name}_node_labels.txt"] = _numbers(source, f"{name}_node_labels.txt", int)
+    self._check_indicator(ind_file, ind_lines)
+    n, graphs = len(self.indicator), int(self.indicator[-1])
+    labels = len(self.graph_labels)
+    if labels < graphs:
+      first = ind_lines[int(np.searchsorted(self.indicator, labels + 1))]
+      fail(
+        source.name(labels_file),
+        label_lines[-1] if label_lines else None,
+        f"the file ends after {labels} graph labels, but {ind_file} names {graphs} graphs (graph {labels + 1} "
+        f"from its line {first}): a graph-labels file cut short?",
+      )
+    for f, (values, lines) in rows.items():
+      if len(values) < n:
+        fail(
+          source.name(f),
+          lines[-1] if lines else None,
+          f"the file ends after {len(values)} rows, but {ind_file} lists {n} nodes: a file cut short?",
+        )
+    # Files that imply more than the indicator holds, each with the line where it first goes beyond it.
+    beyond = {f: (len(v), lines[n]) for f, (v, lines) in rows.items() if len(v) > n}
+    out_of_range = np.flatnonzero((self.pairs > n).any(axis=1))
+    if len(out_of_range):
+      beyond[edges_file] = (int(self.pairs.max()), self.pair_lines[out_of_range[0]])
+    if labels > graphs:
+      beyond[labels_file] = (labels, label_lines[graphs])
+    if len(beyond) >= 2:
+      said = "; ".join(
+        f"{f} has {k} graph labels"
+        if f == labels_file
+        else f"{f} names node {k}"
+        if f == edges_file
+        else f"{f} has {k} rows"
+        for f, (k, _) in beyond.items()
+      )
+      fail(
+        source.name(ind_file),
+        ind_lines[-1],
+        f"the file ends after {n} nodes in {graphs} graphs, but {said}: a graph indicator cut short?",
+      )
+    if beyond:
+      f, (_, lineno) = next(iter(beyond.items()))
+      if f == edges_file:
+        bad = out_of_range[0]
+        _fail(source, f, lineno, f"node id outside 1..{n} (the nodes of {ind_file})", str(self.pairs[bad].tolist()))
+      what = f"graph {graphs + 1}" if f == labels_file else f"node {n + 1}"
+      fail(source.name(f), lineno, f"a line for {what}, but {ind_file} lists only {graphs} graphs and {n} nodes")
+    low = np.flatnonzero((self.pairs < 1).any(axis=1))
+    if len(low):
+      _fail(source, edges_file, self.pair_lines[low[0]], f"node id outside 1..{n}", str(self.pairs[low[0]].tolist()))
+    self.num_graphs, self.num_nodes = graphs, n
+    self.attributes = self.node_labels = None
+    for f, (values, _) in rows.items():
+      if f.endswith("_node_attributes.txt"):
+        self.attributes = values
+      else:
+        self.node_labels = values
+
+  def _check_indicator(self, filename: str, lines: list[int]) -> None:
+    """Graph ids from 1, each the previous one or the next: sorted, and no graph without nodes."""
+    ind = self.indicator
+    if len(ind) == 0:
+      fail(self.source.name(filename), None, "no nodes: the file is empty")
+    step = np.diff(ind, prepend=0)
+    bad = np.flatnonzero((step < 0) | (step > 1))
+    if len(bad):
+      i = int(bad[0])
+      prev = int(ind[i - 1]) if i else 0
+      what = (
+        f"graph ids must be sorted (graph {ind[i]} after graph {prev})"
+        if step[i] < 0
+        else f"graph id {ind[i]} after {prev}: graph(s) {list(range(prev + 1, int(ind[i])))[:5]} have no nodes"
+      )
+      _fail(self.source, filename, lines[i], what, str(ind[i]))
+
+
+def _edgeless_notes(source: _Source, name: str, edges_per_graph: np.ndarray, linenos: list[int]) -> list[str]:
+  """A note when some graphs have no edges while the others have.
+
+  A run of edgeless graphs after the graph of the edges file's last line, too long to be chance at the earlier
+  graphs' share of edgeless ones (below 1 in 1000), is what an edges file cut at a line boundary leaves: the note
+  says so.
+  """
+  without = np.flatnonzero(edges_per_graph == 0)
+  graphs = len(edges_per_graph)
+  if len(without) == 0 or len(without) == graphs:
+    return []
+  last = int(np.flatnonzero(edges_per_graph)[-1])
+  tail = graphs - 1 - last
+  share = float(np.mean(edges_per_graph[: last + 1] == 0))
+  head = f"{name}: {len(without)} of {graphs} graphs have no edges in {name}_A.txt"
+  if tail >= 2 and share**tail < 1e-3:
+    return [
+      f"{head}, among them graphs {last + 2}..{graphs}, every graph after the one of its last line "
+      f"({source.name(f'{name}_A.txt')}, line {linenos[-1]}), where only {100 * share:.0f} % of the earlier graphs "
+      f"have none: the file looks cut short; check it against the dataset's own copy"
+    ]
+  shown = ", ".join(str(g) for g in (without + 1)[:5]) + (", ..." if len(without) > 5 else "")
+  return [f"{head} (graph {shown})"]
 
 
 def read_gin(path: str | os.PathLike, member: str | None = None) -> GraphCollection:

@@ -76,9 +76,11 @@ def check_versions(versions: list[VersionData]) -> None:
       )
 
 
-def check_cutoffs(versions: list[VersionData], ks: tuple[int, ...], intended_k: int) -> None:
+def check_cutoffs(versions: list[VersionData], ks: tuple[int, ...], intended_k: int, given: bool = True) -> None:
   """Every Recall@K cut-off against the items each version ranks (all items up to :math:`t_{k+1}`), before the
-  first step: a cut-off above them would otherwise stop the run at its first evaluation, and again on resume."""
+  first step: a cut-off above them would otherwise stop the run at its first evaluation, and again on resume.
+  ``given``: whether the user passed ``ks`` (--ks); the error about the default cut-offs says what to pass instead
+  of naming a flag that was never given."""
   items = [v.split.num_items for v in versions]
   fewest = min(items)
   too_large = sorted(k for k in {*ks, intended_k} if k > fewest)
@@ -90,7 +92,13 @@ def check_cutoffs(versions: list[VersionData], ks: tuple[int, ...], intended_k: 
       f"this dataset is too small for the intended metric Recall@{intended_k}: {where}; use a dataset with at "
       f"least {intended_k} items at every version"
     )
-  fits = ",".join(str(k) for k in sorted(set(ks)) if k <= fewest)
+  fits = ",".join(str(k) for k in sorted(set(ks)) if k <= fewest) or str(intended_k)
+  if not given:
+    default = ",".join(str(k) for k in ks)
+    raise ValueError(
+      f"this dataset is too small for the default Recall@K cut-offs ({default}): {too_large} exceed the ranked "
+      f"items: {where}; pass --ks {fits} to log only the cut-offs it has"
+    )
   raise ValueError(f"--ks: cut-off(s) {too_large} exceed the ranked items: {where}; e.g. --ks {fits}")
 
 

@@ -8,7 +8,7 @@ from tqdm.auto import tqdm
 
 from bcjax.data import GRAPH_DATASETS, MOVIELENS_VARIANTS, TASKS, load_graph_dataset, sample_users
 from experiments import harness
-from experiments.bc_aligner import noise, report
+from experiments.bc_aligner import chance, noise, report
 from experiments.bc_aligner.configs import BASELINES, INTENDED_K, LINEAR, METHODS, PRESETS, Config, preset
 from experiments.bc_aligner.consumers import above_chance, plan_tasks, unintended_aucs
 from experiments.bc_aligner.data import attribute_sizes, check_cutoffs, check_versions, version_data, with_item_ids
@@ -99,7 +99,7 @@ class BCAligner(harness.Experiment):
     graph = with_item_ids(graph)
     versions = version_data(graph)
     check_versions(versions)
-    check_cutoffs(versions, cfg.ks, INTENDED_K)
+    check_cutoffs(versions, cfg.ks, INTENDED_K, given=getattr(args, "ks", None) is not None)
     tau, left_out = plan_tasks([v.split for v in versions], cfg.item_std)
     for note in graph.notes:
       print(f"data: {note}")
@@ -152,13 +152,20 @@ class BCAligner(harness.Experiment):
     published_recalls = {
       m: [recall(z, vd, ())[f"recall@{INTENDED_K}"] for z, vd in zip(zs, versions)] for m, zs in published.items()
     }
+    # what a random ranking of the same candidates scores: a reference at it leaves nothing to degrade
+    level = chance.intended_chance(splits, (*cfg.ks, INTENDED_K))
+    recalls = {m: r.recall_by_version for m, r in runs.items()}
+    ranked_at_chance, intended_not_measurable = chance.assess(recalls, level, f"recall@{INTENDED_K}", noise.REFERENCE)
+    if intended_not_measurable:
+      print(f"intended side not measurable: {intended_not_measurable}")
     summary = report.summarise(
-      {m: r.recall_by_version for m, r in runs.items()},
+      recalls,
       published,
       consumers,
       published_recalls,
       {m: r.chain for m, r in runs.items()},
       measured=measured,
+      intended_measured=intended_not_measurable is None,
     )
     results = {
       "dataset": args.dataset,
@@ -178,6 +185,9 @@ class BCAligner(harness.Experiment):
       "consumers_left_out": left_out,
       "consumers_at_chance": at_chance,
       "unintended_not_measurable": not_measurable,
+      "intended_chance": level,
+      "intended_at_chance": [m for m in methods if m in ranked_at_chance],
+      "intended_not_measurable": intended_not_measurable,
       "methods": {m: summary[m] for m in methods},
       "consumers": {
         t: {k: c[k] for k in ("config", "steps", "stop_auc", *CHANCE_KEYS) if k in c} for t, c in consumers.items()

@@ -61,7 +61,8 @@ def gap_interval(results: dict, per_user: dict[str, list], key: jax.Array) -> di
   """The two best backward-compatible methods of ``results`` (``best``, ``next``), the gap of their combined
   degradations (``gap_pct``, points) and its 95 % interval (``ci95``) with the val users redrawn and the consumers'
   AUCs held fixed (their unintended gap is added to the intended gap's interval, ``intended_ci95``). None with fewer
-  than two ranked methods."""
+  than two ranked methods, or with too few val users in a version for an interval
+  (:data:`experiments.compare.MIN_UNITS`)."""
   ranked = rank_backward_compatible(results)
   if len(ranked) < 2:
     return None
@@ -77,6 +78,8 @@ def gap_interval(results: dict, per_user: dict[str, list], key: jax.Array) -> di
     weights=[1.0] * len(per_user[best]),
     scale=_weights(per_user, x0)[0],
   )
+  if not iv.measured:
+    return None
   unintended = methods[best]["unintended_degradation_pct"] - methods[runner_up]["unintended_degradation_pct"]
   return {
     "best": best,

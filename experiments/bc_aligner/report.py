@@ -13,8 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from experiments import common
-from experiments.bc_aligner.configs import JOINT, LINEAR, METHODS
+from experiments.bc_aligner.chance import AT_CHANCE_SDS
+from experiments.bc_aligner.configs import INTENDED_K, JOINT, LINEAR, METHODS
 from experiments.bc_methods import transform_name
+from experiments.compare import MIN_UNITS
 
 
 def alignment_errors(published: list[np.ndarray], reference: list[np.ndarray]) -> list[float]:
@@ -28,6 +30,7 @@ def summarise(
   published_recalls: dict[str, list[float]] | None = None,
   chains: dict | None = None,
   measured: set[str] | None = None,
+  intended_measured: bool = True,
 ) -> dict:
   r"""The ``methods`` block of results.json (keys of the issue's schema) for every method in ``recalls``.
 
@@ -44,6 +47,10 @@ def summarise(
   R), and ``multistep_pull_range_by_version``: R's smallest and largest eigenvalues, the least and most it pulls
   along one direction (1/k along directions no carried map reaches). κ_1 = 1: the two losses are equal at version 1.
   None for the other methods.
+
+  ``intended_measured=False`` (Keep-All's reference at chance, :mod:`experiments.bc_aligner.chance`) leaves the
+  intended and combined degradations and the recall recovery None: relative to a ranker at chance they measure
+  nothing.
   """
   measured = set(consumers) if measured is None else measured
   intended = {m: float(np.mean([r["recall@50"] for r in rs])) for m, rs in recalls.items()}
@@ -68,7 +75,7 @@ def summarise(
     }  # a consumers stage saved before flips were measured has none
     measured_flips = [f for t, f in flips.items() if t in measured]
     errors = alignment_errors(published[m], published["fix-m0"])
-    di = 100.0 * (intended[m] - x0) / x0
+    di = 100.0 * (intended[m] - x0) / x0 if intended_measured else None
     du = None if y0 is None else 100.0 * (unintended[m] - y0) / y0
     out[m] = {
       "intended_recall50_by_version": [r["recall@50"] for r in recalls[m]],
@@ -79,7 +86,7 @@ def summarise(
       "unintended_auc_mean": unintended[m],
       "intended_degradation_pct": di,
       "unintended_degradation_pct": du,
-      "combined_degradation_pct": None if du is None else di + du,
+      "combined_degradation_pct": None if du is None or di is None else di + du,
       "alignment_error_by_version": errors,
       "alignment_error": float(np.mean(errors)),
       "negative_flip_pct_by_task": flips,
@@ -87,7 +94,8 @@ def summarise(
     }
     if published_recalls is not None:
       out[m]["published_recall50_by_version"] = published_recalls[m]
-      out[m]["recall_recovery_pct"] = 100.0 * float(np.mean(published_recalls[m])) / x0
+      recovery = 100.0 * float(np.mean(published_recalls[m])) / x0
+      out[m]["recall_recovery_pct"] = recovery if intended_measured else None
     if chains is not None:
       chain = chains.get(m)
       out[m]["chain_norm_by_version"] = None if chain is None else chain.norm
@@ -120,9 +128,24 @@ def _interval(v) -> str:
   return "—" if v is None else f"[{v[0]:+.2f}, {v[1]:+.2f}]"
 
 
+def _chance_level(results: dict) -> dict | None:
+  """A random ranking's intended Recall@50 (``mean``, ``sd`` over versions; runs from before it have none)."""
+  return (results.get("intended_chance") or {}).get(f"recall@{INTENDED_K}")
+
+
+def _chance_cell(results: dict, method: str) -> str:
+  """``"0.0605 ± 0.0074: at chance"`` beside a method's Recall@50 (``"—"`` for runs without the level)."""
+  level = _chance_level(results)
+  if level is None:
+    return "—"
+  verdict = "at chance" if method in (results.get("intended_at_chance") or ()) else "above"
+  return f"{level['mean']:.4f} ± {level['sd']:.4f}: {verdict}"
+
+
 def table_3(results: dict) -> str:
   """One row per method (the paper's Table 3 columns for one dataset) plus the raw metrics behind them."""
   rows = []
+  unmeasured = "not measurable" if results.get("intended_not_measurable") else None
   for m in METHODS:
     r = results["methods"].get(m)
     if r is None:
@@ -131,16 +154,17 @@ def table_3(results: dict) -> str:
       [
         m,
         _backward_column(m, results["config"]),
-        _pct(r["intended_degradation_pct"]),
-        _interval(r.get("intended_degradation_ci95")),
+        unmeasured or _pct(r["intended_degradation_pct"]),
+        unmeasured or _interval(r.get("intended_degradation_ci95")),
         _pct(r["unintended_degradation_pct"]),
-        _pct(r["combined_degradation_pct"]),
+        unmeasured or _pct(r["combined_degradation_pct"]),
         r["intended_recall50_mean"],
+        _chance_cell(results, m),
         "n/a" if r["unintended_auc_mean"] is None else r["unintended_auc_mean"],
         r["alignment_error"],
         r["alignment_error_by_version"][-1],
         _plain(r.get("negative_flip_pct")),
-        _plain(r.get("recall_recovery_pct")),
+        unmeasured or _plain(r.get("recall_recovery_pct")),
         *_chain_columns(r),
       ]
     )
@@ -181,12 +205,16 @@ def table_3(results: dict) -> str:
     f"Dataset {results['dataset']}, preset {results['preset']}, seed {results['seed']}, "
     f"λ={results['config']['lam']}, B_k: {_transform_name(results['config'])}. Degradation (%) relative to "
     f"Keep-All, 100 (method − Keep-All) / Keep-All: negative is worse than Keep-All, positive better (the paper's "
-    f"sign); Recall@50 = mean over versions "
-    f"0-4; AUC = mean over {tasks}, seeds and reported steps. Negative flips: % of consumer examples right on "
+    f"sign); Recall@50 = mean over versions 0-4, beside a random ranking's of the same candidates and val items "
+    f"(mean ± sd; at chance: at most {AT_CHANCE_SDS:g} sd above it); AUC = mean over {tasks}, seeds and reported "
+    f"steps. Negative flips: % of consumer examples right on "
     f"true version-0 embeddings and wrong on the published ones; recall recovery: Recall@50 of the published "
     f"version-0-space embeddings as % of re-embedding with M_k; intended 95 %: the intended degradation's "
-    f"interval over redrawn val users (the models held fixed); ‖W_1⋯W_K‖₂: the spectral norm of the latest "
-    f"version's composed backward map, by which it can amplify an error of z_K; multi-step κ_K: the multi-step "
+    f"interval over redrawn val users (the models held fixed). The unintended and combined degradations and the "
+    f"recall recovery have no interval: they are one seed's values, whose seed-to-seed noise (and the consumers') "
+    f"only repeated runs measure ({MIN_UNITS} seeds give one: python -m experiments.bc_aligner.seeds). "
+    f"‖W_1⋯W_K‖₂: the spectral norm of the latest version's composed backward map, by which it can amplify an "
+    f"error of z_K; multi-step κ_K: the multi-step "
     f"loss's pull at the latest version on that method's chain, relative to the single-step loss's, for an "
     f"isotropic residual (below 1, it relaxes the alignment on average).{flips_note}\n\n"
   )
@@ -202,6 +230,7 @@ def table_3(results: dict) -> str:
         "unintended degr. %",
         "combined degr. %",
         "Recall@50",
+        "random-ranking Recall@50",
         "unintended AUC",
         "align. err (mean)",
         "align. err (last)",
@@ -216,12 +245,14 @@ def table_3(results: dict) -> str:
 
 
 def notes(results: dict) -> list[str]:
-  """Lines under the table: the data's notes and, when the never-updated model (Fix-M0) beats Keep-All's updated
-  models on the intended side, what that does to the intended column."""
+  """Lines under the table: the data's notes; a random ranking's Recall@K at every cut-off, the models at or below
+  it, and whether the intended side is measurable at all; and, when the never-updated model (Fix-M0) beats
+  Keep-All's updated models on the intended side, what that does to the intended column."""
   lines = [f"Data: {n}" for n in results.get("data_notes", [])]
+  lines += chance_notes(results)
   fix = results["methods"].get("fix-m0")
   ci = None if fix is None else fix.get("intended_degradation_ci95")
-  if fix is not None and fix["intended_degradation_pct"] > 0:
+  if fix is not None and fix["intended_degradation_pct"] is not None and fix["intended_degradation_pct"] > 0:
     where = "" if ci is None else f" [{ci[0]:+.2f}, {ci[1]:+.2f}] over redrawn val users"
     if ci is not None and ci[0] > 0:
       lines.append(
@@ -235,6 +266,34 @@ def notes(results: dict) -> list[str]:
         f"Fix-M0 (never updating) is {fix['intended_degradation_pct']:+.2f} %{where} from Keep-All: whether the "
         f"updates improved retrieval is within the noise of the val users' draw."
       )
+  return lines
+
+
+def chance_notes(results: dict) -> list[str]:
+  """The chance level of every logged cut-off, the models at chance on the intended task, and why the intended side
+  is not measurable (:mod:`experiments.bc_aligner.chance`); nothing for runs from before the levels."""
+  levels = results.get("intended_chance")
+  if not levels:
+    return []
+  cutoffs = sorted(levels, key=lambda name: int(name.partition("@")[2]))
+  lines = [
+    "Chance: a random ranking of each version's candidates (its items up to t_(k+1) less the user's train items) "
+    "scores, as the mean over versions ± its sd, "
+    + ", ".join(f"Recall@{n.partition('@')[2]} {levels[n]['mean']:.4f} ± {levels[n]['sd']:.4f}" for n in cutoffs)
+    + "."
+  ]
+  named = results.get("intended_at_chance") or []
+  if named:
+    level = levels[f"recall@{INTENDED_K}"]
+    lines.append(
+      f"At chance on the intended task (Recall@{INTENDED_K} at most {AT_CHANCE_SDS:g} sd above a random ranking's "
+      f"{level['mean']:.4f} ± {level['sd']:.4f}): {', '.join(named)}."
+    )
+  if results.get("intended_not_measurable"):
+    lines.append(
+      f"Intended side not measurable on this data: {results['intended_not_measurable']}. Its degradations, the "
+      f"combined ones and the recall recovery compare rankers at chance, so none is given and no method is ranked."
+    )
   return lines
 
 
@@ -261,8 +320,11 @@ BACKWARD_COMPATIBLE = (
 
 
 def rank_backward_compatible(results: dict) -> list[str]:
-  """The backward-compatible methods of a run, best combined degradation first (those without one left out)."""
+  """The backward-compatible methods of a run, best combined degradation first (those without one left out; none
+  when the intended side is not measurable)."""
   methods = results["methods"]
+  if results.get("intended_not_measurable"):
+    return []
   return sorted(
     (m for m in BACKWARD_COMPATIBLE if m in methods and methods[m]["combined_degradation_pct"] is not None),
     key=lambda m: -methods[m]["combined_degradation_pct"],
@@ -279,6 +341,12 @@ def headline(results: dict) -> str:
   intended cost."""
   methods = results["methods"]
   ranked = rank_backward_compatible(results)
+  intended = results.get("intended_not_measurable")
+  if intended:
+    return (
+      f"Intended side not measurable on this data: {intended}. No best backward-compatible method is named; the "
+      f"recalls stand beside a random ranking's in the table (intended_chance in results.json)."
+    )
   reason = results.get("unintended_not_measurable")
   if reason:
     return (
@@ -358,7 +426,10 @@ def transform_table(results: dict) -> str:
 
 
 def transform_headline(results: dict) -> str:
-  """One line per training mode: the B_k kind with the best combined degradation, and its intended cost."""
+  """One line per training mode: the B_k kind with the best combined degradation, and its intended cost (none when
+  the intended side is not measurable)."""
+  if results.get("intended_not_measurable"):
+    return "No best B_k is named: the intended side is not measurable on this data (see above)."
   lines = []
   for mode, in_mode in (("joint", lambda m: m in JOINT), ("post-hoc", lambda m: m not in JOINT)):
     scored = [

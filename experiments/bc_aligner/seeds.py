@@ -32,6 +32,7 @@ from scipy import stats
 from experiments import common
 from experiments.bc_aligner.configs import METHODS
 from experiments.bc_aligner.report import BACKWARD_COMPATIBLE, rank_backward_compatible, same_models
+from experiments.compare import MIN_UNITS, no_interval
 
 DEGRADATIONS = ("combined", "intended", "unintended")
 
@@ -53,12 +54,13 @@ class FinishedRun:
     self.results = json.loads((path / "results.json").read_text())
     if self.config.get("experiment") != "bc_aligner":
       raise ValueError(f"run {path}: not a bc_aligner run (experiment {self.config.get('experiment')!r})")
-    reason = self.results.get("unintended_not_measurable")
-    if reason:
-      raise ValueError(
-        f"run {path}: its unintended side is not measurable on this data ({reason}), so its combined "
-        f"degradations cannot be compared across seeds"
-      )
+    for side in ("unintended", "intended"):
+      reason = self.results.get(f"{side}_not_measurable")
+      if reason:
+        raise ValueError(
+          f"run {path}: its {side} side is not measurable on this data ({reason}), so its combined "
+          f"degradations cannot be compared across seeds"
+        )
 
   @property
   def seed(self) -> int:
@@ -117,8 +119,9 @@ def _gap_cell(gap: dict | None) -> str:
 def _mean_std(values: list[float]) -> str:
   if not values:
     return "n/a"
-  std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-  return f"{np.mean(values):+.2f} ± {std:.2f}"
+  if len(values) == 1:  # one run has no spread, not a spread of 0
+    return f"{values[0]:+.2f} (1 run)"
+  return f"{np.mean(values):+.2f} ± {float(np.std(values, ddof=1)):.2f}"
 
 
 def _paired(results: list[dict], a: str, b: str, key: str = "combined_degradation_pct") -> list[float]:
@@ -128,9 +131,12 @@ def _paired(results: list[dict], a: str, b: str, key: str = "combined_degradatio
 
 
 def _lead_cell(leads: list[float]) -> str:
-  """Mean lead, its 95 % t-interval over runs, and on how many runs it is positive."""
-  if len(leads) < 2:
+  """Mean lead, its 95 % t-interval over runs, and on how many runs it is positive; with fewer than three runs the
+  mean and ``no interval: 2 runs; 3 give one``."""
+  if not leads:
     return "n/a"
+  if len(leads) < MIN_UNITS:
+    return f"{np.mean(leads):+.2f} ({no_interval(len(leads))}) ({sum(v > 0 for v in leads)} / {len(leads)})"
   mean, half = (
     float(np.mean(leads)),
     float(stats.t.ppf(0.975, len(leads) - 1) * np.std(leads, ddof=1) / np.sqrt(len(leads))),
@@ -153,7 +159,7 @@ def lead_table(results: list[dict]) -> str:
     )
   head = (
     "BC-Aligner's lead over each backward-compatible method, run by run, by component (positive: BC-Aligner "
-    "ahead): mean [95 % t-interval over seeds] (runs ahead / runs).\n\n"
+    f"ahead): mean [95 % t-interval over seeds; {MIN_UNITS} seeds give one] (runs ahead / runs).\n\n"
   )
   return head + common.markdown_table(
     ["method", "combined (points)", "intended (points)", "unintended (points)", "negative flips (points)"], rows

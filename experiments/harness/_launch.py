@@ -44,9 +44,18 @@ def _split_launch(argv: list[str]) -> tuple[list[str], list[str]]:
 _PROCESS_FLAGS = ("--no-progress", "--no-compile-cache")
 
 
+class _NoRun(ValueError):
+  """--resume names a folder that holds no unfinished run: reported in one line, without the usage text (the flags
+  are right; the folder is not)."""
+
+
 def _resume_argv(parser: argparse.ArgumentParser, argv: list[str], out: Path) -> list[str]:
   """The stored command line of the run in ``out``; --resume takes no other flag but --no-progress and the launch
-  flags."""
+  flags.
+
+  Raises:
+    _NoRun: ``out`` is missing, holds no run (no config.json, or one that is not a run's) or a finished one.
+  """
   argv, launch = _split_launch(argv)
   others = [a for a in argv if a not in _PROCESS_FLAGS]
   if len(others) != 2:
@@ -55,13 +64,18 @@ def _resume_argv(parser: argparse.ArgumentParser, argv: list[str], out: Path) ->
       "and the "
       f"launch flags ({', '.join(LAUNCH_FLAGS)})"
     )
+  if not out.is_dir():
+    raise _NoRun(f"--resume {out}: no such folder")
   config = out / "config.json"
   if not config.is_file():
-    parser.error(f"--resume {out}: no run there (missing config.json)")
+    raise _NoRun(f"--resume {out}: no run there (missing config.json)")
   if (out / "results.json").exists():
-    parser.error(f"--resume {out}: that run has finished (results.json exists)")
-  stored = json.loads(config.read_text())
-  return list(stored["argv"]) + [a for a in _PROCESS_FLAGS if a in argv] + launch
+    raise _NoRun(f"--resume {out}: that run has finished (results.json exists)")
+  try:
+    stored = list(json.loads(config.read_text())["argv"])
+  except (ValueError, KeyError, TypeError) as e:
+    raise _NoRun(f"--resume {out}: config.json is not a run's ({type(e).__name__}: {e})") from e
+  return stored + [a for a in _PROCESS_FLAGS if a in argv] + launch
 
 
 def _absolute_paths(argv: list[str], flags: Sequence[str]) -> list[str]:
@@ -101,7 +115,11 @@ def _main(experiment: Experiment, argv: Sequence[str] | None) -> int:
   writer = args.process_id == 0
   if resumed:
     out = Path(args.resume)
-    argv = _resume_argv(parser, argv, out)
+    try:
+      argv = _resume_argv(parser, argv, out)
+    except _NoRun as e:
+      print(f"error: {e}", file=sys.stderr)
+      return 2
     parser, args, cfg = experiment.parse(argv)
   else:
     out = Path(args.out or f"runs/{experiment.name}-{datetime.datetime.now():%Y%m%d-%H%M%S}")

@@ -21,9 +21,11 @@ noise: ``diverged`` when the mean of the last ``patience`` raw losses lies above
 epoch (the mean of the raw losses the moving average mostly weighs there, its last :math:`\lceil 1/(1-\beta)\rceil`)
 by more than ``DIVERGED_Z`` standard errors of that difference (from :math:`\hat\sigma`) and by more than
 ``DIVERGED_RISE`` of its size; ``did not improve`` when the smoothed loss never fell below its first value by more
-than :math:`\delta`; ``improved`` otherwise. One lucky low epoch moves the smoothed curve by only :math:`(1-\beta)`
-of its dip, and comparing window means (not a single raw loss against the best one) keeps a noisy but flat or
-falling curve from reading as a divergence.
+than :math:`\delta`; ``improved`` otherwise. One lucky low epoch moves the smoothed curve by only
+:math:`(1-\beta)` of its dip, and comparing window means (not a single raw loss against the best one) keeps a noisy
+but flat or falling curve from reading as a divergence. A curve of fewer than ``MIN_JUDGED`` epochs (four: three
+first differences) has no measured noise, so it is not judged (``too short``) rather than judged against a noise
+of 0.
 """
 
 import math
@@ -32,7 +34,9 @@ from typing import NamedTuple
 import numpy as np
 
 RULES = ("smoothed", "paper")
-CURVE_STATUSES = ("improved", "did not improve", "diverged")
+CURVE_STATUSES = ("improved", "did not improve", "diverged", "too short")
+# The fewest epoch losses a curve is judged from: σ̂ needs three first differences.
+MIN_JUDGED = 4
 # A diverged curve's end sits this many standard errors above the level at its best smoothed epoch (3.5: the best
 # epoch is the curve's minimum, chosen on the same noise, so the test must clear that selection as well) ...
 DIVERGED_Z = 3.5
@@ -86,7 +90,7 @@ class Tracker:
 def noise_sd(losses) -> float:
   """σ̂ of the module docstring: the raw losses' epoch-to-epoch noise from the MAD of their first differences (0
   until three differences exist)."""
-  if len(losses) < 4:
+  if len(losses) < MIN_JUDGED:
     return 0.0
   diffs = np.diff(np.asarray(losses, np.float64))
   return float(1.4826 * np.median(np.abs(diffs - np.median(diffs))) / math.sqrt(2.0))
@@ -106,8 +110,11 @@ def smoothed(losses, smoothing: float) -> np.ndarray:
 
 
 def curve_status(losses, smoothing: float, patience: int) -> str:
-  """``improved``, ``did not improve`` or ``diverged`` (the module docstring) for a run's finite epoch losses."""
+  """``improved``, ``did not improve`` or ``diverged`` (the module docstring) for a run's finite epoch losses;
+  ``too short`` for fewer than ``MIN_JUDGED`` of them, whose noise is not measured."""
   losses = np.asarray(losses, np.float64)
+  if len(losses) < MIN_JUDGED:
+    return "too short"
   s = smoothed(losses, smoothing)
   sigma = noise_sd(losses)
   best = int(np.argmin(s))
@@ -119,7 +126,7 @@ def curve_status(losses, smoothing: float, patience: int) -> str:
     standard_error = sigma * math.sqrt(1.0 / window + 1.0 / len(tail))
     if rise > max(DIVERGED_Z * standard_error, DIVERGED_RISE * abs(level)):
       return "diverged"
-  if len(losses) < 2 or s[1:].min() >= s[0] - smoothed_margin(losses, smoothing):
+  if s[1:].min() >= s[0] - smoothed_margin(losses, smoothing):
     return "did not improve"
   return "improved"
 

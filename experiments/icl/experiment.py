@@ -64,6 +64,7 @@ def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar, mesh=None) -
   pre_acc["majority"] = majority_shares(data.labels, old, new)
   probe = make_probe(data.labels, old, new, cfg.probe_samples, seed)
   score = lambda encoder: probe_accuracy(embed(encoder, data, probe.index), probe)
+  pre_acc["probe"] = score(pre.encoder)  # where every incremental method starts: a target it meets is no time to it
   records, losses = {}, {}
   for i, m in enumerate(methods):
     key = jax.random.fold_in(k_methods, i)
@@ -147,8 +148,12 @@ class ICL(harness.Experiment):
             curves[f"{alpha:g}"] = losses
         target = TargetRule(cfg.probe_window, cfg.target_hold, cfg.target_noise_sds)
         key = jax.random.fold_in(jax.random.key(cfg.seed), int(round(alpha * 1000)))
-        sweep[f"{alpha:g}"] = {"methods": report.summarise(per_run, cfg.speedup, target, key)}
+        # stages saved before the pre-trained encoder's probe was measured have none
+        pre_probe = [p["probe"] for p in pre_runs] if all("probe" in p for p in pre_runs) else None
+        sweep[f"{alpha:g}"] = {"methods": report.summarise(per_run, cfg.speedup, target, key, pre_probe)}
         pretrained[f"{alpha:g}"] = {s: float(np.mean([p[s] for p in pre_runs])) for s in ("all", "old", "new")}
+        if pre_probe is not None:
+          pretrained[f"{alpha:g}"]["probe"] = float(np.mean(pre_probe))
         if all("majority" in p for p in pre_runs):  # stages saved before the majority shares have none
           majority = {s: float(np.mean([p["majority"][s] for p in pre_runs])) for s in SUBSETS}
           pretrained[f"{alpha:g}"]["majority"] = majority

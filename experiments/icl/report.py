@@ -8,9 +8,9 @@ import jax
 import numpy as np
 
 from experiments import common
-from experiments.compare import ratio_of_means, tied_ranks
+from experiments.compare import MIN_UNITS, ratio_of_means, tied_ranks
 from experiments.icl.convergence import runs_for_precision
-from experiments.icl.target import Target, TargetRule, calibrate, reach
+from experiments.icl.target import Target, TargetRule, calibrate, judged_too_late, lost, reach
 
 LABELS = {
   "retrain": "Retraining",
@@ -29,12 +29,16 @@ _DEFAULT_TARGET = TargetRule()
 
 
 def summarise(
-  runs: dict[str, list[dict]], rule: str = "target", target: TargetRule = _DEFAULT_TARGET, key: jax.Array | None = None
+  runs: dict[str, list[dict]],
+  rule: str = "target",
+  target: TargetRule = _DEFAULT_TARGET,
+  key: jax.Array | None = None,
+  pretrained_probe: list[float] | None = None,
 ) -> dict:
   """Per method the means over independent runs of epochs, training and compile time and accuracies, and the
   speed-ups over retraining in time and in epochs: ratios of the means over the runs (which are paired: the same
-  split and pre-trained encoder), each with its paired bootstrap interval over the runs
-  (:func:`experiments.compare.ratio_of_means`; none with one run).
+  split and pre-trained encoder), each with its delta-method t-interval over the runs
+  (:func:`experiments.compare.ratio_of_means`; none, and no order, with fewer than three runs).
 
   ``rule="target"`` (the default) times each method to target quality (:mod:`experiments.icl.target`): the first
   epoch from which its smoothed probe accuracy stays at or above the target calibrated on retraining's plateau and
@@ -42,14 +46,18 @@ def summarise(
   the reported (converged) epochs. Each run's loss curve has a status (:func:`~experiments.icl.convergence.
   curve_status`). Every speed-up is ``not measurable`` (``speedup_note`` says why) when retraining's loss diverged
   or did not improve, when it never plateaued (stopped at the epoch cap) or, under the target rule, when its
-  plateau is too short or no better than the majority class. Otherwise a method whose loss diverged has none
-  (``diverged``), under the paper's rule nor one whose loss never improved on its first epoch (its "converged"
-  epoch is the first by default), and under the target rule nor one that did not reach the target in every run
-  (``did not reach``). ``speedup_status`` is ``reached`` (or ``converged``) for the rest; ``time_order`` and
-  ``epoch_order`` give, for each other method with a speed-up, +1 / -1 where the runs resolve it faster / slower and
-  0 for a tie.
+  plateau is too short or no better than the majority class, or when its smoothed probe already meets the target at
+  the first epoch the rule judges (:func:`~experiments.icl.target.judged_too_late`; the note then gives the
+  pre-trained encoder's probe accuracy, the mean of ``pretrained_probe`` over the runs, where the run has it).
+  Otherwise a method whose loss diverged or did not improve has none (``diverged``, ``did not improve``), under
+  either rule, and under the target rule nor one that did not reach the target in every run (``did not reach``) or
+  lost it again before the end of training in some run (``did not hold``; ``target_by_run`` gives each run's reach
+  and the epoch it was lost). ``speedup_status`` is ``reached`` (or ``converged``) for the rest, and only they (and
+  those that did not reach) have ``reached_by_run``; ``time_order`` and ``epoch_order`` give, for each other method
+  with a speed-up, +1 / -1 where the runs resolve it faster / slower and 0 for a tie (always, with fewer than three
+  runs). ``key`` is accepted for callers that pass one; the intervals need no randomness.
   """
-  key = jax.random.key(0) if key is None else key
+  del key  # the t-intervals are closed forms
   out = {}
   for m, rs in runs.items():
     out[m] = {
@@ -65,7 +73,7 @@ def summarise(
   base = out.get("retrain")
   if base is None:
     return out
-  targets, unmeasurable = _baseline(base, rule, target)
+  targets, unmeasurable = _baseline(base, rule, target, pretrained_probe)
   timed = {}
   for m, o in out.items():
     o["time_speedup"] = o["epoch_speedup"] = None
@@ -85,42 +93,53 @@ def summarise(
       o["speedup_status"] = "converged"
     else:
       reached = [reach(r, t.accuracy, target) for r, t in zip(o["runs"], targets)]
-      o["reached_by_run"] = reached
+      o["target_by_run"] = [
+        {"reached": at, "lost_epoch": None if at is None else lost(r, t.accuracy, target, at[1])}
+        for r, t, at in zip(o["runs"], targets, reached)
+      ]
       if any(t is None for t in reached):
+        o["reached_by_run"] = reached
         o["speedup_status"] = "did not reach"
         continue
-      times = reached
+      o["time_to_target_seconds"] = float(np.mean([t for t, _ in reached]))
+      o["epochs_to_target"] = float(np.mean([e for _, e in reached]))
+      if "did not improve" in o["loss_status"]:
+        o["speedup_status"] = "did not improve"
+        continue
+      if any(r["lost_epoch"] is not None for r in o["target_by_run"]):
+        o["speedup_status"] = "did not hold"
+        continue
+      o["reached_by_run"] = times = reached
       o["speedup_status"] = "reached"
-      o["time_to_target_seconds"] = float(np.mean([t for t, _ in times]))
-      o["epochs_to_target"] = float(np.mean([e for _, e in times]))
     timed[m] = times
   base_times = timed.get("retrain")
-  if base_times is None:
+  if base_times is None:  # retraining reached its own target and lost it again (or its loss did not improve)
+    for m in timed:
+      out[m]["speedup_status"] = "not measurable"
+      out[m]["speedup_note"] = f"retraining has no time to its own target ({out['retrain']['speedup_status']})"
     return out
-  for i, (m, times) in enumerate(timed.items()):
+  for m, times in timed.items():
     o = out[m]
     if min(t for t, _ in times) <= 0:
       o["speedup_status"] = "not measurable"
       o["speedup_note"] = "a run reached it before any timed training (0 s): no ratio"
       continue
-    k = jax.random.fold_in(key, i)
-    time_ratio = ratio_of_means([b for b, _ in base_times], [t for t, _ in times], k, over="runs")
-    epoch_ratio = ratio_of_means([b for _, b in base_times], [e for _, e in times], jax.random.fold_in(k, 1))
+    time_ratio = ratio_of_means([b for b, _ in base_times], [t for t, _ in times], over="runs")
+    epoch_ratio = ratio_of_means([b for _, b in base_times], [e for _, e in times], over="runs")
     o["time_speedup"], o["epoch_speedup"] = time_ratio.estimate, epoch_ratio.estimate
     o["time_speedup_ci95"] = None if not time_ratio.measured else [time_ratio.low, time_ratio.high]
     o["epoch_speedup_ci95"] = None if not epoch_ratio.measured else [epoch_ratio.low, epoch_ratio.high]
     o["time_speedups_by_run"] = [b[0] / t[0] for b, t in zip(base_times, times)]
     o["time_speedup_runs_for_10pct"] = runs_for_precision(o["time_speedups_by_run"])
-  # each pair compared once (one redraw), so the two directions always agree
+  # each pair compared once, so the two directions always agree
   ranked = [m for m in timed if out[m]["time_speedup"] is not None]
   for which, col in (("time_order", 0), ("epoch_order", 1)):
     for m in ranked:
       out[m][which] = {}
     for i, m in enumerate(ranked):
-      for j, n in enumerate(ranked[i + 1 :], i + 1):
-        k = jax.random.fold_in(key, 1000 + 100 * i + j + 50_000 * col)
+      for n in ranked[i + 1 :]:
         # m faster than n: n's time over m's above 1
-        o = ratio_of_means([t[col] for t in timed[n]], [t[col] for t in timed[m]], k, over="runs").order()
+        o = ratio_of_means([t[col] for t in timed[n]], [t[col] for t in timed[m]], over="runs").order()
         out[m][which][n], out[n][which][m] = o, -o
   return out
 
@@ -130,7 +149,9 @@ def loss_status(record: dict) -> str:
   return record.get("loss_status") or ("diverged" if record["stopped"] == "diverged" else "improved")
 
 
-def _baseline(base: dict, rule: str, target: TargetRule) -> tuple[list[Target] | None, str | None]:
+def _baseline(
+  base: dict, rule: str, target: TargetRule, pretrained_probe: list[float] | None = None
+) -> tuple[list[Target] | None, str | None]:
   """Each run's target (None under the paper's rule), or why no speed-up is measurable against retraining."""
   for r, (status, stopped) in enumerate(zip(base["loss_status"], base["stopped"])):
     if stopped not in ("patience", "non-finite loss"):
@@ -149,6 +170,19 @@ def _baseline(base: dict, rule: str, target: TargetRule) -> tuple[list[Target] |
     if t is None:
       return None, why
     targets.append(t)
+  for i, (r, t) in enumerate(zip(base["runs"], targets)):
+    early = judged_too_late(r, t.accuracy, target)
+    if early is not None:
+      pre = (
+        ""
+        if not pretrained_probe
+        else f"; the pre-trained encoder's probe scores {float(np.mean(pretrained_probe)):.2f} % before any training"
+      )
+      which = f" (run {i})" if len(targets) > 1 else ""
+      return None, (
+        f"the probe meets the target before training can be judged: {early}{which}, so every time to it is the "
+        f"cost of the first {target.window} epochs{pre}"
+      )
   return targets, None
 
 
@@ -197,16 +231,26 @@ def speedup_table(by_alpha: dict[str, dict]) -> str:
 
 
 def _reached_cell(c: dict) -> str:
+  """``"3.0 / 1.5 s"`` (mean epoch and time at which the target was reached), and where it was lost again:
+  ``"3.0 / 1.5 s, lost at epoch 5"`` (one run) or ``"..., lost in 2 of 3 runs (epochs 5, 7)"``."""
   if c.get("time_to_target_seconds") is None:
     return "–"
-  return f"{c['epochs_to_target']:.1f} / {c['time_to_target_seconds']:.1f} s"
+  cell = f"{c['epochs_to_target']:.1f} / {c['time_to_target_seconds']:.1f} s"
+  by_run = c.get("target_by_run") or []
+  lost = [r["lost_epoch"] for r in by_run if r["lost_epoch"] is not None]
+  if not lost:
+    return cell
+  if len(by_run) == 1:
+    return f"{cell}, lost at epoch {lost[0]}"
+  return f"{cell}, lost in {len(lost)} of {len(by_run)} runs (epochs {', '.join(map(str, lost))})"
 
 
 def detail_table(by_alpha: dict[str, dict]) -> str:
   """Absolute numbers: reported epoch, training and compile seconds (compiling, or reading a compiled step back from
   the persistent cache: see :mod:`experiments.harness`), SVM accuracy on all/old/new data, why each run stopped and
-  its loss curve's status, the target probe accuracy, the epoch and time each method reached it, its speed-up
-  status, and the runs a ±10 % time speed-up estimate needs (from the runs' spread; – with one run)."""
+  its loss curve's status, the target probe accuracy, the epoch and time each method reached it (and the epoch it
+  lost it again, if it did), its speed-up status, and the runs a ±10 % time speed-up estimate needs (from the runs'
+  spread; – with one run)."""
   rows = []
   for a, methods in by_alpha.items():
     for m, c in methods.items():
@@ -244,7 +288,7 @@ def detail_table(by_alpha: dict[str, dict]) -> str:
       "stopped",
       "loss curve",
       "target %",
-      "reached (epoch / s)",
+      "reached (epoch / s; held to the end unless lost)",
       "speed-up",
       "runs for ±10 %",
     ],
@@ -266,7 +310,10 @@ def tables(results: dict) -> str:
     "",
     detail_table(by_alpha),
     "Pre-trained encoder (old data only), SVM accuracy all/old/new %: "
-    + ", ".join(f"α={a}: {p['all']:.2f}/{p['old']:.2f}/{p['new']:.2f}" for a, p in pre.items()),
+    + ", ".join(
+      f"α={a}: {p['all']:.2f}/{p['old']:.2f}/{p['new']:.2f}" + (f" (probe {p['probe']:.2f} %)" if "probe" in p else "")
+      for a, p in pre.items()
+    ),
     "",
   ]
   return "\n".join(lines)
@@ -282,20 +329,31 @@ def _speedup_caption(by_alpha: dict[str, dict], runs: int) -> str:
     else "time to convergence (the paper's rule)"
   )
   noise = (
-    "in brackets the 95 % interval over the runs; ranks tie unless the runs resolve the order"
-    if runs > 1
-    else "one run: no interval, and every rank is a tie (use --runs 3 or more to order the methods)"
+    "in brackets the 95 % t-interval over the runs; ranks tie unless the runs resolve the order"
+    if runs >= MIN_UNITS
+    else f"{runs} run{'' if runs == 1 else 's'}: no interval, and every rank is a tie ({MIN_UNITS} runs give one: use "
+    f"--runs {MIN_UNITS} or more to order the methods)"
   )
   return f"Speed-ups vs retraining (time, epoch) in {what}, the layout of the paper's Tables 3–4; {noise}:"
 
 
 def _notes(results: dict) -> list[str]:
-  """What the tables cannot carry: speed-ups that are not measurable, data notes, and SVMs that predict the
-  majority class."""
+  """What the tables cannot carry: speed-ups that are not measurable, targets reached and lost again or reached
+  by a loss that did not improve, data notes, and SVMs that predict the majority class."""
   lines = [f"Data: {n}" for n in results.get("data_notes", [])]
   for a, block in results["alpha_sweep"].items():
     notes = {c.get("speedup_note") for c in block["methods"].values()} - {None}
     lines += [f"α={a}: speed-ups not measurable: {n}." for n in sorted(notes)]
+    for m, c in block["methods"].items():
+      if c.get("speedup_status") == "did not hold":
+        lines.append(
+          f"α={a}: {LABELS.get(m, m)} reached the target but lost it again before the end of training "
+          f"({_reached_cell(c)}): no speed-up."
+        )
+      elif c.get("speedup_status") == "did not improve" and c.get("time_to_target_seconds") is not None:
+        lines.append(
+          f"α={a}: {LABELS.get(m, m)} reached the target but its loss did not improve: no speed-up under any rule."
+        )
     majority = results["pretrained"].get(a, {}).get("majority")
     for s in block.get("svm_uninformative", []):
       lines.append(

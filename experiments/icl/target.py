@@ -15,11 +15,17 @@ target times a spike as often as the model. Here:
   deviations of the smoothed probe (:math:`c_w` is the standard deviation of the median of w standard normal draws:
   1, :math:`1/\sqrt2`, 0.670, ...), so a method at retraining's quality reaches it with probability about
   :math:`\Phi(z)` per evaluation;
-* a method **reaches** the target at the first epoch e from which :math:`\bar q` stays at or above T for ``hold``
-  consecutive evaluations; its time is the training time at that epoch.
+* a method **reaches** the target at the first epoch e from which :math:`\tilde q` stays at or above T for ``hold``
+  consecutive evaluations; its time is the training time at that epoch. It **holds** it when :math:`\tilde q` never
+  again stays below T for ``hold`` consecutive evaluations up to the end of training; otherwise it **lost** it at the
+  first epoch of the first such run (:func:`lost`).
 
 A target is not measurable when retraining's plateau has fewer than three evaluations (it never plateaued) or the
-target is no better than predicting the majority class.
+target is no better than predicting the majority class. A time to target is not measurable either when
+retraining's smoothed probe is at the target at the first epoch the rule can judge, epoch ``window``
+(:func:`judged_too_late`): retraining then starts at the quality it is timed to, so every "time to target" is the
+cost of the first ``window`` epochs, a ratio of per-epoch costs (and when every method reaches the target at that
+first epoch, retraining does too: the same case).
 """
 
 import functools
@@ -101,4 +107,27 @@ def reach(record: dict, target: float, rule: TargetRule) -> tuple[float, int] | 
   for e in range(len(above) - rule.hold + 1):
     if above[e : e + rule.hold].all():
       return record["seconds_by_epoch"][e], e + 1
+  return None
+
+
+def lost(record: dict, target: float, rule: TargetRule, reached_epoch: int) -> int | None:
+  """The 1-based epoch after ``reached_epoch`` from which the smoothed probe stays below ``target`` for
+  ``rule.hold`` consecutive evaluations (the target lost, by the rule that reached it); None if it holds to the end
+  of training."""
+  below = smoothed_probe(record["probe_by_epoch"], rule.window) < target
+  for e in range(reached_epoch, len(below) - rule.hold + 1):
+    if below[e : e + rule.hold].all():
+      return e + 1
+  return None
+
+
+def judged_too_late(record: dict, target: float, rule: TargetRule) -> str | None:
+  """Why retraining's ``record`` has no time to ``target``: its smoothed probe at the first epoch the rule judges
+  (epoch ``rule.window``) already meets it; None otherwise."""
+  first = smoothed_probe(record["probe_by_epoch"], rule.window)[rule.window - 1 : rule.window]
+  if len(first) and first[0] >= target:
+    return (
+      f"retraining's smoothed probe at epoch {rule.window}, the first the rule can judge, is {first[0]:.2f} %, "
+      f"already at the target ({target:.2f} %)"
+    )
   return None

@@ -54,34 +54,21 @@ def _too_few(n: int) -> str:
 
 
 def ratio_t_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95, over: str = "runs") -> Measured:
-  r"""The ratio of means :math:`\bar a / \bar b` over paired runs and its delta-method t-interval.
-
-  The linearised residuals :math:`d_i = a_i - r b_i` have mean zero at the estimate :math:`r`; the ratio's standard
-  error is :math:`s_d / (\sqrt{n}\, \bar b)`, and the interval, taken on the log scale so that a ratio of times stays
-  positive (:math:`r \exp(\pm t\, \mathrm{se} / r)`), uses Student's t on n − 1 degrees of freedom, which holds its
-  level at three runs where a percentile bootstrap (ten distinct resamples of three runs) does not. None for fewer
-  than :data:`MIN_RUNS` pairs.
+  """The ratio of means over paired runs and its delta-method t-interval on the log scale
+  (:func:`experiments.compare.ratio_of_means`, the one every report uses), with the pairs kept for pooling.
 
   Raises:
     ValueError: ``a`` and ``b`` differ in length, or a ``b`` is not positive.
   """
-  a_, b_ = np.asarray(a, np.float64), np.asarray(b, np.float64)
-  if a_.shape != b_.shape:
-    raise ValueError(f"ratio_t_interval: `a` and `b` must pair up, got {a_.shape} and {b_.shape}")
-  if np.any(b_ <= 0):
-    raise ValueError(f"ratio_t_interval: the denominators `b` must be positive, got {b_.tolist()}")
-  r = float(a_.mean() / b_.mean())
-  pairs = tuple((float(x), float(y)) for x, y in zip(a_, b_))
-  if a_.size < MIN_RUNS:
-    return Measured(r, units=int(a_.size), note=_too_few(a_.size), pairs=pairs)
-  d = a_ - r * b_
-  se = float(d.std(ddof=1) / (math.sqrt(a_.size) * b_.mean()))
-  if r <= 0.0:  # a zero numerator: no log scale; the interval is the plain delta-method one
-    half = float(stats.t.ppf(0.5 + level / 2, a_.size - 1) * se)
-    return Measured(r, r - half, r + half, over, int(a_.size), pairs=pairs)
-  # on the log scale, where a ratio of positive quantities stays positive: log r ± t · se / r
-  spread = float(stats.t.ppf(0.5 + level / 2, a_.size - 1) * se / r)
-  return Measured(r, r * math.exp(-spread), r * math.exp(spread), over, int(a_.size), pairs=pairs)
+  from experiments.compare import ratio_of_means
+
+  if len(a) != len(b):
+    raise ValueError(f"ratio_t_interval: `a` and `b` must pair up, got {len(a)} and {len(b)}")
+  c = ratio_of_means(a, b, over=over, level=level)
+  pairs = tuple((float(x), float(y)) for x, y in zip(a, b))
+  if not c.measured:
+    return Measured(c.estimate, units=c.units, note=_too_few(c.units), pairs=pairs)
+  return Measured(c.estimate, c.low, c.high, over, c.units, pairs=pairs)
 
 
 def pooled(measures: Sequence[Mapping]) -> Measured | None:
