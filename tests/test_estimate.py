@@ -78,3 +78,26 @@ class EstimateTest(unittest.TestCase):
       # 1 s per method-epoch; (1 + pre-training) x [51, 100] epochs
       self.assertEqual((got.low, got.high), (102.0, 200.0))
       self.assertTrue(got.text().startswith("about 2 min to 3 min"))
+
+
+class DryRunTest(unittest.TestCase):
+  def test_dry_run_prints_an_estimate_and_writes_nothing(self):
+    import contextlib
+    import io
+
+    from tests import _toy_experiment as toy
+
+    with tempfile.TemporaryDirectory() as d:
+      out = Path(d) / "run"
+      printed = io.StringIO()
+      with contextlib.redirect_stdout(printed):
+        code = toy.main(["--dry-run", "--out", str(out), "--steps", "5"])
+      self.assertEqual(code, 0)
+      self.assertFalse(out.exists())
+      self.assertIn("toy --preset quick: no estimate: no cost model for the toy experiment", printed.getvalue())
+      errors = io.StringIO()
+      with contextlib.redirect_stderr(errors):
+        self.assertEqual(toy.main(["--dry-run", "--resume", str(out)]), 2)
+      self.assertIn("--dry-run", errors.getvalue())
+      with contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit):
+        toy.main(["--dry-run", "--steps", "0"])  # the flags are still validated

@@ -80,6 +80,12 @@ class Experiment(abc.ABC):
     )
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.add_argument(
+      "--dry-run",
+      action="store_true",
+      help="validate the flags, print an estimate of the run's wall time on this machine (from the comparable runs "
+      "kept in docs/reproduction/runs) and exit without running or writing anything",
+    )
+    parser.add_argument(
       "--no-compile-cache",
       action="store_true",
       help="do not read or write the persistent compilation cache (default: every compiled program is kept in "

@@ -16,10 +16,11 @@ from bcjax._compile_cache import use_compilation_cache
 from bcjax.files import write_atomic
 from experiments import common
 from experiments.harness._errors import UsageError
+from experiments.harness._estimate import estimate
 from experiments.harness._experiment import Experiment
 from experiments.harness._run import Run
 from experiments.harness._stages import REPEATED_ON_RESUME, StageFailed
-from experiments.provenance import Activity, LoadMonitor, provenance
+from experiments.provenance import Activity, LoadMonitor, cpu_description, provenance
 
 LAUNCH_FLAGS = ("--devices", "--num-processes", "--process-id", "--coordinator", "--peer-timeout")
 
@@ -107,9 +108,23 @@ def main(experiment: Experiment, argv: Sequence[str] | None = None) -> int:
     return _main(experiment, argv)
 
 
+def dry_run(experiment: Experiment, args: argparse.Namespace, cfg) -> str:
+  """What ``--dry-run`` prints: the run's wall-time estimate on this CPU (:mod:`experiments.harness._estimate`)."""
+  described = experiment.describe(args, cfg)
+  cpu = cpu_description()["model"]
+  found = estimate(experiment.name, described.get("dataset"), dataclasses.asdict(cfg), cpu)
+  return f"{experiment.name} --preset {args.preset}: {found.text()}"
+
+
 def _main(experiment: Experiment, argv: Sequence[str] | None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
   parser, args, cfg = experiment.parse(argv)
+  if args.dry_run:
+    if args.resume is not None:
+      print("error: --dry-run estimates a new run: it takes no --resume", file=sys.stderr)
+      return 2
+    print(dry_run(experiment, args, cfg))
+    return 0
   use_compilation_cache(not args.no_compile_cache)
   resumed = args.resume is not None
   writer = args.process_id == 0
