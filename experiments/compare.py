@@ -7,7 +7,9 @@ statistic of their paired scores :math:`(a_i, b_i)`, i = 1..n:
 * :func:`difference`: :math:`\bar a - \bar b` (optionally a weighted sum over strata, e.g. versions);
 * :func:`relative_change`: :math:`100\,(\bar a / \bar b - 1)` % (optionally over strata), e.g. "SOGram improves
   MAP@10 by +10.9 %" or a method's intended degradation relative to Keep-All;
-* :func:`ratio_of_means`: :math:`\bar a / \bar b`, e.g. a speed-up, the ratio of mean times over paired runs.
+* :func:`ratio_of_means`: :math:`\bar a / \bar b`, e.g. a speed-up, the ratio of mean times over paired runs;
+* :func:`t_difference`: :math:`\overline{a - b}` over a few paired runs, e.g. a trained encoder's accuracy less a
+  random one's (and :func:`t_mean`, one system's mean over its runs).
 
 The first two are over many units (queries, val users): their intervals are paired percentile bootstraps (Efron &
 Tibshirani 1993, §13.3), the units redrawn with replacement, *both* systems' scores together, so what they share
@@ -20,7 +22,9 @@ n − 1 degrees of freedom,
   r = \bar a / \bar b, \qquad d_i = a_i - r\,b_i, \qquad
   \mathrm{se}(r) = \frac{s_d}{\sqrt n\,\bar b}, \qquad r \exp(\pm t_{n-1,\,0.975}\,\mathrm{se}(r) / r)
 
-(on the log scale, so that a speed-up's interval stays positive).
+(on the log scale, so that a speed-up's interval stays positive). :func:`t_mean` and :func:`t_difference` are
+over a few runs too: Student's t interval of a mean, :math:`\bar x \pm t_{n-1,\,0.975}\, s_x / \sqrt n`, of the
+paired differences :math:`x_i = a_i - b_i` for the latter.
 
 A comparison with fewer than :data:`MIN_UNITS` (three) units has no interval (``low`` and ``high`` None) and orders
 nothing: two runs give a "95 % interval" that is their two values, and one run measures no noise at all.
@@ -255,6 +259,26 @@ def ratio_of_means(a: Sequence, b: Sequence, *, over: str = "runs", level: float
     return Comparison(estimate, estimate - half, estimate + half, over, a.size, 1.0, level)
   spread = np.exp(half / estimate)
   return Comparison(estimate, estimate / spread, estimate * spread, over, a.size, 1.0, level)
+
+
+def t_mean(values: Sequence, *, over: str = "runs", null: float = 0.0, level: float = LEVEL) -> Comparison:
+  r""":math:`\bar x` over independent units (runs) with Student's t interval,
+  :math:`\bar x \pm t_{n-1}\, s_x / \sqrt n`; none for fewer than :data:`MIN_UNITS` values. ``null`` is the value
+  :meth:`Comparison.order` compares with (0 for a difference)."""
+  x, _ = _paired("t_mean", values, values)
+  estimate = float(x.mean())
+  if x.size < MIN_UNITS:
+    return Comparison(estimate, None, None, over, x.size, null, level)
+  half = float(stats.t.ppf(0.5 + level / 2.0, x.size - 1) * np.std(x, ddof=1) / np.sqrt(x.size))
+  return Comparison(estimate, estimate - half, estimate + half, over, x.size, null, level)
+
+
+def t_difference(a: Sequence, b: Sequence, *, over: str = "runs", level: float = LEVEL) -> Comparison:
+  r""":math:`\overline{a - b}` over paired units (runs that share a split) with Student's t interval of the paired
+  differences (:func:`t_mean`); none for fewer than :data:`MIN_UNITS` pairs. Its order is +1 when the interval lies
+  above 0 (``a`` resolved above ``b``), -1 below, 0 when it holds 0."""
+  a, b = _paired("t_difference", a, b)
+  return t_mean(a - b, over=over, level=level)
 
 
 def tied_ranks(orders: Mapping[tuple[str, str], int], names: Sequence[str]) -> dict[str, float]:

@@ -7,7 +7,15 @@ import jax
 import numpy as np
 from absl.testing import absltest
 
-from experiments.compare import Comparison, difference, ratio_of_means, relative_change, tied_ranks
+from experiments.compare import (
+  Comparison,
+  difference,
+  ratio_of_means,
+  relative_change,
+  t_difference,
+  t_mean,
+  tied_ranks,
+)
 from tests._tolerance import assert_close
 
 Z95 = 1.959964
@@ -86,6 +94,27 @@ class CompareTest(absltest.TestCase):
       ratio_of_means([1.0, 2.0], [1.0])
     with self.assertRaisesRegex(ValueError, "finite"):
       difference([1.0, np.nan], [1.0, 2.0], jax.random.key(0), over="runs")
+
+  def test_t_mean_and_t_difference_are_students_intervals_over_runs(self):
+    a = np.array([74.8, 73.1, 75.9])
+    b = np.array([73.6, 73.0, 74.1])
+    t2 = 4.302652729911275  # Student's t, 97.5 % quantile, 2 degrees of freedom
+    c = t_mean(a)
+    half = t2 * np.sqrt(np.sum((a - a.mean()) ** 2) / 2) / np.sqrt(3)
+    assert_close([c.estimate, c.low, c.high], [a.mean(), a.mean() - half, a.mean() + half], scale=a.mean())
+    d = a - b  # paired: the shared run effect cancels
+    c = t_difference(a, b)
+    half = t2 * np.sqrt(np.sum((d - d.mean()) ** 2) / 2) / np.sqrt(3)
+    assert_close([c.estimate, c.low, c.high], [d.mean(), d.mean() - half, d.mean() + half], scale=np.abs(a).max())
+    self.assertEqual((c.order(), c.units, c.over, c.null), (0, 3, "runs", 0.0))  # +1.03 [-1.2, +3.3]: a tie
+    self.assertEqual(t_difference([3.0, 3.1, 2.9], [1.0, 1.05, 1.1]).order(), 1)
+    self.assertEqual(t_difference([1.0, 1.05, 1.1], [3.0, 3.1, 2.9]).order(), -1)
+    two = t_difference([5.0, 5.1], [1.0, 1.1])
+    self.assertEqual((two.measured, two.order(), two.cell(".1f")), (False, 0, "4.0 (no interval: 2 runs; 3 give one)"))
+    with self.assertRaisesRegex(ValueError, "paired scores"):
+      t_difference([1.0, 2.0, 3.0], [1.0, 2.0])
+    with self.assertRaisesRegex(ValueError, "finite"):
+      t_mean([1.0, np.inf, 2.0])
 
   def test_fewer_than_three_units_give_no_interval_and_no_order(self):
     # two units far apart: a bootstrap would "resolve" them from the two values alone

@@ -144,6 +144,8 @@ def bc_aligner(results: Mapping) -> dict[str, Measured]:
   ]
   if len(pairs) >= 3 and len({a for a, _ in pairs}) > 1 and len({u for _, u in pairs}) > 1:
     out["correlation.alignment_unintended"] = Measured(float(np.corrcoef(np.asarray(pairs, np.float64).T)[0, 1]))
+  if bca is not None:
+    out.update(_over_time(methods, bca))
   sloss, mloss = methods.get("post-lin-sloss"), methods.get("post-lin-mloss")
   if sloss is not None and mloss is not None and sloss.get("unintended_degradation_pct") is not None:
     out["mloss_minus_sloss.unintended"] = Measured(
@@ -158,6 +160,36 @@ def bc_aligner(results: Mapping) -> dict[str, Measured]:
       if all(y is not None for y in ys):
         out[f"lambda_slope.{side}"] = Measured(_slope(log_lam, ys))
     out["lambda_slope.alignment_error"] = Measured(_slope(log_lam, [sweep[v]["alignment_error"] for v in lams]))
+  return out
+
+
+FIGURE_3 = ("joint-notrans", "joint-lin-sloss", "post-lin-sloss", "post-lin-mloss", "finetune-m0")
+
+
+def _over_time(methods: Mapping, bca: Mapping) -> dict[str, Measured]:
+  """Figure 3's version-by-version measures: the share of (version, metric) cells, versions 1…K of intended
+  Recall@50, mean unintended AUC and alignment error, where BC-Aligner is at least as good as every method of
+  :data:`FIGURE_3` that updates the model (Fix-M0, Keep-All and Non-BC each win one metric by construction), and
+  the growth of its alignment error over the K composed maps against linear growth, e_K / (K e_1) (< 1: sublinear,
+  §3.2.2)."""
+  out: dict[str, Measured] = {}
+  others = [methods[m] for m in FIGURE_3 if m in methods]
+  errors = bca["alignment_error_by_version"]
+  steps = sorted(int(k) for k in bca.get("unintended_auc_by_step", {}))
+  if others and steps and len(errors) > max(steps):
+    cells = wins = 0
+    for v in steps:
+      for field, better in (("intended_recall50_by_version", max), ("alignment_error_by_version", min)):
+        mine = bca[field][v]
+        wins += mine == better([mine, *(o[field][v] for o in others)])
+        cells += 1
+      mine = bca["unintended_auc_by_step"][str(v)]
+      wins += all(mine >= o["unintended_auc_by_step"][str(v)] for o in others)
+      cells += 1
+    out["best_share.bc-aligner"] = Measured(wins / cells)
+  first = next((e for e in errors if e > 0), None)
+  if first is not None and len(errors) > 2:
+    out["error_growth.bc-aligner"] = Measured(errors[-1] / ((len(errors) - 1) * first))
   return out
 
 
@@ -191,6 +223,12 @@ def gramian_estimation(results: Mapping) -> dict[str, Measured]:
     for s in ("linear", "sqrt"):
       ratio(f"uniform_over_{s}.B{batch}", f"sampling-uniform B={batch}", f"sampling-{s} B={batch}")
   small, large = batches[0], batches[-1]
+  if large > small:  # §4.2: a larger batch improves every estimate: each estimator's error at |B| small over large
+    for name, e in err.items():
+      if name.endswith(f" B={small}") and e:
+        base = name.rsplit(" B=", 1)[0]
+        if err.get(f"{base} B={large}"):
+          out[f"batch_gain.{base}"] = Measured(e / err[f"{base} B={large}"])
   large_sampling = [err.get(f"sampling-{s} B={large}") for s in ("uniform", "linear", "sqrt")]
   if large > small and err.get(f"sogram(a=0.1) B={small}") and any(large_sampling):
     out["sogram_small_over_sampling_large"] = Measured(
@@ -236,7 +274,11 @@ def gramian_training(results: Mapping) -> dict[str, Measured]:
   out: dict[str, Measured] = {}
   for s, entry in results.get("improvements", {}).items():
     if entry.get("estimate") is not None:
-      out[f"improvement_pct.{s}"] = _from_ci(entry["estimate"], entry.get("ci95"), entry.get("over", "queries"))
+      # one seed's interval is over its validation queries: the noise between seeds (initialisation, batches) is
+      # not in it, so it is kept as a note and the run stands as one run; seeds give the interval
+      ci = entry.get("ci95")
+      note = None if ci is None else f"one seed; over its validation queries alone [{ci[0]:+.2f}, {ci[1]:+.2f}]"
+      out[f"improvement_pct.{s}"] = Measured(float(entry["estimate"]), units=1, note=note)
   for s in SAMPLINGS:
     base, ours = methods.get(f"sampling-{s}"), methods.get(f"sogram-{s}")
     if base is not None and ours is not None and "step" in ours["curve"][-1]:
@@ -251,8 +293,8 @@ def gramian_training(results: Mapping) -> dict[str, Measured]:
     out[f"final_map.{m}"] = Measured(100.0 * float(r["final_map@10"]))
   if "sogram-linear" in methods:
     others = [r["final_map@10"] for m, r in methods.items() if m != "sogram-linear" and not m.startswith("exact")]
-    if others:
-      out["linear_sogram_lead"] = Measured(methods["sogram-linear"]["final_map@10"] - max(others))
+    if others:  # in MAP@10 points (x 100)
+      out["linear_sogram_lead"] = Measured(100.0 * (methods["sogram-linear"]["final_map@10"] - max(others)))
   return out
 
 
@@ -341,6 +383,20 @@ def _target_speedup(o: Mapping, base: Mapping) -> Measured:
   return ratio_t_interval(base_times, [t for t, _ in reached])
 
 
+# (method, other): the other's time (or epochs) over the method's, per run. §4.5's ablations, §4.2's "ICL can beat
+# replay and distillation with only NCE-II" and "the convergence speedup of ICL exceeds all methods".
+PAIRS = (
+  ("icl", "lrl"),
+  ("icl", "meta"),
+  ("icl", "nce2-only"),
+  ("icl", "finetune"),
+  ("icl", "replay"),
+  ("icl", "distill"),
+  ("nce2-only", "replay"),
+  ("nce2-only", "distill"),
+)
+
+
 def icl(results: Mapping) -> dict[str, Measured]:
   """One ICL run (:mod:`experiments.icl`), per growth ratio α: each method's speed-ups over retraining in time and
   in epochs to the converged epoch (the paper's rule, taken literally; ratio of means over the paired runs with its
@@ -380,12 +436,18 @@ def icl(results: Mapping) -> dict[str, Measured]:
         if r["epochs"] > 0 and b["epochs"] > 0
       ]
       out[f"epoch_cost.{m}.a{alpha}"] = t_interval(per_epoch, over="runs")
-    icl_block = methods.get("icl")
-    for other in ("lrl", "meta"):  # §4.5: ICL against each ablation, paired by run
-      if icl_block is not None and other in methods:
-        o = {**methods[other], "loss_status": [loss_status(r) for r in methods[other]["runs"]]}
-        mine = {**icl_block, "loss_status": [loss_status(r) for r in icl_block["runs"]]}
-        out[f"pair_speedup.icl.{other}.a{alpha}"] = _convergence_speedup(mine, o, "train_seconds")
+    for mine, other in PAIRS:  # §4.2, §4.5: a method against another, paired by run (the other's time over mine)
+      if mine in methods and other in methods:
+        a, b = ({**methods[m], "loss_status": [loss_status(r) for r in methods[m]["runs"]]} for m in (mine, other))
+        out[f"pair_speedup.{mine}.{other}.a{alpha}"] = _convergence_speedup(a, b, "train_seconds")
+        out[f"pair_epoch_speedup.{mine}.{other}.a{alpha}"] = _convergence_speedup(a, b, "epochs")
+    for m in methods:  # a method that did not converge: every measure of it says so, not its speed-up alone
+      status = out.get(f"time_speedup.{m}.a{alpha}", Measured(None)).status
+      if status is None:
+        continue
+      for key in list(out):
+        if key.endswith(f".{m}.a{alpha}") and out[key].status is None and not key.startswith("time_speedup."):
+          out[key] = out[key]._replace(status=status)
   alphas = sorted(results["alpha_sweep"], key=float)
   if len(alphas) >= 2:  # §4.4: the speed-up falls as α grows; Welch t over the two α's runs
     first, last = (results["alpha_sweep"][a]["methods"] for a in (alphas[0], alphas[-1]))

@@ -22,10 +22,11 @@ merely reaches the paper's value is *consistent*, not reproduced. The verdicts:
 ================================  ====================================================================================
 verdict                           rule (interval = the measured 95 % interval over three or more runs or units)
 ================================  ====================================================================================
-reproduced                        the interval excludes the null on the paper's side and the estimate is where the
-                                  paper says (past a floor; inside a level's range or, for a single value, the
-                                  interval holds it; a ceiling: the interval's far end within it; a direction: the
-                                  paper's side; an ordering: every difference)
+reproduced                        the estimate is where the paper says and the interval shows it: past a floor, or
+                                  inside a level's range (for a single value, the interval holds it), with the
+                                  interval excluding the null; a ceiling: the interval's far end within it (the null
+                                  is within a ceiling too); a direction: the interval on the paper's side; an
+                                  ordering: every difference
 consistent, estimate short        the interval reaches the paper's value or range but the estimate falls short of it
 consistent, estimate beyond       a level or ceiling: the interval reaches the paper's range but the estimate lies
                                   beyond it

@@ -58,5 +58,6 @@ CLAIMS: tuple[Claim, ...] = (
     unit=" pts",
     needs="`python -m experiments.gramian_training --preset quick --methods sampling-uniform,sogram-uniform,"
     "exact-uniform`",
+    verbatim=False,
   ),
 )
