@@ -5,6 +5,7 @@ nested cross-validation, and the command line (schema, tables, figures, images, 
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,6 +13,7 @@ import jax
 import numpy as np
 import pytest
 from absl.testing import absltest
+from flax import nnx
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score
 from sklearn.pipeline import make_pipeline
@@ -33,10 +35,20 @@ from experiments.icl.data import (
   synthetic_graphs,
   typical_budget,
 )
-from experiments.icl.evaluate import C_GRID, majority_shares, make_probe, probe_accuracy, svm_accuracy
+from experiments.icl.evaluate import (
+  C_GRID,
+  heldout_infonce,
+  heldout_loss,
+  majority_shares,
+  make_heldout,
+  make_probe,
+  probe_accuracy,
+  run_splits,
+  svm_accuracy,
+)
 from experiments.icl.experiment import EXPERIMENT
 from experiments.icl.methods import METHODS, Context, _Incremental, _Trainer, converge, pretrain, train_method
-from experiments.icl.report import detail_table, speedup_table, summarise, tables, uninformative_svm
+from experiments.icl.report import detail_table, quality, speedup_table, summarise, tables, uninformative_svm
 from experiments.icl.steps import MetaRule, init_state, meta_step
 from experiments.icl.target import TargetRule, median_sd
 from experiments.icl.train import batch_loss, split_encoder
@@ -416,6 +428,223 @@ class SpeedupTest(absltest.TestCase):
     self.assertEqual(probe.majority, 100.0 * shares.max() / shares.sum())
 
 
+def numpy_infonce(z_a: np.ndarray, z_p: np.ndarray, temperature: float) -> np.ndarray:
+  """NCE-I per anchor in float64: -log(exp(cos(a_i, p_i)/τ) / Σ_j exp(cos(a_i, p_j)/τ)) over one batch's rows."""
+  a = np.asarray(z_a, np.float64)
+  p = np.asarray(z_p, np.float64)
+  a, p = a / np.linalg.norm(a, axis=1, keepdims=True), p / np.linalg.norm(p, axis=1, keepdims=True)
+  s = a @ p.T / temperature
+  top = s.max(axis=1, keepdims=True)
+  return (top[:, 0] + np.log(np.exp(s - top).sum(axis=1))) - np.diag(s)
+
+
+class HeldOutLossTest(absltest.TestCase):
+  """The held-out NCE-I (:func:`experiments.icl.evaluate.heldout_loss`): a quality measure that needs no labels, on
+  samples no encoder trains on."""
+
+  def test_the_split_holds_samples_out_of_old_and_new_and_keeps_alpha(self):
+    old, new, held = run_splits(300, 0.3, 0.1, seed=7)
+    self.assertLen(held, 30)
+    self.assertEqual(sorted(np.concatenate([old, new, held]).tolist()), list(range(300)))  # disjoint, complete
+    self.assertLen(new, 270 - round(0.7 * 270))  # α of the samples trained on
+    again = run_splits(300, 0.3, 0.1, seed=7)
+    self.assertTrue(all(np.array_equal(x, y) for x, y in zip(again, (old, new, held))))
+    # nothing held out: the growth split itself, as before the held-out measure
+    old0, new0, held0 = run_splits(300, 0.3, 0.0, seed=7)
+    expected = growth_split(300, 0.3, np.random.default_rng(7))
+    self.assertEqual((old0.tolist(), new0.tolist(), held0.size), (expected[0].tolist(), expected[1].tolist(), 0))
+
+  def test_heldout_infonce_is_the_float64_mean_over_held_out_anchors(self):
+    rng = np.random.default_rng(0)
+    tau = 0.1
+    sizes = (5, 3)  # two batches padded to 6 rows: their anchors weigh 5 and 3
+    batches, per_anchor = [], []
+    for n in sizes:
+      z_a, z_p = rng.normal(size=(6, 4)), rng.normal(size=(6, 4))
+      per_anchor.append(numpy_infonce(z_a[:n], z_p[:n], tau))
+      z_a[n:], z_p[n:] = np.nan, 1e30  # padding rows: outside every sum
+      batches.append((z_a, z_p, np.arange(6) < n))
+    expected = float(np.mean(np.concatenate(per_anchor)))
+    assert_close(np.float32(heldout_infonce(batches, tau)), expected, "reduction")
+    # not the mean of the batch means (5 and 3 anchors): a dropped weight fails here
+    self.assertGreater(abs(expected - np.mean([x.mean() for x in per_anchor])), 1e-3)
+
+  @pytest.mark.heavy
+  def test_heldout_loss_of_a_fixture_encoder_is_the_numpy_infonce_of_its_embeddings(self):
+    _, ctx, enc = setup()
+    held = np.arange(0, 300, 30)  # ten samples: batches of 4, 3 and 3 at batch size 4
+    views = make_heldout(ctx.data, held, 4, 0.5, seed=3)
+    self.assertEqual([int(np.sum(v.mask)) for v in views.batches], [4, 3, 3])
+    model = nnx.merge(enc.eval_def, enc.params, enc.stats)  # eval mode: no dropout, running statistics
+    per_anchor = []
+    for v in views.batches:
+      mask = np.asarray(v.mask)
+      z_a, z_p = (np.asarray(model(x), np.float64)[mask] for x in (v.anchor, v.positive))
+      per_anchor.append(numpy_infonce(z_a, z_p, 0.5))
+    loss = heldout_loss(enc, views)
+    assert_close(np.float32(loss), float(np.mean(np.concatenate(per_anchor))), "network")
+    # the views are drawn once: the same encoder scores the same, and fresh views from the same seed agree
+    self.assertEqual(heldout_loss(enc, views), loss)
+    self.assertEqual(heldout_loss(enc, make_heldout(ctx.data, held, 4, 0.5, seed=3)), loss)
+    # another encoder scores differently on the same views
+    other = split_encoder(ctx.data.new_model(ctx.cfg, jax.random.key(5)))
+    self.assertNotEqual(heldout_loss(other, views), loss)
+
+
+def reference(svm, probe, heldout):
+  """A reference encoder's scores in one run, as :func:`experiments.icl.experiment.run_alpha` records them."""
+  return {"all": svm, "old": svm, "new": svm, "probe": probe, "heldout_loss": heldout}
+
+
+def scored(svm, probe_at_best, heldout, start, epochs=2):
+  """A method's record in one run: its SVM accuracy, probe at the reported epoch and held-out losses."""
+  rec = record([probe_at_best - 5.0] * (epochs - 1) + [probe_at_best], [float(e + 1) for e in range(epochs)], epochs)
+  rec["accuracy"] = {"all": svm, "old": svm, "new": svm}
+  rec.update(heldout_start=start, heldout_loss=heldout, heldout_by_epoch=[start - 0.1] * (epochs - 1) + [heldout])
+  return rec
+
+
+# Three paired runs in which the SVM and the probe cannot tell the encoders apart (PROTEINS as the issue found it:
+# the pre-trained encoder above retraining) and the held-out loss falls from random to pre-trained to retrained
+RANDOM = [reference(72.0, 70.0, 3.30), reference(74.5, 73.0, 3.25), reference(73.0, 71.0, 3.35)]
+PRETRAINED = [reference(74.8, 72.0, 2.80), reference(73.0, 74.0, 2.70), reference(75.5, 70.5, 2.85)]
+RETRAIN = [scored(73.6, 71.0, 2.50, 3.30), scored(74.9, 72.5, 2.45, 3.25), scored(72.8, 73.0, 2.60, 3.35)]
+FINETUNE = [scored(74.0, 71.5, 2.60, 2.80), scored(73.5, 73.5, 2.55, 2.70), scored(75.0, 71.0, 2.70, 2.85)]
+
+
+class QualityTest(absltest.TestCase):
+  """Every encoder's quality beside a random and the pre-trained encoder's, from numbers (no run)."""
+
+  def test_references_have_intervals_from_three_runs_and_none_from_two(self):
+    q = quality({"retrain": RETRAIN, "finetune": FINETUNE}, PRETRAINED, RANDOM)
+    self.assertEqual(set(q["encoders"]), {"random", "pretrained", "retrain", "finetune"})
+    self.assertEqual(set(q["measures"]), {"svm", "probe", "heldout_loss"})
+    t2 = 4.302652729911275  # Student's t, 97.5 % quantile, 2 degrees of freedom
+    for name, refs, key, k in (
+      ("random", RANDOM, "all", "svm"),
+      ("pretrained", PRETRAINED, "heldout_loss", "heldout_loss"),
+    ):
+      x = np.array([r[key] for r in refs])
+      half = t2 * np.std(x, ddof=1) / np.sqrt(3)
+      c = q["encoders"][name][k]
+      self.assertEqual((c["runs"], c["by_run"]), (3, x.tolist()), name)
+      assert_close([c["mean"], *c["ci95"]], [x.mean(), x.mean() - half, x.mean() + half], scale=x.mean())
+    # a method's probe is the one at its reported epoch
+    self.assertEqual(q["encoders"]["retrain"]["probe"]["by_run"], [71.0, 72.5, 73.0])
+    results = {
+      "dataset": "d",
+      "preset": "quick",
+      "runs": 3,
+      "alpha_sweep": {"0.3": {"methods": summarise({"retrain": RETRAIN, "finetune": FINETUNE}), "quality": q}},
+      "pretrained": {"0.3": {"all": 74.43, "old": 74.43, "new": 74.43}},
+    }
+    text = tables(results)
+    self.assertRegex(text, r"\| 0\.3 \| Random init \| 73\.17 \[[0-9.]+, [0-9.]+\] \|")
+    self.assertRegex(text, r"\| 0\.3 \| Pre-trained \(old data only\) \| 74\.43 \[[0-9.]+, [0-9.]+\] \|")
+    self.assertIn("95 % t-interval over the paired runs", text)
+    # two runs: the same rows, no interval, nothing judged
+    two = quality({"retrain": RETRAIN[:2], "finetune": FINETUNE[:2]}, PRETRAINED[:2], RANDOM[:2])
+    for name in ("random", "pretrained", "retrain", "finetune"):
+      for k in ("svm", "probe", "heldout_loss"):
+        self.assertIsNone(two["encoders"][name][k]["ci95"], (name, k))
+        self.assertEqual(two["encoders"][name][k]["runs"], 2)
+    for k in ("svm", "probe", "heldout_loss"):
+      self.assertEqual(two["separation"][k]["status"], "not judged", k)
+      self.assertIn("no interval: 2 runs; 3 give one", two["separation"][k]["statement"])
+      self.assertIsNone(two["moved"]["finetune"][k]["ci95"])
+    text = tables(
+      {
+        **results,
+        "runs": 2,
+        "alpha_sweep": {"0.3": {"methods": results["alpha_sweep"]["0.3"]["methods"], "quality": two}},
+      }
+    )
+    self.assertIn("| 0.3 | Random init | 73.25 | 71.50 | 3.275 | – | – | – |", text)
+    self.assertNotIn("time to quality cannot be measured", text)
+
+  def test_a_probe_that_cannot_tell_the_encoders_apart_cannot_measure_time_to_quality(self):
+    q = quality({"retrain": RETRAIN, "finetune": FINETUNE}, PRETRAINED, RANDOM)
+    svm = q["separation"]["svm"]
+    self.assertEqual(svm["status"], "blind")
+    # pre-trained − random: +1.27 over the runs (+2.8, -1.5, +2.5): its interval holds 0
+    d = np.array([74.8 - 72.0, 73.0 - 74.5, 75.5 - 73.0])
+    c = svm["comparisons"]["pretrained_minus_random"]
+    assert_close(c["estimate"], d.mean(), scale=75.0)
+    self.assertLess(c["ci95"][0], 0.0)
+    self.assertGreater(c["ci95"][1], 0.0)
+    self.assertTrue(svm["statement"].startswith("time to quality cannot be measured with the SVM accuracy on X': "))
+    self.assertIn(
+      "it cannot tell the pre-trained encoder from the random encoder (pre-trained − random: +1.27 [", svm["statement"]
+    )
+    self.assertIn(
+      "it cannot tell retraining from the pre-trained encoder (retraining − pre-trained: -0.67 [", svm["statement"]
+    )
+    self.assertEqual(q["separation"]["probe"]["status"], "blind")
+    held = q["separation"]["heldout_loss"]
+    self.assertEqual(held["status"], "sees training")  # each difference resolved below 0: lower is better
+    self.assertTrue(all(c["resolved"] and c["ci95"][1] < 0 for c in held["comparisons"].values()))
+    results = {
+      "dataset": "d",
+      "preset": "quick",
+      "runs": 3,
+      "alpha_sweep": {"0.3": {"methods": summarise({"retrain": RETRAIN, "finetune": FINETUNE}), "quality": q}},
+      "pretrained": {},
+    }
+    text = tables(results)
+    self.assertIn("α=0.3: time to quality cannot be measured with the SVM accuracy on X': it cannot tell", text)
+    self.assertIn(
+      "α=0.3: time to quality cannot be measured with the linear probe (the one the speed-ups are timed on)", text
+    )
+    self.assertIn("α=0.3: the held-out NCE-I loss sees training", text)
+    # a measure that ranks the pre-trained encoder above retraining, resolved, cannot time training either
+    better_before = [reference(80.0 + i, 70.0, 2.7) for i in range(3)]
+    q = quality({"retrain": RETRAIN}, better_before, RANDOM)
+    self.assertEqual(q["separation"]["svm"]["status"], "blind")
+    self.assertIn("it scores the pre-trained encoder better than retraining", q["separation"]["svm"]["statement"])
+
+  def test_epoch_zero_against_the_final_encoder_per_method(self):
+    q = quality({"retrain": RETRAIN, "finetune": FINETUNE}, PRETRAINED, RANDOM)
+    t2 = 4.302652729911275
+    # retraining starts from the random encoder, fine-tuning from the pre-trained one
+    for m, runs, start in (("retrain", RETRAIN, RANDOM), ("finetune", FINETUNE, PRETRAINED)):
+      d = np.array([r["heldout_loss"] - s["heldout_loss"] for r, s in zip(runs, start)])
+      moved = q["moved"][m]["heldout_loss"]
+      half = t2 * np.std(d, ddof=1) / np.sqrt(3)
+      assert_close([moved["estimate"], *moved["ci95"]], [d.mean(), d.mean() - half, d.mean() + half], scale=3.0)
+      assert_close(moved["start"], np.mean([s["heldout_loss"] for s in start]))
+      self.assertEqual((moved["units"], moved["verdict"]), (3, "improved"), m)
+    # the SVM moved by +0.37 [-3.6, +4.4] under fine-tuning: within the noise
+    self.assertEqual(q["moved"]["finetune"]["svm"]["verdict"], "did not move (within the noise)")
+    worse = [scored(74.0, 71.5, 3.0 + 0.01 * i, 2.80) for i in range(3)]
+    self.assertEqual(
+      quality({"finetune": worse}, PRETRAINED, RANDOM)["moved"]["finetune"]["heldout_loss"]["verdict"], "worsened"
+    )
+    results = {
+      "dataset": "d",
+      "preset": "quick",
+      "runs": 3,
+      "alpha_sweep": {"0.3": {"methods": summarise({"retrain": RETRAIN, "finetune": FINETUNE}), "quality": q}},
+      "pretrained": {},
+    }
+    self.assertRegex(
+      tables(results), r"\| 0\.3 \| Fine-tuning \| .* \| -0\.167 \[-0\.[0-9]+, -0\.[0-9]+\] improved \|\n"
+    )
+
+  def test_converge_scores_the_held_out_loss_outside_the_timed_loop(self):
+    _, _, enc = setup()
+    trainer = SimpleNamespace(params=enc.params, stats=enc.stats, enc=enc, timer=SimpleNamespace(compile_seconds=0.0))
+    losses = iter([3.0, 2.0, float("nan")])
+    held = iter([2.9, 2.5])
+
+    def slow_heldout(encoder):
+      time.sleep(0.2)  # inside the timed loop this would add 0.2 s per epoch
+      return next(held)
+
+    run = converge(trainer, lambda: next(losses), Rule("paper", patience=5), 5, "fake", heldout=slow_heldout)
+    self.assertEqual((run.heldout, run.stopped), ([2.9, 2.5], "non-finite loss"))  # no score for a non-finite epoch
+    self.assertLess(run.seconds[-1], 0.1)
+
+
 class SvmTest(absltest.TestCase):
   @pytest.mark.heavy
   def test_nested_cv_matches_sklearns_one_liner_and_rejects_bad_input(self):
@@ -489,9 +718,25 @@ class CommandLineTest(absltest.TestCase):
         self.assertTrue(all(0 <= v <= 100 for v in m["accuracy"].values()), name)
     for a, pre in results["pretrained"].items():  # the pre-trained encoder's probe: where the methods start
       self.assertBetween(pre["probe"], 0.0, 100.0, a)
+      self.assertTrue(np.isfinite(pre["heldout_loss"]), a)
+      self.assertEqual(set(results["random_encoder"][a]), {"all", "old", "new", "probe", "heldout_loss"})
+      q = results["alpha_sweep"][a]["quality"]
+      self.assertEqual(set(q["encoders"]), {"random", "pretrained", "retrain", "finetune", "meta"})
+      self.assertEqual(q["encoders"]["pretrained"]["heldout_loss"]["by_run"], [pre["heldout_loss"]])
+      self.assertIsNone(q["encoders"]["random"]["svm"]["ci95"])  # one run: no interval
+      self.assertEqual({b["status"] for b in q["separation"].values()}, {"not judged"})
+      for name, m in results["alpha_sweep"][a]["methods"].items():
+        run0 = m["runs"][0]
+        self.assertLen(run0["heldout_by_epoch"], 1)  # scored after the one epoch
+        self.assertEqual(run0["heldout_loss"], run0["heldout_by_epoch"][0])  # the reported epoch's encoder
+        start = results["random_encoder"][a] if name == "retrain" else pre
+        self.assertEqual(run0["heldout_start"], start["heldout_loss"])
+        self.assertEqual(q["moved"][name]["heldout_loss"]["estimate"], run0["heldout_loss"] - run0["heldout_start"])
     table = (out / "table.md").read_text()
     self.assertIn("α=0.3: speed-ups not measurable: retraining never plateaued", table)
     self.assertIn(f"(probe {results['pretrained']['0.3']['probe']:.2f} %)", table)
+    self.assertIn("| 0.3 | Random init |", table)
+    self.assertIn("α=0.3: whether the held-out NCE-I loss can measure time to quality is not judged", table)
     self.assertIn("| max-epochs |", table)
     self.assertIn("| ICL w/o LRL |", table)
     self.assertIn("α=0.5", table)

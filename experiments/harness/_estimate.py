@@ -104,6 +104,7 @@ WORK_FIELDS = {
     "convergence",
     "learning_rate",
     "speedup",
+    "heldout",  # a tenth of the samples held out: a little less to train on, scored outside the timed loop
     "seed",
   },
   "conceptors_sts": {"alpha", "alpha_rule", "seed"},

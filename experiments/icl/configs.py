@@ -55,6 +55,14 @@ class Config:
   probe_samples: int = option(
     512, help="samples of X' whose linear-probe accuracy is measured after every epoch", low=4
   )
+  heldout: float = option(
+    0.1,
+    help="share of the samples held out of every run's data (no encoder trains on them; X and ΔX keep the ratio α): "
+    "the InfoNCE loss on them is the quality measure that sees training; 0 holds none out (the paper's data use, "
+    "no held-out measure)",
+    low=0.0,
+    high=0.5,
+  )
   runs: int = option(1, help="independent runs averaged (paper 5)", low=1)
   batch_size: int = 32
   temperature: float = 0.1

@@ -1,13 +1,28 @@
-"""SVM evaluation of frozen embeddings as in the reference code (spec §7.4).
+r"""Evaluation of frozen encoders: the SVM of the reference code (spec §7.4), the per-epoch linear probe and the
+InfoNCE loss on held-out new data.
 
 The encoder runs in eval mode (BatchNorm running statistics, no dropout) on the raw inputs; an RBF ``SVC`` with
 C ∈ {1e-3, …, 1e3} (``C_GRID``; the test preset searches fewer) is chosen by ``GridSearchCV`` (5-fold, stratified,
 unshuffled) inside every fold of an outer ``StratifiedKFold(5, shuffle=True)`` and the mean held-out accuracy is
 reported. Unlike the reference the outer split is seeded, so the same seed gives the same accuracy.
+
+The **held-out loss** (:func:`heldout_loss`) needs no labels: NCE-I (eq. 1, in-batch negatives, the training
+temperature τ) of the eval-mode encoder on views of samples that neither pre-training nor any method trains on
+(:func:`run_splits`), drawn once per run (:func:`make_heldout`: the training views, the same batches for every
+encoder), so two encoders' losses differ by the encoders alone. With batches :math:`b` of :math:`n_b` real
+samples it is the mean over every held-out anchor,
+
+.. math::
+  L_H = \frac{1}{\sum_b n_b} \sum_b n_b\, \mathrm{NCE\text{-}I}(z^a_b, z^+_b; \tau),
+
+lower is better. The SVM and the probe score how well the classes separate, which can stay where it was while
+training moves the encoder (the ICL guide shows it on REDDIT-BINARY); the held-out loss scores what the training
+objective asks for, on data it never saw.
 """
 
 from typing import NamedTuple
 
+import jax
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
@@ -15,6 +30,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import LabelEncoder, StandardScaler
 from sklearn.svm import SVC
 
+from bcjax.contrastive import info_nce
+from bcjax.data import growth_split
 from experiments.icl.train import Encoder, embed_fn
 
 C_GRID = (1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3)
@@ -134,3 +151,72 @@ def majority_shares(labels: np.ndarray, old: np.ndarray, new: np.ndarray) -> dic
   """:func:`majority_share` of all, old and new data: an SVM that predicts one class scores this."""
   labels = np.asarray(labels)
   return {s: majority_share(labels[i]) for s, i in (("all", np.concatenate([old, new])), ("old", old), ("new", new))}
+
+
+def heldout_count(num: int, share: float) -> int:
+  """How many of ``num`` samples :func:`run_splits` holds out at ``share`` (0 holds none; otherwise at least 2, the
+  fewest an in-batch InfoNCE needs)."""
+  return 0 if share <= 0 else max(2, round(share * num))
+
+
+def run_splits(num: int, alpha: float, heldout: float, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(old X, new ΔX, held-out H) of one run, each sorted: ``heldout_count(num, heldout)`` samples drawn first
+  (``default_rng([seed, 3])``) are held out of the arriving data, and the rest split by growth ratio α as
+  :func:`bcjax.data.growth_split` does with ``default_rng(seed)``, so X and ΔX keep the ratio α. H is new data no
+  encoder trains on: the samples are i.i.d., so the held-out part of the arrival is distributed as ΔX is. With
+  ``heldout`` 0 the split is ``growth_split``'s alone (H empty)."""
+  count = heldout_count(num, heldout)
+  held = np.sort(np.random.default_rng([seed, 3]).choice(num, count, replace=False))
+  rest = np.setdiff1d(np.arange(num), held)
+  old, new = growth_split(len(rest), alpha, np.random.default_rng(seed))
+  return rest[old], rest[new], held
+
+
+class HeldOut(NamedTuple):
+  """Fixed views of the held-out samples: ``batches`` the padded anchor/positive views (each ``Views``-like, with
+  ``anchor``, ``positive`` and ``mask``), drawn once; ``index`` the samples; ``temperature`` τ."""
+
+  index: np.ndarray
+  batches: list
+  temperature: float
+
+
+def make_heldout(data, index: np.ndarray, batch_size: int, temperature: float, seed: int) -> HeldOut:
+  """The training views (``data.views``) of the held-out samples ``index``, in ceil(len / batch_size) batches of
+  nearly equal size (none much smaller than the rest: the in-batch negatives stay near the training's B − 1), drawn
+  once with ``default_rng([seed, 4])``."""
+  rng = np.random.default_rng([seed, 4])
+  parts = np.array_split(np.asarray(index), -(-len(index) // batch_size)) if len(index) else []
+  return HeldOut(np.asarray(index), [data.views(part, batch_size, rng)[0] for part in parts], temperature)
+
+
+@jax.jit
+def _batch_nce(anchor, positive, mask, temperature):
+  return info_nce(anchor, positive, where=mask, temperature=temperature)
+
+
+def heldout_infonce(batches, temperature: float) -> float:
+  """:math:`L_H` (see the module docstring) of embedded batches ``(z_anchor [B, D], z_positive [B, D], mask [B])``:
+  each batch's NCE-I over its real rows, weighted by their count."""
+  total = count = 0.0
+  for z_a, z_p, mask in batches:
+    mask = np.asarray(mask, bool)
+    z_a, z_p = (np.where(mask[:, None], np.asarray(z, np.float32), np.float32(0.0)) for z in (z_a, z_p))  # padding
+    n = float(np.sum(mask))
+    total += n * float(_batch_nce(z_a, z_p, mask, temperature))
+    count += n
+  return total / count
+
+
+def heldout_loss(encoder: Encoder, heldout: HeldOut) -> float:
+  """The held-out NCE-I :math:`L_H` of the eval-mode ``encoder`` on ``heldout``'s fixed views (inf when its
+  embeddings are not finite: a diverged encoder)."""
+  fn = embed_fn(encoder.eval_def)
+  embedded = []
+  for v in heldout.batches:
+    z_a, z_p = (np.asarray(fn(encoder.params, encoder.stats, x)) for x in (v.anchor, v.positive))
+    mask = np.asarray(v.mask)
+    if not (np.all(np.isfinite(z_a[mask])) and np.all(np.isfinite(z_p[mask]))):
+      return float("inf")
+    embedded.append((z_a, z_p, mask))
+  return heldout_infonce(embedded, heldout.temperature)

@@ -7,13 +7,22 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
-from bcjax.data import growth_split
 from bcjax.parallel import DATA_AXIS
 from experiments import harness
 from experiments.icl import report
 from experiments.icl.configs import PRESETS, Config
 from experiments.icl.datasets import DATASETS, known_dataset, load_dataset
-from experiments.icl.evaluate import accuracies, check_splits, embed, majority_shares, make_probe, probe_accuracy
+from experiments.icl.evaluate import (
+  accuracies,
+  check_splits,
+  embed,
+  heldout_loss,
+  majority_shares,
+  make_heldout,
+  make_probe,
+  probe_accuracy,
+  run_splits,
+)
 from experiments.icl.methods import METHODS, Context, pretrain, train_method
 from experiments.icl.target import TargetRule
 from experiments.icl.train import split_encoder
@@ -33,19 +42,21 @@ def methods_of(cfg: Config) -> tuple[str, ...]:
 def planned_splits(num: int, alphas, cfg) -> dict:
   """The old/new split of every (α, run), exactly as :func:`run_alpha` will draw it."""
   return {
-    f"α = {alpha:g}, run {run}": growth_split(num, alpha, np.random.default_rng(cfg.seed + 1000 * run))
+    f"α = {alpha:g}, run {run}": run_splits(num, alpha, cfg.heldout, cfg.seed + 1000 * run)[:2]
     for alpha in alphas
     for run in range(cfg.runs)
   }
 
 
-def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar, mesh=None) -> tuple[dict, dict, dict]:
-  """One independent run at growth ratio α: split, pre-train on X, train every method (data-parallel over ``mesh``
-  when given); returns the per-method records, their epoch losses and the pre-trained encoder's accuracies."""
+def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar, mesh=None) -> tuple[dict, dict, dict, dict]:
+  """One independent run at growth ratio α: split (holding out ``cfg.heldout`` of the samples), pre-train on X,
+  train every method (data-parallel over ``mesh`` when given); returns the per-method records, their epoch losses,
+  and the quality of the pre-trained encoder and of the randomly initialised one (retraining's start): SVM
+  accuracies, probe accuracy and, with held-out samples, the held-out NCE-I loss."""
   seed = cfg.seed + 1000 * run
   if mesh is not None and mesh.devices.size == 1:
     mesh = None  # one device: the plain steps (the same numbers, without the collectives)
-  old, new = growth_split(data.num, alpha, np.random.default_rng(seed))
+  old, new, held = run_splits(data.num, alpha, cfg.heldout, seed)
   ctx = Context(data, old, new, alpha, cfg, mesh)
   k_model, k_pre, k_methods = jax.random.split(jax.random.fold_in(jax.random.key(cfg.seed), run), 3)
   fresh = split_encoder(data.new_model(cfg, k_model, None if mesh is None else DATA_AXIS))
@@ -65,10 +76,16 @@ def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar, mesh=None) -
   probe = make_probe(data.labels, old, new, cfg.probe_samples, seed)
   score = lambda encoder: probe_accuracy(embed(encoder, data, probe.index), probe)
   pre_acc["probe"] = score(pre.encoder)  # where every incremental method starts: a target it meets is no time to it
+  random_acc = {**svm(fresh), "probe": score(fresh)}  # where retraining starts
+  heldout = None
+  if len(held):
+    views = make_heldout(data, held, cfg.batch_size, cfg.temperature, seed)
+    heldout = lambda encoder: heldout_loss(encoder, views)
+    pre_acc["heldout_loss"], random_acc["heldout_loss"] = heldout(pre.encoder), heldout(fresh)
   records, losses = {}, {}
   for i, m in enumerate(methods):
     key = jax.random.fold_in(k_methods, i)
-    r = train_method(m, ctx, pre.encoder, fresh, loss0, key, seed + i + 1, logger(m), score)
+    r = train_method(m, ctx, pre.encoder, fresh, loss0, key, seed + i + 1, logger(m), score, heldout)
     records[m] = {
       "epochs": r.epochs,
       "train_seconds": r.train_seconds,
@@ -80,9 +97,14 @@ def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar, mesh=None) -
       "probe_by_epoch": r.quality,
       "probe_majority": probe.majority,
     }
+    if heldout is not None:
+      start = random_acc if m == "retrain" else pre_acc
+      records[m]["heldout_start"] = start["heldout_loss"]  # the method's starting encoder (epoch 0)
+      records[m]["heldout_loss"] = heldout(r.encoder)  # the reported (best) epoch's encoder
+      records[m]["heldout_by_epoch"] = r.heldout
     losses[m] = r.losses
     bar.update()
-  return records, losses, pre_acc
+  return records, losses, pre_acc, random_acc
 
 
 class ICL(harness.Experiment):
@@ -90,8 +112,10 @@ class ICL(harness.Experiment):
   description = (
     "Incremental contrastive learning: pre-train on the old data X, then grow it by ΔX (growth ratio "
     "α = |ΔX| / |X ∪ ΔX|) and train each method until convergence; speed-ups vs retraining, SVM "
-    "accuracy on all/old/new data. Writes config.json, metrics.jsonl, stages/ (one per α and run), "
-    "results.json, table.md, figure5.png (and figure4.png with --alpha-sweep)."
+    "accuracy on all/old/new data, and every encoder's quality (SVM, probe, InfoNCE on held-out new data) beside a "
+    "random and the pre-trained encoder's, with whether each measure sees training. Writes config.json, "
+    "metrics.jsonl, stages/ (one per α and run), results.json, table.md, figure5.png (and figure4.png with "
+    "--alpha-sweep)."
   )
   config = Config
   presets = PRESETS
@@ -130,20 +154,22 @@ class ICL(harness.Experiment):
   def execute(self, run, args, cfg, data):
     started = time.perf_counter()
     alphas, methods = alphas_of(cfg), methods_of(cfg)
-    sweep, pretrained, curves = {}, {}, {}
+    sweep, pretrained, untrained, curves = {}, {}, {}, {}
     with tqdm(
       total=len(alphas) * cfg.runs * (len(methods) + 1), desc="pre-training + methods", disable=not run.progress
     ) as bar:
       for alpha in alphas:
-        per_run, pre_runs = {m: [] for m in methods}, []
+        per_run, pre_runs, random_runs = {m: [] for m in methods}, [], []
         for r in range(cfg.runs):
-          records, losses, pre_acc = run.stage(
+          stored = run.stage(
             f"alpha={alpha:g}/run{r}",
             lambda alpha=alpha, r=r: run_alpha(data, alpha, methods, cfg, r, run.log, bar, args.mesh),
           )
+          records, losses, pre_acc, random_acc = stored if len(stored) == 4 else (*stored, None)  # older stages: 3
           for m, rec in records.items():
             per_run[m].append(rec)
           pre_runs.append(pre_acc)
+          random_runs.append(random_acc)
           if r == 0:
             curves[f"{alpha:g}"] = losses
         target = TargetRule(cfg.probe_window, cfg.target_hold, cfg.target_noise_sds)
@@ -158,6 +184,12 @@ class ICL(harness.Experiment):
           majority = {s: float(np.mean([p["majority"][s] for p in pre_runs])) for s in SUBSETS}
           pretrained[f"{alpha:g}"]["majority"] = majority
           sweep[f"{alpha:g}"]["svm_uninformative"] = report.uninformative_svm(sweep[f"{alpha:g}"]["methods"], majority)
+        if all(p is not None for p in random_runs):  # stages saved before the random encoder was scored have none
+          sweep[f"{alpha:g}"]["quality"] = report.quality(per_run, pre_runs, random_runs)
+          shared = set.intersection(*(set(p) for p in random_runs))
+          untrained[f"{alpha:g}"] = {k: float(np.mean([p[k] for p in random_runs])) for k in sorted(shared)}
+          if all("heldout_loss" in p for p in pre_runs):
+            pretrained[f"{alpha:g}"]["heldout_loss"] = float(np.mean([p["heldout_loss"] for p in pre_runs]))
     main_alpha = f"{alphas[0]:g}"
     return {
       "dataset": args.dataset,
@@ -168,6 +200,8 @@ class ICL(harness.Experiment):
       "seed": cfg.seed,
       "num_samples": data.num,
       "pretrained": pretrained,
+      "random_encoder": untrained,
+      "heldout": cfg.heldout,
       "alpha_sweep": sweep,
       "data_notes": list(data.notes),
       "loss_curves": curves,

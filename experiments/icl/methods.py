@@ -48,6 +48,7 @@ class Run(NamedTuple):
   seconds: list[float] | None = None  # cumulative training-loop time at the end of each epoch
   quality: list[float] | None = None  # the probe's accuracy (%) after each epoch, when a probe was given
   curve: str = "improved"  # the loss curve's status (convergence.curve_status), "non-finite" for a broken run
+  heldout: list[float] | None = None  # the held-out NCE-I loss after each epoch, when a held-out measure was given
 
 
 class Context(NamedTuple):
@@ -224,9 +225,10 @@ def train_method(
   seed: int,
   log=None,
   probe=None,
+  heldout=None,
 ) -> Run:
-  """Trains one method to convergence (see the module docstring); ``probe(encoder) -> accuracy`` scores it after
-  every epoch."""
+  """Trains one method to convergence (see the module docstring); ``probe(encoder) -> accuracy`` and
+  ``heldout(encoder) -> loss`` (:func:`experiments.icl.evaluate.heldout_loss`) score it after every epoch."""
   if method not in METHODS:
     raise ValueError(f"unknown method {method!r}; choose from {METHODS}")
   cfg = ctx.cfg
@@ -252,21 +254,22 @@ def train_method(
       return _two_phase_epoch(t, inc, learned=method == "lrl")
     return _meta_epoch(t, inc, learned=method == "icl")
 
-  return converge(t, epoch, rule_of(cfg), cfg.max_epochs, method, log, probe)
+  return converge(t, epoch, rule_of(cfg), cfg.max_epochs, method, log, probe, heldout)
 
 
 def rule_of(cfg: Config) -> Rule:
   return Rule(cfg.convergence, cfg.patience, cfg.min_epochs, cfg.smoothing)
 
 
-def converge(t: _Trainer, epoch, rule: Rule, max_epochs: int, name: str, log=None, probe=None) -> Run:
+def converge(t: _Trainer, epoch, rule: Rule, max_epochs: int, name: str, log=None, probe=None, heldout=None) -> Run:
   """Runs ``epoch()`` until ``rule`` says converged (see :mod:`experiments.icl.convergence`) or ``max_epochs``;
-  keeps the parameters of the best epoch. ``probe(encoder) -> accuracy`` scores the encoder after every epoch,
-  outside the timed loop. The whole loss curve is then judged by :func:`~experiments.icl.convergence.curve_status`
-  (``improved``, ``did not improve`` or ``diverged``, against its own noise)."""
+  keeps the parameters of the best epoch. ``probe(encoder) -> accuracy`` and ``heldout(encoder) -> loss`` score the
+  encoder after every epoch with a finite loss, outside the timed loop. The whole loss curve is then judged by
+  :func:`~experiments.icl.convergence.curve_status` (``improved``, ``did not improve`` or ``diverged``, against its
+  own noise)."""
   tracker = Tracker(rule)
   best_epoch, best_state, elapsed, at_best = -1, None, 0.0, 0.0
-  losses, stopped, seconds, quality = [], "max-epochs", [], []
+  losses, stopped, seconds, quality, held = [], "max-epochs", [], [], []
   for e in range(max_epochs):
     compiled_before = t.timer.compile_seconds
     start = time.perf_counter()
@@ -275,9 +278,14 @@ def converge(t: _Trainer, epoch, rule: Rule, max_epochs: int, name: str, log=Non
     losses.append(loss)
     seconds.append(elapsed)
     extra = {}
-    if probe is not None and np.isfinite(loss):
-      quality.append(probe(t.enc._replace(params=to_host(t.params), stats=to_host(t.stats))))
-      extra["probe_accuracy"] = quality[-1]
+    if (probe is not None or heldout is not None) and np.isfinite(loss):
+      now = t.enc._replace(params=to_host(t.params), stats=to_host(t.stats))
+      if probe is not None:
+        quality.append(probe(now))
+        extra["probe_accuracy"] = quality[-1]
+      if heldout is not None:
+        held.append(heldout(now))
+        extra["heldout_loss"] = held[-1]
     if log is not None:
       log(method=name, epoch=e + 1, loss=loss, train_seconds=elapsed, **extra)
     if not np.isfinite(loss):
@@ -304,6 +312,7 @@ def converge(t: _Trainer, epoch, rule: Rule, max_epochs: int, name: str, log=Non
     seconds,
     quality if probe is not None else None,
     curve,
+    held if heldout is not None else None,
   )
 
 

@@ -1,14 +1,16 @@
 """Aggregation and presentation of the ICL experiment: the results.json method blocks, the layout of the paper's
-Tables 3–4 (speed-ups "time, epoch" per α with the average rank), the accuracy table (Figs. 2–3 as numbers), the
-loss curves of Fig. 5 and the speed-up-vs-α plot of Fig. 4."""
+Tables 3–4 (speed-ups "time, epoch" per α with the average rank), the accuracy table (Figs. 2–3 as numbers), every
+encoder's quality beside a random and the pre-trained encoder's with whether each measure sees training
+(:func:`quality`), the loss curves of Fig. 5 and the speed-up-vs-α plot of Fig. 4."""
 
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import numpy as np
 
 from experiments import common
-from experiments.compare import MIN_UNITS, ratio_of_means, tied_ranks
+from experiments.compare import MIN_UNITS, Comparison, no_interval, ratio_of_means, t_difference, t_mean, tied_ranks
 from experiments.icl.convergence import runs_for_precision
 from experiments.icl.target import Target, TargetRule, calibrate, judged_too_late, lost, reach
 
@@ -200,6 +202,229 @@ def uninformative_svm(methods: dict, majority: dict[str, float]) -> list[str]:
   ]
 
 
+class Measure(NamedTuple):
+  """A quality measure every encoder is scored on: its ``label``, +1 when higher is better (-1: lower), the
+  format of its values and of their differences."""
+
+  label: str
+  better: int
+  fmt: str
+  diff_fmt: str
+
+
+MEASURES = {
+  "svm": Measure("SVM accuracy on X'", 1, ".2f", "+.2f"),
+  "probe": Measure("linear probe (the one the speed-ups are timed on)", 1, ".2f", "+.2f"),
+  "heldout_loss": Measure("held-out NCE-I loss", -1, ".3f", "+.3f"),
+}
+SHORT = {"svm": "SVM %", "probe": "probe %", "heldout_loss": "held-out NCE-I"}
+REFERENCE_LABELS = {"random": "Random init", "pretrained": "Pre-trained (old data only)"}
+# the encoders a measure must order, the better one first, before it can time training
+SEPARATIONS = (("pretrained", "random"), ("retrain", "random"), ("retrain", "pretrained"))
+WORDS = {"random": "the random encoder", "pretrained": "the pre-trained encoder", "retrain": "retraining"}
+NAMES = {"random": "random", "pretrained": "pre-trained", "retrain": "retraining"}
+
+
+def _reference_score(d: dict | None, measure: str) -> float | None:
+  """A reference encoder's (random or pre-trained: the stage's dict) score on ``measure``, None if not recorded."""
+  if d is None:
+    return None
+  return d.get("all") if measure == "svm" else d.get(measure)
+
+
+def _final_score(record: dict, measure: str) -> float | None:
+  """A method's reported encoder's score on ``measure``: its SVM accuracy on X', its probe at the reported epoch,
+  its held-out loss; None if the run has none."""
+  if measure == "svm":
+    return record["accuracy"]["all"]
+  if measure == "probe":
+    q = record.get("probe_by_epoch")
+    return q[record["epochs"] - 1] if q and len(q) >= record["epochs"] else None
+  return record.get(measure)
+
+
+def _complete(values: list) -> np.ndarray | None:
+  """``values`` as an array when every run has one, else None."""
+  return None if not values or any(v is None for v in values) else np.asarray(values, np.float64)
+
+
+def _mean_json(values: np.ndarray) -> dict:
+  """The mean over runs with its Student-t interval (:func:`experiments.compare.t_mean`; none from fewer than
+  three runs or from a non-finite run) and the runs' values."""
+  if not np.all(np.isfinite(values)):
+    return {"mean": float(np.mean(values)), "ci95": None, "runs": int(values.size), "by_run": values.tolist()}
+  c = t_mean(values)
+  return {
+    "mean": c.estimate,
+    "ci95": [c.low, c.high] if c.measured else None,
+    "runs": c.units,
+    "by_run": values.tolist(),
+  }
+
+
+def _difference(a: np.ndarray, b: np.ndarray) -> Comparison | None:
+  """mean(a − b) over the paired runs with its t-interval; None when a run's score is not finite."""
+  if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+    return None
+  return t_difference(a, b)
+
+
+def quality(runs: dict[str, list[dict]], pretrained: list[dict], random: list[dict]) -> dict:
+  """Every encoder's quality over the paired runs beside a randomly initialised encoder's (retraining's start) and
+  the pre-trained one's (old data only: every incremental method's start), and whether each measure can time
+  training.
+
+  For each of :data:`MEASURES` that the runs recorded (the SVM's accuracy on X', the linear probe's accuracy at the
+  reported epoch, the held-out NCE-I loss of :func:`experiments.icl.evaluate.heldout_loss`):
+
+  * ``encoders``: per encoder ("random", "pretrained", each method's reported one) the mean over runs with its
+    Student-t interval (:func:`experiments.compare.t_mean`; none from fewer than :data:`~experiments.compare.
+    MIN_UNITS` runs) and the runs' values;
+  * ``separation``: the paired differences (t-intervals over runs, :func:`experiments.compare.t_difference`)
+    pre-trained − random, retraining − random and retraining − pre-trained. The measure ``sees training`` when each
+    interval excludes 0 on the better side; otherwise it is ``blind`` (it cannot tell a trained encoder from the
+    random one, or retraining from the pre-trained one, or ranks them the wrong way round) and ``statement`` says
+    that time to quality cannot be measured with it, and why; ``not judged`` with fewer than three runs or a
+    non-finite score;
+  * ``moved``: per method, its reported encoder's score less its starting encoder's (epoch 0: the random encoder
+    for retraining, the pre-trained one for the rest), paired over runs, with ``verdict`` "improved", "worsened",
+    "did not move (within the noise)" or why there is no interval.
+
+  Args:
+    runs: per method its runs' records (``accuracy``, ``epochs``, ``probe_by_epoch``, ``heldout_loss``).
+    pretrained, random: per run the reference encoder's scores (``all``, ``probe``, ``heldout_loss``).
+  """
+  scores = {}
+  for name, refs in (("random", random), ("pretrained", pretrained)):
+    scores[name] = {k: _complete([_reference_score(d, k) for d in refs]) for k in MEASURES}
+  for m, rs in runs.items():
+    scores[m] = {k: _complete([_final_score(r, k) for r in rs]) for k in MEASURES}
+  measures = [k for k in MEASURES if scores["random"][k] is not None and scores["pretrained"][k] is not None]
+  out = {
+    "measures": {
+      k: {"label": MEASURES[k].label, "better": "higher" if MEASURES[k].better > 0 else "lower"} for k in measures
+    },
+    "encoders": {name: {k: _mean_json(by[k]) for k in measures if by[k] is not None} for name, by in scores.items()},
+    "separation": {k: _separation(scores, k) for k in measures},
+    "moved": {},
+  }
+  for m, rs in runs.items():
+    moved = {}
+    for k in measures:
+      start = scores["random" if m == "retrain" else "pretrained"][k]
+      if k == "heldout_loss" and all("heldout_start" in r for r in rs):
+        start = np.asarray([r["heldout_start"] for r in rs], np.float64)
+      final = scores[m][k]
+      if final is None or start is None:
+        continue
+      c = _difference(final, start)
+      moved[k] = {
+        **({} if c is None else c.to_json()),
+        "start": float(np.mean(start)),
+        "final": float(np.mean(final)),
+        "verdict": _moved_verdict(c, MEASURES[k].better),
+      }
+    out["moved"][m] = moved
+  return out
+
+
+def _moved_verdict(c: Comparison | None, better: int) -> str:
+  """Whether final − start ``c`` shows training moved a measure (``better``: +1 higher is better, -1 lower)."""
+  if c is None:
+    return "not finite in some run"
+  if not c.measured:
+    return c.verdict()
+  return {1: "improved", -1: "worsened", 0: "did not move (within the noise)"}[c.order() * better]
+
+
+def _separation(scores: dict, measure: str) -> dict:
+  """One measure's ``separation`` block of :func:`quality`."""
+  spec = MEASURES[measure]
+  block, reasons, unjudged = {"comparisons": {}}, [], []
+  for better, worse in SEPARATIONS:
+    a, b = scores.get(better, {}).get(measure), scores[worse][measure]
+    better_words, worse_words = WORDS[better], WORDS[worse]
+    if a is None or b is None:
+      continue
+    c = _difference(a, b)
+    key = f"{better}_minus_{worse}"
+    if c is None:
+      block["comparisons"][key] = None
+      unjudged.append(f"{better_words} or {worse_words} scored a non-finite value in some run")
+      continue
+    block["comparisons"][key] = c.to_json()
+    where = f"{NAMES[better]} − {NAMES[worse]}: {c.cell(spec.diff_fmt)}"
+    if not c.measured:
+      unjudged.append(c.verdict())
+    elif c.order() == 0:
+      reasons.append(f"it cannot tell {better_words} from {worse_words} ({where})")
+    elif c.order() != spec.better:
+      reasons.append(f"it scores {worse_words} better than {better_words} ({where})")
+  if reasons:
+    block["status"] = "blind"
+    block["statement"] = f"time to quality cannot be measured with the {spec.label}: " + "; ".join(reasons)
+  elif unjudged:
+    block["status"] = "not judged"
+    block["statement"] = f"whether the {spec.label} can measure time to quality is not judged: " + "; ".join(
+      sorted(set(unjudged))
+    )
+  else:
+    block["status"] = "sees training"
+    block["statement"] = (
+      f"the {spec.label} sees training: it ranks retraining above the pre-trained encoder and both above the random "
+      f"one, each resolved over the runs"
+    )
+  return block
+
+
+def quality_table(by_alpha: dict[str, dict]) -> str:
+  """Every encoder's quality (mean [95 % t-interval over runs]) on each measure and, per method, its reported
+  encoder's score less its starting encoder's (final − start) with the verdict: the random and pre-trained
+  encoders beside every method's, and whether training moved each measure."""
+  measures = list(dict.fromkeys(k for q in by_alpha.values() for k in q["measures"]))
+  rows = []
+  for a, q in by_alpha.items():
+    for name, by in q["encoders"].items():
+      cells = [_mean_cell(by.get(k), MEASURES[k].fmt) for k in measures]
+      moved = q["moved"].get(name, {})
+      deltas = [_moved_cell(moved.get(k), MEASURES[k].diff_fmt) for k in measures]
+      rows.append([a, REFERENCE_LABELS.get(name) or LABELS.get(name, name), *cells, *deltas])
+  header = ["α", "encoder", *[SHORT[k] for k in measures], *[f"{SHORT[k]}: final − start" for k in measures]]
+  return common.markdown_table(header, rows)
+
+
+def _mean_cell(c: dict | None, fmt: str) -> str:
+  if c is None:
+    return "–"
+  ci = c["ci95"]
+  return f"{c['mean']:{fmt}}" + ("" if ci is None else f" [{ci[0]:{fmt}}, {ci[1]:{fmt}}]")
+
+
+def _moved_cell(c: dict | None, fmt: str) -> str:
+  """``"-0.420 [-0.610, -0.230] improved"``; without an interval the difference alone; – for a reference."""
+  if c is None:
+    return "–"
+  if "estimate" not in c:
+    return c["verdict"]
+  ci = c["ci95"]
+  if ci is None:
+    return f"{c['estimate']:{fmt}}"
+  return f"{c['estimate']:{fmt}} [{ci[0]:{fmt}}, {ci[1]:{fmt}}] {c['verdict']}"
+
+
+def _quality_caption(runs: int) -> str:
+  noise = (
+    "in brackets the 95 % t-interval over the paired runs"
+    if runs >= MIN_UNITS
+    else f"{no_interval(runs)}, so no measure is judged"
+  )
+  return (
+    "Quality of every encoder beside a randomly initialised one (retraining's start) and the pre-trained one (old "
+    "data only: every other method's start); final − start is the reported encoder's score less its starting "
+    f"encoder's ({noise}):"
+  )
+
+
 def _speedup_cell(c: dict) -> str:
   """``"3.0 [2.1, 4.4], 1.5"`` (time× with its interval over runs, epoch×), or the status when there is none."""
   if c["time_speedup"] is None:
@@ -316,6 +541,9 @@ def tables(results: dict) -> str:
     ),
     "",
   ]
+  qualities = {a: block["quality"] for a, block in results["alpha_sweep"].items() if "quality" in block}
+  if qualities:
+    lines += [_quality_caption(results["runs"]), "", quality_table(qualities)]
   return "\n".join(lines)
 
 
@@ -354,6 +582,8 @@ def _notes(results: dict) -> list[str]:
         lines.append(
           f"α={a}: {LABELS.get(m, m)} reached the target but its loss did not improve: no speed-up under any rule."
         )
+    for sep in block.get("quality", {}).get("separation", {}).values():
+      lines.append(f"α={a}: {sep['statement']}.")
     majority = results["pretrained"].get(a, {}).get("majority")
     for s in block.get("svm_uninformative", []):
       lines.append(
