@@ -204,6 +204,35 @@ class MeasuresTest(unittest.TestCase):
     assert_close(m["pair_speedup.icl.lrl.a0.3"].estimate, 2.0, op="elementwise", precision="float64")
     self.assertIn("not converged", m["pair_speedup.icl.lrl.a0.3"].status)
 
+  def test_icl_quality_block_reaches_the_page(self):
+    q = {
+      "measures": {"heldout_loss": {"label": "held-out NCE-I loss", "better": "lower"}},
+      "encoders": {
+        "random": {"heldout_loss": {"mean": 3.3, "ci95": [3.2, 3.4], "runs": 3}},
+        "pretrained": {"heldout_loss": {"mean": 2.7, "ci95": [2.6, 2.8], "runs": 3}},
+        "retrain": {"heldout_loss": {"mean": 2.7, "ci95": None, "runs": 2}},
+      },
+      "separation": {"heldout_loss": {"status": "blind", "statement": "time to quality cannot be measured with it"}},
+      "moved": {
+        "retrain": {"heldout_loss": {"estimate": -0.6, "low": -0.7, "high": -0.4, "units": 3, "verdict": "improved"}}
+      },
+    }
+    m = measures._icl_quality(q, "0.3")
+    self.assertEqual((m["quality.heldout_loss.random.a0.3"].low, m["quality.heldout_loss.random.a0.3"].units), (3.2, 3))
+    self.assertIsNone(m["quality.heldout_loss.retrain.a0.3"].low)  # two runs: no interval
+    self.assertEqual(m["sees.heldout_loss.a0.3"].estimate, 0.0)
+    self.assertEqual(m["moved.heldout_loss.retrain.a0.3"].note, "improved")
+    summary = _summary("icl-x", {})
+    summary["experiment"] = "icl"
+    from experiments.reproduction.summary import measure_json
+
+    summary["measures"] = {k: measure_json(v) for k, v in m.items()}
+    text = page.quality_section({"icl-x": summary})
+    self.assertIn("| 0.3 | held-out NCE-I loss | random | 3.3 [3.2, 3.4] |", text)
+    self.assertIn("time to quality cannot be measured with it", text)
+    self.assertIn("-0.6 [-0.7, -0.4] improved", text)
+    self.assertIn("No archived ICL run recorded the quality block", page.quality_section({}))
+
   def test_gramian_estimation_batch_gain(self):
     def errors(b128, b1024):
       return {"sampling-uniform B=128": b128, "sampling-uniform B=1024": b1024}

@@ -448,6 +448,8 @@ def icl(results: Mapping) -> dict[str, Measured]:
       for key in list(out):
         if key.endswith(f".{m}.a{alpha}") and out[key].status is None and not key.startswith("time_speedup."):
           out[key] = out[key]._replace(status=status)
+  for alpha, block in results["alpha_sweep"].items():
+    out.update(_icl_quality(block.get("quality"), alpha))
   alphas = sorted(results["alpha_sweep"], key=float)
   if len(alphas) >= 2:  # §4.4: the speed-up falls as α grows; Welch t over the two α's runs
     first, last = (results["alpha_sweep"][a]["methods"] for a in (alphas[0], alphas[-1]))
@@ -457,6 +459,32 @@ def icl(results: Mapping) -> dict[str, Measured]:
         for block in (first, last)
       ]
       out[f"alpha_drop.{m}"] = welch_interval(per_run[0], per_run[1])
+  return out
+
+
+def _icl_quality(q: Mapping | None, alpha: str) -> dict[str, Measured]:
+  """The quality block of an ICL run (:func:`experiments.icl.report.quality`): each encoder's score on each measure
+  (``quality.<measure>.<encoder>``, mean over runs with its t-interval), each method's final − start
+  (``moved.<measure>.<method>``) and, per measure, whether it can time training (``sees.<measure>``: 1 sees
+  training, 0 blind, no estimate when not judged; the statement in the note)."""
+  out: dict[str, Measured] = {}
+  if not q:
+    return out
+  for name, by in q["encoders"].items():
+    for k, c in by.items():
+      ci = c.get("ci95")
+      out[f"quality.{k}.{name}.a{alpha}"] = _from_ci(c["mean"], ci, "runs", c.get("runs"))
+  for m, by in q["moved"].items():
+    for k, c in by.items():
+      if "estimate" in c:
+        low, high = c.get("low"), c.get("high")
+        out[f"moved.{k}.{m}.a{alpha}"] = Measured(
+          c["estimate"], low, high, "runs" if low is not None else None, c.get("units"), note=c.get("verdict")
+        )
+  for k, sep in q["separation"].items():
+    status = sep.get("status", "sees training")
+    estimate = {"sees training": 1.0, "blind": 0.0}.get(status)
+    out[f"sees.{k}.a{alpha}"] = Measured(estimate, note=sep.get("statement") or status)
   return out
 
 

@@ -488,6 +488,58 @@ def trends(paper: str, summaries: Mapping[str, Mapping]) -> str:
   return "\n".join(out)
 
 
+QUALITY_MEASURES = {"svm": "SVM accuracy on X' (%)", "probe": "linear probe (%)", "heldout_loss": "held-out NCE-I loss"}
+
+
+def quality_section(summaries: Mapping[str, Mapping]) -> str:
+  """ICL's quality measures: can they see training? Per run group that recorded them (runs since issue 65), each
+  encoder's score (random, pre-trained, each method's) with its interval over runs, each method's final − start,
+  and each measure's verdict on whether it can time training."""
+  lines = [
+    "**Can the quality measure see training?** A speed-up to a quality target times learning only if the measure "
+    "tells a trained encoder from a random one, and retraining from the pre-trained encoder it would replace."
+  ]
+  found = False
+  for group, s in sorted(summaries.items()):
+    if s.get("experiment") != "icl":
+      continue
+    keys = [k for k in s["measures"] if k.startswith(("quality.", "moved.", "sees."))]
+    if not keys:
+      continue
+    found = True
+    lines.append(f"\n`{group}`:\n")
+    lines.append("| α | measure | encoder | score | final − start | can it time training? |\n|---|---|---|---|---|---|")
+    for key in sorted(k for k in keys if k.startswith("quality.")):
+      _, measure, encoder, alpha = key.split(".", 3)
+      m = s["measures"][key]
+      moved = s["measures"].get(f"moved.{measure}.{encoder}.{alpha}")
+      sees = s["measures"].get(f"sees.{measure}.{alpha}")
+      score = _plain(m)
+      delta = "—" if moved is None else f"{_plain(moved)} {moved.get('note') or ''}".strip()
+      verdict = "—" if sees is None else (sees.get("note") or "")
+      lines.append(
+        "| "
+        + " | ".join(
+          _cell(x) for x in (alpha[1:], QUALITY_MEASURES.get(measure, measure), encoder, score, delta, verdict)
+        )
+        + " |"
+      )
+  if not found:
+    lines.append(
+      "\nNo archived ICL run recorded the quality block yet (runs of commits from b6a570b on do): until one does, "
+      "whether the probe behind the target-rule rows above can see training on PROTEINS is not shown here."
+    )
+  return "\n".join(lines)
+
+
+def _plain(m: Mapping) -> str:
+  if m.get("estimate") is None:
+    return "n/a"
+  if m.get("low") is None:
+    return f"{m['estimate']:.3g} (no interval)"
+  return f"{m['estimate']:.3g} [{m['low']:.3g}, {m['high']:.3g}]"
+
+
 def _load(r: Mapping) -> str:
   share = r.get("other_cpu_share")
   if share is None:
@@ -598,6 +650,8 @@ def render(summaries: Mapping[str, Mapping], archived: set[str] = frozenset()) -
     if shown:
       parts.append("\n**Figures** (bcjax's counterparts of the paper's):\n")
       parts.append("\n".join(f"![{f}](reproduction/figures/{f})" for f in shown))
+    if paper == "icl":
+      parts.append("\n" + quality_section(summaries))
     parts.append(f"\n### Runs of {paper}\n\n" + runs_table(paper, summaries, archived))
     for experiment in SECTION_AUDITS[paper]:
       parts.append(f"\n### Protocol of {experiment.replace('_', '-')}\n\n`experiments.{experiment}`:\n")
