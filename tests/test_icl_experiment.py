@@ -65,6 +65,15 @@ def setup(alpha=0.3):
   return c, Context(data, old, new, alpha, cfg), enc
 
 
+def quiet_main(argv):
+  """``experiments.icl``'s main on ``argv`` with its printing captured."""
+  import contextlib
+  import io
+
+  with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    return icl_main.main(argv)
+
+
 class ViewsTest(absltest.TestCase):
   @pytest.mark.heavy
   def test_common_budget_and_masks(self):
@@ -752,6 +761,30 @@ class CommandLineTest(absltest.TestCase):
       out.parent / "killed",
     )
     assert_same_results(self, resumed, results)
+    # a method's numbers do not depend on which other methods run beside it (its streams come from its name)
+    alone = out.parent / "alone"
+    code = quiet_main(
+      [
+        "--preset",
+        "test",
+        "--alpha-sweep",
+        "0.3,0.5",
+        "--methods",
+        "meta",
+        "--max-epochs",
+        "1",
+        "--out",
+        str(alone),
+        "--no-progress",
+      ]
+    )
+    self.assertEqual(code, 0)
+    by_itself = json.loads((alone / "results.json").read_text())
+    assert_same_results(
+      self,
+      by_itself["alpha_sweep"]["0.3"]["methods"]["meta"]["runs"],
+      results["alpha_sweep"]["0.3"]["methods"]["meta"]["runs"],
+    )
 
   def test_images_run_and_bad_input_is_refused(self):
     tmp = Path(self.create_tempdir().full_path)

@@ -86,8 +86,8 @@ def check_splits(labels: np.ndarray, splits: dict, folds: int) -> None:
       if (counts > 0).sum() < 2 or counts[counts > 0].min() < folds:
         raise ValueError(
           f"{what}: the {subset} data has class counts {counts.tolist()}; the SVM evaluation needs at "
-          f"least two classes with >= {folds} samples each (a smaller --alpha, more data, or fewer "
-          f"folds)"
+          f"least two classes, and every class present needs >= {folds} samples (a smaller --alpha, more data, "
+          f"or fewer folds)"
         )
 
 

@@ -83,7 +83,10 @@ def run_alpha(data, alpha: float, methods, cfg, run: int, log, bar, mesh=None) -
     heldout = lambda encoder: heldout_loss(encoder, views)
     pre_acc["heldout_loss"], random_acc["heldout_loss"] = heldout(pre.encoder), heldout(fresh)
   records, losses = {}, {}
-  for i, m in enumerate(methods):
+  for m in methods:
+    # each method's streams from its place in METHODS, not in this run's list: a method's numbers must not depend
+    # on which other methods run beside it
+    i = METHODS.index(m)
     key = jax.random.fold_in(k_methods, i)
     r = train_method(m, ctx, pre.encoder, fresh, loss0, key, seed + i + 1, logger(m), score, heldout)
     records[m] = {
