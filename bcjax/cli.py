@@ -9,10 +9,12 @@ embeddings to older versions.
   bcjax init --registry DIR --dim D_0 [--notes TEXT]
   bcjax append --registry DIR (W.npy | MAP) [--notes TEXT]
   bcjax versions --registry DIR [--json]
-  bcjax transform (--registry DIR --to J [--from K] | --map MAP) IN.npy OUT.npy [--dtype D] [--overwrite]
+  bcjax transform (--registry DIR --to J [--from K] | --map MAP [--csls queries|documents | --no-hubness]) IN.npy
+                  OUT.npy [--dtype D] [--overwrite]
 
 Exit status: 0 on success (for ``fit``: the verdict is "bridge"), 1 on a registry or data error, 2 on bad input (a
-usage error, a file that is not a finite floating .npy matrix, an existing output; nothing is written); for ``fit``
+usage error, a file that is not a finite floating .npy matrix, embeddings of the other model than the flag says (by
+the models' fingerprints), an existing output; nothing is written); for ``fit``
 3 when the verdict is "re-index", 4 "undecided", 5 "not measurable" (the map is written to ``--out`` but not
 appended to a registry unless ``--force``). Messages go to stderr.
 """
@@ -28,7 +30,7 @@ import numpy as np
 
 from bcjax import _atomic
 from bcjax._compile_cache import use_compilation_cache
-from bcjax.upgrade import _files, _fit, _map, _report, _serve
+from bcjax.upgrade import _files, _fit, _map, _report, _serve, _spaces
 from bcjax.versioning import Registry, RegistryError
 
 EXIT_ERROR, EXIT_USAGE = 1, 2
@@ -120,6 +122,26 @@ def _progress(label: str):
   return update
 
 
+def _hubness_choice(upgrade_map, args) -> str | None:
+  """The ``csls`` form transform writes for a map with a hubness correction, or None (refused unless --no-hubness)."""
+  if upgrade_map.hubness is None:
+    if args.csls is not None:
+      raise UsageError(f"`--csls` applies a map's hubness correction; map {args.map} has none")
+    if args.no_hubness:
+      print(f"note: map {args.map} has no hubness correction; --no-hubness changes nothing", file=sys.stderr)
+    return None
+  if args.csls is None and not args.no_hubness:
+    raise UsageError(
+      f"map {args.map} carries a hubness correction (CSLS, k={upgrade_map.hubness.k}) that lowers each stored row's "
+      f"score and that a plain B(z) cannot hold: pass --csls queries (rows [unit(B(z)), 1] to query an inner-product "
+      f"store of [unit(x), -beta(x)] rows) or --csls documents (the mapped rows as such stored rows) to apply it, or "
+      f"--no-hubness to write B(z) without it (bcjax.upgrade.bridged_search applies it when it searches a store)"
+    )
+  if args.no_hubness:
+    print(f"note: B(z) written without map {args.map}'s hubness correction (--no-hubness)", file=sys.stderr)
+  return args.csls
+
+
 def _cmd_transform(args) -> None:
   if args.chunk_rows < 1:
     raise UsageError(f"`--chunk-rows` must be >= 1, got {args.chunk_rows}")
@@ -128,10 +150,17 @@ def _cmd_transform(args) -> None:
     raise UsageError(f"output file {out} exists; refusing to overwrite it (pass --overwrite to replace it)")
   if (args.registry is None) == (args.map is None):
     raise UsageError("pass either --registry DIR (with --to) or --map MAP")
+  if args.csls is not None and args.no_hubness:
+    raise UsageError("pass --csls FORM (apply the hubness correction) or --no-hubness (leave it out), not both")
   z = _files.open_embeddings(args.input, name="input")
+  csls = None
   if args.map is not None:
     maps, what = [_map.load_map(args.map)[0]], f"map {args.map}"
+    csls = _hubness_choice(maps[0], args)
+    what += "" if csls is None else f", CSLS {csls}"
   else:
+    if args.csls is not None:
+      raise UsageError("`--csls` applies a map file's hubness correction; a registry's versions carry none")
     if args.to is None:
       raise UsageError("--registry needs --to J, the version to map to")
     reg = Registry(args.registry)
@@ -150,6 +179,7 @@ def _cmd_transform(args) -> None:
     chunk_rows=args.chunk_rows,
     overwrite=args.overwrite,
     progress=_progress("transform"),
+    csls=csls,
   )
   print(f"wrote {out}: {n} embeddings, {what} (D={d}), {dtype}")
 
@@ -258,6 +288,8 @@ def _check_fit_args(args):
   for name, arr in (("--old", old), ("--new", new), ("--index", index), ("--new-index", new_index)):
     if arr is not None:
       _files.check_finite_rows(arr, name=name, chunk_rows=args.chunk_rows)
+  if index is not None:
+    _check_index_space(old, new, index, args)
   try:
     split = _fit.split_pairs(
       old.shape[0], test_fraction=args.test_fraction, val_fraction=args.val_fraction, seed=args.seed
@@ -268,6 +300,25 @@ def _check_fit_args(args):
       message.replace("`test_fraction`", "`--test-fraction`").replace("`val_fraction`", "`--val-fraction`")
     ) from None
   return old, new, index, new_index, qrels, labels, split
+
+
+SPACE_SAMPLE_ROWS = 2000  # rows of --old, --new and --index (uniform) that tell which model embedded --index
+
+
+def _check_index_space(old, new, index, args) -> None:
+  """Refuses an ``--index`` that is not the old model's: its sample attributed to the pairs' two fingerprints."""
+  if old.shape[1] != new.shape[1]:
+    return  # the width already tells: --index has --old's width (checked), which the new model's vectors lack
+  rng = np.random.default_rng(args.seed)
+  pairs = np.sort(rng.choice(old.shape[0], min(old.shape[0], SPACE_SAMPLE_ROWS), replace=False))
+  if len(pairs) < 2:
+    return
+  names = (args.old_model or "the --old model", args.new_model or "the --new model")
+  stamps = [_spaces.space_stamp(_files.read_rows(z, pairs), name) for z, name in zip((old, new), names)]
+  rows = np.sort(rng.choice(index.shape[0], min(index.shape[0], SPACE_SAMPLE_ROWS), replace=False))
+  wrong = _spaces.index_space_error(_files.read_rows(index, rows), *stamps, name="--index")
+  if wrong is not None:
+    raise UsageError(f"{wrong} ({args.index})")
 
 
 def _cmd_fit(args) -> int:
@@ -466,6 +517,19 @@ def build_parser() -> argparse.ArgumentParser:
   )
   p.add_argument("--chunk-rows", type=int, default=_files.DEFAULT_CHUNK_ROWS, help="rows per chunk (memory bound)")
   p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+  p.add_argument(
+    "--csls",
+    choices=_serve.CSLS_FORMS,
+    default=None,
+    help="apply the map's hubness correction (CSLS) for an inner-product store, one column wider: queries writes "
+    "[unit(B(z)), 1] to query stored rows [unit(x), -beta(x)]; documents writes the mapped rows as such stored rows "
+    "(a map with a correction needs --csls or --no-hubness)",
+  )
+  p.add_argument(
+    "--no-hubness",
+    action="store_true",
+    help="write B(z) without the map's hubness correction (a map with a correction needs --csls or --no-hubness)",
+  )
   p.add_argument("input", help=".npy of version-k embeddings [n, D_k]")
   p.add_argument("output", help=".npy to write with version-j compatible embeddings [n, D_j]")
   p.set_defaults(run=_cmd_transform)

@@ -63,7 +63,7 @@ def page() -> str:
     (
       str(cli.EXIT_USAGE),
       "bad input, found before anything is written (a usage error, a file that is not a finite "
-      "floating `.npy` matrix, an output that exists)",
+      "floating `.npy` matrix, embeddings of the other model than the flag says, an output that exists)",
     ),
   ]
   exits += [

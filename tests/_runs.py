@@ -23,9 +23,9 @@ def _numbers(tree, path: str = "") -> list[tuple[str, float]]:
 
 def assert_runs_agree(test: absltest.TestCase, a, b, where: str) -> int:
   """Asserts that two runs' JSON trees agree: the same keys, the same non-float values (the times of day and the
-  machine's load apart), floats counted from AUCs or thresholded predictions (:data:`_PAIR_COUNTS`) within a few example pairs (1e-3 of an
-  AUC or a share, 0.2 points of a %), every other float to the float32 tolerance of a deep composition (the
-  policy's "network"). Returns how many floats were held to it."""
+  machine's load apart), floats counted from AUCs or thresholded predictions (:data:`_PAIR_COUNTS`) within a few
+  example pairs (1e-3 of an AUC or a share, 0.2 points of a %), every other float to the float32 tolerance of a deep
+  composition (the policy's "network"). Returns how many floats were held to it."""
   # the times of day, and what else the machine was doing meanwhile (a run's load and overlapping runs)
   keep = lambda tree: (
     {k: v for k, v in tree.items() if k not in ("time", "seconds", "load", "concurrent_runs")}

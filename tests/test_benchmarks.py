@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from absl.testing import absltest
 
-from benchmarks import alignment_losses, gnn_step, gramian_vs_sampling, scaling, upgrade_peers
+from benchmarks import alignment_losses, gnn_step, gramian_vs_sampling, scaling, upgrade_peers, upgrade_serving
 from benchmarks import compile as compile_benchmark
 from benchmarks import upgrade as upgrade_benchmark
 from tests._tolerance import assert_close
@@ -60,6 +60,21 @@ class BenchmarkSmokeTest(absltest.TestCase):
       self.assertGreaterEqual(row[name]["peak_rss_bytes"], row[name]["after_import_rss_bytes"])
     assert_close(row["time_ratio"], row["bcjax"]["median_s"] / row["numpy"]["median_s"])
     self.assertGreater(report["query"]["bcjax_median_us"], 0)
+    self.assertIn("model", report["cpu"])
+
+  def test_serving_benchmark_times_each_store_beside_its_own_search(self):
+    out = Path(self.create_tempdir().full_path) / "serving.json"
+    argv = ["--out", str(out), "--quick", "--rows", "300", "--pairs", "100", "--one-query-repeats", "3"]
+    with contextlib.redirect_stderr(io.StringIO()):
+      self.assertEqual(upgrade_serving.main([*argv, "--batch", "20", "--batch-repeats", "1", "--stores", "faiss"]), 0)
+    report = json.loads(out.read_text())
+    (row,) = report["stores"].values()
+    self.assertEqual(list(report["stores"]), ["faiss"])
+    for side in ("bridged_ms", "raw_ms"):
+      self.assertGreater(row["one_query"][side], 0)
+    assert_close(row["one_query"]["ratio"], row["one_query"]["bridged_ms"] / row["one_query"]["raw_ms"])
+    self.assertEqual(row["batch"]["queries"], 20)
+    self.assertGreater(row["first_call_s"], 0)
     self.assertIn("model", report["cpu"])
 
   def test_peers_benchmark_scores_every_tool_on_the_same_queries(self):

@@ -370,5 +370,87 @@ class FitCommandTest(absltest.TestCase):
     self.assertEqual((bad / "taken.bcmap").read_bytes(), b"user data")
 
 
+class WrongInputTest(absltest.TestCase):
+  """Inputs that are not what their flag says are refused with exit 2 and the reason, before anything is written: an
+  --index of the new model's vectors, old-model vectors given to transform, NaN; a map's hubness correction is
+  applied or left out only when asked."""
+
+  def setUp(self):
+    super().setUp()
+    self.tmp = Path(self.create_tempdir().full_path)
+    rng = np.random.default_rng(3)
+    items = rng.standard_normal((1600, 10))
+    old = np.tanh(items @ rng.standard_normal((10, 16))) + 0.8 * rng.standard_normal(16)
+    new = items @ rng.standard_normal((10, 16)) + 1.2 * rng.standard_normal(16) + 0.05 * rng.standard_normal((1600, 16))
+    self.old, self.new = old.astype(np.float32), new.astype(np.float32)
+    for name, arr in (("old", self.old[:600]), ("new", self.new[:600]), ("index", self.old[600:])):
+      np.save(self.tmp / f"{name}.npy", arr)
+    np.save(self.tmp / "new_index.npy", self.new[600:])
+    self.fit = ["fit", "--old", str(self.tmp / "old.npy"), "--new", str(self.tmp / "new.npy"), "--kind", "linear"]
+
+  def written(self):
+    return sorted(p.name for p in self.tmp.iterdir())
+
+  def test_fit_refuses_an_index_of_the_new_models_vectors(self):
+    before = self.written()
+    argv = [*self.fit, "--normalize", "--new-model", "B", "--out", str(self.tmp / "m.bcmap")]
+    code, _, err = run(*argv, "--index", str(self.tmp / "new_index.npy"))
+    self.assertEqual(code, 2, err)
+    self.assertRegex(err, r"`--index` holds B's embeddings, not the --old model's: \d+ of 1000 rows sampled")
+    self.assertEqual(self.written(), before)
+
+  def map_file(self, hubness: str) -> Path:
+    from bcjax import upgrade
+
+    m = upgrade.fit_upgrade(self.new[:600], self.old[:600], kind="linear", normalize=True, hubness=hubness).map
+    return upgrade.save_map(m, self.tmp / f"m-{hubness}.bcmap")
+
+  def test_transform_refuses_old_model_vectors_and_nan(self):
+    path = str(self.map_file("off"))
+    nan = self.new[600:].copy()
+    nan[77, 3] = np.nan
+    np.save(self.tmp / "nan.npy", nan)
+    before = self.written()
+    for source, pattern in (
+      ("index.npy", "looks like the old model's embeddings"),
+      ("nan.npy", "NaN or inf: first in row 77"),
+    ):
+      code, _, err = run("transform", "--map", path, str(self.tmp / source), str(self.tmp / "out.npy"))
+      self.assertEqual(code, 2, err)
+      self.assertIn(pattern, err)
+    self.assertEqual(self.written(), before)
+    self.assertEqual(run("transform", "--map", path, str(self.tmp / "new_index.npy"), str(self.tmp / "out.npy"))[0], 0)
+
+  @pytest.mark.heavy
+  def test_transform_applies_or_leaves_out_the_hubness_correction_only_when_asked(self):
+    from bcjax import upgrade
+
+    path = self.map_file("on")
+    m, _ = upgrade.load_map(path)
+    source, out = str(self.tmp / "new_index.npy"), self.tmp / "out.npy"
+    code, _, err = run("transform", "--map", str(path), source, str(out))
+    self.assertEqual(code, 2)
+    self.assertIn("--no-hubness", err)
+    self.assertIn("--csls queries", err)
+    self.assertFalse(out.exists())
+    self.assertEqual(run("transform", "--map", str(path), "--csls", "queries", "--no-hubness", source, str(out))[0], 2)
+    # The references in float64 NumPy: B(z) = unit(W unit(z) + b), the bias half the mean of the 10 largest cosines.
+    w, b = upgrade.affine_form(m.transform, m.params)
+    unit = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)
+    mapped = unit(unit(self.new[600:].astype(np.float64)) @ w.T + b)
+    cos = mapped @ unit(m.hubness.reference.astype(np.float64)).T
+    bias = 0.5 * np.sort(cos, axis=1)[:, -10:].mean(axis=1)
+    expected = {
+      "--no-hubness": mapped,
+      "queries": np.concatenate([mapped, np.ones((1000, 1))], axis=1),
+      "documents": np.concatenate([mapped, (m.scale.bridged_offset - bias)[:, None]], axis=1),
+    }
+    for choice, want in expected.items():
+      flags = ["--no-hubness"] if choice == "--no-hubness" else ["--csls", choice]
+      code, _, err = run("transform", "--map", str(path), *flags, "--overwrite", source, str(out))
+      self.assertEqual(code, 0, err)
+      assert_close(np.load(out), want, "reduction", precision="float32", scale=1.0, err_msg=choice)
+
+
 if __name__ == "__main__":
   absltest.main()

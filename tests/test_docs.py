@@ -93,9 +93,7 @@ class GuidesTest(absltest.TestCase):
       "Conceptors",
     ):
       self.assertRegex(report, rf"(?m)^## \d\. {paper}")
-    self.assertGreaterEqual(
-      report.count("| claim | kind | where | measured as | paper | bcjax | verdict |"), 4
-    )
+    self.assertGreaterEqual(report.count("| claim | kind | where | measured as | paper | bcjax | verdict |"), 4)
 
 
 def _architecture():

@@ -309,6 +309,17 @@ class KindsTest(absltest.TestCase):
       ).map
       assert_close(from_file.params["w"], in_memory.params["w"], "linalg")
 
+  def test_closed_form_refuses_choices_outside_their_range(self):
+    m = upgrade.pair_moments(*anisotropic_pairs(np.random.default_rng(1), n=60)[:2])
+    for kind in ("linear", "affine", "orthogonal"):
+      for alpha in (-1.0, -1e-9, float("nan"), float("inf"), True):
+        with self.assertRaisesRegex(ValueError, "`alpha` must be a finite number >= 0", msg=f"{kind} {alpha}"):
+          upgrade.closed_form(kind, m, alpha=alpha)
+      for rank in (0, -2, 1.5, True):
+        with self.assertRaisesRegex(ValueError, "`rank` must be None .* or an integer >= 1", msg=f"{kind} {rank}"):
+          upgrade.closed_form(kind, m, rank=rank)
+    self.assertEqual(upgrade.closed_form("affine", m, alpha=np.float64(0.1), rank=np.int64(2))[0].shape, (8, 12))
+
   def test_split_and_kind_errors(self):
     with self.assertRaisesRegex(ValueError, "`test_fraction` must lie in"):
       upgrade.split_pairs(10, test_fraction=1.0)
@@ -326,7 +337,8 @@ class ReportTest(absltest.TestCase):
     rng = np.random.default_rng(7)
     self.z_new, self.z_prev, _ = anisotropic_pairs(rng, n=1000, noise=0.4)
     self.split = upgrade.split_pairs(1000, seed=1)
-    self.map = upgrade.fit_upgrade(self.z_new, self.z_prev, kind="linear", split=self.split).map
+    # Plain cosine scores, as the brute-force references below compute them (auto may keep a hubness correction).
+    self.map = upgrade.fit_upgrade(self.z_new, self.z_prev, kind="linear", split=self.split, hubness="off").map
     self.index = rng.standard_normal((300, 8)) * 2.0 - 1.0
 
   def brute_top(self, q, x, k):
@@ -569,7 +581,7 @@ class HubnessTest(absltest.TestCase):
     split = upgrade.split_pairs(len(z_new), seed=0)
     fit = upgrade.fit_upgrade(z_new, z_old, kind="linear", normalize=True, split=split)
     self.assertIn("hubness correction (CSLS, k=10) kept", fit.reason)
-    self.assertGreater(fit.hubness["val_rank_score_corrected"], fit.hubness["val_rank_score_plain"])
+    self.assertGreater(fit.hubness["rank_score_corrected"], fit.hubness["rank_score_plain"])
     plain = fit.map._replace(hubness=None)
     self.assertEqual(len(fit.map.hubness.reference), len(split.train) + len(split.val))  # under the 5,000 cap
     # The report applies the map's correction; without it the hit rate differs.
@@ -597,6 +609,26 @@ class HubnessTest(absltest.TestCase):
     self.assertIsNone(upgrade.load_map(upgrade.save_map(off.map, path.with_suffix(".off")))[0].hubness)
 
   @pytest.mark.heavy
+  def test_auto_keeps_the_correction_at_200_pairs_where_it_raises_recall(self):
+    """200 pairs leave 20 validation pairs, too few to show the correction's gain; the training pairs, each half
+    served by the map fitted on the other, show it, and the served recall on the index rises with it."""
+    z_new, z_old, index = hub_pairs(0, n=200, extra=5000)
+    split = upgrade.split_pairs(200, seed=0)
+    fit = upgrade.fit_upgrade(z_new, z_old, kind="linear", normalize=True, split=split)
+    self.assertIn("hubness correction (CSLS, k=10) kept", fit.reason)
+    self.assertEqual((fit.hubness["criterion"], fit.hubness["rows"]), ("half-fits", len(split.train)))
+    self.assertGreater(fit.hubness["rank_score_corrected"], fit.hubness["rank_score_plain"])
+    # Recall@10 of the held-out items' old rows among them and the 5,000-row index, in float64 NumPy.
+    mapped = self.unit(np.asarray(fit.map(z_new[split.test]), np.float64))
+    pool = np.concatenate([z_old[split.test], index])
+    scores = mapped @ self.unit(pool).T
+    own = np.arange(len(split.test))[:, None]
+    plain = np.mean((np.argsort(-scores, axis=1)[:, :10] == own).any(1))
+    bias = upgrade.hubness_bias(pool, fit.map.hubness)[None, :]
+    corrected = np.mean((np.argsort(-(scores - bias), axis=1)[:, :10] == own).any(1))
+    self.assertGreater(corrected, plain + 0.05)
+
+  @pytest.mark.heavy
   def test_auto_leaves_out_a_correction_that_does_not_help(self):
     rng = np.random.default_rng(4)
     z_new = rng.standard_normal((1000, 8))
@@ -604,6 +636,59 @@ class HubnessTest(absltest.TestCase):
     fit = upgrade.fit_upgrade(z_new, z_old, kind="orthogonal", normalize=True)
     self.assertIn("left out", fit.reason)
     self.assertIsNone(fit.map.hubness)
+
+
+class ScoreScaleTest(absltest.TestCase):
+  """The score scale (bcjax.upgrade._scale) against its definition in float64 NumPy, and its map-file round trip."""
+
+  def test_the_scale_is_its_definition(self):
+    from bcjax.upgrade import _scale
+
+    rng = np.random.default_rng(40)
+    new = rng.standard_normal((300, 6)) * np.array([3.0, 1, 1, 1, 1, 1]) + 4.0  # cosines bunched by a shift
+    old = np.tanh(new @ rng.standard_normal((6, 5))) + 0.3 * rng.standard_normal((300, 5))
+    mapped = new @ rng.standard_normal((6, 5))  # any images: the scale is fitted for the map it is given
+    scale = _scale.fit_score_scale(mapped, old, new, hubness=None, seed=3)
+    scored = np.sort(np.random.default_rng(3).permutation(300)[150:])  # the half not drawn for a reference
+    b, x, y = self.unit(mapped[scored]), self.unit(old[scored]), self.unit(new[scored])
+    native, bridged, new_cos = b @ x.T, b @ b.T, y @ y.T
+    others = ~np.eye(150, dtype=bool)
+    own = np.diag(native)[:, None]
+    # Other items' bridged rows, shifted, outscore a query's own old row exactly as often as their old rows do.
+    self.assertEqual(np.sum((bridged + scale.bridged_offset > own) & others), np.sum((native > own) & others))
+    self.assertLess(scale.bridged_offset, 0.0)
+    spread = lambda v: np.quantile(v[others], 0.99) - np.quantile(v[others], 0.5)
+    assert_close(scale.new_slope, spread(native) / spread(new_cos), "elementwise")
+    self.assertEqual(_scale.fit_score_scale(mapped[:39], old[:39], new[:39], hubness=None), _scale.IDENTITY)
+    with self.assertRaisesRegex(ValueError, "same rows"):
+      _scale.fit_score_scale(mapped, old[:10], new, hubness=None)
+
+  def unit(self, v):
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+  def test_the_map_carries_its_scale_through_its_file(self):
+    z_new, z_old, _ = hub_pairs(1, n=400, d=16)
+    m = upgrade.fit_upgrade(z_new, z_old, kind="linear", normalize=True, hubness="on").map
+    self.assertIsInstance(m.scale, upgrade.ScoreScale)
+    path = Path(self.create_tempdir().full_path) / "m.bcmap"
+    upgrade.save_map(m, path)
+    self.assertEqual(upgrade.load_map(path)[0].scale, m.scale)
+    upgrade.save_map(m._replace(scale=None), path.with_suffix(".none"))
+    self.assertIsNone(upgrade.load_map(path.with_suffix(".none"))[0].scale)  # a map file of before: no scale
+
+
+class WrongSpaceTest(absltest.TestCase):
+  def test_an_index_of_the_new_models_vectors_is_refused(self):
+    rng = np.random.default_rng(41)
+    items = rng.standard_normal((1400, 10))
+    old = np.tanh(items @ rng.standard_normal((10, 16))) + 0.8 * rng.standard_normal(16)
+    new = items @ rng.standard_normal((10, 16)) + 1.2 * rng.standard_normal(16)
+    split = upgrade.split_pairs(400, seed=0)
+    m = upgrade.fit_upgrade(new[:400], old[:400], kind="linear", normalize=True, split=split, new_model="B").map
+    ok = upgrade.evaluate_upgrade(m, new[:400], old[:400], split.test, index=old[400:], min_hit_rate=0.5)
+    self.assertIn(ok.verdict, upgrade.VERDICTS)
+    with self.assertRaisesRegex(ValueError, "`index` holds B's embeddings, not"):
+      upgrade.evaluate_upgrade(m, new[:400], old[:400], split.test, index=new[400:], min_hit_rate=0.5)
 
 
 class RankScoreTest(absltest.TestCase):

@@ -42,6 +42,7 @@ from bcjax.upgrade._report import report_markdown
 from bcjax.upgrade._report import report_summary
 from bcjax.upgrade._retrieval import own_vector_ranks
 from bcjax.upgrade._retrieval import top_k
+from bcjax.upgrade._scale import ScoreScale
 from bcjax.upgrade._serve import registry_maps
 from bcjax.upgrade._serve import transform_file
 from bcjax.upgrade._spaces import SpaceStamp
@@ -93,6 +94,7 @@ __all__ = (
   "report_markdown",
   "report_summary",
   "save_map",
+  "ScoreScale",
   "SearchResult",
   "SpaceCheck",
   "space_stamp",

@@ -1,9 +1,11 @@
 """A faiss index as a bridge's old store.
 
 An ``IndexIDMap2`` (ids of the user's choosing, vectors readable by id) saved in a file, read at open and written back
-atomically by :meth:`FaissStore.save`.
+atomically by :meth:`FaissStore.save`. The ids of rows written through the map (``add(..., bridged=True)``) are kept
+beside it, in ``<file>.bridged.npy``, written by :meth:`FaissStore.save` too.
 """
 
+import io
 import os
 from pathlib import Path
 
@@ -34,6 +36,23 @@ class FaissStore:
         f"IndexIDMap2 (faiss.IndexIDMap2(inner_index))"
       )
     self.index = index
+    self._bridged = self._read_bridged()
+
+  @property
+  def bridged_path(self) -> Path:
+    """The file beside the index that lists the ids of rows written through the map."""
+    return self.path.with_name(self.path.name + ".bridged.npy")
+
+  def _read_bridged(self) -> np.ndarray:
+    if not self.bridged_path.is_file():
+      return np.zeros(0, np.int64)
+    try:
+      ids = np.load(self.bridged_path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+      raise ValueError(f"FaissStore: {self.bridged_path} is not a readable list of ids ({e})") from None
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+      raise ValueError(f"FaissStore: {self.bridged_path} holds {ids.dtype} {ids.shape}, not a list of integer ids")
+    return np.unique(ids.astype(np.int64))
 
   @classmethod
   def create(cls, path: str | os.PathLike, dim: int, *, metric: str = "ip") -> "FaissStore":
@@ -69,25 +88,46 @@ class FaissStore:
     _, ids = self.index.search(np.ascontiguousarray(queries, np.float32), k)
     ids = ids.astype(np.int64)
     vectors = np.zeros(ids.shape + (self.dim,), np.float32)
-    for q, row in enumerate(ids):
-      for j, item in enumerate(row):
-        if item >= 0:
-          vectors[q, j] = self.index.reconstruct(int(item))
+    valid = ids >= 0
+    if valid.any():
+      vectors[valid] = self.index.reconstruct_batch(np.ascontiguousarray(ids[valid]))
     return ids, vectors
 
-  def add(self, ids, vectors) -> None:
+  def add(self, ids, vectors, *, bridged: bool = False) -> None:
+    """Adds rows; ``bridged``: they were written through the map (:func:`~bcjax.upgrade.bridge_items`)."""
     ids = np.asarray(ids, np.int64)
     taken = np.intersect1d(ids, self.ids())
     if taken.size:
       raise ValueError(f"FaissStore.add: ids already stored: {taken[:10].tolist()}")
     self.index.add_with_ids(np.ascontiguousarray(vectors, np.float32), ids)
+    if bridged:
+      self._bridged = np.union1d(self._bridged, ids)
+
+  def bridged_rows(self, ids) -> np.ndarray:
+    """Whether each of ``ids`` was written through the map: bools of ``ids``' shape."""
+    ids = np.asarray(ids, np.int64)
+    if len(self._bridged) == 0:
+      return np.zeros(ids.shape, bool)
+    pos = np.clip(np.searchsorted(self._bridged, ids), 0, len(self._bridged) - 1)
+    return self._bridged[pos] == ids
 
   def sample(self, n: int, seed: int = 0) -> np.ndarray:
+    """Up to n stored rows drawn uniformly at random without replacement (``seed`` fixes which)."""
     ids = self.ids()
-    pick = np.sort(np.random.default_rng(seed).permutation(len(ids))[:n])
+    pick = np.sort(np.random.default_rng(seed).choice(len(ids), max(0, min(n, len(ids))), replace=False))
     return self.read(ids[pick])
 
   def save(self, *, overwrite: bool = True) -> Path:
-    """Writes the index to ``path`` atomically (a reader sees the old file or the new one, never a torn one)."""
+    """Writes the index to ``path`` atomically (a reader sees the old file or the new one, never a torn one).
+
+    The list of rows written through the map goes first, beside it (:attr:`bridged_path`): a reader that finds an id
+    listed there that the index lacks ignores it.
+    """
+    if not overwrite and self.path.exists():
+      raise FileExistsError(f"FaissStore.save: {self.path} exists; refusing to overwrite it")
+    if len(self._bridged) or self.bridged_path.exists():
+      buffer = io.BytesIO()
+      np.save(buffer, self._bridged)
+      _atomic.write_atomic(self.bridged_path, buffer.getvalue(), overwrite=True)
     data = self._faiss.serialize_index(self.index).tobytes()
     return _atomic.write_atomic(self.path, data, overwrite=overwrite)

@@ -30,12 +30,16 @@ Given the same items embedded by the old model (:math:`z_{k-1}`, [n, D_(k-1)]) a
   is preferred, and the reason is returned. With fewer than 50 validation pairs it ranks the closed-form kinds
   by their cross-validated error instead (and says so).
 
-Hubness correction (CSLS, :mod:`bcjax.upgrade._hubness`): with ``hubness="auto"`` (cosine retrieval, at least 50
-validation pairs) the chosen map is scored on the validation pairs with and without it, the old vectors' scores
-lowered by their mean similarity to mapped training rows of one half of the training pairs, the distractors the old
-vectors of the other half (so no distractor has its own twin in the reference); it is kept only when it raises the
-mean own-vector rank score by more than one paired standard error. The kept correction's reference is the final
-map's image of up to :data:`HUBNESS_REFERENCE_ROWS` training and validation pairs.
+Hubness correction (CSLS, :mod:`bcjax.upgrade._hubness`): with ``hubness="auto"`` (cosine retrieval) the chosen
+kind is judged on the training pairs served as the final map will serve an index, so it has power from a couple of
+hundred pairs on (validation pairs alone number 20 at 200 pairs): the folds split in two halves, the kind (the MLP by
+its affine branch) fitted on each half with the chosen settings, its images of that half's rows the correction's
+reference (in sample, as the final map's reference is), the other half's rows (of the cross-validation's sample, up
+to 2,000) mapped as queries ranking their own old rows among that half's old rows with and without the correction
+(no old row has its twin in the reference, as in an index). It is kept unless it changes no rank or lowers the mean
+own-vector rank score by more than one paired standard error: where the pairs cannot tell, CSLS stays, since a
+regression's image of a space has hubs. The kept correction's reference is the final map's image of up to
+:data:`HUBNESS_REFERENCE_ROWS` training and validation pairs.
 
 Closed-form kinds stream their rows into float64 sums, so pairs larger than memory fit exactly as in memory; the
 final closed-form map is refitted on the training and validation pairs together.
@@ -43,6 +47,7 @@ final closed-form map is refitted on the training and validation pairs together.
 
 import functools
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -52,7 +57,7 @@ import numpy as np
 import optax
 
 from bcjax.alignment._transforms import affine_transform, mlp_transform, orthogonal_transform, procrustes
-from bcjax.upgrade import _files, _hubness, _moments, _retrieval, _spaces
+from bcjax.upgrade import _files, _hubness, _moments, _retrieval, _scale, _spaces
 from bcjax.upgrade._map import UpgradeMap
 
 KINDS = ("orthogonal", "linear", "affine", "mlp")
@@ -224,8 +229,13 @@ def closed_form(
     ``(W [D_(k-1), D_k], b [D_(k-1)])`` in float64.
 
   Raises:
-    ValueError: an unknown kind or target, or choices outside their range.
+    ValueError: an unknown kind or target, or choices outside their range (``alpha`` a finite number >= 0, ``rank``
+      None or an integer >= 1).
   """
+  if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not (math.isfinite(alpha) and alpha >= 0):
+    raise ValueError(f"closed_form: `alpha` must be a finite number >= 0, got {alpha!r}")
+  if rank is not None and (isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank < 1):
+    raise ValueError(f"closed_form: `rank` must be None (full rank) or an integer >= 1, got {rank!r}")
   if kind == "orthogonal":
     w = _procrustes(*m.centred())
   elif kind == "linear":
@@ -623,9 +633,11 @@ def fit_upgrade(
   def finish(name: str, reason: str) -> UpgradeFit:
     on_train = final_map(name, train)
     final = on_train if name == "mlp" or val_moments is None else final_map(name, train_and_val)
-    choice = _choose_hubness(
-      on_train, z_new, z_prev, split, normalize, metric, hubness, hubness_k, seed, len(split.val) >= MIN_VALIDATION_ROWS
-    )
+    proxy = "affine" if name == "mlp" else name  # the MLP's linear branch stands in for it out of fold
+    halves = _half_fits(proxy, closed_choices[proxy], fold_moments, sample) if hubness == "auto" else None
+    choice = _choose_hubness(halves, hubness, metric, hubness_k, len(split.train) + len(split.val))
+    if name == "mlp" and hubness == "auto":
+      choice = choice._replace(reason=choice.reason + " (judged on the MLP's affine branch)")
     say(choice.reason)
     if choice.keep:
       rows = np.concatenate([split.train, split.val])
@@ -634,7 +646,9 @@ def fit_upgrade(
       final = final._replace(hubness=_hubness.make_hubness(mapped, k=hubness_k))
     # The map's images of new-model rows: what bridge_items writes into an old store, so not a foreign model's.
     bridged = _spaces.space_stamp(np.asarray(final(sample.new)), f"{new_model or 'new'} bridged")
-    final = final._replace(spaces={**spaces, "bridged": bridged})
+    final = final._replace(
+      spaces={**spaces, "bridged": bridged}, scale=_score_scale(final, z_new, z_prev, split, normalize, seed)
+    )
     return UpgradeFit(final, candidates, reason + "; " + choice.reason, choice.record)
 
   if kind != "auto":
@@ -684,16 +698,46 @@ def fit_upgrade(
   return finish(chosen_name, reason)
 
 
+def _score_scale(final: UpgradeMap, z_new, z_prev, split: PairSplit, normalize, seed) -> _scale.ScoreScale:
+  """The map's :class:`~bcjax.upgrade.ScoreScale`, fitted on up to 2,000 training and validation pairs."""
+  rows = np.concatenate([split.train, split.val])
+  rows = np.sort(np.random.default_rng(seed + 5).permutation(rows)[: 2 * _scale.MAX_ROWS])
+  new, old = _read_pairs(z_new, z_prev, rows, normalize)
+  return _scale.fit_score_scale(np.asarray(final(new)), old, new, hubness=final.hubness, seed=seed)
+
+
 class _HubnessChoice(NamedTuple):
   keep: bool
   reason: str
   record: dict
 
 
-def _choose_hubness(
-  on_train: UpgradeMap, z_new, z_prev, split: PairSplit, normalize, metric, mode, k, seed, enough_val
-) -> _HubnessChoice:
-  """Whether to keep the hubness correction (:mod:`bcjax.upgrade._fit`), with the reason and a candidate record."""
+class _HalfFit(NamedTuple):
+  """One half of the training pairs as a map serves it: the other half's mapped rows query their own old rows."""
+
+  queries: np.ndarray  # mapped rows of the held-out half (the map never saw them)
+  targets: np.ndarray  # their own old rows
+  reference: np.ndarray  # the fitting half's own images: the correction's reference, as the final map's will be
+
+
+def _half_fits(kind: str, choices: dict, fold_moments, sample) -> list[_HalfFit]:
+  """``kind`` with ``choices`` fitted on each half of the folds (even, odd), serving the other half's sample rows."""
+  out = []
+  for parity in (0, 1):
+    fitting = [f for f in range(len(fold_moments)) if f % 2 == parity]
+    moments = functools.reduce(_plus, [fold_moments[f] for f in fitting])
+    w, b = closed_form(kind, moments, **choices)
+    inside = np.isin(sample.fold, fitting)
+    out.append(_HalfFit(sample.new[~inside] @ w.T + b, sample.old[~inside], sample.new[inside] @ w.T + b))
+  return out
+
+
+def _choose_hubness(halves: list[_HalfFit] | None, mode, metric, k, reference_rows: int) -> _HubnessChoice:
+  """Whether to keep the hubness correction (:mod:`bcjax.upgrade._fit`), with the reason and a candidate record.
+
+  ``halves``: the training pairs served in two halves (:func:`_half_fits`); ``reference_rows``: the pairs the final
+  correction's reference would be drawn from.
+  """
   record: dict[str, Any] = {"kind": "hubness", "mode": mode, "k": k}
   if mode == "off":
     return _HubnessChoice(False, "no hubness correction (asked)", record)
@@ -701,30 +745,42 @@ def _choose_hubness(
     return _HubnessChoice(False, f"no hubness correction: it corrects cosine scores, the metric is {metric}", record)
   if mode == "on":
     return _HubnessChoice(True, f"hubness correction (CSLS, k={k}) asked for", record)
-  order = np.random.default_rng(seed + 4).permutation(split.train)
-  half = len(order) // 2
-  reference_rows, distractor_rows = np.sort(order[:half][:10_000]), np.sort(order[half:][:10_000])
-  if not enough_val or len(reference_rows) < k:
+  if reference_rows < k:
     return _HubnessChoice(
-      False,
-      f"no hubness correction: {len(split.val)} validation pairs and {len(reference_rows)} reference rows are too "
-      f"few to judge it (at least {MIN_VALIDATION_ROWS} and {k})",
+      False, f"no hubness correction: {reference_rows} paired rows are fewer than its k={k} neighbours", record
+    )
+  assert halves is not None  # auto: fit_upgrade served them
+  n = sum(len(h.queries) for h in halves)
+  if min(min(len(h.queries), len(h.reference)) for h in halves) < max(k, 2):
+    return _HubnessChoice(
+      True,
+      f"hubness correction (CSLS, k={k}) kept: {n} training pairs are too few to judge it, and it is kept unless "
+      f"shown to lower retrieval",
       record,
     )
-  reference = _hubness.make_hubness(np.asarray(on_train(_read_pairs(z_new, z_prev, reference_rows, normalize)[0])), k=k)
-  val_new, val_prev = _read_pairs(z_new, z_prev, split.val, normalize)
-  distractors = _read_pairs(z_new, z_prev, distractor_rows, normalize)[1]
-  mapped = np.asarray(on_train(val_new))
-  bias = _hubness.hubness_bias(np.concatenate([val_prev, distractors]), reference)
-  plain = _retrieval.own_vector_ranks(mapped, val_prev, distractors, metric=metric)
-  corrected = _retrieval.own_vector_ranks(mapped, val_prev, distractors, metric=metric, item_bias=bias)
-  diff = corrected - plain
-  se = float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else math.inf
-  keep = bool(diff.mean() > se)
-  record.update(val_rank_score_plain=float(plain.mean()), val_rank_score_corrected=float(corrected.mean()))
+  plain, corrected = [], []
+  for h in halves:
+    bias = _hubness.hubness_bias(h.targets, _hubness.make_hubness(h.reference, k=k))
+    plain.append(_retrieval.own_vector_ranks(h.queries, h.targets, metric=metric))
+    corrected.append(_retrieval.own_vector_ranks(h.queries, h.targets, metric=metric, item_bias=bias))
+  plain_all, corrected_all = np.concatenate(plain), np.concatenate(corrected)
+  diff = corrected_all - plain_all
+  se = float(diff.std(ddof=1) / math.sqrt(len(diff)))
+  record.update(
+    criterion="half-fits",
+    rows=n,
+    rank_score_plain=float(plain_all.mean()),
+    rank_score_corrected=float(corrected_all.mean()),
+  )
+  scores = (
+    f"rank score of {n} training pairs, each half served by the map fitted on the other, {plain_all.mean():.4f} "
+    f"without, {corrected_all.mean():.4f} with it (paired standard error {se:.2g})"
+  )
+  if not np.any(diff):
+    return _HubnessChoice(False, f"hubness correction (CSLS, k={k}) left out: it changes no rank ({scores})", record)
+  keep = bool(diff.mean() >= -se)
   reason = (
-    f"hubness correction (CSLS, k={k}) {'kept' if keep else 'left out'}: validation rank score "
-    f"{plain.mean():.4f} without, {corrected.mean():.4f} with it (paired standard error {se:.2g}; kept only when "
-    f"it gains more than one)"
+    f"hubness correction (CSLS, k={k}) {'kept' if keep else 'left out'}: {scores}; kept unless it lowers the score "
+    f"by more than one standard error"
   )
   return _HubnessChoice(keep, reason, record)

@@ -1,6 +1,8 @@
 """A LanceDB table (embedded, on disk) as a bridge's old store: an integer id column and a fixed-size vector column.
 
-LanceDB writes are versioned and atomic; rows added through the bridge are appended, never written over.
+LanceDB writes are versioned and atomic; rows added through the bridge are appended, never written over. The ids of
+rows written through the map (``add(..., bridged=True)``) are listed in a table of their own beside it,
+``<table>__bcjax_bridged``, written before the rows themselves (an id listed there that the table lacks is ignored).
 """
 
 import os
@@ -10,6 +12,7 @@ import numpy as np
 from bcjax._extras import require
 
 _IN_CHUNK = 1000  # ids per `IN (...)` filter
+BRIDGED_SUFFIX = "__bcjax_bridged"
 
 
 class LanceDBStore:
@@ -44,6 +47,8 @@ class LanceDBStore:
       raise ValueError(f"LanceDBStore: column {id_column!r} is {schema.field(id_column).type}, not integers")
     self.vector_column, self.id_column = vector_column, id_column
     self._dim = int(vtype.list_size)
+    self.bridged_table = f"{table}{BRIDGED_SUFFIX}"
+    self._bridged: np.ndarray | None = None  # read at the first need
 
   @property
   def dim(self) -> int:
@@ -94,12 +99,15 @@ class LanceDBStore:
         filled[q] += 1
     return ids, vectors
 
-  def add(self, ids, vectors) -> None:
+  def add(self, ids, vectors, *, bridged: bool = False) -> None:
+    """Adds rows; ``bridged``: they were written through the map (:func:`~bcjax.upgrade.bridge_items`)."""
     ids = np.asarray(ids, np.int64)
     vectors = np.asarray(vectors, np.float32)
     taken = self._existing(ids)
     if len(taken):
       raise ValueError(f"LanceDBStore.add: ids already stored: {taken[:10].tolist()}")
+    if bridged:
+      self._mark_bridged(ids)
     pa = self._pa
     values = pa.array(vectors.ravel(), pa.float32())
     table = pa.table(
@@ -109,6 +117,40 @@ class LanceDBStore:
       }
     )
     self.table.add(table)
+
+  def _bridged_ids(self) -> np.ndarray:
+    if self._bridged is None:
+      try:
+        listed = self.db.open_table(self.bridged_table).to_arrow()["id"].to_numpy()
+      except (FileNotFoundError, ValueError):  # no row was ever written through the map
+        listed = np.zeros(0, np.int64)
+      self._bridged = np.unique(np.asarray(listed, np.int64))
+    return self._bridged
+
+  def _mark_bridged(self, ids: np.ndarray) -> None:
+    pa = self._pa
+    rows = pa.table({"id": pa.array(ids, pa.int64())})
+    if len(self._bridged_ids()) or self._has_bridged_table():
+      self.db.open_table(self.bridged_table).add(rows)
+    else:
+      self.db.create_table(self.bridged_table, rows)
+    self._bridged = np.union1d(self._bridged_ids(), ids)
+
+  def _has_bridged_table(self) -> bool:
+    try:
+      self.db.open_table(self.bridged_table)
+    except (FileNotFoundError, ValueError):
+      return False
+    return True
+
+  def bridged_rows(self, ids) -> np.ndarray:
+    """Whether each of ``ids`` was written through the map: bools of ``ids``' shape."""
+    ids = np.asarray(ids, np.int64)
+    listed = self._bridged_ids()
+    if len(listed) == 0:
+      return np.zeros(ids.shape, bool)
+    pos = np.clip(np.searchsorted(listed, ids), 0, len(listed) - 1)
+    return listed[pos] == ids
 
   def _existing(self, ids: np.ndarray) -> np.ndarray:
     out = []
@@ -120,17 +162,17 @@ class LanceDBStore:
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
   def sample(self, n: int, seed: int = 0) -> np.ndarray:
+    """Up to n stored rows drawn uniformly at random without replacement (``seed`` fixes which)."""
     total = self.count()
     if total == 0 or n <= 0:
       return np.zeros((0, self._dim), np.float32)
     if n >= total:  # the whole table, each row once
       return self._vectors(self.table.search().select([self.vector_column]).limit(total).to_arrow())
-    # Ten runs of n // 10 rows spread over the table: with n < total they are at least n // 10 rows apart, disjoint.
-    blocks = min(10, n)
-    per = max(1, n // blocks)
-    starts = np.linspace(0, max(total - per, 0), blocks).astype(int)
+    offsets = np.sort(np.random.default_rng(seed).choice(total, n, replace=False))
     parts = [
-      self._vectors(self.table.search().select([self.vector_column]).offset(int(s)).limit(per).to_arrow())
-      for s in np.unique(starts)
+      self._vectors(
+        self.table.take_offsets(offsets[s : s + _IN_CHUNK].tolist()).select([self.vector_column]).to_arrow()
+      )
+      for s in range(0, len(offsets), _IN_CHUNK)
     ]
-    return np.concatenate(parts)[:n]
+    return np.concatenate(parts)

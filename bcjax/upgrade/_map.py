@@ -22,6 +22,7 @@ import numpy as np
 from bcjax import _atomic
 from bcjax.alignment._transforms import BackwardTransform, backward_transform, check_params, semi_orthogonal
 from bcjax.upgrade._hubness import Hubness
+from bcjax.upgrade._scale import ScoreScale
 from bcjax.upgrade._spaces import SpaceStamp, margin
 from bcjax.versioning._format import CorruptVersionError, decode, encode
 from bcjax.versioning._registry import _unit_rows
@@ -41,7 +42,9 @@ class UpgradeMap(NamedTuple):
   ``hubness``: the fitted hubness correction (CSLS, :mod:`bcjax.upgrade._hubness`) applied to the old vectors'
   scores wherever bcjax searches with this map, or None; ``spaces``: the two models' fingerprints
   (:mod:`bcjax.upgrade._spaces`), ``{"new": ..., "old": ..., "bridged": ...}`` (the last: the map's images of
-  new-model rows), that fix the map's direction, or None.
+  new-model rows), that fix the map's direction, or None; ``scale``: how a bridged search scores rows written
+  through the map and re-embedded rows on the old rows' scale (:class:`~bcjax.upgrade.ScoreScale`), or None (their
+  scores as they are).
   """
 
   transform: BackwardTransform
@@ -51,6 +54,7 @@ class UpgradeMap(NamedTuple):
   choices: dict
   hubness: Hubness | None = None
   spaces: dict[str, SpaceStamp] | None = None
+  scale: ScoreScale | None = None
 
   @property
   def dims(self) -> tuple[int, int]:
@@ -86,21 +90,37 @@ def apply_map(upgrade_map: UpgradeMap, z) -> jax.Array:
   return compiled_map([upgrade_map], dtype)(z)
 
 
-# query_function per (chain of map objects, dtype), so that calling a map never uploads its parameters again; a few
-# dozen entries (each holds its maps' parameters on the device), the oldest dropped first.
+# query_function per chain of maps and dtype, so that calling a map never uploads its parameters or compiles again; a
+# few dozen entries (each holds its maps' parameters on the device), the oldest dropped first. An entry is found by
+# the identity of each map object and of each of its parameter arrays: a map loaded again, or rebuilt with other
+# parameters (``m._replace(params=...)``, a replaced array), is another entry, never the stale one. Parameter arrays are
+# read as they are when the entry is built; change a map by building a new one, not by writing into its arrays.
 _COMPILED: dict[tuple, tuple[tuple, Callable]] = {}
 _COMPILED_LIMIT = 32
+
+
+def _chain_key(chain: tuple) -> tuple:
+  return tuple((id(m), tuple((name, id(a)) for name, a in m.params.items())) for m in chain)
 
 
 def compiled_map(maps: "UpgradeMap | Sequence[UpgradeMap]", dtype=jnp.float32) -> Callable[[jax.Array], jax.Array]:
   """:func:`query_function` of ``maps`` in ``dtype``, built once and then reused.
 
-  :func:`query_function` of ``maps`` in ``dtype``, built once per chain of map objects and dtype and then reused: the
-  one compiled application path of :mod:`bcjax.upgrade`.
+  :func:`query_function` of ``maps`` in ``dtype``, built once per chain of map objects (and their parameter arrays)
+  and dtype, then reused: the one compiled application path of :mod:`bcjax.upgrade`, shared by a map's call, the
+  report, ``transform_file`` and every store search. Each input shape compiles once.
+
+  Args:
+    maps: a map, or a chain of maps in the order they apply.
+    dtype: the compute dtype.
+
+  Returns:
+    The jitted function ``f(z [n, D_k]) -> [n, D_j]``.
   """
   chain = (maps,) if isinstance(maps, UpgradeMap) else tuple(maps)
-  key = (tuple(id(m) for m in chain), jnp.dtype(dtype).name)
+  key = (_chain_key(chain), jnp.dtype(dtype).name)
   hit = _COMPILED.get(key)
+  # The entry holds its maps, so none of their ids can be reused by another object while it lives.
   if hit is not None and all(a is b for a, b in zip(hit[0], chain)):
     return hit[1]
   fn = query_function(list(chain), dtype=dtype)
@@ -257,6 +277,8 @@ def save_map(
   if upgrade_map.hubness is not None:
     header["hubness_k"] = int(upgrade_map.hubness.k)
     params[_HUBNESS_REFERENCE] = np.asarray(upgrade_map.hubness.reference, np.float32)
+  if upgrade_map.scale is not None:
+    header["score_scale"] = {name: float(v) for name, v in upgrade_map.scale._asdict().items()}
   if upgrade_map.spaces is not None:
     header["spaces"] = {side: {"model": st.model, "residual": st.residual} for side, st in upgrade_map.spaces.items()}
     for side, stamp in upgrade_map.spaces.items():
@@ -322,6 +344,9 @@ def load_map(
       if stamp_arrays
       else None
     )
+    scale = (
+      None if "score_scale" not in header else ScoreScale(**{k: float(v) for k, v in header["score_scale"].items()})
+    )
   except (KeyError, TypeError) as e:
     raise ValueError(f"load_map: {path} has a damaged header ({e!r})") from None
   if hubness is not None and (hubness.reference.ndim != 2 or hubness.reference.shape[1] != int(header["prev_dim"])):
@@ -334,6 +359,7 @@ def load_map(
     dict(header["choices"]),
     hubness,
     spaces,
+    scale,
   )
   stamped = {side: stamp.model for side, stamp in (spaces or {}).items()}
   for side, expected in (("old", old_model), ("new", new_model)):

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcjax.metrics._flips import negative_flip_rate
-from bcjax.upgrade import _consumer, _files, _hubness, _moments, _retrieval
+from bcjax.upgrade import _consumer, _files, _hubness, _moments, _retrieval, _spaces
 from bcjax.upgrade._map import UpgradeMap, compiled_map
 
 VERDICTS = ("bridge", "re-index", "undecided", "not measurable")
@@ -283,7 +283,8 @@ def evaluate_upgrade(
 
   Raises:
     ValueError: naming the argument, for a threshold outside (0, 1], an unknown metric, no held-out rows,
-      relevance pairs without an index, or labels without consumer rows.
+      relevance pairs without an index, labels without consumer rows, or an index whose sampled rows look like the
+      new model's (the map's fingerprints, :func:`~bcjax.upgrade._spaces.index_space_error`).
   """
   fn = "evaluate_upgrade"
   for name, value in (("min_recovery", min_recovery), ("min_hit_rate", min_hit_rate)):
@@ -326,6 +327,11 @@ def evaluate_upgrade(
   if index_arr is not None:
     sample = _sample(np.arange(index_arr.shape[0]), max_rows, seed + 1)
     candidates = _files.read_rows(index_arr, sample, np.float32)
+    last = upgrade_map if isinstance(upgrade_map, UpgradeMap) else list(upgrade_map)[-1]
+    if last.spaces is not None:  # an index of the new model's vectors would score the map against the wrong space
+      wrong = _spaces.index_space_error(candidates, last.spaces["old"], last.spaces["new"])
+      if wrong is not None:
+        raise ValueError(f"{fn}: {wrong}")
     distractors = candidates[_without_copies(candidates, zp)]
   pool_rows = target if distractors is None else np.concatenate([target, distractors])
   hits = _retrieval.own_vector_hits(mapped, target, distractors, k=k, metric=metric, item_bias=bias_of(pool_rows))

@@ -131,3 +131,35 @@ def margin(z, stamp: SpaceStamp, other: SpaceStamp) -> float:
   The mean log-likelihood ratio (positive: ``z`` looks like ``stamp``'s model).
   """
   return float(np.mean(log_likelihood(z, stamp) - log_likelihood(z, other)))
+
+
+def index_space_error(index_rows, old: SpaceStamp, new: SpaceStamp, *, name: str = "index") -> str | None:
+  """Why rows meant to be the old model's (an old index) are not, or None when they are.
+
+  ``index_rows`` [m, D], a uniform sample of the index, are attributed to the two models' fingerprints (both of width
+  D): rows likelier under the new model's by more than :data:`MARGIN_NATS` are the new model's. An index where they
+  are at least 0.5 % of the sample (and three rows) is not the old model's alone; where they are the majority it is
+  the new model's.
+
+  Args:
+    index_rows: a uniform sample of the index's rows, [m, D].
+    old: the old model's fingerprint.
+    new: the new model's fingerprint.
+    name: the index's name, for the message.
+
+  Returns:
+    A sentence naming the share and the models, or None.
+  """
+  index_rows = np.asarray(index_rows)
+  if len(index_rows) == 0 or old.dim != new.dim or index_rows.shape[1] != old.dim:
+    return None
+  foreign = int(np.sum(foreign_rows(index_rows, [old], new)))
+  if foreign < max(3, int(np.ceil(0.005 * len(index_rows)))):
+    return None
+  new_name, old_name = new.model or "the new model", old.model or "the old model"
+  what = f"{new_name}'s embeddings, not {old_name}'s" if foreign > len(index_rows) / 2 else "a mix of both models'"
+  return (
+    f"`{name}` holds {what}: {foreign} of {len(index_rows)} rows sampled uniformly are likelier under {new_name}'s "
+    f"fingerprint than under {old_name}'s by more than {MARGIN_NATS:g} nats (a mean margin of "
+    f"{margin(index_rows, new, old):.3g}); the index must be embedded by the old model, like the old side of the pairs"
+  )

@@ -6,33 +6,47 @@ holds two models' vectors.
 
 A store is any object with the small :class:`VectorStore` interface; :class:`FaissStore` (a faiss ``IndexIDMap2``
 file), :class:`LanceDBStore` (an embedded LanceDB table) and :class:`QdrantStore` (Qdrant in local mode) wrap the
-real libraries (the ``stores`` extra). The store finds candidates with its own index; bcjax then scores each
-candidate exactly, by cosine, in float64:
+real libraries (the ``stores`` extra), and also record which rows the map wrote. The store finds candidates with its
+own index; bcjax then scores each candidate exactly, by cosine, in float64, on one scale
+(:mod:`bcjax.upgrade._scale`):
 
 * **bridged**: :math:`\cos(B(q), x) - \beta(x)`, :math:`\beta` the map's hubness correction (zero without one,
-  :mod:`bcjax.upgrade._hubness`) computed from the candidates' own vectors, so the store needs no extra column;
+  :mod:`bcjax.upgrade._hubness`) computed from the candidates' own vectors, so the store needs no extra column; a row
+  written through the map (:func:`bridge_items`) has the map's bridged-row offset added;
 * **two-stage** (``new_vectors``): a candidate whose new-model vector :math:`y` is known is scored
-  :math:`\cos(q, y) + c_q` instead, :math:`c_q` the median over such candidates of (bridged score - new score), so
-  both kinds of candidate share one scale and the re-embedded ones are ordered by the new model itself.
+  :math:`a_y\cos(q, y) + c_q` instead, :math:`c_q` the median over such candidates of (bridged score -
+  :math:`a_y` new score), so both kinds of candidate share one scale and the re-embedded ones are ordered by the new
+  model itself.
 
-With a hubness correction or a re-ranking the store is asked for ``overfetch`` times k candidates, so an item the
-plain score ranks just below the k-th can still rise into the top k.
+With a hubness correction, bridged rows or a re-ranking the store is asked for ``overfetch`` times k candidates, so
+an item the plain score ranks just below the k-th can still rise into the top k; with a correction or bridged rows,
+then for more, until no row the store did not return could score above the k-th (its plain score is at most the
+last returned one's, its bias at least the lowest of a uniform sample of the store).
+
+A serving process pays each fixed cost once: the map is compiled once per map object (and batch-size octave), the
+store's space checked once per store and map (again when its row count changes), and each candidate's bias computed
+once per store, map and row.
 """
 
 import math
 import weakref
 from typing import NamedTuple, Protocol
 
+import jax.numpy as jnp
 import numpy as np
 
+from bcjax._buckets import bucket_size
 from bcjax.upgrade import _hubness, _spaces
-from bcjax.upgrade._map import UpgradeMap, check_direction, query_function
+from bcjax.upgrade._map import UpgradeMap, check_direction, compiled_map
+from bcjax.upgrade._scale import ScoreScale
 
 
 class VectorStore(Protocol):
   """What bcjax needs of a vector store.
 
-  Its width, its size, vectors by id, candidates for queries, adding rows, and a sample of its vectors.
+  Its width, its size, vectors by id, candidates for queries, adding rows, and a uniform sample of its vectors. A
+  store may also record which rows the map wrote, with ``add(ids, vectors, bridged=True)`` and ``bridged_rows(ids)
+  -> bools``, as bcjax's stores do: :func:`bridged_search` then scores those rows on the old rows' scale.
   """
 
   @property
@@ -56,7 +70,7 @@ class VectorStore(Protocol):
     ...
 
   def sample(self, n: int, seed: int = 0) -> np.ndarray:
-    """Up to n stored vectors drawn across the store [m, D]."""
+    """Up to n stored vectors [m, D] drawn uniformly at random without replacement (``seed`` fixes which)."""
     ...
 
 
@@ -102,13 +116,41 @@ class SpaceCheck(NamedTuple):
   sampled: int
 
 
+MIXED_SHARE = 0.005
+"""The share of a store's sample (and at least three rows) that, attributed to the new model, makes it mixed.
+
+A model's own rows lean the other way by more than :data:`~bcjax.upgrade._spaces.MARGIN_NATS` for well under 0.1 %
+of them, so a 2,000-row uniform sample of one model's rows reaches 0.5 % (10 rows) with probability below 5e-5, while
+a store holding 1.35 % raw new-model rows shows 27 in expectation and fewer than 10 with probability about 5e-5."""
+
+
+def _attribute(sample: np.ndarray, upgrade_map: UpgradeMap) -> SpaceCheck:
+  """The :class:`SpaceCheck` of a sample of a store; raises :class:`MixedSpaceError` for a mixed one."""
+  spaces = upgrade_map.spaces
+  if spaces is None or spaces["new"].dim != upgrade_map.dims[0] or len(sample) == 0:
+    return SpaceCheck(len(sample), 0, len(sample))  # different widths cannot mix; no fingerprints cannot tell
+  # The old space holds the old model's vectors and the map's images of new-model vectors (bridge_items writes them).
+  own = [spaces[side] for side in ("old", "bridged") if side in spaces]
+  new_rows = int(np.sum(_spaces.foreign_rows(sample, own, spaces["new"])))
+  found = SpaceCheck(len(sample) - new_rows, new_rows, len(sample))
+  if new_rows >= max(3, math.ceil(MIXED_SHARE * len(sample))):
+    new, old = spaces["new"].model or "the new model", spaces["old"].model or "the old model"
+    raise MixedSpaceError(
+      f"the store mixes two models' vectors: of {found.sampled} rows sampled uniformly, {found.new} look like "
+      f"{new}'s (likelier under its fingerprint by more than {_spaces.MARGIN_NATS:g} nats) and {found.old} like "
+      f"{old}'s space; bridged queries would compare incomparable scores. Re-embed the store, or write the new "
+      f"model's vectors through the map (bridge_items) instead"
+    )
+  return found
+
+
 def check_store_space(
   store: VectorStore, upgrade_map: UpgradeMap, *, sample_rows: int = 2000, seed: int = 0
 ) -> SpaceCheck:
-  """Attributes a sample of the store's vectors to the map's old and new models (their fingerprints).
+  """Attributes a uniform sample of the store's vectors to the map's old and new models (their fingerprints).
 
   Args:
-    store: the old store (:class:`VectorStore`).
+    store: the old store (:class:`VectorStore`); its ``sample`` draws rows uniformly at random.
     upgrade_map: the fitted map, new -> old, with the fingerprints :func:`~bcjax.upgrade.fit_upgrade` stamps.
     sample_rows: stored rows drawn for the attribution, at most.
     seed: seeds the store's sample.
@@ -118,51 +160,101 @@ def check_store_space(
     model's and the bridged rows' (the map's images) by a clear margin (:data:`~bcjax.upgrade._spaces.MARGIN_NATS`).
 
   Raises:
-    MixedSpaceError: when both models hold at least 1 % of the sample (and three rows): the store mixes spaces.
+    MixedSpaceError: when the new model holds at least :data:`MIXED_SHARE` of the sample (and three rows): the store
+      mixes spaces.
     ValueError: when the store's width is not the map's old width.
   """
+  _check_width(store, upgrade_map)
+  return _attribute(store.sample(sample_rows, seed), upgrade_map)
+
+
+def _check_width(store: VectorStore, upgrade_map: UpgradeMap) -> None:
   d_prev = upgrade_map.dims[0]
   if store.dim != d_prev:
     raise ValueError(f"the store holds {store.dim}-d vectors; the map maps to the old model's D_(k-1)={d_prev}")
-  sample = store.sample(sample_rows, seed)
-  spaces = upgrade_map.spaces
-  if spaces is None or spaces["new"].dim != d_prev or len(sample) == 0:
-    return SpaceCheck(len(sample), 0, len(sample))  # different widths cannot mix; no fingerprints cannot tell
-  # The old space holds the old model's vectors and the map's images of new-model vectors (bridge_items writes them).
-  own = [spaces[side] for side in ("old", "bridged") if side in spaces]
-  new_rows = int(np.sum(_spaces.foreign_rows(sample, own, spaces["new"])))
-  found = SpaceCheck(len(sample) - new_rows, new_rows, len(sample))
-  if new_rows >= max(3, math.ceil(0.01 * len(sample))):
-    new, old = spaces["new"].model or "the new model", spaces["old"].model or "the old model"
-    raise MixedSpaceError(
-      f"the store mixes two models' vectors: of {found.sampled} sampled rows, {found.new} look like {new}'s "
-      f"(likelier under its fingerprint by more than {_spaces.MARGIN_NATS:g} nats) and {found.old} like "
-      f"{old}'s space; bridged queries would compare incomparable scores. Re-embed the store, or write the new "
-      f"model's vectors through the map (bridge_items) instead"
-    )
-  return found
 
 
-# Stores already found single-space for a map, with their row count then: bridged_search checks a store once per map
-# and again only when rows were added (a writer may have put new-model vectors in it). Weak keys: a closed store goes.
-_CHECKED_SPACES: "weakref.WeakKeyDictionary[object, list[tuple[UpgradeMap, int]]]" = weakref.WeakKeyDictionary()
+class _Served:
+  """What a serving process keeps per store and map, so that each search pays only for its own query.
+
+  ``checked``: the store's row count when its space was last found single (None: never); ``floor_rows`` and
+  ``floor``: the row count when the lowest hubness bias of the store was last estimated, and that estimate;
+  ``bias``: each candidate's bias by id, with a hash of the vector it was computed from (a row rewritten under the
+  same id is computed again).
+  """
+
+  def __init__(self):
+    self.checked: int | None = None
+    self.floor_rows: int | None = None
+    self.floor = 0.0
+    self.bias: dict[int, tuple[int, float]] = {}
 
 
-def _check_space_once(store: VectorStore, upgrade_map: UpgradeMap) -> None:
+# Per store (weakly: a closed store goes) and per map object: bridged_search checks a store's space once per map and
+# again only when rows were added (a writer may have put new-model vectors in it), and keeps each candidate's bias.
+_SERVED: "weakref.WeakKeyDictionary[object, dict[int, tuple[UpgradeMap, _Served]]]" = weakref.WeakKeyDictionary()
+_BIAS_CACHE_LIMIT = 1_000_000  # ids whose bias a store's entry keeps (about 100 MiB); past it the cache starts anew
+
+
+def _served(store: VectorStore, upgrade_map: UpgradeMap) -> _Served:
   try:
-    seen = _CHECKED_SPACES.setdefault(store, [])
-  except TypeError:  # a store that takes no weak reference is checked on every call
-    check_store_space(store, upgrade_map)
-    return
+    per_map = _SERVED.setdefault(store, {})
+  except TypeError:  # a store that takes no weak reference gets a fresh record, so is checked on every call
+    return _Served()
+  hit = per_map.get(id(upgrade_map))
+  if hit is not None and hit[0] is upgrade_map:
+    return hit[1]
+  state = _Served()
+  per_map[id(upgrade_map)] = (upgrade_map, state)
+  return state
+
+
+FLOOR_SAMPLE_ROWS = 2000
+"""Stored rows (uniform) whose lowest hubness bias bounds what a row the store did not return could score."""
+
+
+def _prepare(store: VectorStore, upgrade_map: UpgradeMap, state: _Served, check_space: bool) -> int:
+  """The store's space check and bias floor, each redone only when the store's row count has changed; its rows."""
   rows = store.count()
-  if any(m is upgrade_map and n == rows for m, n in seen):
-    return
-  check_store_space(store, upgrade_map)
-  seen[:] = [(m, n) for m, n in seen if m is not upgrade_map] + [(upgrade_map, rows)]
+  need_check = check_space and state.checked != rows
+  need_floor = upgrade_map.hubness is not None and state.floor_rows != rows
+  if not (need_check or need_floor):
+    return rows
+  sample = store.sample(FLOOR_SAMPLE_ROWS, 0)
+  if need_check:
+    _attribute(sample, upgrade_map)
+    state.checked = rows
+  if need_floor:
+    hubness = upgrade_map.hubness
+    assert hubness is not None  # need_floor says so
+    state.floor = float(np.min(_hubness.hubness_bias(sample, hubness))) if len(sample) else 0.0
+    state.floor_rows = rows
+    _bias_rows(np.zeros((1, upgrade_map.dims[0]), np.float32), hubness)  # a query's program, compiled here
+  return rows
+
+
+def _mapped(upgrade_map: UpgradeMap, z: np.ndarray) -> np.ndarray:
+  """B(z) [n, D_(k-1)] in float64 through the map's one compiled program (:func:`compiled_map`, float32).
+
+  Rows are padded to a power of two, so a serving process compiles once per octave of batch sizes and a one-query
+  search reuses the first one's program.
+  """
+  rows = z.shape[0]
+  size = bucket_size(rows, minimum=1)
+  block = np.zeros((size, z.shape[1]), np.float32)
+  block[:rows] = z
+  return np.asarray(compiled_map(upgrade_map, jnp.float32)(jnp.asarray(block)), np.float64)[:rows]
+
+
+def _records_bridged(store) -> bool:
+  return callable(getattr(store, "bridged_rows", None))
 
 
 def bridge_items(store: VectorStore, upgrade_map: UpgradeMap, ids, new_vectors) -> np.ndarray:
   """Maps new items' new-model vectors to the old space and adds them to the old store: [n, D_(k-1)] as written.
+
+  A store that records which rows the map wrote (``add(..., bridged=True)`` and ``bridged_rows``, as bcjax's
+  stores do) has them scored on the old rows' scale by :func:`bridged_search` (:mod:`bcjax.upgrade._scale`).
 
   Args:
     store: the old store (:class:`VectorStore`).
@@ -182,9 +274,16 @@ def bridge_items(store: VectorStore, upgrade_map: UpgradeMap, ids, new_vectors) 
   if ids.ndim != 1 or len(ids) != len(new_vectors) or len(np.unique(ids)) != len(ids):
     raise ValueError(f"bridge_items: `ids` must be {len(new_vectors)} distinct integers, one per row; got {ids.shape}")
   check_direction(upgrade_map, new_vectors, name="new_vectors")
-  mapped = np.asarray(query_function(upgrade_map)(new_vectors), np.float32)
-  store.add(ids, mapped)
+  mapped = _mapped(upgrade_map, new_vectors).astype(np.float32)
+  if _records_bridged(store):
+    store.add(ids, mapped, bridged=True)  # type: ignore[call-arg]  # the optional keyword _records_bridged found
+  else:
+    store.add(ids, mapped)
   return mapped
+
+
+MAX_CANDIDATES = 4096
+"""The most candidates :func:`bridged_search` asks a store for per query while it makes its top k exact."""
 
 
 def bridged_search(
@@ -197,17 +296,23 @@ def bridged_search(
   overfetch: int = 4,
   check_space: bool = True,
 ) -> SearchResult:
-  """The top k of the old store for new-model ``queries`` [Q, D_k] (:mod:`bcjax.upgrade._stores` for the scores).
+  r"""The top k of the old store for new-model ``queries`` [Q, D_k] (:mod:`bcjax.upgrade._stores` for the scores).
+
+  The map is compiled once per map object and the store's space checked once per store and map (again when rows
+  were added); each candidate's hubness bias is computed once per store, map and row. With a correction the store
+  is first asked for ``overfetch`` times k candidates, then, for each query whose k-th corrected score does not clear
+  what an unreturned row could score (the store's k-th plain score less the lowest bias of a uniform sample of the
+  store), for four times as many, up to :data:`MAX_CANDIDATES`: the top k is the correction's over the whole store.
 
   Args:
     store: the old store (:class:`VectorStore`).
     upgrade_map: the fitted map, new -> old.
     queries: new-model query embeddings.
     k: results per query.
-    new_vectors: new-model vectors of some stored items, for the two-stage re-ranking.
-    overfetch: candidates asked of the store per result when the scores are corrected or re-ranked.
-    check_space: attribute a sample of the store to the two models first (:func:`check_store_space`): once per
-      store and map, and again whenever the store's row count has changed since.
+    new_vectors: new-model vectors of some stored items, for the two-stage re-ranking (among the candidates).
+    overfetch: candidates first asked of the store per result when the scores are corrected or re-ranked.
+    check_space: attribute a uniform sample of the store to the two models first (:func:`check_store_space`): once
+      per store and map, and again whenever the store's row count has changed since.
 
   Returns:
     A :class:`SearchResult`: each query's ids and scores, best first.
@@ -220,60 +325,165 @@ def bridged_search(
   if k < 1 or overfetch < 1:
     raise ValueError(f"bridged_search: `k` and `overfetch` must be >= 1, got {k} and {overfetch}")
   check_direction(upgrade_map, queries, name="queries")
-  if new_vectors is not None:
-    new_vectors = check_new_vectors(new_vectors, upgrade_map)
-  if check_space:
-    _check_space_once(store, upgrade_map)
-  elif store.dim != upgrade_map.dims[0]:
-    raise ValueError(f"bridged_search: the store holds {store.dim}-d vectors; the map gives {upgrade_map.dims[0]}")
-  mapped = _unit(np.asarray(query_function(upgrade_map)(queries), np.float64))
-  corrected = upgrade_map.hubness is not None or new_vectors is not None
-  ids, vectors = store.candidates(mapped.astype(np.float32), k * overfetch if corrected else k)
-  valid = ids >= 0
-  scores = np.einsum("qd,qkd->qk", mapped, _unit(vectors))
-  if upgrade_map.hubness is not None:
-    scores = scores - _candidate_bias(ids, valid, vectors, upgrade_map.hubness)
-  if new_vectors is not None:
-    scores = _rerank(scores, ids, valid, _unit(queries), new_vectors)
-  scores = np.where(valid, scores, -np.inf)
+  known = None if new_vectors is None else _known(new_vectors, upgrade_map)
+  _check_width(store, upgrade_map)
+  state = _served(store, upgrade_map)
+  total = _prepare(store, upgrade_map, state, check_space)
+  mapped = _unit(_mapped(upgrade_map, queries))
+  scale = _bridged_scale(store, upgrade_map)
+  corrected = upgrade_map.hubness is not None or known is not None or scale is not None
+  fetch = min(max(k * overfetch if corrected else k, k), max(total, 1))
+  ids, scores, plain = _scored(store, upgrade_map, state, mapped, fetch, queries, known, scale)
+  if upgrade_map.hubness is not None or scale is not None:
+    todo = np.arange(len(queries))
+    while fetch < min(total, MAX_CANDIDATES):
+      todo = todo[_short(ids[todo, :fetch], scores[todo, :fetch], plain[todo, :fetch], k, fetch, state, scale)]
+      if len(todo) == 0:
+        break
+      fetch = min(4 * fetch, total, MAX_CANDIDATES)
+      more = _scored(store, upgrade_map, state, mapped[todo], fetch, queries[todo], known, scale)
+      ids, scores, plain = (_widen(a, fetch, fill) for a, fill in zip((ids, scores, plain), (-1, -np.inf, -np.inf)))
+      ids[todo], scores[todo], plain[todo] = more
   order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-  top_ids = np.take_along_axis(np.where(valid, ids, -1), order, axis=1)
-  top_scores = np.take_along_axis(scores, order, axis=1)
-  return SearchResult(top_ids, top_scores)
+  return SearchResult(np.take_along_axis(ids, order, axis=1), np.take_along_axis(scores, order, axis=1))
 
 
-def _candidate_bias(ids, valid, vectors, hubness: _hubness.Hubness) -> np.ndarray:
-  """The hubness bias [Q, K] of each candidate, computed once per distinct id (queries share most candidates)."""
+def _bridged_scale(store, upgrade_map: UpgradeMap) -> ScoreScale | None:
+  """The map's bridged-row calibration, where it applies: a store that records which of its rows are bridged."""
+  scale = upgrade_map.scale
+  return None if scale is None or not _records_bridged(store) else scale
+
+
+def _widen(a: np.ndarray, width: int, fill) -> np.ndarray:
+  if a.shape[1] >= width:
+    return a
+  return np.concatenate([a, np.full((a.shape[0], width - a.shape[1]), fill, a.dtype)], axis=1)
+
+
+def _short(ids, scores, plain, k: int, fetch: int, state: _Served, scale: ScoreScale | None) -> np.ndarray:
+  """Which queries' k-th score an unreturned row could beat: [Q] bools (the store returned ``fetch`` rows for them)."""
+  full = np.sum(ids >= 0, axis=1) == fetch
+  last = np.min(np.where(ids >= 0, plain, np.inf), axis=1)  # the store's lowest returned plain score
+  bound = last - state.floor
+  if scale is not None:  # a bridged row's score carries the offset too
+    bound = np.maximum(bound, bound + scale.bridged_offset)
+  kth = -np.sort(-scores, axis=1)[:, min(k, scores.shape[1]) - 1]
+  return full & (kth < bound)
+
+
+def _scored(store, upgrade_map: UpgradeMap, state: _Served, mapped, fetch: int, queries, known, scale):
+  """The store's ``fetch`` candidates per query, their final scores and their plain cosines (:mod:`._stores`)."""
+  ids, vectors = store.candidates(mapped.astype(np.float32), fetch)
+  valid = ids >= 0
+  plain = np.einsum("qd,qkd->qk", mapped, _unit(vectors))
+  scores = plain
+  if upgrade_map.hubness is not None:
+    bias = _candidate_bias(ids, valid, vectors, upgrade_map.hubness, state)
+    state.floor = min(state.floor, float(np.min(bias, initial=np.inf, where=valid)))
+    scores = scores - bias
+  if scale is not None and valid.any():
+    bridged = np.zeros_like(valid)
+    bridged[valid] = np.asarray(store.bridged_rows(ids[valid]), bool)
+    scores = np.where(bridged, scores + scale.bridged_offset, scores)
+  if known is not None:
+    slope = 1.0 if upgrade_map.scale is None else upgrade_map.scale.new_slope
+    scores = _rerank(scores, ids, valid, _unit(queries), known, slope)
+  return np.where(valid, ids, -1), np.where(valid, scores, -np.inf), np.where(valid, plain, -np.inf)
+
+
+def _candidate_bias(ids, valid, vectors, hubness: _hubness.Hubness, state: _Served | None = None) -> np.ndarray:
+  """The hubness bias [Q, K] of each candidate: once per distinct id, and once per store and map (``state``)."""
   _, first, inverse = np.unique(np.where(valid, ids, -1), return_index=True, return_inverse=True)
   flat = vectors.reshape(-1, vectors.shape[-1])
-  bias = _hubness.hubness_bias(flat[first], hubness).astype(np.float64)
+  flat_ids = np.where(valid, ids, -1).reshape(-1)[first]
+  bias = np.zeros(len(first))
+  keys = [hash(flat[i].tobytes()) for i in first]
+  cache = state.bias if state is not None else {}
+  missing = []
+  for j, (item, key) in enumerate(zip(flat_ids.tolist(), keys)):
+    hit = cache.get(item) if item >= 0 else None
+    if hit is not None and hit[0] == key:
+      bias[j] = hit[1]
+    elif item >= 0:
+      missing.append(j)
+  if missing:
+    computed = _bias_rows(flat[first[missing]], hubness)
+    bias[missing] = computed
+    if len(cache) + len(missing) > _BIAS_CACHE_LIMIT:
+      cache.clear()
+    cache.update((int(flat_ids[j]), (keys[j], float(b))) for j, b in zip(missing, computed))
   return np.where(valid, bias[inverse.reshape(ids.shape)], 0.0)
 
 
-def _rerank(scores, ids, valid, queries_new, new_vectors: NewVectors) -> np.ndarray:
-  known_ids = np.asarray(new_vectors.ids, np.int64)
-  order = np.argsort(known_ids)
-  sorted_ids = known_ids[order]
-  pos = np.clip(np.searchsorted(sorted_ids, ids), 0, max(len(sorted_ids) - 1, 0))
-  has = valid & (len(sorted_ids) > 0) & (sorted_ids[pos] == ids) if len(sorted_ids) else np.zeros_like(valid)
+_BIAS_BUCKET = 64  # rows per bias call at least: a query's new candidates share one compiled program
+
+
+def _bias_rows(rows: np.ndarray, hubness: _hubness.Hubness) -> np.ndarray:
+  """:func:`~bcjax.upgrade.hubness_bias` of ``rows``, padded to a power of two of at least 64 rows (few compiles)."""
+  size = bucket_size(len(rows), minimum=_BIAS_BUCKET)
+  padded = np.zeros((size, rows.shape[1]), np.float32)
+  padded[: len(rows)] = rows
+  return _hubness.hubness_bias(padded, hubness, chunk_rows=size)[: len(rows)].astype(np.float64)
+
+
+class _Known(NamedTuple):
+  """:class:`NewVectors` ready for re-ranking: ids sorted, with their unit rows in that order."""
+
+  ids: np.ndarray
+  unit: np.ndarray
+
+
+_KNOWN: dict[tuple, tuple[tuple, _Known]] = {}  # the last few NewVectors checked, by the identity of their arrays
+
+
+def _known(new_vectors: NewVectors, upgrade_map: UpgradeMap) -> _Known:
+  """``new_vectors`` checked (:func:`check_new_vectors`) and sorted once per (arrays, map), not once per search."""
+  held = (new_vectors.ids, new_vectors.vectors, upgrade_map)
+  key = tuple(id(a) for a in held)
+  hit = _KNOWN.get(key)
+  if hit is not None and all(a is b for a, b in zip(hit[0], held)):
+    return hit[1]
+  checked = check_new_vectors(new_vectors, upgrade_map)
+  order = np.argsort(checked.ids)
+  known = _Known(checked.ids[order], _unit(checked.vectors[order]))
+  if len(_KNOWN) >= 4:
+    _KNOWN.pop(next(iter(_KNOWN)))
+  _KNOWN[key] = (held, known)
+  return known
+
+
+def _rerank(scores, ids, valid, queries_new, known: _Known, slope: float) -> np.ndarray:
+  """Two-stage scores (:mod:`bcjax.upgrade._scale`).
+
+  A candidate with a new-model vector scores ``slope`` times its new-model cosine plus the query's median offset.
+  """
+  if len(known.ids) == 0:
+    return scores
+  pos = np.clip(np.searchsorted(known.ids, ids), 0, len(known.ids) - 1)
+  has = valid & (known.ids[pos] == ids)
   if not has.any():
     return scores
-  rows = _unit(np.asarray(new_vectors.vectors)[order[pos]])  # [Q, K, D_k] (rows without a vector unused)
-  new_scores = np.einsum("qd,qkd->qk", queries_new, rows)
-  out = scores.copy()
-  for q in range(scores.shape[0]):
-    h = has[q]
-    if h.any():
-      offset = float(np.median(scores[q, h] - new_scores[q, h]))
-      out[q, h] = new_scores[q, h] + offset
-  return out
+  q, _ = np.nonzero(has)
+  new_scores = np.zeros(scores.shape)
+  new_scores[has] = np.einsum("nd,nd->n", queries_new[q], known.unit[pos[has]])
+  rows = has.any(axis=1)
+  offset = np.zeros(len(scores))
+  offset[rows] = np.nanmedian(np.where(has, scores - slope * new_scores, np.nan)[rows], axis=1)
+  return np.where(has, slope * new_scores + offset[:, None], scores)
 
 
 def check_new_vectors(new_vectors: NewVectors, upgrade_map: UpgradeMap) -> NewVectors:
   """``new_vectors`` as int64 ids and a float matrix of the new model's width.
 
+  Args:
+    new_vectors: new-model vectors of some stored items.
+    upgrade_map: the fitted map, new -> old.
+
+  Returns:
+    The same :class:`NewVectors` with int64 ids and an array of vectors.
+
   Raises:
-    ValueError: for mismatched lengths, repeated ids or the wrong width.
+    ValueError: for mismatched lengths, repeated ids, the wrong width or vectors that are not the new model's.
   """
   ids, vectors = np.asarray(new_vectors.ids, np.int64), np.asarray(new_vectors.vectors)
   if ids.ndim != 1 or vectors.ndim != 2 or len(ids) != len(vectors) or len(np.unique(ids)) != len(ids):
