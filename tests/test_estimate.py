@@ -8,6 +8,7 @@ import unittest
 from pathlib import Path
 
 from experiments.harness import _estimate
+from tests._tolerance import assert_close
 
 
 def _archive(root: Path, name: str, experiment: str, cfg: dict, wall: float, cpu: str = "CPU A", metrics=()) -> None:
@@ -47,7 +48,7 @@ class EstimateTest(unittest.TestCase):
         _archive(root, f"bc-s{i}", "bc_aligner", {**base, "seed": i}, wall)
       _archive(root, "wide-s0", "bc_aligner", {**base, "hidden": 256}, 9999.0)  # another width: not used
       got = _estimate.estimate("bc_aligner", "synthetic", {**base, "epochs": 160}, "CPU A", root)
-      self.assertAlmostEqual(got.low, 1440 * 0.125)
+      assert_close(got.low, 1440 * 0.125, op="elementwise", precision="float64")
       self.assertEqual(got.low, got.high)
       self.assertIn("3 archived run(s) on this CPU", got.basis)
       # leaving out 0.1 predicts 0.1375 (+37.5 %), out 0.125 predicts 0.125, out 0.15 predicts 0.1125 (-25 %)
