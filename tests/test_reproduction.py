@@ -484,6 +484,24 @@ class PairedDifferenceTest(unittest.TestCase):
     self.assertIn(ms.minus, text)
 
 
+class LeadSpreadTest(unittest.TestCase):
+  def test_the_leads_variance_split_by_task(self):
+    intended, unintended = [0.4, 2.2, -1.1, 0.5], [0.0, 0.7, 0.1, -0.2]
+    summary = _summary(
+      "bc-quick",
+      {"lead.intended.joint-lin-sloss": (0.0, None, None), "lead.unintended.joint-lin-sloss": (0.0, None, None)},
+    )
+    summary["measures"]["lead.intended.joint-lin-sloss"]["per_run"] = intended
+    summary["measures"]["lead.unintended.joint-lin-sloss"]["per_run"] = unintended
+    text = page.lead_spread(summary)
+    total = np.var(np.add(intended, unintended), ddof=1)  # var(a + b) = var a + var b + 2 cov
+    self.assertIn(f"variance {total:.2f} pts²: {np.var(intended, ddof=1):.2f} from its intended part", text)
+    self.assertIn("The intended side dominates", text)
+    summary["measures"]["lead.intended.joint-lin-sloss"]["per_run"] = intended[:2]
+    summary["measures"]["lead.unintended.joint-lin-sloss"]["per_run"] = unintended[:2]
+    self.assertEqual(page.lead_spread(summary), "")  # two seeds: no variance worth printing
+
+
 class LegacyTest(unittest.TestCase):
   def test_a_reach_share_at_its_cap_is_censored_and_local_changes_are_said(self):
     claim = next(c for c in CLAIMS if c.key == "gramian.training-speed")
