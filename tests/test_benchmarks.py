@@ -112,7 +112,10 @@ class BenchmarkSmokeTest(absltest.TestCase):
       )
     self.assertGreater(runs["cold"]["programs_compiled"], 0)  # a fit compiles something, and the count sees it
     self.assertEqual(runs["cold"]["programs"], runs["cold"]["programs_compiled"] + runs["cold"]["programs_from_cache"])
-    self.assertEqual(runs["cold"]["programs_from_cache"], 0)  # an empty cache
+    # an empty cache: the cold run reads back only a program it built twice itself (one HLO from two maps of a
+    # cross-validation); the warm run reads the cold run's programs back
+    self.assertLess(runs["cold"]["programs_from_cache"], runs["cold"]["programs_compiled"])
+    self.assertGreater(runs["warm"]["programs_from_cache"], runs["cold"]["programs_from_cache"])
     self.assertGreater(runs["cold"]["trace_s"], 0)
     # a target outside the list is a usage error, before any run
     with self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
