@@ -163,9 +163,17 @@ def query_function(maps: "UpgradeMap | Sequence[UpgradeMap]", *, dtype=jnp.float
 
 @functools.lru_cache(maxsize=64)
 def _runner(kinds: tuple, dtype: str) -> Callable:
-  """One jitted chain per sequence of stage kinds and dtype, shared by every map of that shape: its parameters are
-  arguments, so two maps of one kind (a refit, the halves of a cross-validation) reuse one program instead of
-  building it again.
+  """One jitted chain per sequence of stage kinds and dtype, shared by every map of that shape.
+
+  Its parameters are arguments, so two maps of one kind (a refit, the halves of a cross-validation) reuse one
+  program instead of building it again.
+
+  Args:
+    kinds: each stage's (kind, normalise) pair.
+    dtype: the compute dtype's name.
+
+  Returns:
+    The jitted ``run(params, z)``.
   """
 
   @jax.jit
