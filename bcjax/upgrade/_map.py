@@ -154,27 +154,6 @@ def query_function(maps: "UpgradeMap | Sequence[UpgradeMap]", *, dtype=jnp.float
       stages.append((m.transform, {n: jnp.asarray(a, dtype) for n, a in m.params.items()}, m.normalize))
   params = [p for _, p, _ in stages]
   kinds = tuple((kind, normalize) for kind, _, normalize in stages)
-  try:
-    run = _runner(kinds, jnp.dtype(dtype).name)
-  except TypeError:  # an unhashable transform: a program of its own
-    run = _runner.__wrapped__(kinds, jnp.dtype(dtype).name)
-  return functools.partial(run, params)
-
-
-@functools.lru_cache(maxsize=64)
-def _runner(kinds: tuple, dtype: str) -> Callable:
-  """One jitted chain per sequence of stage kinds and dtype, shared by every map of that shape.
-
-  Its parameters are arguments, so two maps of one kind (a refit, the halves of a cross-validation) reuse one
-  program instead of building it again.
-
-  Args:
-    kinds: each stage's (kind, normalise) pair.
-    dtype: the compute dtype's name.
-
-  Returns:
-    The jitted ``run(params, z)``.
-  """
 
   @jax.jit
   def run(params, z):
@@ -187,7 +166,7 @@ def _runner(kinds: tuple, dtype: str) -> Callable:
         z = _unit_rows(z)
     return z
 
-  return run
+  return functools.partial(run, params)
 
 
 def check_direction(upgrade_map: UpgradeMap, z, *, name: str = "z") -> None:
