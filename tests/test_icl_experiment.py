@@ -697,21 +697,8 @@ class CommandLineTest(absltest.TestCase):
   def test_alpha_sweep_writes_the_schema_tables_and_figures(self):
     out = Path(self.create_tempdir().full_path) / "run"
     # ICL itself (its agents compile slowly) runs in MethodsTest; its meta step runs here
-    code = icl_main.main(
-      [
-        "--preset",
-        "test",
-        "--alpha-sweep",
-        "0.3,0.5",
-        "--methods",
-        "finetune,meta",
-        "--max-epochs",
-        "1",
-        "--out",
-        str(out),
-        "--no-progress",
-      ]
-    )
+    sweep = ["--preset", "test", "--alpha-sweep", "0.3,0.5", "--max-epochs", "1"]
+    code = icl_main.main([*sweep, "--methods", "finetune,meta", "--out", str(out), "--no-progress"])
     self.assertEqual(code, 0)
     results = json.loads((out / "results.json").read_text())
     self.assertEqual((results["dataset"], results["alpha"]), ("synthetic-graphs", 0.3))
@@ -756,28 +743,14 @@ class CommandLineTest(absltest.TestCase):
     resumed = kill_then_resume(
       "experiments.icl",
       icl_main.main,
-      ["--preset", "test", "--alpha-sweep", "0.3,0.5", "--methods", "finetune,meta", "--max-epochs", "1"],
+      [*sweep, "--methods", "finetune,meta"],
       "alpha=0.3/run0",
       out.parent / "killed",
     )
     assert_same_results(self, resumed, results)
     # a method's numbers do not depend on which other methods run beside it (its streams come from its name)
     alone = out.parent / "alone"
-    code = quiet_main(
-      [
-        "--preset",
-        "test",
-        "--alpha-sweep",
-        "0.3,0.5",
-        "--methods",
-        "meta",
-        "--max-epochs",
-        "1",
-        "--out",
-        str(alone),
-        "--no-progress",
-      ]
-    )
+    code = quiet_main([*sweep, "--methods", "meta", "--out", str(alone), "--no-progress"])
     self.assertEqual(code, 0)
     by_itself = json.loads((alone / "results.json").read_text())
     assert_same_results(
