@@ -94,11 +94,24 @@ def page() -> str:
     *_arguments(parser),
   ]
   for name, (sub, summary) in _subparsers(parser).items():
-    lines += ["", f"## `bcjax {name}`", "", _cell(sub.description or summary[:1].upper() + summary[1:] + "."), ""]
-    lines += _arguments(sub)
-    if sub.epilog:
-      lines += ["", _cell(sub.epilog)]
+    lines += _section(f"bcjax {name}", sub, summary, "##")
   return "\n".join(lines) + "\n"
+
+
+def _section(command: str, parser: argparse.ArgumentParser, summary: str, level: str) -> list[str]:
+  """A subcommand's heading, description, arguments and epilog, then its own actions' (``bcjax migrate add``)."""
+  paragraphs = [[f"{level} `{command}`"], [_cell(parser.description or summary[:1].upper() + summary[1:] + ".")]]
+  actions = _subparsers(parser)
+  if len(parser._actions) > 1 + bool(actions):  # more than --help and the actions
+    paragraphs.append(_arguments(parser))
+  if actions:
+    paragraphs.append(["Actions: " + ", ".join(f"`{name}`" for name in actions) + "."])
+  if parser.epilog:
+    paragraphs.append([_cell(parser.epilog)])
+  lines = [line for paragraph in paragraphs for line in ("", *paragraph)]
+  for name, (sub, sub_summary) in actions.items():
+    lines += _section(f"{command} {name}", sub, sub_summary, level + "#")
+  return lines
 
 
 def main(argv: list[str]) -> int:

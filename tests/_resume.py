@@ -12,22 +12,21 @@ import jax
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def run_until_killed(command: list[str], stage: str) -> subprocess.CompletedProcess:
+  """Runs ``command`` in a subprocess that SIGKILLs itself at ``stage`` (``BCJAX_FAULT``); checks that it was killed.
+
+  The subprocess computes in this process's precision, so what it wrote compares with an in-process run.
+  """
+  env = dict(os.environ, BCJAX_FAULT=f"kill:{stage}", JAX_ENABLE_X64=str(jax.config.jax_enable_x64))
+  proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+  assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-3000:])
+  return proc
+
+
 def kill_then_resume(module: str, main, argv: list[str], stage: str, out: Path) -> dict:
   """Runs ``python -m module argv`` in a subprocess that SIGKILLs itself right after ``stage`` is saved, checks what
   the kill left, resumes the run in this process with ``--resume`` and returns its results.json."""
-  env = dict(
-    os.environ, BCJAX_FAULT=f"kill:{stage}", JAX_ENABLE_X64=str(jax.config.jax_enable_x64)
-  )  # the same precision as the in-process run
-  proc = subprocess.run(
-    [sys.executable, "-m", module, *argv, "--out", str(out), "--no-progress"],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
-  )
-  assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-3000:])
+  run_until_killed([sys.executable, "-m", module, *argv, "--out", str(out), "--no-progress"], stage)
   assert not (out / "results.json").exists(), "a killed run must not have results"
   saved = [p for p in (out / "stages").glob(f"{stage}.*") if p.suffix in (".pkl", ".orbax")]
   assert saved, f"stage {stage} was not saved before the kill"

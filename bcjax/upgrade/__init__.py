@@ -3,7 +3,9 @@
 Fit a backward map from the new model's embeddings to the old one's on paired rows, judge it on held-out pairs and the
 old index (bridge or re-index), store it in a registry and serve it over stored embeddings of any size.
 
-From the command line: ``bcjax fit``, ``bcjax append``, ``bcjax transform`` (see ``bcjax --help``).
+Move a store to the new model while serving it: :func:`start_migration` (``bcjax migrate``).
+
+From the command line: ``bcjax fit``, ``bcjax append``, ``bcjax transform``, ``bcjax migrate`` (see ``bcjax --help``).
 """
 
 from bcjax.upgrade._faiss_store import FaissStore
@@ -28,6 +30,12 @@ from bcjax.upgrade._map import check_direction
 from bcjax.upgrade._map import load_map
 from bcjax.upgrade._map import query_function
 from bcjax.upgrade._map import save_map
+from bcjax.upgrade._migrate import Migration
+from bcjax.upgrade._migrate import MigrationError
+from bcjax.upgrade._migrate import MigrationStatus
+from bcjax.upgrade._migrate import RecallPoint
+from bcjax.upgrade._migrate import open_migration
+from bcjax.upgrade._migrate import start_migration
 from bcjax.upgrade._moments import PairMoments
 from bcjax.upgrade._moments import pair_moments
 from bcjax.upgrade._qdrant_store import QdrantStore
@@ -79,9 +87,13 @@ __all__ = (
   "MapSummary",
   "Measure",
   "make_hubness",
+  "Migration",
+  "MigrationError",
+  "MigrationStatus",
   "MixedSpaceError",
   "NewVectors",
   "open_embeddings",
+  "open_migration",
   "own_vector_ranks",
   "pair_moments",
   "PairMoments",
@@ -89,6 +101,7 @@ __all__ = (
   "QdrantStore",
   "query_function",
   "Reason",
+  "RecallPoint",
   "registry_maps",
   "report_json",
   "report_markdown",
@@ -100,6 +113,7 @@ __all__ = (
   "space_stamp",
   "SpaceStamp",
   "split_pairs",
+  "start_migration",
   "top_k",
   "transform_file",
   "UpgradeFit",

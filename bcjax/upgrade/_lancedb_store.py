@@ -5,6 +5,7 @@ rows written through the map (``add(..., bridged=True)``) are listed in a table 
 ``<table>__bcjax_bridged``, written before the rows themselves (an id listed there that the table lacks is ignored).
 """
 
+import contextlib
 import os
 
 import numpy as np
@@ -45,14 +46,63 @@ class LanceDBStore:
       raise ValueError(f"LanceDBStore: column {vector_column!r} is {vtype}, not a fixed-size list of floats")
     if not self._pa.types.is_integer(schema.field(id_column).type):
       raise ValueError(f"LanceDBStore: column {id_column!r} is {schema.field(id_column).type}, not integers")
-    self.vector_column, self.id_column = vector_column, id_column
+    self.vector_column, self.id_column, self.name = vector_column, id_column, table
     self._dim = int(vtype.list_size)
     self.bridged_table = f"{table}{BRIDGED_SUFFIX}"
     self._bridged: np.ndarray | None = None  # read at the first need
 
+  @classmethod
+  def create(
+    cls, uri: str | os.PathLike, table: str, dim: int, *, vector_column: str = "vector", id_column: str = "id"
+  ) -> "LanceDBStore":
+    """Creates the empty table ``table`` (int64 ids, ``dim`` float32 columns) in the database at ``uri``; opens it.
+
+    Args:
+      uri: the database directory; a local one must exist.
+      table: the new table's name; a table of that name already there raises ValueError (nothing is overwritten).
+      dim: the vectors' width.
+      vector_column: the vector column's name.
+      id_column: the id column's name.
+
+    Returns:
+      The new table as a :class:`LanceDBStore`.
+    """
+    lancedb, pa = require("lancedb", "stores", "LanceDBStore"), require("pyarrow", "stores", "LanceDBStore")
+    if "://" not in str(uri) and not os.path.isdir(uri):
+      raise ValueError(f"LanceDBStore.create: `uri` {str(uri)!r} is not a directory (a LanceDB database)")
+    if dim < 1:
+      raise ValueError(f"LanceDBStore.create: `dim` must be >= 1, got {dim}")
+    schema = pa.schema([(id_column, pa.int64()), (vector_column, pa.list_(pa.float32(), dim))])
+    try:
+      lancedb.connect(str(uri)).create_table(table, schema=schema, mode="create")
+    except (ValueError, OSError) as e:
+      raise ValueError(f"LanceDBStore.create: cannot create table {table!r} in {uri} ({e})") from None
+    return cls(uri, table, vector_column=vector_column, id_column=id_column)
+
   @property
   def dim(self) -> int:
     return self._dim
+
+  @property
+  def version(self) -> int:
+    """The table's LanceDB version: every write makes a new one."""
+    return int(self.table.version)
+
+  def refresh(self) -> None:
+    """Reads the table's latest version: rows another process added since it was opened (or last refreshed)."""
+    self.table.checkout_latest()
+    self._bridged = None
+
+  def contains(self, ids) -> np.ndarray:
+    """Whether each of ``ids`` is stored: bools of ``ids``' shape."""
+    ids = np.asarray(ids, np.int64)
+    return np.isin(ids, self._existing(ids.reshape(-1)))
+
+  def drop(self) -> None:
+    """Deletes the table and the list of its bridged rows from the database."""
+    for name in (self.bridged_table, self.name):
+      with contextlib.suppress(FileNotFoundError, ValueError):  # a bridged list that was never written
+        self.db.drop_table(name)
 
   def count(self) -> int:
     return int(self.table.count_rows())

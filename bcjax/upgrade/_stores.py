@@ -98,7 +98,8 @@ class NewVectors(NamedTuple):
   vectors: np.ndarray
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
+def unit_rows(x: np.ndarray) -> np.ndarray:
+  """``x``'s rows scaled to unit length in float64 (a zero row stays zero)."""
   x = np.asarray(x, np.float64)
   norm = np.linalg.norm(x, axis=-1, keepdims=True)
   return x / np.where(norm > 0, norm, 1.0)
@@ -329,7 +330,7 @@ def bridged_search(
   _check_width(store, upgrade_map)
   state = _served(store, upgrade_map)
   total = _prepare(store, upgrade_map, state, check_space)
-  mapped = _unit(_mapped(upgrade_map, queries))
+  mapped = unit_rows(_mapped(upgrade_map, queries))
   scale = _bridged_scale(store, upgrade_map)
   corrected = upgrade_map.hubness is not None or known is not None or scale is not None
   fetch = min(max(k * overfetch if corrected else k, k), max(total, 1))
@@ -346,6 +347,33 @@ def bridged_search(
       ids[todo], scores[todo], plain[todo] = more
   order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
   return SearchResult(np.take_along_axis(ids, order, axis=1), np.take_along_axis(scores, order, axis=1))
+
+
+def row_scores(store, upgrade_map: UpgradeMap, queries, ids, vectors) -> np.ndarray:
+  r"""The bridged scores [Q, n] of given rows of the store for new-model ``queries`` [Q, D_k], as a search scores them.
+
+  :math:`\cos(B(q), x) - \beta(x)`, plus the bridged-row offset for a row the map wrote (:mod:`._stores`).
+
+  Args:
+    store: the old store the rows are in.
+    upgrade_map: the fitted map, new -> old.
+    queries: new-model queries, [Q, D_k].
+    ids: the rows' ids, [n].
+    vectors: their stored vectors, [n, D_(k-1)].
+
+  Returns:
+    The scores, [Q, n] float64.
+  """
+  ids, vectors = np.asarray(ids, np.int64), np.asarray(vectors, np.float32)
+  scores = unit_rows(_mapped(upgrade_map, np.asarray(queries))) @ unit_rows(vectors).T
+  if upgrade_map.hubness is not None and len(ids):
+    state = _served(store, upgrade_map)
+    one = np.ones((1, len(ids)), bool)
+    scores = scores - _candidate_bias(ids[None, :], one, vectors[None], upgrade_map.hubness, state)[0][None, :]
+  scale = _bridged_scale(store, upgrade_map)
+  if scale is not None and len(ids):
+    scores = np.where(np.asarray(store.bridged_rows(ids), bool)[None, :], scores + scale.bridged_offset, scores)
+  return scores
 
 
 def _bridged_scale(store, upgrade_map: UpgradeMap) -> ScoreScale | None:
@@ -375,7 +403,7 @@ def _scored(store, upgrade_map: UpgradeMap, state: _Served, mapped, fetch: int, 
   """The store's ``fetch`` candidates per query, their final scores and their plain cosines (:mod:`._stores`)."""
   ids, vectors = store.candidates(mapped.astype(np.float32), fetch)
   valid = ids >= 0
-  plain = np.einsum("qd,qkd->qk", mapped, _unit(vectors))
+  plain = np.einsum("qd,qkd->qk", mapped, unit_rows(vectors))
   scores = plain
   if upgrade_map.hubness is not None:
     bias = _candidate_bias(ids, valid, vectors, upgrade_map.hubness, state)
@@ -387,7 +415,7 @@ def _scored(store, upgrade_map: UpgradeMap, state: _Served, mapped, fetch: int, 
     scores = np.where(bridged, scores + scale.bridged_offset, scores)
   if known is not None:
     slope = 1.0 if upgrade_map.scale is None else upgrade_map.scale.new_slope
-    scores = _rerank(scores, ids, valid, _unit(queries), known, slope)
+    scores = _rerank(scores, ids, valid, unit_rows(queries), known, slope)
   return np.where(valid, ids, -1), np.where(valid, scores, -np.inf), np.where(valid, plain, -np.inf)
 
 
@@ -445,7 +473,7 @@ def _known(new_vectors: NewVectors, upgrade_map: UpgradeMap) -> _Known:
     return hit[1]
   checked = check_new_vectors(new_vectors, upgrade_map)
   order = np.argsort(checked.ids)
-  known = _Known(checked.ids[order], _unit(checked.vectors[order]))
+  known = _Known(checked.ids[order], unit_rows(checked.vectors[order]))
   if len(_KNOWN) >= 4:
     _KNOWN.pop(next(iter(_KNOWN)))
   _KNOWN[key] = (held, known)

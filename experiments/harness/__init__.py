@@ -31,16 +31,16 @@ usage or data error (nothing written).
 
 One concern per module: ``_flags`` (configs as flags), ``_experiment`` (what an experiment declares, and joining
 the processes), ``_run`` (the run directory and its stages), ``_stages`` (checkpoints and a stage's failure),
-``_launch`` (:func:`main`, the lifecycle above) and ``_faults``.
+``_launch`` (:func:`main`, the lifecycle above); fault injection is :mod:`bcjax._faults`.
 
 Fault injection for tests: ``BCJAX_FAULT=kill:STAGE`` SIGKILLs the process right after STAGE is saved and
 ``BCJAX_FAULT=fail:STAGE`` raises inside STAGE (STAGE is an ``fnmatch`` pattern).
 """
 
 from bcjax import parallel
+from bcjax._faults import FAULT_ENV
 from experiments.harness._errors import InputError, UsageError
 from experiments.harness._experiment import Experiment
-from experiments.harness._faults import FAULT_ENV
 from experiments.harness._flags import (
   add_config_flags,
   apply_flags,

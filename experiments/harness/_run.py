@@ -7,14 +7,13 @@ import json
 import os
 import pickle
 import shutil
-import signal
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from bcjax._faults import FAULT_ENV, fault, kill_if_asked
 from bcjax.files import write_atomic
 from experiments import common
-from experiments.harness._faults import FAULT_ENV, fault
 from experiments.harness._stages import (
   CHECKPOINT_SUFFIX,
   MISSING,
@@ -109,8 +108,7 @@ class Run:
       value = checkpoint.restore(as_read_back(checkpoint.save(value)))
     self._values[name] = value
     self.computed.append(name)
-    if fault("kill", name):
-      os.kill(os.getpid(), signal.SIGKILL)
+    kill_if_asked(name)
     return value
 
   def stage(self, name: str, compute: Callable[[], object], checkpoint: "Checkpoint | None" = None):

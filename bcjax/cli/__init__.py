@@ -1,7 +1,7 @@
 """The ``bcjax`` command.
 
-Fit a backward map between two embedding models and judge it, manage a keep-latest registry, and transform stored
-embeddings to older versions.
+Fit a backward map between two embedding models and judge it, manage a keep-latest registry, transform stored
+embeddings to older versions, and migrate a LanceDB table to the new model while serving it.
 
   bcjax fit --old OLD.npy --new NEW.npy (--out MAP | --registry DIR) [--kind auto|linear|orthogonal|affine|mlp]
             [--normalize] [--index OLD_INDEX.npy [--new-index NEW_INDEX.npy] [--qrels QRELS]] [--labels LABELS.npy]
@@ -11,6 +11,8 @@ embeddings to older versions.
   bcjax versions --registry DIR [--json]
   bcjax transform (--registry DIR --to J [--from K] | --map MAP [--csls queries|documents | --no-hubness]) IN.npy
                   OUT.npy [--dtype D] [--overwrite]
+  bcjax migrate (start --map MAP | add --ids IDS.npy --vectors NEW.npy [--queries Q.npy --relevant R.npy] | status
+                | switch | rollback) --db DB --table TABLE
 
 Exit status: 0 on success (for ``fit``: the verdict is "bridge"), 1 on a registry or data error, 2 on bad input (a
 usage error, a file that is not a finite floating .npy matrix, embeddings of the other model than the flag says (by
@@ -30,16 +32,14 @@ import numpy as np
 
 from bcjax import _atomic
 from bcjax._compile_cache import use_compilation_cache
-from bcjax.upgrade import _files, _fit, _map, _report, _serve, _spaces
+from bcjax.cli import _migrate as _migrate_command
+from bcjax.cli._common import UsageError, progress_bar
+from bcjax.upgrade import _files, _fit, _map, _migrate, _report, _serve, _spaces
 from bcjax.versioning import Registry, RegistryError
 
 EXIT_ERROR, EXIT_USAGE = 1, 2
 # `bcjax fit`'s exit status per verdict: a script can tell "re-embed" from "fit more pairs" from "measure properly".
 EXIT_VERDICT = {"bridge": 0, "re-index": 3, "undecided": 4, "not measurable": 5}
-
-
-class UsageError(ValueError):
-  """Bad input, found before anything is written: exits 2."""
 
 
 def _load_npy(path: str, what: str) -> np.ndarray:
@@ -102,26 +102,6 @@ def _cmd_versions(args) -> None:
     print(f"{info.version:>7}  {info.dim:>5}  {prev:>8}  {kind:<18}  {info.created:<32}  {info.notes}")
 
 
-def _progress(label: str):
-  """A progress callback printing to stderr (tqdm when installed)."""
-  try:
-    from tqdm import tqdm
-  except ImportError:  # the core install has no tqdm
-    return lambda done, total: print(
-      f"\r{label}: {done}/{total} rows", end="\n" if done == total else "", file=sys.stderr
-    )
-  bar = {}
-
-  def update(done, total):
-    if "bar" not in bar:
-      bar["bar"] = tqdm(total=total, unit="rows", desc=label, file=sys.stderr, leave=False)
-    bar["bar"].update(done - bar["bar"].n)
-    if done == total:
-      bar["bar"].close()
-
-  return update
-
-
 def _hubness_choice(upgrade_map, args) -> str | None:
   """The ``csls`` form transform writes for a map with a hubness correction, or None (refused unless --no-hubness)."""
   if upgrade_map.hubness is None:
@@ -178,7 +158,7 @@ def _cmd_transform(args) -> None:
     dtype=args.dtype,
     chunk_rows=args.chunk_rows,
     overwrite=args.overwrite,
-    progress=_progress("transform"),
+    progress=progress_bar("transform"),
     csls=csls,
   )
   print(f"wrote {out}: {n} embeddings, {what} (D={d}), {dtype}")
@@ -533,6 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("input", help=".npy of version-k embeddings [n, D_k]")
   p.add_argument("output", help=".npy to write with version-j compatible embeddings [n, D_j]")
   p.set_defaults(run=_cmd_transform)
+  _migrate_command.add_parser(sub)
   return parser
 
 
@@ -550,7 +531,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   use_compilation_cache(not args.no_compile_cache)
   try:
     code = args.run(args)
-  except RegistryError as e:  # the registry's state (a missing or existing version, a corrupt file)
+  except (RegistryError, _migrate.MigrationError) as e:  # a registry's or a migration's state
     print(f"bcjax {args.command}: error: {e}", file=sys.stderr)
     return EXIT_ERROR
   except (UsageError, _files.EmbeddingFileError, FileExistsError) as e:
@@ -560,7 +541,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"bcjax {args.command}: error: {e}", file=sys.stderr)
     return EXIT_ERROR
   return code or 0
-
-
-if __name__ == "__main__":
-  sys.exit(main())
