@@ -56,6 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from bcjax._unit import unit_rows
 from bcjax.alignment._transforms import affine_transform, mlp_transform, orthogonal_transform, procrustes
 from bcjax.upgrade import _files, _hubness, _moments, _retrieval, _scale, _spaces
 from bcjax.upgrade._map import UpgradeMap
@@ -405,7 +406,7 @@ def _padded(zn: np.ndarray, zp: np.ndarray, size: int):
 
 def _read_pairs(z_new, z_prev, rows, normalize) -> tuple[np.ndarray, np.ndarray]:
   zn, zp = _files.read_rows(z_new, rows, np.float32), _files.read_rows(z_prev, rows, np.float32)
-  return (_moments.unit_rows(zn), _moments.unit_rows(zp)) if normalize else (zn, zp)
+  return (unit_rows(zn), unit_rows(zp)) if normalize else (zn, zp)
 
 
 def train_mlp(

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcjax._buckets import bucket_size
+from bcjax._unit import unit_rows
 from bcjax.upgrade import _files
 
 DEFAULT_K = 10
@@ -42,12 +43,6 @@ class Hubness(NamedTuple):
 
   reference: np.ndarray
   k: int
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-  x = np.asarray(x, np.float32)
-  norm = np.linalg.norm(x, axis=1, keepdims=True)
-  return x / np.where(norm > 0, norm, 1.0)
 
 
 def make_hubness(mapped_rows, *, k: int = DEFAULT_K) -> Hubness:
@@ -70,7 +65,7 @@ def make_hubness(mapped_rows, *, k: int = DEFAULT_K) -> Hubness:
     raise ValueError(f"make_hubness: `mapped_rows` must be a matrix of at least k={k} rows, got shape {rows.shape}")
   if not np.isfinite(rows).all():
     raise ValueError("make_hubness: `mapped_rows` holds NaN or inf")
-  return Hubness(_unit(rows), int(k))
+  return Hubness(unit_rows(rows, np.float32), int(k))
 
 
 @functools.partial(jax.jit, static_argnames=("k",))
@@ -106,7 +101,7 @@ def hubness_bias(docs, hubness: Hubness, *, chunk_rows: int = _files.DEFAULT_CHU
   size = bucket_size(min(chunk_rows, docs.shape[0]))
   with _files.chunk_reader(docs) as read:
     for rows in _files.chunks(docs.shape[0], chunk_rows):
-      block = _unit(read(rows))
+      block = unit_rows(read(rows), np.float32)
       padded = np.pad(block, ((0, size - block.shape[0]), (0, 0)))
       out[rows] = np.asarray(_bias(padded, reference, k=hubness.k))[: block.shape[0]]
   return out
@@ -128,7 +123,7 @@ def csls_documents(docs, bias) -> np.ndarray:
   docs, bias = np.asarray(docs), np.asarray(bias, np.float32)
   if bias.shape != (docs.shape[0],):
     raise ValueError(f"csls_documents: `bias` must have shape ({docs.shape[0]},), got {bias.shape}")
-  return np.concatenate([_unit(docs), -bias[:, None]], axis=1)
+  return np.concatenate([unit_rows(docs, np.float32), -bias[:, None]], axis=1)
 
 
 def csls_queries(mapped_queries) -> np.ndarray:
@@ -140,5 +135,5 @@ def csls_queries(mapped_queries) -> np.ndarray:
   Returns:
     The query rows, [Q, D + 1] float32.
   """
-  q = _unit(mapped_queries)
+  q = unit_rows(mapped_queries, np.float32)
   return np.concatenate([q, np.ones((q.shape[0], 1), np.float32)], axis=1)

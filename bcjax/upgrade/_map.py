@@ -20,12 +20,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcjax import _atomic
+from bcjax._unit import unit_rows_jax
 from bcjax.alignment._transforms import BackwardTransform, backward_transform, check_params, semi_orthogonal
 from bcjax.upgrade._hubness import Hubness
 from bcjax.upgrade._scale import ScoreScale
 from bcjax.upgrade._spaces import SpaceStamp, margin
 from bcjax.versioning._format import CorruptVersionError, decode, encode
-from bcjax.versioning._registry import _unit_rows
 
 MAP_FORMAT = "bcjax-upgrade-map"
 _HUBNESS_REFERENCE = "hubness.reference"  # not a transform parameter: kept apart on load
@@ -160,10 +160,10 @@ def query_function(maps: "UpgradeMap | Sequence[UpgradeMap]", *, dtype=jnp.float
     z = z.astype(dtype)
     for (kind, normalize), p in zip(kinds, params):
       if normalize:
-        z = _unit_rows(z)
+        z = unit_rows_jax(z)
       z = z @ p["w_t"] + p["b"] if kind == "affine" else kind.apply(p, z)
       if normalize:
-        z = _unit_rows(z)
+        z = unit_rows_jax(z)
     return z
 
   return functools.partial(run, params)

@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bcjax import _atomic
+from bcjax._unit import unit_rows
 from bcjax.upgrade import _map, _stores
 
 MANIFEST = "migration.json"
@@ -295,9 +296,9 @@ def _checked_batch(ids, new_vectors, upgrade_map: _map.UpgradeMap) -> tuple[np.n
 
 def _native(store, queries: np.ndarray, k: int) -> _stores.SearchResult:
   """The store's own top k by cosine, rescored in float64."""
-  q = _stores.unit_rows(queries)
+  q = unit_rows(queries, np.float64)
   ids, vectors = store.candidates(q.astype(np.float32), k)
-  scores = np.where(ids >= 0, np.einsum("qd,qkd->qk", q, _stores.unit_rows(vectors)), -np.inf)
+  scores = np.where(ids >= 0, np.einsum("qd,qkd->qk", q, unit_rows(vectors, np.float64)), -np.inf)
   order = np.argsort(-scores, axis=1, kind="stable")
   return _stores.SearchResult(np.take_along_axis(ids, order, 1), np.take_along_axis(scores, order, 1))
 
@@ -307,9 +308,9 @@ def _served_search(migration: Migration, queries: np.ndarray, k: int, overfetch:
   old, new, m = migration.old_store, migration.new_store, migration.upgrade_map
   fetch = k * overfetch
   bridged = _stores.bridged_search(old, m, queries, fetch)
-  q_new = _stores.unit_rows(queries)
+  q_new = unit_rows(queries, np.float64)
   new_ids, new_vectors = new.candidates(q_new.astype(np.float32), fetch)
-  new_cos = np.where(new_ids >= 0, np.einsum("qd,qkd->qk", q_new, _stores.unit_rows(new_vectors)), -np.inf)
+  new_cos = np.where(new_ids >= 0, np.einsum("qd,qkd->qk", q_new, unit_rows(new_vectors, np.float64)), -np.inf)
   # Every candidate of either store, per query: its bridged score and, where it was re-embedded, its new cosine.
   # A document both stores returned is kept once, as the old store's candidate (its scores are the same either way).
   twice = (new_ids[:, :, None] == bridged.ids[:, None, :]).any(axis=2)
@@ -344,7 +345,7 @@ def _new_cosines(new, q_new, ids, valid, old_ids, new_ids, new_cos) -> np.ndarra
   present = wanted[np.asarray(new.contains(wanted), bool)]
   if len(present) == 0:
     return out
-  vectors = _stores.unit_rows(new.read(present))
+  vectors = unit_rows(new.read(present), np.float64)
   pos = np.clip(np.searchsorted(present, old_ids), 0, len(present) - 1)
   known = (old_ids >= 0) & (present[pos] == old_ids)
   q, j = np.nonzero(known)

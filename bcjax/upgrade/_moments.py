@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bcjax._unit import unit_rows
 from bcjax.upgrade import _files
 
 
@@ -49,12 +50,6 @@ class PairMoments(NamedTuple):
       self.cross - self.count * np.outer(mu_prev, mu_new),
       float(self.energy - self.count * mu_prev @ mu_prev),
     )
-
-
-def unit_rows(z: np.ndarray) -> np.ndarray:
-  """Rows scaled to unit L2 norm (a zero row stays zero)."""
-  norm = np.linalg.norm(z, axis=1, keepdims=True)
-  return z / np.where(norm > 0, norm, 1.0)
 
 
 def pair_moments(

@@ -38,8 +38,9 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from bcjax._unit import unit_rows
 from bcjax.metrics._flips import negative_flip_rate
-from bcjax.upgrade import _consumer, _files, _hubness, _moments, _retrieval, _spaces
+from bcjax.upgrade import _consumer, _files, _hubness, _retrieval, _spaces
 from bcjax.upgrade._map import UpgradeMap, compiled_map
 
 VERDICTS = ("bridge", "re-index", "undecided", "not measurable")
@@ -310,12 +311,12 @@ def evaluate_upgrade(
 
   zn, zp = _files.read_rows(z_new, rows, np.float32), _files.read_rows(z_prev, rows, np.float32)
   mapped = apply(zn)
-  target = _moments.unit_rows(zp) if normalize else zp
+  target = unit_rows(zp) if normalize else zp
   metrics: dict[str, Measure] = {}
   reasons: list[Reason] = []
 
   error = np.linalg.norm(mapped - target, axis=1)
-  cos = np.sum(_moments.unit_rows(mapped) * _moments.unit_rows(target), axis=1)
+  cos = np.sum(unit_rows(mapped) * unit_rows(target), axis=1)
   metrics["alignment_l2"] = _interval(error, seed=seed, means="mean ||B(z_new) - z_old|| on held-out pairs")
   metrics["alignment_relative"] = _interval(
     error, np.linalg.norm(target, axis=1), seed=seed, means="mean ||B(z_new) - z_old|| / mean ||z_old||"
@@ -474,11 +475,11 @@ def _consumer_metrics(
     raise ValueError("evaluate_upgrade: `labels` need `consumer_rows`, the training rows the consumer is fitted on")
   fit_rows = _sample(np.asarray(consumer_rows), max_rows, seed + 2)
   x = _files.read_rows(z_prev, fit_rows, np.float32)
-  x = _moments.unit_rows(x) if normalize else x
+  x = unit_rows(x) if normalize else x
   params = _consumer.fit_logistic_regression(x, labels[fit_rows])
   y = labels[rows]
 
-  old_pred = _consumer.predict(params, _moments.unit_rows(zp) if normalize else zp)
+  old_pred = _consumer.predict(params, unit_rows(zp) if normalize else zp)
   new_pred = _consumer.predict(params, mapped)
   old_right, new_right = old_pred == y, new_pred == y
   # Chance for this consumer: always answering the training rows' most common class, scored on the held-out rows.

@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bcjax._unit import unit_rows
 from bcjax.upgrade import _hubness
 
 MIN_ROWS = 40
@@ -50,12 +51,6 @@ class ScoreScale(NamedTuple):
 
 IDENTITY = ScoreScale(0.0, 1.0)
 """No calibration: a bridged row scored like an old one, re-embedded rows shifted by the median alone."""
-
-
-def _unit(x) -> np.ndarray:
-  x = np.asarray(x, np.float64)
-  norm = np.linalg.norm(x, axis=-1, keepdims=True)
-  return x / np.where(norm > 0, norm, 1.0)
 
 
 def _positive(value: float) -> float:
@@ -93,7 +88,7 @@ def fit_score_scale(mapped, old, new, *, hubness: _hubness.Hubness | None, seed:
   order = np.random.default_rng(seed).permutation(n)[: 2 * MAX_ROWS]
   half = len(order) // 2
   reference, scored = np.sort(order[:half]), np.sort(order[half:])
-  b, x, y = _unit(mapped[scored]), _unit(old[scored]), _unit(new[scored])
+  b, x, y = (unit_rows(a[scored], np.float64) for a in (mapped, old, new))
   beta_x = beta_b = np.zeros(len(scored))
   if hubness is not None and half >= hubness.k:
     held_apart = _hubness.make_hubness(mapped[reference], k=hubness.k)

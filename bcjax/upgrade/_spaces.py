@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bcjax._unit import unit_rows
+
 # Principal directions kept per fingerprint: at most 64, D / 2 and n / 4 (more, from few rows, fit their noise: from
 # 150 MiniLM rows r = 64 misattributed 1.5 % of a model's own rows, r = n / 4 0.03 %).
 MAX_COMPONENTS = 64
@@ -42,12 +44,6 @@ class SpaceStamp(NamedTuple):
     return int(self.mean.shape[0])
 
 
-def _unit_rows(z) -> np.ndarray:
-  z = np.asarray(z, np.float64)
-  norm = np.linalg.norm(z, axis=1, keepdims=True)
-  return z / np.where(norm > 0, norm, 1.0)
-
-
 def space_stamp(z, model: str = "") -> SpaceStamp:
   """The fingerprint (:mod:`bcjax.upgrade._spaces`) of a model from its embeddings ``z`` [n, D] (at least 2 rows).
 
@@ -64,7 +60,7 @@ def space_stamp(z, model: str = "") -> SpaceStamp:
   z = np.asarray(z, np.float64)
   if z.ndim != 2 or z.shape[0] < 2 or z.shape[1] < 2 or not np.isfinite(z).all():
     raise ValueError(f"space_stamp: `z` must be a finite matrix [n >= 2, D >= 2], got shape {z.shape}")
-  x = _unit_rows(z)
+  x = unit_rows(z, np.float64)
   mean = x.mean(axis=0)
   _, sv, vt = np.linalg.svd(x - mean, full_matrices=False)
   variances = sv**2 / len(x)
@@ -81,7 +77,7 @@ def log_likelihood(z, stamp: SpaceStamp) -> np.ndarray:
   Each row's unit vector's log-density (up to a constant shared by every stamp of its width) under ``stamp``'s Gaussian:
   [n] floats.
   """
-  c = _unit_rows(z) - stamp.mean
+  c = unit_rows(z, np.float64) - stamp.mean
   p = c @ stamp.components.T
   residual = np.sum(c * c, axis=1) - np.sum(p * p, axis=1)
   d, r = stamp.dim, len(stamp.variances)

@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcjax._buckets import bucket_size
+from bcjax._unit import unit_rows
 from bcjax.upgrade import _hubness, _spaces
 from bcjax.upgrade._map import UpgradeMap, check_direction, compiled_map
 from bcjax.upgrade._scale import ScoreScale
@@ -96,13 +97,6 @@ class NewVectors(NamedTuple):
 
   ids: np.ndarray
   vectors: np.ndarray
-
-
-def unit_rows(x: np.ndarray) -> np.ndarray:
-  """``x``'s rows scaled to unit length in float64 (a zero row stays zero)."""
-  x = np.asarray(x, np.float64)
-  norm = np.linalg.norm(x, axis=-1, keepdims=True)
-  return x / np.where(norm > 0, norm, 1.0)
 
 
 class SpaceCheck(NamedTuple):
@@ -330,7 +324,7 @@ def bridged_search(
   _check_width(store, upgrade_map)
   state = _served(store, upgrade_map)
   total = _prepare(store, upgrade_map, state, check_space)
-  mapped = unit_rows(_mapped(upgrade_map, queries))
+  mapped = unit_rows(_mapped(upgrade_map, queries), np.float64)
   scale = _bridged_scale(store, upgrade_map)
   corrected = upgrade_map.hubness is not None or known is not None or scale is not None
   fetch = min(max(k * overfetch if corrected else k, k), max(total, 1))
@@ -365,7 +359,7 @@ def row_scores(store, upgrade_map: UpgradeMap, queries, ids, vectors) -> np.ndar
     The scores, [Q, n] float64.
   """
   ids, vectors = np.asarray(ids, np.int64), np.asarray(vectors, np.float32)
-  scores = unit_rows(_mapped(upgrade_map, np.asarray(queries))) @ unit_rows(vectors).T
+  scores = unit_rows(_mapped(upgrade_map, np.asarray(queries)), np.float64) @ unit_rows(vectors, np.float64).T
   if upgrade_map.hubness is not None and len(ids):
     state = _served(store, upgrade_map)
     one = np.ones((1, len(ids)), bool)
@@ -403,7 +397,7 @@ def _scored(store, upgrade_map: UpgradeMap, state: _Served, mapped, fetch: int, 
   """The store's ``fetch`` candidates per query, their final scores and their plain cosines (:mod:`._stores`)."""
   ids, vectors = store.candidates(mapped.astype(np.float32), fetch)
   valid = ids >= 0
-  plain = np.einsum("qd,qkd->qk", mapped, unit_rows(vectors))
+  plain = np.einsum("qd,qkd->qk", mapped, unit_rows(vectors, np.float64))
   scores = plain
   if upgrade_map.hubness is not None:
     bias = _candidate_bias(ids, valid, vectors, upgrade_map.hubness, state)
@@ -415,7 +409,7 @@ def _scored(store, upgrade_map: UpgradeMap, state: _Served, mapped, fetch: int, 
     scores = np.where(bridged, scores + scale.bridged_offset, scores)
   if known is not None:
     slope = 1.0 if upgrade_map.scale is None else upgrade_map.scale.new_slope
-    scores = _rerank(scores, ids, valid, unit_rows(queries), known, slope)
+    scores = _rerank(scores, ids, valid, unit_rows(queries, np.float64), known, slope)
   return np.where(valid, ids, -1), np.where(valid, scores, -np.inf), np.where(valid, plain, -np.inf)
 
 
@@ -473,7 +467,7 @@ def _known(new_vectors: NewVectors, upgrade_map: UpgradeMap) -> _Known:
     return hit[1]
   checked = check_new_vectors(new_vectors, upgrade_map)
   order = np.argsort(checked.ids)
-  known = _Known(checked.ids[order], unit_rows(checked.vectors[order]))
+  known = _Known(checked.ids[order], unit_rows(checked.vectors[order], np.float64))
   if len(_KNOWN) >= 4:
     _KNOWN.pop(next(iter(_KNOWN)))
   _KNOWN[key] = (held, known)

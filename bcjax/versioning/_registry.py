@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcjax import _atomic, _checks
+from bcjax._unit import unit_rows_jax
 from bcjax.alignment._transforms import (
   BackwardTransform,
   backward_transform,
@@ -102,13 +103,8 @@ def apply_version(transform: BackwardTransform, params, z, *, normalize: bool):
   """
   if not normalize:
     return transform.apply(params, z)
-  out = transform.apply(params, _unit_rows(z))
-  return _unit_rows(out)
-
-
-def _unit_rows(z):
-  norm = jnp.linalg.norm(z, axis=-1, keepdims=True)
-  return z / jnp.where(norm > 0, norm, 1.0)
+  out = transform.apply(params, unit_rows_jax(z))
+  return unit_rows_jax(out)
 
 
 def _filename(version: int) -> str:

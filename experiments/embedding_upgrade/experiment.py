@@ -13,9 +13,9 @@ import jax
 import numpy as np
 
 from bcjax import upgrade
+from bcjax._unit import unit_rows
 from bcjax.alignment import affine_transform
 from bcjax.metrics import evaluate_retrieval
-from bcjax.upgrade._moments import unit_rows
 from bcjax.versioning import Registry
 from experiments import common, harness
 from experiments.embedding_upgrade import corpus as corpus_lib

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from bcjax import upgrade
-from bcjax.upgrade._moments import unit_rows
+from bcjax._unit import unit_rows
 
 MODES = ("no map", "bridged", "bridged + hubness", "two-stage", "re-embedding")
 _REPLICATES = 2000
