@@ -1,4 +1,4 @@
-"""A migration that serves while it re-embeds (bcjax.upgrade._migrate, ``bcjax migrate``), on real LanceDB tables.
+"""A migration that serves while it re-embeds (bcjax.upgrade.stores, ``bcjax migrate``), on real LanceDB tables.
 
 The served score against a float64 brute force over both stores; the command end to end: start, add in batches
 with recall at each share, a kill mid-way and the same command again, a switch refused before the last document and
@@ -60,7 +60,7 @@ class ServedScoreTest(absltest.TestCase):
     k = 10
     served = migration.search(queries, k, overfetch=40)  # 400 candidates a store: every document is one
 
-    # float64 brute force over all 300 documents, from the definitions (bcjax.upgrade._migrate)
+    # float64 brute force over all 300 documents, from the definitions (bcjax.upgrade.stores._migration)
     mapped = unit(np.asarray(upgrade.apply_map(m, queries), np.float64))
     bias = np.asarray(upgrade.hubness_bias(old, m.hubness), np.float64)
     bridged = mapped @ unit(old).T - bias[None, :]

@@ -337,10 +337,10 @@ class ServingCacheTest(absltest.TestCase):
     assert_close(again.scores, first.scores, "reduction", precision="float32", scale=1.0)
 
   def test_each_candidates_bias_is_computed_once_and_is_the_bias(self):
-    from bcjax.upgrade import _stores
+    from bcjax.upgrade.stores import _bridged
 
     upgrade.bridged_search(self.store, self.map, self.new[500:600], 10)
-    cache = _stores._served(self.store, self.map).bias
+    cache = _bridged._served(self.store, self.map).bias
     seen = len(cache)
     self.assertGreater(seen, 10)
     upgrade.bridged_search(self.store, self.map, self.new[500:600], 10)

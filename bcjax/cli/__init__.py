@@ -34,7 +34,8 @@ from bcjax import _atomic
 from bcjax._compile_cache import use_compilation_cache
 from bcjax.cli import _migrate as _migrate_command
 from bcjax.cli._common import UsageError, progress_bar
-from bcjax.upgrade import _files, _fit, _map, _migrate, _report, _serve, _spaces
+from bcjax.upgrade import _files, _fit, _map, _report, _serve, _spaces
+from bcjax.upgrade.stores import MigrationError
 from bcjax.versioning import Registry, RegistryError
 
 EXIT_ERROR, EXIT_USAGE = 1, 2
@@ -531,7 +532,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   use_compilation_cache(not args.no_compile_cache)
   try:
     code = args.run(args)
-  except (RegistryError, _migrate.MigrationError) as e:  # a registry's or a migration's state
+  except (RegistryError, MigrationError) as e:  # a registry's or a migration's state
     print(f"bcjax {args.command}: error: {e}", file=sys.stderr)
     return EXIT_ERROR
   except (UsageError, _files.EmbeddingFileError, FileExistsError) as e:

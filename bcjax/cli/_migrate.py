@@ -1,4 +1,4 @@
-"""``bcjax migrate``: move a LanceDB table to the new model while serving it (:mod:`bcjax.upgrade._migrate`).
+"""``bcjax migrate``: move a LanceDB table to the new model while serving it (:func:`bcjax.upgrade.start_migration`).
 
   bcjax migrate start --db DB --table T --map MAP [--new-table T2]
   bcjax migrate add --db DB --table T --ids IDS.npy --vectors NEW.npy [--queries Q.npy --relevant R.npy [--k 10]]
@@ -22,7 +22,8 @@ import numpy as np
 
 from bcjax._faults import kill_if_asked
 from bcjax.cli._common import UsageError, progress_bar
-from bcjax.upgrade import _files, _lancedb_store, _map, _migrate
+from bcjax.upgrade import _files, _map
+from bcjax.upgrade.stores import LanceDBStore, Migration, RecallPoint, open_migration, start_migration
 
 STATE_SUFFIX = ".bcjax-migration"
 
@@ -65,21 +66,15 @@ def _state_dir(args) -> Path:
   return Path(args.state) if args.state else Path(args.db) / f"{args.table}{STATE_SUFFIX}"
 
 
-def _old_store(args) -> _lancedb_store.LanceDBStore:
-  return _lancedb_store.LanceDBStore(args.db, args.table, vector_column=args.vector_column, id_column=args.id_column)
+def _store(args, table: str) -> LanceDBStore:
+  return LanceDBStore(args.db, table, vector_column=args.vector_column, id_column=args.id_column)
 
 
-def _open(args) -> _migrate.Migration:
+def _open(args) -> Migration:
   path = _state_dir(args)
-  if not (path / _migrate.MANIFEST).exists():
+  if not path.is_dir():
     raise _usage(f"`--state` {path}: no migration there (start one with `bcjax migrate start`)")
-  manifest = json.loads((path / _migrate.MANIFEST).read_text())
-  new_table = manifest.get("notes", {}).get("new_table")
-  old = _old_store(args)
-  if manifest.get("state") == _migrate.ROLLED_BACK:
-    return _migrate.open_migration(path, old, None)
-  new = _lancedb_store.LanceDBStore(args.db, new_table, vector_column=args.vector_column, id_column=args.id_column)
-  return _migrate.open_migration(path, old, new)
+  return open_migration(path, _store(args, args.table), lambda notes: _store(args, notes["new_table"]))
 
 
 def _usage(message: str) -> Exception:
@@ -91,16 +86,16 @@ def _start(args) -> None:
   if path.exists():
     raise _usage(f"`--state` {path} exists: a migration is under way there (`bcjax migrate status`)")
   upgrade_map, _ = _map.load_map(args.map)
-  old = _old_store(args)
+  old = _store(args, args.table)
   new_table = args.new_table or f"{args.table}_new"
   try:
-    new = _lancedb_store.LanceDBStore.create(
+    new = LanceDBStore.create(
       args.db, new_table, upgrade_map.dims[1], vector_column=args.vector_column, id_column=args.id_column
     )
   except ValueError as e:
     raise _usage(str(e)) from None
   try:
-    _migrate.start_migration(path, old, new, upgrade_map, notes={"new_table": new_table, "map": str(args.map)})
+    start_migration(path, old, new, upgrade_map, notes={"new_table": new_table, "map": str(args.map)})
   except ValueError:
     new.drop()  # the table this command created, before anything was written to it
     raise
@@ -161,12 +156,12 @@ def _add(args) -> None:
   print(f"wrote {written} rows ({len(ids) - written} already there); {status.migrated} of {status.total} re-embedded")
 
 
-def _measured_now(migration: _migrate.Migration) -> bool:
+def _measured_now(migration: Migration) -> bool:
   status = migration.status()
   return any(p.migrated == status.migrated for p in status.history)
 
 
-def _report(point: _migrate.RecallPoint) -> None:
+def _report(point: RecallPoint) -> None:
   print(
     f"{point.share:.1%} re-embedded ({point.migrated} of {point.total}): R@1 {point.recall_at_1:.3f}, "
     f"R@{point.k} {point.recall_at_k:.3f} over {point.queries} queries"

@@ -8,7 +8,7 @@ Move a store to the new model while serving it: :func:`start_migration` (``bcjax
 From the command line: ``bcjax fit``, ``bcjax append``, ``bcjax transform``, ``bcjax migrate`` (see ``bcjax --help``).
 """
 
-from bcjax.upgrade._faiss_store import FaissStore
+from bcjax.upgrade.stores import FaissStore
 from bcjax.upgrade._files import EmbeddingFileError
 from bcjax.upgrade._files import open_embeddings
 from bcjax.upgrade._fit import UPGRADE_KINDS
@@ -22,7 +22,7 @@ from bcjax.upgrade._hubness import csls_documents
 from bcjax.upgrade._hubness import csls_queries
 from bcjax.upgrade._hubness import hubness_bias
 from bcjax.upgrade._hubness import make_hubness
-from bcjax.upgrade._lancedb_store import LanceDBStore
+from bcjax.upgrade.stores import LanceDBStore
 from bcjax.upgrade._map import UpgradeMap
 from bcjax.upgrade._map import affine_form
 from bcjax.upgrade._map import apply_map
@@ -30,15 +30,15 @@ from bcjax.upgrade._map import check_direction
 from bcjax.upgrade._map import load_map
 from bcjax.upgrade._map import query_function
 from bcjax.upgrade._map import save_map
-from bcjax.upgrade._migrate import Migration
-from bcjax.upgrade._migrate import MigrationError
-from bcjax.upgrade._migrate import MigrationStatus
-from bcjax.upgrade._migrate import RecallPoint
-from bcjax.upgrade._migrate import open_migration
-from bcjax.upgrade._migrate import start_migration
+from bcjax.upgrade.stores import Migration
+from bcjax.upgrade.stores import MigrationError
+from bcjax.upgrade.stores import MigrationStatus
+from bcjax.upgrade.stores import RecallPoint
+from bcjax.upgrade.stores import open_migration
+from bcjax.upgrade.stores import start_migration
 from bcjax.upgrade._moments import PairMoments
 from bcjax.upgrade._moments import pair_moments
-from bcjax.upgrade._qdrant_store import QdrantStore
+from bcjax.upgrade.stores import QdrantStore
 from bcjax.upgrade._report import VERDICTS
 from bcjax.upgrade._report import MapSummary
 from bcjax.upgrade._report import Measure
@@ -55,14 +55,14 @@ from bcjax.upgrade._serve import registry_maps
 from bcjax.upgrade._serve import transform_file
 from bcjax.upgrade._spaces import SpaceStamp
 from bcjax.upgrade._spaces import space_stamp
-from bcjax.upgrade._stores import MixedSpaceError
-from bcjax.upgrade._stores import NewVectors
-from bcjax.upgrade._stores import SearchResult
-from bcjax.upgrade._stores import SpaceCheck
-from bcjax.upgrade._stores import VectorStore
-from bcjax.upgrade._stores import bridge_items
-from bcjax.upgrade._stores import bridged_search
-from bcjax.upgrade._stores import check_store_space
+from bcjax.upgrade.stores import MixedSpaceError
+from bcjax.upgrade.stores import NewVectors
+from bcjax.upgrade.stores import SearchResult
+from bcjax.upgrade.stores import SpaceCheck
+from bcjax.upgrade.stores import VectorStore
+from bcjax.upgrade.stores import bridge_items
+from bcjax.upgrade.stores import bridged_search
+from bcjax.upgrade.stores import check_store_space
 
 __all__ = (
   "UPGRADE_KINDS",

@@ -32,8 +32,10 @@ from typing import NamedTuple
 import numpy as np
 
 from bcjax import _atomic
-from bcjax._unit import unit_rows
-from bcjax.upgrade import _map, _stores
+from bcjax.upgrade import _map
+from bcjax.upgrade.stores import _migration_search
+from bcjax.upgrade.stores._bridged import bridged_search
+from bcjax.upgrade.stores._protocol import SearchResult
 
 MANIFEST = "migration.json"
 MAP_FILE = "map.bcmap"
@@ -82,7 +84,7 @@ class MigrationStatus(NamedTuple):
 
 
 class Migration:
-  """An old store being moved to a new-model store (:mod:`bcjax.upgrade._migrate`).
+  """An old store being moved to a new-model store (:mod:`bcjax.upgrade.stores._migration`).
 
   Made by :func:`start_migration` or :func:`open_migration`, never directly. ``old_store`` and ``new_store`` are
   :class:`~bcjax.upgrade.VectorStore` objects; the new store also has ``contains(ids) -> bools`` and ``drop()``
@@ -150,8 +152,8 @@ class Migration:
       self.new_store.add(ids[fresh], np.asarray(new_vectors[fresh], np.float32))
     return int(fresh.sum())
 
-  def search(self, queries, k: int, *, overfetch: int = 4) -> _stores.SearchResult:
-    """Each new-model query's top k over both stores on one scale (:mod:`bcjax.upgrade._migrate`).
+  def search(self, queries, k: int, *, overfetch: int = 4) -> SearchResult:
+    """Each new-model query's top k over both stores on one scale (:mod:`bcjax.upgrade.stores._migration`).
 
     Args:
       queries: new-model query embeddings, [Q, D_k].
@@ -171,10 +173,10 @@ class Migration:
     _map.check_direction(self.upgrade_map, queries, name="queries")
     state = self.state
     if state == SWITCHED:
-      return _native(self.new_store, queries, k)
+      return _migration_search.native(self.new_store, queries, k)
     if state == ROLLED_BACK or self.new_store.count() == 0:
-      return _stores.bridged_search(self.old_store, self.upgrade_map, queries, k)
-    return _served_search(self, queries, k, overfetch)
+      return bridged_search(self.old_store, self.upgrade_map, queries, k)
+    return _migration_search.served_search(self.old_store, self.new_store, self.upgrade_map, queries, k, overfetch)
 
   def measure(self, queries, relevant, *, k: int = 10) -> RecallPoint:
     """Recall of :meth:`search` at the current share, recorded in the migration's history.
@@ -294,83 +296,6 @@ def _checked_batch(ids, new_vectors, upgrade_map: _map.UpgradeMap) -> tuple[np.n
   return ids.astype(np.int64), new_vectors
 
 
-def _native(store, queries: np.ndarray, k: int) -> _stores.SearchResult:
-  """The store's own top k by cosine, rescored in float64."""
-  q = unit_rows(queries, np.float64)
-  ids, vectors = store.candidates(q.astype(np.float32), k)
-  scores = np.where(ids >= 0, np.einsum("qd,qkd->qk", q, unit_rows(vectors, np.float64)), -np.inf)
-  order = np.argsort(-scores, axis=1, kind="stable")
-  return _stores.SearchResult(np.take_along_axis(ids, order, 1), np.take_along_axis(scores, order, 1))
-
-
-def _served_search(migration: Migration, queries: np.ndarray, k: int, overfetch: int) -> _stores.SearchResult:
-  """Both stores' candidates, each scored bridged and, where re-embedded, two-stage (:mod:`._migrate`)."""
-  old, new, m = migration.old_store, migration.new_store, migration.upgrade_map
-  fetch = k * overfetch
-  bridged = _stores.bridged_search(old, m, queries, fetch)
-  q_new = unit_rows(queries, np.float64)
-  new_ids, new_vectors = new.candidates(q_new.astype(np.float32), fetch)
-  new_cos = np.where(new_ids >= 0, np.einsum("qd,qkd->qk", q_new, unit_rows(new_vectors, np.float64)), -np.inf)
-  # Every candidate of either store, per query: its bridged score and, where it was re-embedded, its new cosine.
-  # A document both stores returned is kept once, as the old store's candidate (its scores are the same either way).
-  twice = (new_ids[:, :, None] == bridged.ids[:, None, :]).any(axis=2)
-  ids = np.concatenate([bridged.ids, np.where(twice, -1, new_ids)], axis=1)
-  valid = ids >= 0
-  cos_new = _new_cosines(new, q_new, ids, valid, bridged.ids, new_ids, new_cos)
-  score_b = _bridged_scores(old, m, queries, ids, valid, bridged)
-  slope = 1.0 if m.scale is None else m.scale.new_slope
-  has = valid & np.isfinite(cos_new)
-  offset = np.zeros(len(ids))
-  rows = has.any(axis=1)
-  offset[rows] = np.nanmedian(np.where(has, score_b - slope * cos_new, np.nan)[rows], axis=1)
-  scores = np.where(has, slope * cos_new + offset[:, None], score_b)
-  scores = np.where(valid, scores, -np.inf)
-  order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-  top_ids = np.take_along_axis(ids, order, axis=1)
-  top = np.take_along_axis(scores, order, axis=1)
-  return _stores.SearchResult(np.where(np.isfinite(top), top_ids, -1), top)
-
-
-def _new_cosines(new, q_new, ids, valid, old_ids, new_ids, new_cos) -> np.ndarray:
-  """cos(q, y) [Q, 2F] of each candidate with a new-model vector, NaN for the others.
-
-  The new store's candidates bring theirs; the old store's re-embedded candidates' vectors are read from it by id.
-  """
-  f = old_ids.shape[1]
-  out = np.full(ids.shape, np.nan)
-  out[:, f:] = np.where(new_ids >= 0, new_cos, np.nan)
-  wanted = np.unique(old_ids[old_ids >= 0])
-  if len(wanted) == 0:
-    return out
-  present = wanted[np.asarray(new.contains(wanted), bool)]
-  if len(present) == 0:
-    return out
-  vectors = unit_rows(new.read(present), np.float64)
-  pos = np.clip(np.searchsorted(present, old_ids), 0, len(present) - 1)
-  known = (old_ids >= 0) & (present[pos] == old_ids)
-  q, j = np.nonzero(known)
-  out[q, j] = np.einsum("nd,nd->n", q_new[q], vectors[pos[q, j]])
-  return np.where(valid, out, np.nan)
-
-
-def _bridged_scores(old, m: _map.UpgradeMap, queries, ids, valid, bridged: _stores.SearchResult) -> np.ndarray:
-  """The bridged score [Q, 2F] of each candidate.
-
-  As the bridged search gave it, or, for a candidate the new store found, from its old vector read by id
-  (:func:`~bcjax.upgrade._stores.row_scores`, the search's own scoring).
-  """
-  f = bridged.ids.shape[1]
-  out = np.full(ids.shape, -np.inf)
-  out[:, :f] = bridged.scores
-  extra = np.where(valid[:, f:], ids[:, f:], -1)
-  need = np.unique(extra[extra >= 0])
-  if len(need):
-    per_query = _stores.row_scores(old, m, queries, need, old.read(need))  # [Q, len(need)]
-    pos = np.searchsorted(need, np.where(extra >= 0, extra, need[0]))
-    out[:, f:] = np.where(extra >= 0, np.take_along_axis(per_query, pos, axis=1), -np.inf)
-  return np.where(valid, out, -np.inf)
-
-
 def start_migration(
   path: str | os.PathLike, old_store, new_store, upgrade_map: _map.UpgradeMap, *, notes: dict | None = None
 ) -> Migration:
@@ -420,7 +345,8 @@ def open_migration(path: str | os.PathLike, old_store, new_store) -> Migration:
   Args:
     path: the migration's folder (:func:`start_migration`).
     old_store: its old store.
-    new_store: its new store (after a rollback: any object; it is not read).
+    new_store: its new store, or a function of the notes given at the start (:attr:`Migration.notes`) that opens
+      it; after a rollback it is not read (nor the function called).
 
   Returns:
     The :class:`Migration`.
@@ -431,4 +357,6 @@ def open_migration(path: str | os.PathLike, old_store, new_store) -> Migration:
   path = Path(path)
   manifest = _read_manifest(path)
   upgrade_map, _ = _map.load_map(path / MAP_FILE)
+  if callable(new_store):
+    new_store = None if manifest["state"] == ROLLED_BACK else new_store(dict(manifest.get("notes", {})))
   return Migration(path, old_store, new_store, upgrade_map, manifest)

@@ -28,145 +28,19 @@ store's space checked once per store and map (again when its row count changes),
 once per store, map and row.
 """
 
-import math
 import weakref
-from typing import NamedTuple, Protocol
 
 import jax.numpy as jnp
 import numpy as np
 
 from bcjax._buckets import bucket_size
 from bcjax._unit import unit_rows
-from bcjax.upgrade import _hubness, _spaces
+from bcjax.upgrade import _hubness
 from bcjax.upgrade._map import UpgradeMap, check_direction, compiled_map
 from bcjax.upgrade._scale import ScoreScale
-
-
-class VectorStore(Protocol):
-  """What bcjax needs of a vector store.
-
-  Its width, its size, vectors by id, candidates for queries, adding rows, and a uniform sample of its vectors. A
-  store may also record which rows the map wrote, with ``add(ids, vectors, bridged=True)`` and ``bridged_rows(ids)
-  -> bools``, as bcjax's stores do: :func:`bridged_search` then scores those rows on the old rows' scale.
-  """
-
-  @property
-  def dim(self) -> int: ...
-
-  def count(self) -> int: ...
-
-  def read(self, ids: np.ndarray) -> np.ndarray:
-    """The vectors [n, D] of ``ids`` (int64), in their order; a missing id raises KeyError naming it."""
-    ...
-
-  def candidates(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each query's k nearest stored rows by the store's own index.
-
-    Returns (ids [Q, k] int64, -1 where fewer; vectors [Q, k, D] float32, zero where the id is -1).
-    """
-    ...
-
-  def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
-    """Adds rows; an id already stored raises ValueError naming it (nothing a user saved is overwritten)."""
-    ...
-
-  def sample(self, n: int, seed: int = 0) -> np.ndarray:
-    """Up to n stored vectors [m, D] drawn uniformly at random without replacement (``seed`` fixes which)."""
-    ...
-
-
-class SearchResult(NamedTuple):
-  """Each query's top k.
-
-  ``ids`` [Q, k] int64 (-1 where the store had fewer) and ``scores`` [Q, k] float64 (-inf there), best first.
-  """
-
-  ids: np.ndarray
-  scores: np.ndarray
-
-
-class MixedSpaceError(ValueError):
-  """A store holds vectors of two models' spaces: searching it as one would mix incomparable scores."""
-
-
-class NewVectors(NamedTuple):
-  """New-model vectors of some stored items.
-
-  A partial re-embed, or the paired items: ``ids`` [m] and ``vectors`` [m, D_k].
-  """
-
-  ids: np.ndarray
-  vectors: np.ndarray
-
-
-class SpaceCheck(NamedTuple):
-  """What :func:`check_store_space` found.
-
-  Of ``sampled`` stored rows, ``old`` look like the old model's space (its vectors, or the map's images of new-model
-  vectors) and ``new`` like the new model's.
-  """
-
-  old: int
-  new: int
-  sampled: int
-
-
-MIXED_SHARE = 0.005
-"""The share of a store's sample (and at least three rows) that, attributed to the new model, makes it mixed.
-
-A model's own rows lean the other way by more than :data:`~bcjax.upgrade._spaces.MARGIN_NATS` for well under 0.1 %
-of them, so a 2,000-row uniform sample of one model's rows reaches 0.5 % (10 rows) with probability below 5e-5, while
-a store holding 1.35 % raw new-model rows shows 27 in expectation and fewer than 10 with probability about 5e-5."""
-
-
-def _attribute(sample: np.ndarray, upgrade_map: UpgradeMap) -> SpaceCheck:
-  """The :class:`SpaceCheck` of a sample of a store; raises :class:`MixedSpaceError` for a mixed one."""
-  spaces = upgrade_map.spaces
-  if spaces is None or spaces["new"].dim != upgrade_map.dims[0] or len(sample) == 0:
-    return SpaceCheck(len(sample), 0, len(sample))  # different widths cannot mix; no fingerprints cannot tell
-  # The old space holds the old model's vectors and the map's images of new-model vectors (bridge_items writes them).
-  own = [spaces[side] for side in ("old", "bridged") if side in spaces]
-  new_rows = int(np.sum(_spaces.foreign_rows(sample, own, spaces["new"])))
-  found = SpaceCheck(len(sample) - new_rows, new_rows, len(sample))
-  if new_rows >= max(3, math.ceil(MIXED_SHARE * len(sample))):
-    new, old = spaces["new"].model or "the new model", spaces["old"].model or "the old model"
-    raise MixedSpaceError(
-      f"the store mixes two models' vectors: of {found.sampled} rows sampled uniformly, {found.new} look like "
-      f"{new}'s (likelier under its fingerprint by more than {_spaces.MARGIN_NATS:g} nats) and {found.old} like "
-      f"{old}'s space; bridged queries would compare incomparable scores. Re-embed the store, or write the new "
-      f"model's vectors through the map (bridge_items) instead"
-    )
-  return found
-
-
-def check_store_space(
-  store: VectorStore, upgrade_map: UpgradeMap, *, sample_rows: int = 2000, seed: int = 0
-) -> SpaceCheck:
-  """Attributes a uniform sample of the store's vectors to the map's old and new models (their fingerprints).
-
-  Args:
-    store: the old store (:class:`VectorStore`); its ``sample`` draws rows uniformly at random.
-    upgrade_map: the fitted map, new -> old, with the fingerprints :func:`~bcjax.upgrade.fit_upgrade` stamps.
-    sample_rows: stored rows drawn for the attribution, at most.
-    seed: seeds the store's sample.
-
-  Returns:
-    A :class:`SpaceCheck`: ``new`` counts the rows likelier under the new model's fingerprint than under the old
-    model's and the bridged rows' (the map's images) by a clear margin (:data:`~bcjax.upgrade._spaces.MARGIN_NATS`).
-
-  Raises:
-    MixedSpaceError: when the new model holds at least :data:`MIXED_SHARE` of the sample (and three rows): the store
-      mixes spaces.
-    ValueError: when the store's width is not the map's old width.
-  """
-  _check_width(store, upgrade_map)
-  return _attribute(store.sample(sample_rows, seed), upgrade_map)
-
-
-def _check_width(store: VectorStore, upgrade_map: UpgradeMap) -> None:
-  d_prev = upgrade_map.dims[0]
-  if store.dim != d_prev:
-    raise ValueError(f"the store holds {store.dim}-d vectors; the map maps to the old model's D_(k-1)={d_prev}")
+from bcjax.upgrade.stores._protocol import NewVectors, SearchResult, VectorStore
+from bcjax.upgrade.stores._space import _attribute, _check_width
+from bcjax.upgrade.stores._two_stage import _known, _rerank
 
 
 class _Served:
@@ -291,7 +165,7 @@ def bridged_search(
   overfetch: int = 4,
   check_space: bool = True,
 ) -> SearchResult:
-  r"""The top k of the old store for new-model ``queries`` [Q, D_k] (:mod:`bcjax.upgrade._stores` for the scores).
+  r"""The top k of the old store for new-model ``queries`` [Q, D_k] (:mod:`._bridged` for the scores).
 
   The map is compiled once per map object and the store's space checked once per store and map (again when rows
   were added); each candidate's hubness bias is computed once per store, map and row. With a correction the store
@@ -346,7 +220,7 @@ def bridged_search(
 def row_scores(store, upgrade_map: UpgradeMap, queries, ids, vectors) -> np.ndarray:
   r"""The bridged scores [Q, n] of given rows of the store for new-model ``queries`` [Q, D_k], as a search scores them.
 
-  :math:`\cos(B(q), x) - \beta(x)`, plus the bridged-row offset for a row the map wrote (:mod:`._stores`).
+  :math:`\cos(B(q), x) - \beta(x)`, plus the bridged-row offset for a row the map wrote (:mod:`._bridged`).
 
   Args:
     store: the old store the rows are in.
@@ -394,7 +268,7 @@ def _short(ids, scores, plain, k: int, fetch: int, state: _Served, scale: ScoreS
 
 
 def _scored(store, upgrade_map: UpgradeMap, state: _Served, mapped, fetch: int, queries, known, scale):
-  """The store's ``fetch`` candidates per query, their final scores and their plain cosines (:mod:`._stores`)."""
+  """The store's ``fetch`` candidates per query, their final scores and their plain cosines (:mod:`._bridged`)."""
   ids, vectors = store.candidates(mapped.astype(np.float32), fetch)
   valid = ids >= 0
   plain = np.einsum("qd,qkd->qk", mapped, unit_rows(vectors, np.float64))
@@ -446,71 +320,3 @@ def _bias_rows(rows: np.ndarray, hubness: _hubness.Hubness) -> np.ndarray:
   padded = np.zeros((size, rows.shape[1]), np.float32)
   padded[: len(rows)] = rows
   return _hubness.hubness_bias(padded, hubness, chunk_rows=size)[: len(rows)].astype(np.float64)
-
-
-class _Known(NamedTuple):
-  """:class:`NewVectors` ready for re-ranking: ids sorted, with their unit rows in that order."""
-
-  ids: np.ndarray
-  unit: np.ndarray
-
-
-_KNOWN: dict[tuple, tuple[tuple, _Known]] = {}  # the last few NewVectors checked, by the identity of their arrays
-
-
-def _known(new_vectors: NewVectors, upgrade_map: UpgradeMap) -> _Known:
-  """``new_vectors`` checked (:func:`check_new_vectors`) and sorted once per (arrays, map), not once per search."""
-  held = (new_vectors.ids, new_vectors.vectors, upgrade_map)
-  key = tuple(id(a) for a in held)
-  hit = _KNOWN.get(key)
-  if hit is not None and all(a is b for a, b in zip(hit[0], held)):
-    return hit[1]
-  checked = check_new_vectors(new_vectors, upgrade_map)
-  order = np.argsort(checked.ids)
-  known = _Known(checked.ids[order], unit_rows(checked.vectors[order], np.float64))
-  if len(_KNOWN) >= 4:
-    _KNOWN.pop(next(iter(_KNOWN)))
-  _KNOWN[key] = (held, known)
-  return known
-
-
-def _rerank(scores, ids, valid, queries_new, known: _Known, slope: float) -> np.ndarray:
-  """Two-stage scores (:mod:`bcjax.upgrade._scale`).
-
-  A candidate with a new-model vector scores ``slope`` times its new-model cosine plus the query's median offset.
-  """
-  if len(known.ids) == 0:
-    return scores
-  pos = np.clip(np.searchsorted(known.ids, ids), 0, len(known.ids) - 1)
-  has = valid & (known.ids[pos] == ids)
-  if not has.any():
-    return scores
-  q, _ = np.nonzero(has)
-  new_scores = np.zeros(scores.shape)
-  new_scores[has] = np.einsum("nd,nd->n", queries_new[q], known.unit[pos[has]])
-  rows = has.any(axis=1)
-  offset = np.zeros(len(scores))
-  offset[rows] = np.nanmedian(np.where(has, scores - slope * new_scores, np.nan)[rows], axis=1)
-  return np.where(has, slope * new_scores + offset[:, None], scores)
-
-
-def check_new_vectors(new_vectors: NewVectors, upgrade_map: UpgradeMap) -> NewVectors:
-  """``new_vectors`` as int64 ids and a float matrix of the new model's width.
-
-  Args:
-    new_vectors: new-model vectors of some stored items.
-    upgrade_map: the fitted map, new -> old.
-
-  Returns:
-    The same :class:`NewVectors` with int64 ids and an array of vectors.
-
-  Raises:
-    ValueError: for mismatched lengths, repeated ids, the wrong width or vectors that are not the new model's.
-  """
-  ids, vectors = np.asarray(new_vectors.ids, np.int64), np.asarray(new_vectors.vectors)
-  if ids.ndim != 1 or vectors.ndim != 2 or len(ids) != len(vectors) or len(np.unique(ids)) != len(ids):
-    raise ValueError(
-      f"new_vectors: `ids` must be distinct, one per row of `vectors`; got {ids.shape} and {vectors.shape}"
-    )
-  check_direction(upgrade_map, vectors, name="new_vectors.vectors")
-  return NewVectors(ids, vectors)
