@@ -15,7 +15,8 @@ from sklearn.linear_model import LogisticRegression
 
 from bcjax import upgrade
 from bcjax.alignment import affine_transform, orthogonal_transform
-from bcjax.upgrade import _consumer, _files, _fit, _map, _report, _retrieval
+from bcjax.upgrade import _consumer, _files, _map, _report, _retrieval
+from bcjax.upgrade import fit as _fit
 from bcjax.versioning import Registry
 from tests._tolerance import assert_close
 

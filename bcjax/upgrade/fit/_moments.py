@@ -21,7 +21,7 @@ from bcjax.upgrade import _files
 
 
 class PairMoments(NamedTuple):
-  """Sums over the pairs in float64 (:mod:`bcjax.upgrade._moments`).
+  """Sums over the pairs in float64 (:mod:`bcjax.upgrade.fit._moments`).
 
   ``count`` n, ``sum_new`` [D_k], ``sum_prev`` [D_(k-1)], ``gram`` G [D_k, D_k], ``cross`` C [D_(k-1), D_k],
   ``energy`` E.

@@ -1,0 +1,76 @@
+"""What a fit takes and returns: the kinds, the split of the pairs and the fit's record."""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from bcjax.upgrade._map import UpgradeMap
+
+KINDS = ("orthogonal", "linear", "affine", "mlp")
+MIN_VALIDATION_ROWS = 50  # from the fewest parameters to the most (auto's preference)
+UPGRADE_KINDS = ("auto", *KINDS)
+"""The ``kind`` values of :func:`fit_upgrade` and ``bcjax fit --kind``: ``auto`` and each closed-form or MLP kind."""
+ALPHAS = (0.0, 1e-4, 1e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0)
+RANK_FRACTIONS = (1 / 2, 1 / 4, 1 / 8)
+HUBNESS_MODES = ("auto", "on", "off")
+HUBNESS_REFERENCE_ROWS = 5000  # mapped rows stored with a map for its hubness correction (7.5 MiB at 384-d)
+
+
+class PairSplit(NamedTuple):
+  """Sorted row ids of the pairs.
+
+  ``train`` (fitting), ``val`` (choices: kind, MLP width and epochs) and ``test`` (held out for the report, never seen
+  by the fit).
+  """
+
+  train: np.ndarray
+  val: np.ndarray
+  test: np.ndarray
+
+
+def split_pairs(n: int, *, test_fraction: float = 0.2, val_fraction: float = 0.1, seed: int = 0) -> PairSplit:
+  """A random split of n pairs into train, validation and test rows (each sorted).
+
+  Args:
+    n: the number of pairs.
+    test_fraction: the share held out for the report.
+    val_fraction: the share for the choices.
+    seed: seeds the permutation.
+
+  Returns:
+    A :class:`PairSplit` of sorted row ids.
+
+  Raises:
+    ValueError: when a fraction is outside [0, 1), they sum to 1 or more, or fewer than 2 training rows remain.
+  """
+  for name, value in (("test_fraction", test_fraction), ("val_fraction", val_fraction)):
+    if not 0.0 <= value < 1.0:
+      raise ValueError(f"split_pairs: `{name}` must lie in [0, 1), got {value!r}")
+  if test_fraction + val_fraction >= 1.0:
+    raise ValueError(
+      f"split_pairs: `test_fraction` + `val_fraction` = {test_fraction + val_fraction:g} leaves no training pairs"
+    )
+  order = np.random.default_rng(seed).permutation(n)
+  n_test, n_val = int(round(test_fraction * n)), int(round(val_fraction * n))
+  if n - n_test - n_val < 2:
+    raise ValueError(
+      f"split_pairs: {n} pairs leave {n - n_test - n_val} for training after {n_test} test and "
+      f"{n_val} validation pairs; at least 2 are needed"
+    )
+  test, val, train = order[:n_test], order[n_test : n_test + n_val], order[n_test + n_val :]
+  return PairSplit(np.sort(train), np.sort(val), np.sort(test))
+
+
+class UpgradeFit(NamedTuple):
+  """Result of :func:`fit_upgrade`.
+
+  The chosen ``map``; ``candidates``, one dict per kind fitted (its choices, its cross-validated or validation mean
+  squared error, its validation own-vector hit rate); ``reason``, why this kind (and why the hubness correction is kept
+  or left out); ``hubness``, that choice's record (mode, k, and the validation rank scores without and with it where
+  they were measured).
+  """
+
+  map: UpgradeMap
+  candidates: list
+  reason: str
+  hubness: dict | None = None
