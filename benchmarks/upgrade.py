@@ -109,7 +109,8 @@ start = time.perf_counter()
 from pathlib import Path
 from bcjax import _atomic
 from bcjax._compile_cache import use_compilation_cache
-from bcjax.upgrade import _files, _map, _report
+from bcjax.upgrade import _files, _map
+from bcjax.upgrade import report as _report
 from bcjax.upgrade import fit as _fit
 use_compilation_cache(False)
 phases = {"import_s": time.perf_counter() - start}

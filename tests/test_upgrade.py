@@ -15,8 +15,9 @@ from sklearn.linear_model import LogisticRegression
 
 from bcjax import upgrade
 from bcjax.alignment import affine_transform, orthogonal_transform
-from bcjax.upgrade import _consumer, _files, _map, _report, _retrieval
+from bcjax.upgrade import _files, _map, _retrieval
 from bcjax.upgrade import fit as _fit
+from bcjax.upgrade.report import _consumer, _records
 from bcjax.versioning import Registry
 from tests._tolerance import assert_close
 
@@ -429,17 +430,17 @@ class ReportTest(absltest.TestCase):
     def measure(value, low, high):
       return upgrade.Measure(value, low, high, 100, "a test measure")
 
-    self.assertEqual(_report._verdict(measure(0.97, 0.96, 0.98), 0.95, reasons), "bridge")
-    self.assertEqual(_report._verdict(measure(0.9, 0.88, 0.94), 0.95, reasons), "re-index")
-    self.assertEqual(_report._verdict(measure(0.95, 0.93, 0.97), 0.95, reasons), "undecided")
-    self.assertEqual(_report._verdict(measure(0.95, 0.95, 0.97), 0.95, reasons), "bridge")
+    self.assertEqual(_records._verdict(measure(0.97, 0.96, 0.98), 0.95, reasons), "bridge")
+    self.assertEqual(_records._verdict(measure(0.9, 0.88, 0.94), 0.95, reasons), "re-index")
+    self.assertEqual(_records._verdict(measure(0.95, 0.93, 0.97), 0.95, reasons), "undecided")
+    self.assertEqual(_records._verdict(measure(0.95, 0.95, 0.97), 0.95, reasons), "bridge")
     good = measure(0.99, 0.98, 1.0)
-    for code in _report.REASON_CODES:
-      verdict = _report._verdict(good, 0.95, [_report._reason(code, "any wording")])
+    for code in _records.REASON_CODES:
+      verdict = _records._verdict(good, 0.95, [_records._reason(code, "any wording")])
       self.assertEqual(verdict, "bridge" if code == "consumer-at-majority" else "not measurable", code)
-    self.assertEqual(_report._verdict(good._replace(low=float("nan")), 0.95, []), "not measurable")
+    self.assertEqual(_records._verdict(good._replace(low=float("nan")), 0.95, []), "not measurable")
     with self.assertRaisesRegex(ValueError, "unknown reason code"):
-      _report._reason("pool-small", "a typo in a code")
+      _records._reason("pool-small", "a typo in a code")
 
   def test_a_small_pool_is_refused_a_verdict_and_its_size_is_stated(self):
     """Without an index the own vectors of 200 held-out pairs are the whole pool: k / pool = 0.05 is not far below

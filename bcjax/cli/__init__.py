@@ -34,7 +34,8 @@ from bcjax import _atomic
 from bcjax._compile_cache import use_compilation_cache
 from bcjax.cli import _migrate as _migrate_command
 from bcjax.cli._common import UsageError, progress_bar
-from bcjax.upgrade import _files, _map, _report, _serve, _spaces
+from bcjax.upgrade import _files, _map, _serve, _spaces
+from bcjax.upgrade import report as _report
 from bcjax.upgrade import fit as _fit
 from bcjax.upgrade.stores import MigrationError
 from bcjax.versioning import Registry, RegistryError

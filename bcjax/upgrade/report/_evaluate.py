@@ -1,168 +1,26 @@
-r"""The go/no-go report of a bridge.
+"""Measuring a map on held-out pairs and the old index, and the verdict (:mod:`bcjax.upgrade.report`)."""
 
-Is a fitted backward map good enough to keep the old index, or must the corpus be re-embedded? Every measure is computed
-on held-out pairs the fit never saw, with a 95 % percentile bootstrap interval over those rows, and is named for what it
-means:
-
-* ``recall_recovery`` (with relevance pairs and an old index): Recall@k of the mapped new queries against the old
-  index as a share of the reference's, the measure Drift-Adapter reports. The reference is re-embedding (new
-  queries against the new model's index, when that index is given) or else the old model itself (old queries against
-  the old index). Not measurable when the reference does no better than chance.
-* ``neighbour_agreement`` (with an old index, no relevance needed): the share of the old model's top k that the
-  mapped query also ranks in its top k.
-* ``own_vector_hit_rate`` (always): how often a held-out item's mapped new embedding finds that item's old embedding
-  among its top k, against the held-out old embeddings plus a sample of the index (exact copies of a target removed).
-* ``alignment``: mean :math:`\lVert B(z_k) - z_{k-1}\rVert`, the same relative to mean :math:`\lVert z_{k-1}\rVert`,
-  and mean cosine.
-* ``consumer`` (with class labels): a logistic regression fitted on old embeddings of the training rows, scored on
-  the held-out rows' old and mapped embeddings: both accuracies, the negative-flip rate, and whether the consumer is
-  above the majority-class share at all (otherwise its flips mean nothing).
-
-The verdict compares the primary measure with its own threshold: ``recall_recovery`` (if relevance was given, a
-share of the reference's recall) with ``min_recovery``, else ``own_vector_hit_rate`` (an absolute rate) with
-``min_hit_rate``. **bridge** only when the measure's whole 95 % interval is at or above the threshold, **re-index**
-when its whole interval is below, **undecided** when the interval straddles it (more held-out pairs would decide),
-**not measurable** when the measure cannot carry a verdict: the reference itself is not above chance, no held-out
-row has relevance pairs, or the own-vector pool is so small that chance (k / pool) is more than
-:data:`MAX_CHANCE_SHARE` of the threshold (without an index the pool is the held-out pairs' own old vectors alone:
-40 of them at 200 pairs, where a random map hits a top 10 a quarter of the time). Each such finding is a
-:class:`Reason` whose ``code`` (not its wording) decides.
-"""
-
-import dataclasses
-import json
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
 
 import jax.numpy as jnp
 import numpy as np
 
 from bcjax._unit import unit_rows
 from bcjax.metrics._flips import negative_flip_rate
-from bcjax.upgrade import _consumer, _files, _hubness, _retrieval, _spaces
+from bcjax.upgrade import _files, _hubness, _retrieval, _spaces
 from bcjax.upgrade._map import UpgradeMap, compiled_map
-
-VERDICTS = ("bridge", "re-index", "undecided", "not measurable")
-"""The report's verdicts, in the order of the command's exit codes 0, 3, 4 and 5."""
-
-MAX_CHANCE_SHARE = 0.01
-"""The own-vector hit rate carries a verdict only where chance (k / pool) is at most this share of the threshold."""
-
-_REPLICATES = 1000
-
-
-class Reason(NamedTuple):
-  """A finding of the report.
-
-  ``code`` names it (one of :data:`REASON_CODES`), ``blocks_verdict`` says whether it makes the primary measure unable
-  to carry a verdict, ``text`` says it for a reader.
-  """
-
-  code: str
-  blocks_verdict: bool
-  text: str
-
-
-REASON_CODES = ("pool-too-small", "reference-at-chance", "no-relevance", "consumer-at-majority")
-"""Every :class:`Reason` code: the first three block a verdict, the last marks the consumer's measures."""
-
-
-def _reason(code: str, text: str) -> Reason:
-  if code not in REASON_CODES:
-    raise ValueError(f"unknown reason code {code!r}")
-  return Reason(code, code != "consumer-at-majority", text)
-
-
-class Measure(NamedTuple):
-  """One measure of the report.
-
-  ``value`` with its 95 % bootstrap interval [``low``, ``high``] over ``n`` rows (NaN where undefined), what it
-  ``means``, and where they apply: the ``chance`` level and the ``pool`` it was scored among, the consumer's
-  ``majority``-class share, an independent ``check`` of the value, and whether it is ``measurable`` at all.
-  """
-
-  value: float
-  low: float
-  high: float
-  n: int
-  means: str
-  chance: float | None = None
-  pool: int | None = None
-  majority: float | None = None
-  check: float | None = None
-  measurable: bool = True
-
-
-class MapSummary(NamedTuple):
-  """The map a report judged.
-
-  Its ``kind`` (``chain(...)`` for a chain), fitted ``choices``, whether it ``normalize``s, ``dims`` (D_(k-1), D_k), and
-  its hubness correction's k and reference rows (None without one).
-  """
-
-  kind: str
-  choices: Mapping[str, Any]
-  normalize: bool
-  dims: tuple[int, int]
-  hubness_k: int | None = None
-  hubness_rows: int | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class UpgradeReport:
-  """The go/no-go report of :func:`evaluate_upgrade` (:mod:`bcjax.upgrade._report` for the rule).
-
-  Attributes:
-    verdict: one of :data:`VERDICTS`.
-    primary: the name of the measure the verdict reads.
-    threshold: that measure's bridge threshold.
-    metrics: every measure by name.
-    reasons: the findings that can block the verdict or qualify a measure.
-    k, metric, min_recovery, min_hit_rate: the settings.
-    held_out_rows: the held-out pairs scored.
-    map: the map judged.
-  """
-
-  verdict: str
-  primary: str
-  threshold: float
-  metrics: Mapping[str, Measure]
-  reasons: tuple[Reason, ...]
-  k: int
-  metric: str
-  min_recovery: float
-  min_hit_rate: float
-  held_out_rows: int
-  map: MapSummary
-
-  @property
-  def primary_measure(self) -> Measure:
-    """The measure the verdict reads."""
-    return self.metrics[self.primary]
-
-  def to_dict(self) -> dict:
-    """The report as plain dicts and lists, the shape :func:`report_json` writes (undefined numbers still NaN)."""
-    m = self.map
-    return {
-      "metrics": {name: measure._asdict() for name, measure in self.metrics.items()},
-      "primary": self.primary,
-      "threshold": self.threshold,
-      "verdict": self.verdict,
-      "reasons": [r._asdict() for r in self.reasons],
-      "k": self.k,
-      "metric": self.metric,
-      "min_recovery": self.min_recovery,
-      "min_hit_rate": self.min_hit_rate,
-      "held_out_rows": self.held_out_rows,
-      "map": {
-        "kind": m.kind,
-        "choices": dict(m.choices),
-        "normalize": m.normalize,
-        "dims": list(m.dims),
-        "hubness": None if m.hubness_k is None else {"k": m.hubness_k, "reference_rows": m.hubness_rows},
-      },
-    }
+from bcjax.upgrade.report import _consumer
+from bcjax.upgrade.report._records import (
+  _REPLICATES,
+  MAX_CHANCE_SHARE,
+  MapSummary,
+  Measure,
+  Reason,
+  UpgradeReport,
+  _reason,
+  _verdict,
+)
 
 
 def _interval(values: np.ndarray, reference: np.ndarray | None = None, *, seed: int, means: str, **extra) -> Measure:
@@ -257,7 +115,7 @@ def evaluate_upgrade(
   chunk_rows: int = _files.DEFAULT_CHUNK_ROWS,
   seed: int = 0,
 ) -> UpgradeReport:
-  """The go/no-go report (:mod:`bcjax.upgrade._report`) of ``upgrade_map`` on the held-out pairs ``rows``.
+  """The go/no-go report (:mod:`bcjax.upgrade.report`) of ``upgrade_map`` on the held-out pairs ``rows``.
 
   Args:
     upgrade_map: the fitted map, or a chain of maps applied in order (e.g. :func:`registry_maps`).
@@ -513,121 +371,3 @@ def _consumer_metrics(
       measurable=measurable,
     ),
   }
-
-
-def _verdict(primary: Measure, threshold: float, reasons: Sequence[Reason]) -> str:
-  """The verdict (:mod:`bcjax.upgrade._report`) from the primary measure's interval and the reasons' codes."""
-  if any(r.blocks_verdict for r in reasons) or not all(map(math.isfinite, (primary.value, primary.low, primary.high))):
-    return "not measurable"
-  if primary.low >= threshold:
-    return "bridge"
-  if primary.high < threshold:
-    return "re-index"
-  return "undecided"
-
-
-def finite_or_none(value):
-  """``value`` with every non-finite float (at any depth of dicts, lists and tuples) replaced by None."""
-  if isinstance(value, float) and not math.isfinite(value):
-    return None
-  if isinstance(value, dict):
-    return {k: finite_or_none(v) for k, v in value.items()}
-  if isinstance(value, (list, tuple)):
-    return [finite_or_none(v) for v in value]
-  if isinstance(value, np.generic):
-    return finite_or_none(value.item())
-  return value
-
-
-def report_json(report: UpgradeReport, **context) -> str:
-  """The report as strict JSON (RFC 8259).
-
-  An undefined number (a recovery with no relevance pair) is ``null``, never ``NaN``.
-
-  Args:
-    report: an :class:`UpgradeReport`.
-    **context: more top-level keys, JSON-serialisable (the command line adds the fit's record and the file names);
-      they may not replace the report's own.
-
-  Returns:
-    The JSON text of :meth:`UpgradeReport.to_dict` with ``context``.
-
-  Raises:
-    ValueError: for a ``context`` key the report already has.
-  """
-  body = report.to_dict()
-  clash = sorted(set(body) & set(context))
-  if clash:
-    raise ValueError(f"report_json: `context` keys {clash} are the report's own")
-  return json.dumps(finite_or_none({**body, **context}), indent=2, allow_nan=False)
-
-
-def _fmt(m: Measure) -> str:
-  if not math.isfinite(m.value):
-    return "n/a"
-  return f"{m.value:.4f} [{m.low:.4f}, {m.high:.4f}]"
-
-
-def report_markdown(report: UpgradeReport) -> str:
-  """The report as a markdown page: the verdict first, then one row per measure with what it means.
-
-  Args:
-    report: an :class:`UpgradeReport`.
-
-  Returns:
-    The page's text.
-  """
-  m = report.map
-  lines = [
-    f"# Upgrade report: **{report.verdict}**",
-    "",
-    f"Primary measure `{report.primary}` = {_fmt(report.primary_measure)} (95 % interval over "
-    f"{report.held_out_rows} held-out pairs) against the threshold {report.threshold:g}. Rule: bridge only "
-    f"when the whole interval is at or above the threshold, re-index when it is wholly below, undecided when it "
-    f"straddles it, not measurable when the measure cannot carry a verdict (the reasons below).",
-    "",
-  ]
-  lines += [f"- {r.text}" + (" (blocks the verdict)" if r.blocks_verdict else "") for r in report.reasons]
-  lines += [
-    "",
-    f"Map: {m.kind} {dict(m.choices)}, D {m.dims[1]} -> {m.dims[0]}, normalised: {m.normalize}; k = {report.k}, "
-    f"metric {report.metric}; hubness correction: "
-    + (f"CSLS with k = {m.hubness_k} over {m.hubness_rows} mapped rows" if m.hubness_k is not None else "none")
-    + ".",
-    "",
-    "| measure | value [95 % interval] | rows | chance | what it means |",
-    "|---|---|---|---|---|",
-  ]
-  for name, measure in report.metrics.items():
-    chance = f"{measure.chance:.3g}" if measure.chance is not None else ""
-    if measure.pool is not None:
-      chance += f" (pool {measure.pool})"
-    lines.append(f"| {name} | {_fmt(measure)} | {measure.n} | {chance} | {measure.means} |")
-  return "\n".join(lines) + "\n"
-
-
-def report_summary(report: UpgradeReport) -> list[str]:
-  """A few printed lines: the verdict and the measures a reader decides on.
-
-  Args:
-    report: an :class:`UpgradeReport`.
-
-  Returns:
-    The lines, the verdict first.
-  """
-  lines = [
-    f"verdict: {report.verdict} ({report.primary} {_fmt(report.primary_measure)} vs threshold {report.threshold:g})"
-  ]
-  for name in (
-    "recall_recovery",
-    "neighbour_agreement",
-    "own_vector_hit_rate",
-    "alignment_cosine",
-    "consumer_accuracy_old",
-    "consumer_accuracy_bridged",
-    "consumer_negative_flips",
-  ):
-    if name in report.metrics and name != report.primary:
-      lines.append(f"  {name}: {_fmt(report.metrics[name])}")
-  lines += [f"  note: {r.text}" for r in report.reasons]
-  return lines

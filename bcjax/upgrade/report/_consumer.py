@@ -49,7 +49,7 @@ def _fit(x, y, inverse_c, *, num_classes, max_iterations):
 
 
 def fit_logistic_regression(x, y, *, c: float = 1.0, max_iterations: int = 500) -> dict:
-  """Fits the consumer (:mod:`bcjax.upgrade._consumer`) on features ``x`` [n, d] and classes ``y`` [n] in [0, C).
+  """Fits the consumer (:mod:`bcjax.upgrade.report._consumer`) on features ``x`` [n, d] and classes ``y`` [n] in [0, C).
 
   Returns ``{"w": [C, d], "b": [C]}`` (C = the largest class + 1).
   """
