@@ -300,3 +300,49 @@ class TracedHyperParameterTest(parameterized.TestCase):
 
 if __name__ == "__main__":
   absltest.main()
+
+
+# bcjax.upgrade's names, pinned: a name joins or leaves the public API by a change of this list, never by accident.
+# The flat namespace is the workflow's; each package's own records and tools stay in it.
+UPGRADE_API = {
+  "bcjax.upgrade": (
+    "affine_form apply_map bridge_items bridged_search check_direction check_store_space closed_form csls_documents "
+    "csls_queries EmbeddingFileError evaluate_upgrade FaissStore fit_upgrade Hubness hubness_bias LanceDBStore "
+    "load_map make_hubness Migration MigrationError MixedSpaceError NewVectors open_embeddings open_migration "
+    "own_vector_ranks pair_moments PairSplit QdrantStore query_function registry_maps save_map ScoreScale "
+    "SearchResult space_stamp SpaceStamp split_pairs start_migration top_k transform_file UPGRADE_KINDS UpgradeFit "
+    "UpgradeMap UpgradeReport VectorStore VERDICTS"
+  ),
+  "bcjax.upgrade.fit": (
+    "closed_form fit_upgrade HUBNESS_MODES moments_mse pair_moments PairMoments PairSplit split_pairs train_mlp "
+    "UPGRADE_KINDS UpgradeFit"
+  ),
+  "bcjax.upgrade.report": (
+    "evaluate_upgrade finite_or_none MapSummary Measure Reason report_json report_markdown report_summary "
+    "UpgradeReport VERDICTS"
+  ),
+  "bcjax.upgrade.stores": (
+    "bridge_items bridged_search check_store_space FaissStore LanceDBStore Migration MigrationError MigrationStatus "
+    "MixedSpaceError NewVectors open_migration QdrantStore RecallPoint SearchResult SpaceCheck start_migration "
+    "VectorStore"
+  ),
+}
+
+
+class UpgradeApiTest(parameterized.TestCase):
+  @parameterized.parameters(*UPGRADE_API)
+  def test_the_names_are_the_pinned_ones_and_resolve(self, package):
+    module = importlib.import_module(package)
+    self.assertEqual(sorted(module.__all__, key=str.lower), sorted(UPGRADE_API[package].split(), key=str.lower))
+    namespace = {}
+    exec(f"from {package} import *", namespace)
+    for name in module.__all__:
+      self.assertIn(name, namespace, f"{package}.__all__ names {name}, which does not resolve")
+
+  def test_a_flat_name_is_its_packages_object(self):
+    import bcjax.upgrade as upgrade
+
+    for sub in ("fit", "report", "stores"):
+      module = importlib.import_module(f"bcjax.upgrade.{sub}")
+      for name in set(module.__all__) & set(upgrade.__all__):
+        self.assertIs(getattr(upgrade, name), getattr(module, name), f"bcjax.upgrade.{name}")

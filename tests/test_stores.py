@@ -96,7 +96,7 @@ class StoreRoundTripTest(parameterized.TestCase):
       sample = store.sample(n, seed=1)
       self.assertEqual((len(sample), len(np.unique(sample, axis=0))), (rows, rows), n)
     m = self.fit(store, hubness="off")
-    self.assertEqual(upgrade.check_store_space(store, m), upgrade.SpaceCheck(old=1000, new=0, sampled=1000))
+    self.assertEqual(upgrade.check_store_space(store, m), upgrade.stores.SpaceCheck(old=1000, new=0, sampled=1000))
     queries = self.new[np.arange(1, 1000, 2)]  # items that were not paired
     result = upgrade.bridged_search(store, m, queries, 10)
     scores = unit(np.asarray(m(queries))) @ unit(self.old[:1000]).T

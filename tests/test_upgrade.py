@@ -19,6 +19,7 @@ from bcjax.upgrade import _files, _map, _retrieval
 from bcjax.upgrade import fit as _fit
 from bcjax.upgrade.report import _consumer, _records
 from bcjax.versioning import Registry
+from bcjax.versioning._format import decode, encode
 from tests._tolerance import assert_close
 
 
@@ -428,7 +429,7 @@ class ReportTest(absltest.TestCase):
     reasons = []
 
     def measure(value, low, high):
-      return upgrade.Measure(value, low, high, 100, "a test measure")
+      return upgrade.report.Measure(value, low, high, 100, "a test measure")
 
     self.assertEqual(_records._verdict(measure(0.97, 0.96, 0.98), 0.95, reasons), "bridge")
     self.assertEqual(_records._verdict(measure(0.9, 0.88, 0.94), 0.95, reasons), "re-index")
@@ -464,16 +465,16 @@ class ReportTest(absltest.TestCase):
   def test_the_report_is_typed_and_its_json_strict(self):
     rows = self.split.test
     report = upgrade.evaluate_upgrade(self.map, self.z_new, self.z_prev, rows, index=self.index, k=5)
-    self.assertIsInstance(report.primary_measure, upgrade.Measure)
+    self.assertIsInstance(report.primary_measure, upgrade.report.Measure)
     with self.assertRaises(dataclasses.FrozenInstanceError):
       report.verdict = "bridge"  # a report cannot be edited into another verdict
-    body = json.loads(upgrade.report_json(report, fit_reason="why"))
+    body = json.loads(upgrade.report.report_json(report, fit_reason="why"))
     self.assertEqual(body["verdict"], report.verdict)
     self.assertEqual(body["fit_reason"], "why")
     self.assertEqual(body["metrics"][report.primary]["value"], report.primary_measure.value)
     self.assertEqual(body["map"]["dims"], list(self.map.dims))
     with self.assertRaisesRegex(ValueError, r"`context` keys \['verdict'\]"):
-      upgrade.report_json(report, verdict="bridge")
+      upgrade.report.report_json(report, verdict="bridge")
 
   def test_the_index_is_streamed_in_chunks(self):
     """Chunks of 7 index rows give the whole index's measures."""
@@ -837,6 +838,16 @@ class ServeTest(absltest.TestCase):
     (tmp / "bad.bcmap").write_bytes(bytes(data))
     with self.assertRaisesRegex(ValueError, "checksum"):
       upgrade.load_map(tmp / "bad.bcmap")
+    # the header carries its own schema: a file without one (written before it) loads, a later one is refused
+    header, params, _ = decode((tmp / "m.bcmap").read_bytes(), "m.bcmap")
+    self.assertEqual(header["map_schema"], _map.MAP_SCHEMA)
+    for schema, name in ((None, "unversioned"), (_map.MAP_SCHEMA + 1, "later")):
+      written = {k: v for k, v in header.items() if k != "map_schema"}
+      written |= {} if schema is None else {"map_schema": schema}
+      (tmp / f"{name}.bcmap").write_bytes(encode(written, params))
+    assert_close(upgrade.load_map(tmp / "unversioned.bcmap")[0](z_new[:9]), m(z_new[:9]))
+    with self.assertRaisesRegex(ValueError, f"schema {_map.MAP_SCHEMA + 1}; this bcjax reads schemas 1 to"):
+      upgrade.load_map(tmp / "later.bcmap")
 
 
 class FilesTest(absltest.TestCase):

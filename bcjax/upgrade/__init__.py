@@ -1,9 +1,12 @@
 """Upgrading an embedding model without re-indexing.
 
 Fit a backward map from the new model's embeddings to the old one's on paired rows, judge it on held-out pairs and the
-old index (bridge or re-index), store it in a registry and serve it over stored embeddings of any size.
+old index (bridge or re-index), store it in a registry and serve it over stored embeddings of any size, or from a
+vector store, and move the store to the new model while it serves.
 
-Move a store to the new model while serving it: :func:`start_migration` (``bcjax migrate``).
+The flat names are the workflow's; each part's records and tools live in its package: :mod:`bcjax.upgrade.fit`
+(closed forms, cross-validation, the MLP, the choice of kind), :mod:`bcjax.upgrade.report` (measures, verdicts and
+their rendering) and :mod:`bcjax.upgrade.stores` (the store wrappers, bridged serving and migration).
 
 From the command line: ``bcjax fit``, ``bcjax append``, ``bcjax transform``, ``bcjax migrate`` (see ``bcjax --help``).
 """
@@ -32,22 +35,13 @@ from bcjax.upgrade._map import query_function
 from bcjax.upgrade._map import save_map
 from bcjax.upgrade.stores import Migration
 from bcjax.upgrade.stores import MigrationError
-from bcjax.upgrade.stores import MigrationStatus
-from bcjax.upgrade.stores import RecallPoint
 from bcjax.upgrade.stores import open_migration
 from bcjax.upgrade.stores import start_migration
-from bcjax.upgrade.fit import PairMoments
 from bcjax.upgrade.fit import pair_moments
 from bcjax.upgrade.stores import QdrantStore
 from bcjax.upgrade.report import VERDICTS
-from bcjax.upgrade.report import MapSummary
-from bcjax.upgrade.report import Measure
-from bcjax.upgrade.report import Reason
 from bcjax.upgrade.report import UpgradeReport
 from bcjax.upgrade.report import evaluate_upgrade
-from bcjax.upgrade.report import report_json
-from bcjax.upgrade.report import report_markdown
-from bcjax.upgrade.report import report_summary
 from bcjax.upgrade._retrieval import own_vector_ranks
 from bcjax.upgrade._retrieval import top_k
 from bcjax.upgrade._scale import ScoreScale
@@ -58,7 +52,6 @@ from bcjax.upgrade._spaces import space_stamp
 from bcjax.upgrade.stores import MixedSpaceError
 from bcjax.upgrade.stores import NewVectors
 from bcjax.upgrade.stores import SearchResult
-from bcjax.upgrade.stores import SpaceCheck
 from bcjax.upgrade.stores import VectorStore
 from bcjax.upgrade.stores import bridge_items
 from bcjax.upgrade.stores import bridged_search
@@ -84,32 +77,22 @@ __all__ = (
   "hubness_bias",
   "LanceDBStore",
   "load_map",
-  "MapSummary",
-  "Measure",
   "make_hubness",
   "Migration",
   "MigrationError",
-  "MigrationStatus",
   "MixedSpaceError",
   "NewVectors",
   "open_embeddings",
   "open_migration",
   "own_vector_ranks",
   "pair_moments",
-  "PairMoments",
   "PairSplit",
   "QdrantStore",
   "query_function",
-  "Reason",
-  "RecallPoint",
   "registry_maps",
-  "report_json",
-  "report_markdown",
-  "report_summary",
   "save_map",
   "ScoreScale",
   "SearchResult",
-  "SpaceCheck",
   "space_stamp",
   "SpaceStamp",
   "split_pairs",

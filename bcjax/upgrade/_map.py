@@ -28,6 +28,9 @@ from bcjax.upgrade._spaces import SpaceStamp, margin
 from bcjax.versioning._format import CorruptVersionError, decode, encode
 
 MAP_FORMAT = "bcjax-upgrade-map"
+MAP_SCHEMA = 2
+"""The map header's own schema version (``map_schema``): 2 added it, with the layout of the unversioned files (1),
+which still load; a file of a later schema is refused, never read as this one."""
 _HUBNESS_REFERENCE = "hubness.reference"  # not a transform parameter: kept apart on load
 _SPACE_PREFIX = "space."  # the models' fingerprints ("space.new", "space.old"): kept apart on load too
 
@@ -263,6 +266,7 @@ def save_map(
   d_prev, d_new = upgrade_map.dims
   header = {
     "format": MAP_FORMAT,
+    "map_schema": MAP_SCHEMA,
     "kind": upgrade_map.transform.kind,
     "hparams": [list(h) for h in upgrade_map.transform.hparams],
     "prev_dim": int(d_prev),
@@ -324,6 +328,12 @@ def load_map(
     raise ValueError(f"load_map: {e}") from None
   if header.get("format") != MAP_FORMAT or not isinstance(params, dict):
     raise ValueError(f"load_map: {path} is not a bcjax map file (header format {header.get('format')!r})")
+  schema = header.get("map_schema", 1)
+  if not isinstance(schema, int) or not 1 <= schema <= MAP_SCHEMA:
+    raise ValueError(
+      f"load_map: {path} is a map file of schema {schema!r}; this bcjax reads schemas 1 to {MAP_SCHEMA} (a later "
+      f"bcjax wrote it: upgrade bcjax to read it)"
+    )
   reference = params.pop(_HUBNESS_REFERENCE, None)
   stamp_arrays = {n[len(_SPACE_PREFIX) :]: params.pop(n) for n in list(params) if n.startswith(_SPACE_PREFIX)}
   try:
