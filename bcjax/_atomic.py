@@ -7,9 +7,12 @@ taken, so of two concurrent writers of the same name exactly one succeeds. With 
 leaves at most a stray ``.*.tmp`` file, never a partial file under the final name.
 """
 
+import contextlib
 import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 TMP_SUFFIX = ".tmp"
 
@@ -59,3 +62,35 @@ def write_atomic(path: str | os.PathLike, data: bytes, *, overwrite: bool = Fals
     tmp.unlink(missing_ok=True)
   _fsync_dir(path.parent)
   return path
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike, *, overwrite: bool = False) -> Iterator[BinaryIO]:
+  """A binary file to stream into that appears at ``path`` complete, or not at all (:func:`write_atomic`'s rules).
+
+  For outputs too large to hold in memory: the body writes to a temporary file beside ``path``; on a normal exit it
+  is fsync-ed and published, on an exception it is removed and ``path`` is untouched.
+
+  Args:
+    path: destination file; its directory must exist.
+    overwrite: replace an existing file. When False an existing ``path`` raises FileExistsError and is untouched.
+
+  Yields:
+    The open temporary file.
+
+  Raises:
+    FileExistsError: ``path`` exists and ``overwrite`` is off (before the body runs, and again at publishing).
+  """
+  path = Path(path)
+  if not overwrite and path.exists():
+    raise FileExistsError(f"refusing to overwrite existing file {path}")
+  tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TMP_SUFFIX}")
+  try:
+    with open(tmp, "xb") as f:
+      yield f
+      f.flush()
+      os.fsync(f.fileno())
+    _publish(tmp, path, overwrite)
+  finally:
+    tmp.unlink(missing_ok=True)
+  _fsync_dir(path.parent)

@@ -314,8 +314,8 @@ UPGRADE_API = {
     "UpgradeMap UpgradeReport VectorStore VERDICTS"
   ),
   "bcjax.upgrade.fit": (
-    "closed_form fit_upgrade HUBNESS_MODES moments_mse pair_moments PairMoments PairSplit split_pairs train_mlp "
-    "UPGRADE_KINDS UpgradeFit"
+    "Candidate closed_form fit_upgrade HUBNESS_MODES MlpFit moments_mse pair_moments PairMoments PairSplit "
+    "split_pairs train_mlp UPGRADE_KINDS UpgradeFit"
   ),
   "bcjax.upgrade.report": (
     "evaluate_upgrade finite_or_none MapSummary Measure Reason report_json report_markdown report_summary "

@@ -184,6 +184,26 @@ class RegistryTest(absltest.TestCase):
     self.assertEqual(sorted(p.name for p in self.dir.iterdir()), sorted(before))  # no temporary debris either
     self.assertEqual(self.reg.append(np.ones((7, 2))).version, 4)
 
+  def test_a_streamed_output_appears_whole_or_not_at_all(self):
+    from bcjax import _atomic
+
+    out = self.dir.parent / "streamed.bin"
+    with self.assertRaisesRegex(RuntimeError, "half way"), _atomic.atomic_writer(out) as f:
+      f.write(b"first chunk")
+      raise RuntimeError("stopped half way")
+    self.assertFalse(out.exists())
+    self.assertEqual([p.name for p in self.dir.parent.iterdir() if p.name.endswith(_atomic.TMP_SUFFIX)], [])
+    with _atomic.atomic_writer(out) as f:
+      f.write(b"a")
+      f.write(b"b")
+    self.assertEqual(out.read_bytes(), b"ab")
+    with self.assertRaises(FileExistsError), _atomic.atomic_writer(out) as f:
+      f.write(b"never")
+    self.assertEqual(out.read_bytes(), b"ab")  # nothing a user saved is overwritten
+    with _atomic.atomic_writer(out, overwrite=True) as f:
+      f.write(b"c")
+    self.assertEqual(out.read_bytes(), b"c")
+
   @pytest.mark.heavy
   def test_process_killed_in_the_middle_of_a_write_loses_nothing(self):
     before = _snapshot(self.dir)

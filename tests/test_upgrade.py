@@ -227,8 +227,8 @@ class KindsTest(absltest.TestCase):
     split = upgrade.PairSplit(np.arange(0, 100), np.arange(100, 110), np.arange(110, 600))
     fit = upgrade.fit_upgrade(z_new, z_prev, kind="auto", split=split)
     self.assertIn("too few to rank the kinds", fit.reason)
-    closed = [c for c in fit.candidates if c["kind"] != "mlp"]
-    self.assertEqual(fit.map.kind, max(closed, key=lambda c: c["cv_rank_score"])["kind"])
+    closed = [c for c in fit.candidates if c.kind != "mlp"]
+    self.assertEqual(fit.map.kind, max(closed, key=lambda c: c.cv_rank_score).kind)
 
   @pytest.mark.heavy
   def test_a_non_linear_map_is_won_by_the_mlp_and_auto_picks_it(self):
@@ -238,9 +238,10 @@ class KindsTest(absltest.TestCase):
     fit = upgrade.fit_upgrade(z_new, z_prev, kind="auto", mlp_hidden=(64,), mlp_epochs=40, seed=0)
     self.assertEqual(fit.map.kind, "mlp", fit.reason)
     self.assertIn("auto chose mlp", fit.reason)
-    by_kind = {c["kind"]: c for c in fit.candidates}
-    self.assertGreater(by_kind["mlp"]["val_hit_rate"], by_kind["affine"]["val_hit_rate"])
-    self.assertLess(by_kind["mlp"]["val_mse"], 0.6 * by_kind["affine"]["val_mse"])
+    by_kind = {c.kind: c for c in fit.candidates}
+    self.assertIsInstance(by_kind["mlp"], upgrade.fit.Candidate)
+    self.assertGreater(by_kind["mlp"].val_hit_rate, by_kind["affine"].val_hit_rate)
+    self.assertLess(by_kind["mlp"].val_mse, 0.6 * by_kind["affine"].val_mse)
 
   @pytest.mark.heavy
   def test_auto_prefers_the_simpler_kind_on_a_tie(self):

@@ -345,7 +345,7 @@ def _cmd_fit(args) -> int:
   )
   context = dict(
     reason=fitted.reason,
-    candidates=fitted.candidates,
+    candidates=[c._asdict() for c in fitted.candidates],
     hubness=fitted.hubness,
     old=str(args.old),
     new=str(args.new),

@@ -8,7 +8,6 @@ compute precision (float32, or float64 for float64 input), padded to one shape s
 """
 
 import os
-import secrets
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -124,6 +123,33 @@ def transform_file(
   """
   maps = [maps] if isinstance(maps, UpgradeMap) else list(maps)
   destination = Path(destination)
+  _check_transform(maps, destination, dtype, chunk_rows, overwrite, csls)
+  z = _files.open_embeddings(source, name="input")
+  if maps:
+    _check_input(z, maps[0], source)
+  out_dtype = np.dtype(OUTPUT_DTYPES[dtype]) if dtype is not None else z.dtype
+  compute = _files.compute_dtype(z.dtype)
+  apply = _chunk_function(maps, compute, min(chunk_rows, z.shape[0])) if maps else (lambda block: block)
+  n, d_out = z.shape[0], (maps[-1].dims[0] if maps else z.shape[1]) + (csls is not None)
+  # np.lib.format has no name for bfloat16; ml_dtypes' np.save writes it as |V2, and so do we.
+  bfloat16 = out_dtype == ml_dtypes.bfloat16
+  descr = "|V2" if bfloat16 else np.lib.format.dtype_to_descr(out_dtype)
+  # Plain reads and writes, not memory maps: mapped pages of a file count as the process's resident memory until
+  # the kernel drops them, so a mapped output would grow with the file instead of staying at a chunk.
+  with _files.chunk_reader(z) as read, _atomic.atomic_writer(destination, overwrite=overwrite) as f:
+    np.lib.format.write_array_header_2_0(f, {"descr": descr, "fortran_order": False, "shape": (n, d_out)})
+    for rows in _files.chunks(n, chunk_rows):
+      block = _mapped_chunk(read(rows).astype(compute, copy=False), rows.start, n, apply, source)
+      if csls is not None:
+        block = _csls_rows(block, maps[-1], csls)
+      np.ascontiguousarray(block.astype(out_dtype, copy=False)).tofile(f)
+      if progress is not None:
+        progress(rows.stop, n)
+  return n, d_out, "bfloat16" if bfloat16 else out_dtype.name
+
+
+def _check_transform(maps: list[UpgradeMap], destination: Path, dtype, chunk_rows, overwrite: bool, csls) -> None:
+  """:func:`transform_file`'s arguments, checked before the input is opened."""
   if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
     raise ValueError(f"transform_file: `chunk_rows` must be a positive integer, got {chunk_rows!r}")
   if dtype is not None and dtype not in OUTPUT_DTYPES:
@@ -134,53 +160,23 @@ def transform_file(
     raise ValueError("transform_file: `csls` needs a map with a hubness correction; the (last) map has none")
   if destination.exists() and not overwrite:
     raise FileExistsError(f"transform_file: output {destination} exists; refusing to overwrite it")
-  z = _files.open_embeddings(source, name="input")
   for i, m in enumerate(maps[1:], 1):
     if m.dims[1] != maps[i - 1].dims[0]:
       raise ValueError(f"transform_file: map {i} takes D={m.dims[1]} but gets D={maps[i - 1].dims[0]}")
-  if maps:
-    _check_input(z, maps[0], source)
-  out_dtype = np.dtype(OUTPUT_DTYPES[dtype]) if dtype is not None else z.dtype
-  compute = _files.compute_dtype(z.dtype)
-  apply = _chunk_function(maps, compute, min(chunk_rows, z.shape[0])) if maps else (lambda block: block)
-  n, d_out = z.shape[0], (maps[-1].dims[0] if maps else z.shape[1]) + (csls is not None)
-  # np.lib.format has no name for bfloat16; ml_dtypes' np.save writes it as |V2, and so do we.
-  bfloat16 = out_dtype == ml_dtypes.bfloat16
-  header = {
-    "descr": "|V2" if bfloat16 else np.lib.format.dtype_to_descr(out_dtype),
-    "fortran_order": False,
-    "shape": (n, d_out),
-  }
-  tmp = destination.with_name(f".{destination.name}.{os.getpid()}-{secrets.token_hex(4)}{_atomic.TMP_SUFFIX}")
-  try:
-    # Plain reads and writes, not memory maps: mapped pages of a file count as the process's resident memory until
-    # the kernel drops them, so a mapped output would grow with the file instead of staying at a chunk.
-    with _files.chunk_reader(z) as read, open(tmp, "xb") as f:
-      np.lib.format.write_array_header_2_0(f, header)
-      for rows in _files.chunks(n, chunk_rows):
-        block = read(rows).astype(compute, copy=False)
-        if not np.isfinite(block).all():
-          bad = ~np.isfinite(block).all(axis=1)
-          raise _files.EmbeddingFileError(
-            f"`input` {source} holds NaN or inf: first in row {rows.start + int(np.argmax(bad))} (of {n}); "
-            f"nothing was written"
-          )
-        block = apply(block)
-        if not np.isfinite(block).all():
-          bad = rows.start + int(np.argmax(~np.isfinite(block).all(axis=1)))
-          raise ValueError(f"transform_file: row {bad} of {source} maps to NaN or inf; nothing was written")
-        if csls is not None:
-          block = _csls_rows(block, maps[-1], csls)
-        np.ascontiguousarray(block.astype(out_dtype, copy=False)).tofile(f)
-        if progress is not None:
-          progress(rows.stop, n)
-      f.flush()
-      os.fsync(f.fileno())
-    _atomic._publish(tmp, destination, overwrite)
-  finally:
-    tmp.unlink(missing_ok=True)
-  _atomic._fsync_dir(destination.parent)
-  return n, d_out, "bfloat16" if bfloat16 else out_dtype.name
+
+
+def _mapped_chunk(block: np.ndarray, start: int, n: int, apply, source) -> np.ndarray:
+  """One chunk of input rows (from row ``start`` of ``n``) mapped; a non-finite input or output row stops the write."""
+  if not np.isfinite(block).all():
+    bad = ~np.isfinite(block).all(axis=1)
+    raise _files.EmbeddingFileError(
+      f"`input` {source} holds NaN or inf: first in row {start + int(np.argmax(bad))} (of {n}); nothing was written"
+    )
+  block = apply(block)
+  if not np.isfinite(block).all():
+    bad_row = start + int(np.argmax(~np.isfinite(block).all(axis=1)))
+    raise ValueError(f"transform_file: row {bad_row} of {source} maps to NaN or inf; nothing was written")
+  return block
 
 
 def registry_maps(registry, *, to: int, source: int | None = None) -> list[UpgradeMap]:

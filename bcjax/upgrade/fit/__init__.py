@@ -47,10 +47,12 @@ final closed-form map is refitted on the training and validation pairs together.
 
 from bcjax.upgrade.fit._closed_form import closed_form
 from bcjax.upgrade.fit._closed_form import moments_mse
+from bcjax.upgrade.fit._mlp import MlpFit
 from bcjax.upgrade.fit._mlp import train_mlp
 from bcjax.upgrade.fit._moments import PairMoments
 from bcjax.upgrade.fit._moments import pair_moments
 from bcjax.upgrade.fit._records import HUBNESS_MODES
+from bcjax.upgrade.fit._records import Candidate
 from bcjax.upgrade.fit._records import UPGRADE_KINDS
 from bcjax.upgrade.fit._records import PairSplit
 from bcjax.upgrade.fit._records import UpgradeFit
@@ -58,9 +60,11 @@ from bcjax.upgrade.fit._records import split_pairs
 from bcjax.upgrade.fit._workflow import fit_upgrade
 
 __all__ = (
+  "Candidate",
   "closed_form",
   "fit_upgrade",
   "HUBNESS_MODES",
+  "MlpFit",
   "moments_mse",
   "pair_moments",
   "PairMoments",

@@ -1,6 +1,7 @@
 """The residual MLP kind: warm-started from the affine map, trained with Adam on streamed minibatches."""
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -8,8 +9,21 @@ import numpy as np
 import optax
 
 from bcjax._unit import unit_rows
-from bcjax.alignment._transforms import mlp_transform
+from bcjax.alignment import mlp_transform
 from bcjax.upgrade import _files
+
+
+class MlpFit(NamedTuple):
+  """:func:`train_mlp`'s result.
+
+  The best epoch's ``params`` (float64), its ``hidden`` width, the ``epochs`` it took to reach them and its
+  validation mean squared error ``val_mse``.
+  """
+
+  params: dict
+  hidden: int
+  epochs: int
+  val_mse: float
 
 
 @functools.lru_cache(maxsize=8)
@@ -55,12 +69,12 @@ def train_mlp(
   patience: int = 4,
   batch_size: int = 256,
   learning_rate: float = 1e-3,
-) -> tuple[dict, dict]:
+) -> "MlpFit":
   """Trains the residual MLP from the affine map ``init`` = (W, b).
 
   Trains the residual MLP from the affine map ``init`` = (W, b) on minibatches of ``train_rows`` read from the
   (memory-mapped) pairs, keeping the parameters of the epoch with the lowest validation error; stops after ``patience``
-  epochs without improvement. Returns (params in float64, {"hidden", "epochs", "val_mse"}).
+  epochs without improvement. Returns an :class:`MlpFit` (the parameters in float64).
   """
   transform, optimizer, step, loss = _mlp_steps(hidden, learning_rate)
   w0, b0 = init
@@ -84,7 +98,4 @@ def train_mlp(
       best = (error, jax.tree.map(np.asarray, params), epoch)
     elif epoch - best[2] >= patience:
       break
-  return (
-    {n: a.astype(np.float64) for n, a in best[1].items()},
-    {"hidden": hidden, "epochs": best[2], "val_mse": best[0]},
-  )
+  return MlpFit({n: a.astype(np.float64) for n, a in best[1].items()}, hidden, best[2], best[0])

@@ -61,16 +61,32 @@ def split_pairs(n: int, *, test_fraction: float = 0.2, val_fraction: float = 0.1
   return PairSplit(np.sort(train), np.sort(val), np.sort(test))
 
 
+class Candidate(NamedTuple):
+  """One kind :func:`fit_upgrade` fitted: its chosen settings and its scores (None where not measured).
+
+  ``cv_rank_score`` and ``cv_mse``: the closed forms' cross-validated own-vector rank score and squared error;
+  ``val_mse``: the validation pairs' mean squared error; ``val_rank_score`` and ``val_hit_rate``: ``auto``'s
+  validation retrieval (the mean own-vector rank score and the top-k hit rate).
+  """
+
+  kind: str
+  choices: dict
+  cv_rank_score: float | None = None
+  cv_mse: float | None = None
+  val_mse: float | None = None
+  val_rank_score: float | None = None
+  val_hit_rate: float | None = None
+
+
 class UpgradeFit(NamedTuple):
   """Result of :func:`fit_upgrade`.
 
-  The chosen ``map``; ``candidates``, one dict per kind fitted (its choices, its cross-validated or validation mean
-  squared error, its validation own-vector hit rate); ``reason``, why this kind (and why the hubness correction is kept
-  or left out); ``hubness``, that choice's record (mode, k, and the validation rank scores without and with it where
-  they were measured).
+  The chosen ``map``; ``candidates``, one :class:`Candidate` per kind fitted; ``reason``, why this kind (and why the
+  hubness correction is kept or left out); ``hubness``, that choice's record (mode, k, and the validation rank
+  scores without and with it where they were measured).
   """
 
   map: UpgradeMap
-  candidates: list
+  candidates: list[Candidate]
   reason: str
   hubness: dict | None = None

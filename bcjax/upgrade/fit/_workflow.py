@@ -3,12 +3,12 @@
 import functools
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import NamedTuple
 
 import jax
 import numpy as np
 
-from bcjax.alignment._transforms import mlp_transform
+from bcjax.alignment import mlp_transform
 from bcjax.upgrade import _files, _hubness, _retrieval, _spaces
 from bcjax.upgrade._map import UpgradeMap
 from bcjax.upgrade.fit import _moments
@@ -22,10 +22,51 @@ from bcjax.upgrade.fit._records import (
   KINDS,
   MIN_VALIDATION_ROWS,
   UPGRADE_KINDS,
+  Candidate,
   PairSplit,
   UpgradeFit,
   split_pairs,
 )
+
+
+class _Settings(NamedTuple):
+  """:func:`fit_upgrade`'s arguments other than the pairs and the split."""
+
+  kind: str
+  normalize: bool
+  folds: int
+  mlp_hidden: tuple[int, ...]
+  mlp_epochs: int
+  k: int
+  metric: str
+  seed: int
+  chunk_rows: int
+  say: Callable[[str], None]
+  hubness: str
+  hubness_k: int
+  old_model: str
+  new_model: str
+
+
+class _Prepared(NamedTuple):
+  """What every kind is fitted from: the split, the training folds' and validation moments, a retrieval sample."""
+
+  split: PairSplit
+  folds: int
+  fold_moments: list
+  train: _moments.PairMoments
+  val_moments: _moments.PairMoments | None
+  sample: _RetrievalSample
+  spaces: dict
+
+
+class _Kinds(NamedTuple):
+  """The kinds fitted on the training pairs: their records, the closed forms' choices and maps, the MLP's weights."""
+
+  candidates: list[Candidate]
+  closed_choices: dict[str, dict]
+  maps: dict[str, tuple[np.ndarray, np.ndarray]]
+  mlp_params: dict
 
 
 def _check_pairs(z_new, z_prev):
@@ -90,177 +131,195 @@ def fit_upgrade(
     ValueError: naming the argument, for an unknown kind, metric or hubness mode, pairs of different rows, or a
       split without the training or validation pairs the kind needs.
   """
+  settings = _Settings(
+    kind, normalize, folds, tuple(mlp_hidden), mlp_epochs, k, metric, seed, chunk_rows,
+    progress or (lambda _: None), hubness, hubness_k, old_model, new_model,
+  )  # fmt: skip
+  prepared = _prepare(settings, z_new, z_prev, _checked_split(settings, z_new, z_prev, split))
+  few_val = kind == "auto" and len(prepared.split.val) < MIN_VALIDATION_ROWS
+  kinds = _fit_kinds(settings, z_new, z_prev, prepared, few_val)
+  if kind != "auto":
+    name, reason = kind, f"{kind} was asked for"
+  elif few_val:
+    name, reason = _auto_by_cross_validation(settings, prepared, kinds)
+  else:
+    name, reason = _auto_by_validation(settings, z_new, z_prev, prepared, kinds)
+  return _finish(settings, z_new, z_prev, prepared, kinds, name, reason)
+
+
+def _checked_split(s: _Settings, z_new, z_prev, split: PairSplit | None) -> PairSplit:
+  """The split to fit on, after every argument is checked (nothing is read before)."""
   fn = "fit_upgrade"
-  if kind not in UPGRADE_KINDS:
-    raise ValueError(f"{fn}: `kind` must be one of {list(UPGRADE_KINDS)}, got {kind!r}")
+  if s.kind not in UPGRADE_KINDS:
+    raise ValueError(f"{fn}: `kind` must be one of {list(UPGRADE_KINDS)}, got {s.kind!r}")
   _check_pairs(z_new, z_prev)
-  if metric not in _retrieval.METRICS:
-    raise ValueError(f"{fn}: `metric` must be one of {list(_retrieval.METRICS)}, got {metric!r}")
-  if hubness not in HUBNESS_MODES:
-    raise ValueError(f"{fn}: `hubness` must be one of {list(HUBNESS_MODES)}, got {hubness!r}")
-  if hubness == "on" and metric != "cosine":
-    raise ValueError(f"{fn}: `hubness`='on' corrects cosine scores; `metric` is {metric!r}")
-  if hubness_k < 1:
-    raise ValueError(f"{fn}: `hubness_k` must be >= 1, got {hubness_k}")
-  split = split_pairs(z_new.shape[0], seed=seed) if split is None else split
+  if s.metric not in _retrieval.METRICS:
+    raise ValueError(f"{fn}: `metric` must be one of {list(_retrieval.METRICS)}, got {s.metric!r}")
+  if s.hubness not in HUBNESS_MODES:
+    raise ValueError(f"{fn}: `hubness` must be one of {list(HUBNESS_MODES)}, got {s.hubness!r}")
+  if s.hubness == "on" and s.metric != "cosine":
+    raise ValueError(f"{fn}: `hubness`='on' corrects cosine scores; `metric` is {s.metric!r}")
+  if s.hubness_k < 1:
+    raise ValueError(f"{fn}: `hubness_k` must be >= 1, got {s.hubness_k}")
+  split = split_pairs(z_new.shape[0], seed=s.seed) if split is None else split
   if len(split.train) < 2:
     raise ValueError(f"{fn}: the split has {len(split.train)} training pairs; at least 2 are needed")
-  if (kind in ("auto", "mlp")) and len(split.val) == 0:
-    raise ValueError(f"{fn}: `kind`={kind!r} needs validation pairs (the split has none)")
-  say = progress or (lambda _: None)
-  kinds = KINDS if kind == "auto" else (kind,)
-  d_prev, d_new = z_prev.shape[1], z_new.shape[1]
+  if (s.kind in ("auto", "mlp")) and len(split.val) == 0:
+    raise ValueError(f"{fn}: `kind`={s.kind!r} needs validation pairs (the split has none)")
+  return split
 
-  folds = max(2, min(int(folds), len(split.train)))
-  fold_of = np.random.default_rng(seed).permutation(len(split.train)) % folds
-  say(f"streaming {len(split.train)} training pairs into {folds} folds' moments")
+
+def _prepare(s: _Settings, z_new, z_prev, split: PairSplit) -> _Prepared:
+  """The training folds' moments (streamed), the validation moments, the cross-validation's retrieval sample."""
+  folds = max(2, min(int(s.folds), len(split.train)))
+  fold_of = np.random.default_rng(s.seed).permutation(len(split.train)) % folds
+  s.say(f"streaming {len(split.train)} training pairs into {folds} folds' moments")
   fold_moments = [
-    _moments.pair_moments(z_new, z_prev, rows=split.train[fold_of == f], normalize=normalize, chunk_rows=chunk_rows)
+    _moments.pair_moments(z_new, z_prev, rows=split.train[fold_of == f], normalize=s.normalize, chunk_rows=s.chunk_rows)
     for f in range(folds)
   ]
-  picked = np.sort(np.random.default_rng(seed + 2).permutation(len(split.train))[:CV_SAMPLE_ROWS])
-  sample = _RetrievalSample(*_read_pairs(z_new, z_prev, split.train[picked], normalize), fold_of[picked])
-  spaces = {"new": _spaces.space_stamp(sample.new, new_model), "old": _spaces.space_stamp(sample.old, old_model)}
-  train = functools.reduce(_plus, fold_moments)
+  picked = np.sort(np.random.default_rng(s.seed + 2).permutation(len(split.train))[:CV_SAMPLE_ROWS])
+  sample = _RetrievalSample(*_read_pairs(z_new, z_prev, split.train[picked], s.normalize), fold_of[picked])
+  spaces = {"new": _spaces.space_stamp(sample.new, s.new_model), "old": _spaces.space_stamp(sample.old, s.old_model)}
   val_moments = (
-    _moments.pair_moments(z_new, z_prev, rows=split.val, normalize=normalize, chunk_rows=chunk_rows)
+    _moments.pair_moments(z_new, z_prev, rows=split.val, normalize=s.normalize, chunk_rows=s.chunk_rows)
     if len(split.val)
     else None
   )
+  return _Prepared(split, folds, fold_moments, functools.reduce(_plus, fold_moments), val_moments, sample, spaces)
 
-  candidates: list[dict[str, Any]] = []
-  maps: dict[str, Any] = {}
-  closed_choices: dict[str, dict[str, Any]] = {}
-  # The moments the final map is fitted on: the training pairs and, when there are any, the validation pairs.
-  train_and_val = train if val_moments is None else _plus(train, val_moments)
-  # With few validation pairs their retrieval cannot rank the kinds (a handful of rows, a handful of distractors):
-  # auto then ranks the closed-form kinds by their cross-validated retrieval over the training pairs instead.
-  few_val = kind == "auto" and len(split.val) < MIN_VALIDATION_ROWS
-  for name in [n for n in KINDS if n in kinds or (n == "affine" and "mlp" in kinds)]:
-    if name == "mlp":
-      continue
+
+def _fit_kinds(s: _Settings, z_new, z_prev, p: _Prepared, few_val: bool) -> _Kinds:
+  """Each kind asked for (auto: all) fitted on the training pairs, the closed forms' settings cross-validated.
+
+  With few validation pairs their retrieval cannot rank the kinds (a handful of rows, a handful of distractors):
+  auto then ranks the closed-form kinds by their cross-validated retrieval over the training pairs instead, and
+  leaves the MLP out (too few validation pairs to stop it).
+  """
+  kinds = KINDS if s.kind == "auto" else (s.kind,)
+  d = min(z_prev.shape[1], z_new.shape[1])
+  fitted = _Kinds([], {}, {}, {})
+  for name in [n for n in KINDS if n != "mlp" and (n in kinds or (n == "affine" and "mlp" in kinds))]:
     choices, cv_score, cv_error = _choose_closed_form(
-      name, fold_moments, train, min(d_prev, d_new), sample, metric, score_orthogonal=few_val
+      name, p.fold_moments, p.train, d, p.sample, s.metric, score_orthogonal=few_val
     )
-    closed_choices[name] = choices
-    w, b = closed_form(name, train, **choices)
-    maps[name] = (w, b)
-    record = {
-      "kind": name,
-      "choices": choices,
-      "cv_rank_score": None if math.isnan(cv_score) else cv_score,
-      "cv_mse": None if math.isnan(cv_error) else cv_error,
-    }
-    if val_moments is not None:
-      record["val_mse"] = moments_mse(w, b, val_moments)
-    candidates.append(record)
-    say(
-      f"{name}: {choices or 'nothing to choose'}"
-      + (
-        ""
-        if math.isnan(cv_score)
-        else f"; cross-validated rank score {cv_score:.4f}, mean squared error {cv_error:.4g}"
+    fitted.closed_choices[name] = choices
+    w, b = fitted.maps[name] = closed_form(name, p.train, **choices)
+    fitted.candidates.append(
+      Candidate(
+        name,
+        choices,
+        cv_rank_score=None if math.isnan(cv_score) else cv_score,
+        cv_mse=None if math.isnan(cv_error) else cv_error,
+        val_mse=None if p.val_moments is None else moments_mse(w, b, p.val_moments),
       )
     )
-
-  mlp_params: dict = {}
-  if "mlp" in kinds and not few_val:  # with too few validation pairs to stop it, auto leaves the MLP out
-    val_pairs = _read_pairs(z_new, z_prev, split.val, normalize)
-    tried = []
-    for i, hidden in enumerate(mlp_hidden):
-      params, info = train_mlp(
-        z_new,
-        z_prev,
-        split.train,
-        val_pairs,
-        maps["affine"],
-        hidden=int(hidden),
-        key=jax.random.fold_in(jax.random.key(seed), i),
-        normalize=normalize,
-        max_epochs=mlp_epochs,
-      )
-      tried.append((info["val_mse"], params, info))
-      say(f"mlp: hidden {hidden}, best epoch {info['epochs']}, validation mean squared error {info['val_mse']:.4g}")
-    _, mlp_params, info = min(tried, key=lambda t: t[0])
-    candidates.append(
-      {
-        "kind": "mlp",
-        "choices": {"hidden": info["hidden"], "epochs": info["epochs"], "warm_start": "affine"},
-        "val_mse": info["val_mse"],
-      }
+    cv = (
+      "" if math.isnan(cv_score) else f"; cross-validated rank score {cv_score:.4f}, mean squared error {cv_error:.4g}"
     )
+    s.say(f"{name}: {choices or 'nothing to choose'}{'' if math.isnan(cv_score) else cv}")
+  if "mlp" in kinds and not few_val:
+    fitted = _fit_mlp(s, z_new, z_prev, p, fitted)
+  return fitted
 
-  def final_map(name: str, data: _moments.PairMoments) -> UpgradeMap:
-    if name == "mlp":
-      record = next(c for c in candidates if c["kind"] == "mlp")
-      return UpgradeMap(
-        mlp_transform(hidden=record["choices"]["hidden"]), mlp_params, normalize, "mlp", record["choices"]
-      )
-    return _as_map(name, *closed_form(name, data, **closed_choices[name]), normalize, closed_choices[name])
 
-  def finish(name: str, reason: str) -> UpgradeFit:
-    on_train = final_map(name, train)
-    final = on_train if name == "mlp" or val_moments is None else final_map(name, train_and_val)
-    proxy = "affine" if name == "mlp" else name  # the MLP's linear branch stands in for it out of fold
-    halves = _half_fits(proxy, closed_choices[proxy], fold_moments, sample) if hubness == "auto" else None
-    choice = _choose_hubness(halves, hubness, metric, hubness_k, len(split.train) + len(split.val))
-    if name == "mlp" and hubness == "auto":
-      choice = choice._replace(reason=choice.reason + " (judged on the MLP's affine branch)")
-    say(choice.reason)
-    if choice.keep:
-      rows = np.concatenate([split.train, split.val])
-      rows = np.sort(np.random.default_rng(seed + 3).permutation(rows)[:HUBNESS_REFERENCE_ROWS])
-      mapped = np.asarray(final(_read_pairs(z_new, z_prev, rows, normalize)[0]))
-      final = final._replace(hubness=_hubness.make_hubness(mapped, k=hubness_k))
-    # The map's images of new-model rows: what bridge_items writes into an old store, so not a foreign model's.
-    bridged = _spaces.space_stamp(np.asarray(final(sample.new)), f"{new_model or 'new'} bridged")
-    final = final._replace(
-      spaces={**spaces, "bridged": bridged}, scale=_score_scale(final, z_new, z_prev, split, normalize, seed)
-    )
-    return UpgradeFit(final, candidates, reason + "; " + choice.reason, choice.record)
+def _fit_mlp(s: _Settings, z_new, z_prev, p: _Prepared, fitted: _Kinds) -> _Kinds:
+  """The MLP at each width tried, warm-started from the affine map; the width with the lowest validation error."""
+  val_pairs = _read_pairs(z_new, z_prev, p.split.val, s.normalize)
+  tried = []
+  for i, hidden in enumerate(s.mlp_hidden):
+    key = jax.random.fold_in(jax.random.key(s.seed), i)
+    mlp = train_mlp(
+      z_new, z_prev, p.split.train, val_pairs, fitted.maps["affine"], hidden=int(hidden), key=key,
+      normalize=s.normalize, max_epochs=s.mlp_epochs,
+    )  # fmt: skip
+    tried.append(mlp)
+    s.say(f"mlp: hidden {hidden}, best epoch {mlp.epochs}, validation mean squared error {mlp.val_mse:.4g}")
+  best = min(tried, key=lambda m: m.val_mse)
+  choices = {"hidden": best.hidden, "epochs": best.epochs, "warm_start": "affine"}
+  candidates = [*fitted.candidates, Candidate("mlp", choices, val_mse=best.val_mse)]
+  return fitted._replace(candidates=candidates, mlp_params=best.params)
 
-  if kind != "auto":
-    return finish(kind, f"{kind} was asked for")
 
-  if few_val:
-    closed = candidates
-    best_record = max(closed, key=lambda c: (c["cv_rank_score"], -c["cv_mse"]))
-    scores = ", ".join(f"{c['kind']} {c['cv_rank_score']:.4f}" for c in closed)
-    reason = (
-      f"auto chose {best_record['kind']}: {len(split.val)} validation pairs are too few to rank the kinds "
-      f"(fewer than {MIN_VALIDATION_ROWS}), so the closed-form kinds were ranked by their {folds}-fold "
-      f"cross-validated rank score over {len(sample.new)} training pairs: {scores}"
-    )
-    say(reason)
-    return finish(best_record["kind"], reason)
+def _final_map(s: _Settings, kinds: _Kinds, name: str, data: _moments.PairMoments) -> UpgradeMap:
+  """Kind ``name`` with its chosen settings, a closed form fitted on the moments ``data``."""
+  if name == "mlp":
+    choices = next(c for c in kinds.candidates if c.kind == "mlp").choices
+    return UpgradeMap(mlp_transform(hidden=choices["hidden"]), kinds.mlp_params, s.normalize, "mlp", choices)
+  choices = kinds.closed_choices[name]
+  return _as_map(name, *closed_form(name, data, **choices), s.normalize, choices)
 
-  # auto: each kind fitted on the training pairs, scored on the validation pairs' retrieval.
-  val_new, val_prev = _read_pairs(z_new, z_prev, split.val, normalize)
-  distractor_rows = split.train[np.random.default_rng(seed + 1).permutation(len(split.train))[:10_000]]
-  distractors = _read_pairs(z_new, z_prev, np.sort(distractor_rows), normalize)[1]
+
+def _auto_by_cross_validation(s: _Settings, p: _Prepared, kinds: _Kinds) -> tuple[str, str]:
+  """``auto`` with too few validation pairs: the closed-form kinds ranked by their cross-validated rank score."""
+  best = max(kinds.candidates, key=lambda c: (c.cv_rank_score, -(c.cv_mse or 0.0)))
+  scores = ", ".join(f"{c.kind} {c.cv_rank_score:.4f}" for c in kinds.candidates)
+  reason = (
+    f"auto chose {best.kind}: {len(p.split.val)} validation pairs are too few to rank the kinds "
+    f"(fewer than {MIN_VALIDATION_ROWS}), so the closed-form kinds were ranked by their {p.folds}-fold "
+    f"cross-validated rank score over {len(p.sample.new)} training pairs: {scores}"
+  )
+  s.say(reason)
+  return best.kind, reason
+
+
+def _auto_by_validation(s: _Settings, z_new, z_prev, p: _Prepared, kinds: _Kinds) -> tuple[str, str]:
+  """``auto``: each kind fitted on the training pairs, scored on the validation pairs' retrieval.
+
+  The best mean own-vector rank score wins, unless a simpler kind is within one paired standard error of it.
+  """
+  val_new, val_prev = _read_pairs(z_new, z_prev, p.split.val, s.normalize)
+  distractor_rows = p.split.train[np.random.default_rng(s.seed + 1).permutation(len(p.split.train))[:10_000]]
+  distractors = _read_pairs(z_new, z_prev, np.sort(distractor_rows), s.normalize)[1]
   ranks = {}
-  for record in candidates:
-    mapped = np.asarray(final_map(str(record["kind"]), train)(val_new))
-    ranks[record["kind"]] = _retrieval.own_vector_ranks(mapped, val_prev, distractors, metric=metric)
-    record["val_rank_score"] = float(ranks[record["kind"]].mean())
-    record["val_hit_rate"] = float(_retrieval.own_vector_hits(mapped, val_prev, distractors, k=k, metric=metric).mean())
+  for i, record in enumerate(kinds.candidates):
+    mapped = np.asarray(_final_map(s, kinds, record.kind, p.train)(val_new))
+    ranks[record.kind] = _retrieval.own_vector_ranks(mapped, val_prev, distractors, metric=s.metric)
+    hits = _retrieval.own_vector_hits(mapped, val_prev, distractors, k=s.k, metric=s.metric)
+    kinds.candidates[i] = record._replace(
+      val_rank_score=float(ranks[record.kind].mean()), val_hit_rate=float(hits.mean())
+    )
   best = max(KINDS, key=lambda n: ranks[n].mean())
-  chosen_name, reason = best, ""
+  chosen, why = best, ""
   for simpler in KINDS[: KINDS.index(best)]:
     diff = ranks[best] - ranks[simpler]
     se = float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else math.inf
     if diff.mean() <= se:
-      chosen_name = simpler
-      reason = (
+      chosen = simpler
+      why = (
         f"; {simpler} is within one paired standard error ({se:.2g}) of {best}'s "
         f"{ranks[best].mean():.4f}, so the simpler kind is kept"
       )
       break
   scores = ", ".join(f"{n} {ranks[n].mean():.4f}" for n in KINDS)
   reason = (
-    f"auto chose {chosen_name}: validation rank score (the share of other old vectors each mapped "
-    f"validation row ranks below its own) over {len(split.val)} pairs and {len(distractors)} distractors: "
-    f"{scores}{reason}"
+    f"auto chose {chosen}: validation rank score (the share of other old vectors each mapped "
+    f"validation row ranks below its own) over {len(p.split.val)} pairs and {len(distractors)} distractors: "
+    f"{scores}{why}"
   )
-  say(reason)
-  return finish(chosen_name, reason)
+  s.say(reason)
+  return chosen, reason
+
+
+def _finish(s: _Settings, z_new, z_prev, p: _Prepared, kinds: _Kinds, name: str, reason: str) -> UpgradeFit:
+  """The chosen kind refitted on the training and validation pairs, with its hubness choice, stamps and scale."""
+  on_train = _final_map(s, kinds, name, p.train)
+  both = p.train if p.val_moments is None else _plus(p.train, p.val_moments)
+  final = on_train if name == "mlp" or p.val_moments is None else _final_map(s, kinds, name, both)
+  proxy = "affine" if name == "mlp" else name  # the MLP's linear branch stands in for it out of fold
+  halves = _half_fits(proxy, kinds.closed_choices[proxy], p.fold_moments, p.sample) if s.hubness == "auto" else None
+  choice = _choose_hubness(halves, s.hubness, s.metric, s.hubness_k, len(p.split.train) + len(p.split.val))
+  if name == "mlp" and s.hubness == "auto":
+    choice = choice._replace(reason=choice.reason + " (judged on the MLP's affine branch)")
+  s.say(choice.reason)
+  if choice.keep:
+    rows = np.concatenate([p.split.train, p.split.val])
+    rows = np.sort(np.random.default_rng(s.seed + 3).permutation(rows)[:HUBNESS_REFERENCE_ROWS])
+    mapped = np.asarray(final(_read_pairs(z_new, z_prev, rows, s.normalize)[0]))
+    final = final._replace(hubness=_hubness.make_hubness(mapped, k=s.hubness_k))
+  # The map's images of new-model rows: what bridge_items writes into an old store, so not a foreign model's.
+  bridged = _spaces.space_stamp(np.asarray(final(p.sample.new)), f"{s.new_model or 'new'} bridged")
+  final = final._replace(
+    spaces={**p.spaces, "bridged": bridged}, scale=_score_scale(final, z_new, z_prev, p.split, s.normalize, s.seed)
+  )
+  return UpgradeFit(final, kinds.candidates, reason + "; " + choice.reason, choice.record)

@@ -2,12 +2,13 @@
 
 import math
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 
 from bcjax._unit import unit_rows
-from bcjax.metrics._flips import negative_flip_rate
+from bcjax.metrics import negative_flip_rate
 from bcjax.upgrade import _files, _hubness, _retrieval, _spaces
 from bcjax.upgrade._map import UpgradeMap, compiled_map
 from bcjax.upgrade.report import _consumer
@@ -146,6 +147,57 @@ def evaluate_upgrade(
       new model's (the map's fingerprints, :func:`~bcjax.upgrade._spaces.index_space_error`).
   """
   fn = "evaluate_upgrade"
+  _check_arguments(fn, rows, index, qrels, metric, min_recovery, min_hit_rate, chunk_rows)
+  rows = _sample(np.asarray(rows), max_rows, seed)
+  apply, normalize, kind, choices, dims = _chain_map(upgrade_map)
+  # The last map's hubness correction lives in the chain's output space: it corrects every bridged search below.
+  last = upgrade_map if isinstance(upgrade_map, UpgradeMap) else list(upgrade_map)[-1]
+  if last.hubness is not None and metric != "cosine":
+    raise ValueError(f"{fn}: the map's hubness correction corrects cosine scores; `metric` is {metric!r}")
+  zn, zp = _files.read_rows(z_new, rows, np.float32), _files.read_rows(z_prev, rows, np.float32)
+  mapped = apply(zn)
+  target = unit_rows(zp) if normalize else zp
+  metrics, reasons = _alignment(mapped, target, seed), list[Reason]()
+  distractors = None if index is None else _distractors(fn, index, zp, last, max_rows, seed)
+  settings = _Settings(k, metric, chunk_rows, seed, last.hubness)
+  metrics["own_vector_hit_rate"] = _own_vector_hit_rate(
+    mapped, target, distractors, settings, gate=qrels is None, min_hit_rate=min_hit_rate, reasons=reasons
+  )
+  primary, threshold = ("own_vector_hit_rate", min_hit_rate) if qrels is None else ("recall_recovery", min_recovery)
+  if index is not None:
+    metrics.update(_index_measures(fn, mapped, zn, zp, rows, index, new_index, qrels, settings, reasons))
+  if labels is not None:
+    metrics.update(
+      _consumer_metrics(labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed, reasons)
+    )
+  if any(r.code == "pool-too-small" for r in reasons):
+    metrics[primary] = metrics[primary]._replace(measurable=False)
+  summary = MapSummary(kind, choices, normalize, (int(dims[0]), int(dims[1])), *_hubness_summary(last.hubness))
+  verdict = _verdict(metrics[primary], threshold, reasons)
+  return UpgradeReport(
+    verdict, primary, threshold, metrics, tuple(reasons), k, metric, min_recovery, min_hit_rate, len(rows), summary
+  )
+
+
+class _Settings(NamedTuple):
+  """What every retrieval measure of :func:`evaluate_upgrade` shares."""
+
+  k: int
+  metric: str
+  chunk_rows: int
+  seed: int
+  hubness: _hubness.Hubness | None
+
+  def bias(self, docs) -> np.ndarray | None:
+    """The hubness bias of ``docs`` (streamed), or None without a correction."""
+    return None if self.hubness is None else _hubness.hubness_bias(docs, self.hubness, chunk_rows=self.chunk_rows)
+
+
+def _hubness_summary(hubness: _hubness.Hubness | None) -> tuple[int | None, int | None]:
+  return (None, None) if hubness is None else (hubness.k, len(hubness.reference))
+
+
+def _check_arguments(fn, rows, index, qrels, metric, min_recovery, min_hit_rate, chunk_rows) -> None:
   for name, value in (("min_recovery", min_recovery), ("min_hit_rate", min_hit_rate)):
     if not 0.0 < value <= 1.0:
       raise ValueError(f"{fn}: `{name}` must lie in (0, 1], got {value!r}")
@@ -157,167 +209,136 @@ def evaluate_upgrade(
     raise ValueError(f"{fn}: `rows` is empty; the report needs held-out pairs")
   if qrels is not None and index is None:
     raise ValueError(f"{fn}: `qrels` name index rows; pass the old `index` with them")
-  rows = _sample(np.asarray(rows), max_rows, seed)
-  apply, normalize, kind, choices, dims = _chain_map(upgrade_map)
-  # The last map's hubness correction lives in the chain's output space: it corrects every bridged search below.
-  hubness = (upgrade_map if isinstance(upgrade_map, UpgradeMap) else list(upgrade_map)[-1]).hubness
-  if hubness is not None and metric != "cosine":
-    raise ValueError(f"{fn}: the map's hubness correction corrects cosine scores; `metric` is {metric!r}")
 
-  def bias_of(docs):
-    return None if hubness is None else _hubness.hubness_bias(docs, hubness, chunk_rows=chunk_rows)
 
-  zn, zp = _files.read_rows(z_new, rows, np.float32), _files.read_rows(z_prev, rows, np.float32)
-  mapped = apply(zn)
-  target = unit_rows(zp) if normalize else zp
-  metrics: dict[str, Measure] = {}
-  reasons: list[Reason] = []
-
+def _alignment(mapped: np.ndarray, target: np.ndarray, seed: int) -> dict[str, Measure]:
+  """How far the mapped rows land from their old rows: L2, relative and cosine, each with its interval."""
   error = np.linalg.norm(mapped - target, axis=1)
   cos = np.sum(unit_rows(mapped) * unit_rows(target), axis=1)
-  metrics["alignment_l2"] = _interval(error, seed=seed, means="mean ||B(z_new) - z_old|| on held-out pairs")
-  metrics["alignment_relative"] = _interval(
-    error, np.linalg.norm(target, axis=1), seed=seed, means="mean ||B(z_new) - z_old|| / mean ||z_old||"
-  )
-  metrics["alignment_cosine"] = _interval(cos, seed=seed, means="mean cosine of B(z_new) and z_old")
-
-  index_arr = index
-  distractors = None
-  if index_arr is not None:
-    sample = _sample(np.arange(index_arr.shape[0]), max_rows, seed + 1)
-    candidates = _files.read_rows(index_arr, sample, np.float32)
-    last = upgrade_map if isinstance(upgrade_map, UpgradeMap) else list(upgrade_map)[-1]
-    if last.spaces is not None:  # an index of the new model's vectors would score the map against the wrong space
-      wrong = _spaces.index_space_error(candidates, last.spaces["old"], last.spaces["new"])
-      if wrong is not None:
-        raise ValueError(f"{fn}: {wrong}")
-    distractors = candidates[_without_copies(candidates, zp)]
-  pool_rows = target if distractors is None else np.concatenate([target, distractors])
-  hits = _retrieval.own_vector_hits(mapped, target, distractors, k=k, metric=metric, item_bias=bias_of(pool_rows))
-  pool = len(rows) + (0 if distractors is None else len(distractors))
-  chance = min(1.0, k / pool)
-  metrics["own_vector_hit_rate"] = _interval(
-    hits,
-    seed=seed,
-    means=(
-      f"share of held-out items whose mapped new embedding ranks their own old embedding in its top {k} among "
-      f"{pool} old embeddings"
+  return {
+    "alignment_l2": _interval(error, seed=seed, means="mean ||B(z_new) - z_old|| on held-out pairs"),
+    "alignment_relative": _interval(
+      error, np.linalg.norm(target, axis=1), seed=seed, means="mean ||B(z_new) - z_old|| / mean ||z_old||"
     ),
-    chance=chance,
-    pool=pool,
+    "alignment_cosine": _interval(cos, seed=seed, means="mean cosine of B(z_new) and z_old"),
+  }
+
+
+def _distractors(fn: str, index, zp: np.ndarray, last: UpgradeMap, max_rows: int, seed: int) -> np.ndarray:
+  """A sample of the old index as own-vector distractors (no copy of a target); refused if it is the new model's."""
+  sample = _sample(np.arange(index.shape[0]), max_rows, seed + 1)
+  candidates = _files.read_rows(index, sample, np.float32)
+  if last.spaces is not None:  # an index of the new model's vectors would score the map against the wrong space
+    wrong = _spaces.index_space_error(candidates, last.spaces["old"], last.spaces["new"])
+    if wrong is not None:
+      raise ValueError(f"{fn}: {wrong}")
+  return candidates[_without_copies(candidates, zp)]
+
+
+def _own_vector_hit_rate(mapped, target, distractors, s: _Settings, *, gate: bool, min_hit_rate: float, reasons):
+  """The own-vector hit rate among the held-out old rows and the distractors; a pool too small to judge is a reason."""
+  pool_rows = target if distractors is None else np.concatenate([target, distractors])
+  hits = _retrieval.own_vector_hits(mapped, target, distractors, k=s.k, metric=s.metric, item_bias=s.bias(pool_rows))
+  pool, held_out = len(pool_rows), len(target)
+  chance = min(1.0, s.k / pool)
+  means = (
+    f"share of held-out items whose mapped new embedding ranks their own old embedding in its top {s.k} among "
+    f"{pool} old embeddings"
   )
-  primary, threshold = "own_vector_hit_rate", min_hit_rate
-  needed = math.ceil(k / (MAX_CHANCE_SHARE * min_hit_rate))
-  if qrels is None and pool < needed:
+  needed = math.ceil(s.k / (MAX_CHANCE_SHARE * min_hit_rate))
+  if gate and pool < needed:
     where = (
-      f"{len(rows)} held-out pairs' own old vectors"
+      f"{held_out} held-out pairs' own old vectors"
       if distractors is None
-      else f"{len(rows)} held-out pairs' old vectors and {len(distractors)} index rows"
+      else f"{held_out} held-out pairs' old vectors and {len(distractors)} index rows"
+    )
+    fix = (
+      f"Not measurable without --index (or a sample of the old index of at least {needed - held_out} rows)"
+      if distractors is None
+      else f"Not measurable with this index: pass one (or a sample of it) of at least {needed - held_out} rows"
     )
     reasons.append(
       _reason(
         "pool-too-small",
         f"the own-vector hit rate is scored among {pool} old embeddings ({where}), where a random map already "
-        f"finds its own vector in the top {k} with probability {chance:.3g}: a verdict needs chance at most "
-        f"{MAX_CHANCE_SHARE:g} x the threshold {min_hit_rate:g}, a pool of at least {needed} rows. "
-        + (
-          f"Not measurable without --index (or a sample of the old index of at least {needed - len(rows)} rows)"
-          if distractors is None
-          else f"Not measurable with this index: pass one (or a sample of it) of at least {needed - len(rows)} rows"
-        ),
+        f"finds its own vector in the top {s.k} with probability {chance:.3g}: a verdict needs chance at most "
+        f"{MAX_CHANCE_SHARE:g} x the threshold {min_hit_rate:g}, a pool of at least {needed} rows. " + fix,
       )
     )
+  return _interval(hits, seed=s.seed, means=means, chance=chance, pool=pool)
 
-  if index_arr is not None:
-    index_f = index_arr  # streamed by every search below, never read whole
-    index_bias = bias_of(index_f)  # [N] floats: the one index-sized array the report holds
-    agreement = _retrieval.neighbour_agreement(
-      mapped, zp, index_f, k=k, metric=metric, chunk_rows=chunk_rows, item_bias=index_bias
-    )
-    metrics["neighbour_agreement"] = _interval(
+
+def _index_measures(fn, mapped, zn, zp, rows, index, new_index, qrels, s: _Settings, reasons) -> dict[str, Measure]:
+  """Neighbour agreement with the old model over the old index, and recall recovery where relevance is given."""
+  index_bias = s.bias(index)  # [N] floats: the one index-sized array the report holds (the index is streamed)
+  agreement = _retrieval.neighbour_agreement(
+    mapped, zp, index, k=s.k, metric=s.metric, chunk_rows=s.chunk_rows, item_bias=index_bias
+  )
+  measures = {
+    "neighbour_agreement": _interval(
       agreement,
-      seed=seed,
+      seed=s.seed,
       means=(
-        f"share of the old model's top {k} in the old index that the mapped new query also ranks in its top {k} "
-        f"(how much the bridged model behaves like the old one: re-embedding with a different model scores below 1 "
-        f"too, so it is reported, not gated on)"
+        f"share of the old model's top {s.k} in the old index that the mapped new query also ranks in its top "
+        f"{s.k} (how much the bridged model behaves like the old one: re-embedding with a different model scores "
+        f"below 1 too, so it is reported, not gated on)"
       ),
     )
-    if qrels is not None:
-      relevant = _relevant_lists(qrels, rows, index_f.shape[0])
-      has = np.array([len(r) > 0 for r in relevant])
-      if not has.any():
-        reasons.append(
-          _reason("no-relevance", "no held-out row has a relevance pair: recall recovery is not measurable")
-        )
-        metrics["recall_recovery"] = Measure(
-          math.nan, math.nan, math.nan, 0, "no held-out query with relevance pairs", measurable=False
-        )
-      else:
-        rel = [r for r, h in zip(relevant, has) if h]
-        bridged = _retrieval.recall_per_query(
-          mapped[has], index_f, rel, k=k, metric=metric, chunk_rows=chunk_rows, item_bias=index_bias
-        )
-        if new_index is not None:
-          if new_index.shape[0] != index_f.shape[0]:
-            raise ValueError(
-              f"{fn}: `new_index` has {new_index.shape[0]} rows but `index` has {index_f.shape[0]}; "
-              f"both must embed the same items"
-            )
-          reference_name = "re-embedding (new queries against the new model's index)"
-          reference = _retrieval.recall_per_query(zn[has], new_index, rel, k=k, metric=metric, chunk_rows=chunk_rows)
-        else:
-          reference_name = "the old model (old queries against the old index)"
-          reference = _retrieval.recall_per_query(zp[has], index_f, rel, k=k, metric=metric, chunk_rows=chunk_rows)
-        chance = float(np.mean([min(1.0, k / index_f.shape[0]) for _ in rel]))
-        ref = _interval(reference, seed=seed, means=f"Recall@{k} of {reference_name}", chance=chance)
-        at_chance = not ref.low > chance
-        metrics["recall_bridged"] = _interval(bridged, seed=seed, means=f"Recall@{k} of the mapped new queries")
-        metrics["recall_reference"] = ref
-        metrics["recall_recovery"] = _interval(
-          bridged,
-          reference,
-          seed=seed,
-          means=f"Recall@{k} of the mapped new queries against the old index as a share of {reference_name}'s",
-          measurable=not at_chance,
-        )
-        if at_chance:
-          reasons.append(
-            _reason(
-              "reference-at-chance",
-              f"the reference's Recall@{k} ({ref.value:.3f}, 95 % interval down to {ref.low:.3f}) is not above "
-              f"chance ({chance:.3f}): recall recovery is not measurable on these relevance pairs",
-            )
-          )
-      primary, threshold = "recall_recovery", min_recovery
+  }
+  if qrels is not None:
+    measures.update(_recall_measures(fn, mapped, zn, zp, rows, index, new_index, qrels, index_bias, s, reasons))
+  return measures
 
-  if labels is not None:
-    metrics.update(
-      _consumer_metrics(labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed, reasons)
-    )
 
-  if any(r.code == "pool-too-small" for r in reasons):
-    metrics[primary] = metrics[primary]._replace(measurable=False)
-  return UpgradeReport(
-    verdict=_verdict(metrics[primary], threshold, reasons),
-    primary=primary,
-    threshold=threshold,
-    metrics=metrics,
-    reasons=tuple(reasons),
-    k=k,
-    metric=metric,
-    min_recovery=min_recovery,
-    min_hit_rate=min_hit_rate,
-    held_out_rows=len(rows),
-    map=MapSummary(
-      kind,
-      choices,
-      normalize,
-      (int(dims[0]), int(dims[1])),
-      None if hubness is None else hubness.k,
-      None if hubness is None else len(hubness.reference),
-    ),
+def _recall_measures(fn, mapped, zn, zp, rows, index, new_index, qrels, index_bias, s: _Settings, reasons):
+  """Bridged Recall@k against the old index as a share of the reference's (re-embedding's, else the old model's)."""
+  relevant = _relevant_lists(qrels, rows, index.shape[0])
+  has = np.array([len(r) > 0 for r in relevant])
+  if not has.any():
+    reasons.append(_reason("no-relevance", "no held-out row has a relevance pair: recall recovery is not measurable"))
+    return {
+      "recall_recovery": Measure(
+        math.nan, math.nan, math.nan, 0, "no held-out query with relevance pairs", measurable=False
+      )
+    }
+  rel = [r for r, h in zip(relevant, has) if h]
+  k, metric, chunk_rows = s.k, s.metric, s.chunk_rows
+  bridged = _retrieval.recall_per_query(
+    mapped[has], index, rel, k=k, metric=metric, chunk_rows=chunk_rows, item_bias=index_bias
   )
+  if new_index is not None:
+    if new_index.shape[0] != index.shape[0]:
+      raise ValueError(
+        f"{fn}: `new_index` has {new_index.shape[0]} rows but `index` has {index.shape[0]}; both must embed the same "
+        f"items"
+      )
+    reference_name = "re-embedding (new queries against the new model's index)"
+    reference = _retrieval.recall_per_query(zn[has], new_index, rel, k=k, metric=metric, chunk_rows=chunk_rows)
+  else:
+    reference_name = "the old model (old queries against the old index)"
+    reference = _retrieval.recall_per_query(zp[has], index, rel, k=k, metric=metric, chunk_rows=chunk_rows)
+  chance = float(np.mean([min(1.0, s.k / index.shape[0]) for _ in rel]))
+  ref = _interval(reference, seed=s.seed, means=f"Recall@{s.k} of {reference_name}", chance=chance)
+  at_chance = not ref.low > chance
+  if at_chance:
+    reasons.append(
+      _reason(
+        "reference-at-chance",
+        f"the reference's Recall@{s.k} ({ref.value:.3f}, 95 % interval down to {ref.low:.3f}) is not above "
+        f"chance ({chance:.3f}): recall recovery is not measurable on these relevance pairs",
+      )
+    )
+  return {
+    "recall_bridged": _interval(bridged, seed=s.seed, means=f"Recall@{s.k} of the mapped new queries"),
+    "recall_reference": ref,
+    "recall_recovery": _interval(
+      bridged,
+      reference,
+      seed=s.seed,
+      means=f"Recall@{s.k} of the mapped new queries against the old index as a share of {reference_name}'s",
+      measurable=not at_chance,
+    ),
+  }
 
 
 def _consumer_metrics(
