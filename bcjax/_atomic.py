@@ -47,21 +47,9 @@ def write_atomic(path: str | os.PathLike, data: bytes, *, overwrite: bool = Fals
   Raises:
     FileExistsError: ``path`` exists and ``overwrite`` is off.
   """
-  path = Path(path)
-  if not overwrite and path.exists():
-    raise FileExistsError(f"refusing to overwrite existing file {path}")
-  tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TMP_SUFFIX}")
-  try:
-    with open(tmp, "xb") as f:
-      f.write(data)
-      f.flush()
-      os.fsync(f.fileno())
-    _publish(tmp, path, overwrite)
-  finally:
-    # After a link the temporary name is a second name of the published file; after a failure it is debris.
-    tmp.unlink(missing_ok=True)
-  _fsync_dir(path.parent)
-  return path
+  with atomic_writer(path, overwrite=overwrite) as f:
+    f.write(data)
+  return Path(path)
 
 
 @contextlib.contextmanager
