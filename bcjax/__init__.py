@@ -95,6 +95,7 @@ from bcjax.gramian import sogram
 from bcjax.metrics import AucInterval
 from bcjax.metrics import BootstrapInterval
 from bcjax.metrics import average_precision_at_k
+from bcjax.metrics import bootstrap_means
 from bcjax.metrics import evaluate_retrieval
 from bcjax.metrics import mean_over_queries
 from bcjax.metrics import negative_flip_rate

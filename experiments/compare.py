@@ -39,14 +39,12 @@ import jax
 import numpy as np
 from scipy import stats
 
-from bcjax.metrics import paired_bootstrap
+from bcjax.metrics import bootstrap_means, paired_bootstrap
 
 LEVEL = 0.95
 REPLICATES = 2000
 # The fewest paired units an interval (and so an order) is computed from.
 MIN_UNITS = 3
-# Redraws drawn at a time: the index block [replicates, n_s] stays near 2^24 entries whatever n_s is.
-_BLOCK_ENTRIES = 1 << 24
 
 
 class Comparison(NamedTuple):
@@ -151,17 +149,9 @@ def _replicate_means(
   pairs: list[tuple[np.ndarray, np.ndarray]], key: jax.Array, num_samples: int
 ) -> tuple[np.ndarray, np.ndarray]:
   """Both systems' means over strata of their stratum means, for ``num_samples`` redraws of every stratum's units
-  (the same draw for both: paired; strata redrawn independently), drawn in blocks of about 2^24 indices."""
-  entropy = [int(v) for v in np.asarray(jax.random.key_data(key)).ravel()]
-  ma, mb = np.zeros(num_samples), np.zeros(num_samples)
-  for s, (x, y) in enumerate(pairs):
-    rng = np.random.default_rng([*entropy, s])
-    block = max(1, _BLOCK_ENTRIES // x.size)
-    for start in range(0, num_samples, block):
-      idx = rng.integers(0, x.size, size=(min(block, num_samples - start), x.size))
-      ma[start : start + len(idx)] += x[idx].mean(axis=1) / len(pairs)
-      mb[start : start + len(idx)] += y[idx].mean(axis=1) / len(pairs)
-  return ma, mb
+  (the same draw for both: paired; strata redrawn independently): :func:`bcjax.metrics.bootstrap_means`."""
+  both = bootstrap_means([np.stack([x, y], axis=1) for x, y in pairs], key, num_samples=num_samples)
+  return both[:, 0], both[:, 1]
 
 
 def difference(

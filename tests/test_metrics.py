@@ -17,6 +17,7 @@ from bcjax.metrics import (
   _bootstrap,
   _retrieval,
   average_precision_at_k,
+  bootstrap_means,
   evaluate_retrieval,
   mean_over_queries,
   negative_flip_rate,
@@ -445,6 +446,25 @@ class PairedBootstrapTest(absltest.TestCase):
     estimate, std = self.closed_form(self.strata, [1 / 3] * 3)
     assert_close(got.estimate, estimate)
     assert_close(got.std, std, op="statistical", rtol=0.03, atol=0.0)
+
+  def test_bootstrap_means_pairs_columns_and_weights_strata(self):
+    rng = np.random.default_rng(5)
+    x = [rng.normal(1.0, 2.0, 50), rng.normal(-1.0, 1.0, 30)]
+    y = [a + rng.normal(0.0, 0.1, a.size) for a in x]  # y shares x's units: pairing cancels most of the spread
+    key = jax.random.key(3)
+    both = bootstrap_means([np.stack([a, b], axis=1) for a, b in zip(x, y)], key, num_samples=4000, weights=[0.3, 0.7])
+    diff = bootstrap_means([(a - b)[:, None] for a, b in zip(x, y)], key, num_samples=4000, weights=[0.3, 0.7])
+    assert_close(both[:, 0] - both[:, 1], diff[:, 0])  # the same rows redrawn for both columns: paired
+    self.assertLess((both[:, 0] - both[:, 1]).std(), 0.2 * both[:, 0].std())
+    estimate, std = self.closed_form(x, [0.3, 0.7])
+    assert_close(both[:, 0].mean(), estimate, op="statistical", rtol=0.0, atol=4 * std / np.sqrt(4000))
+    assert_close(both[:, 0].std(), std, op="statistical", rtol=0.06, atol=0.0)
+    again = bootstrap_means([np.stack([a, b], axis=1) for a, b in zip(x, y)], key, num_samples=4000, weights=[0.3, 0.7])
+    np.testing.assert_array_equal(again, both)  # the key fixes the draws
+    # paired_bootstrap is this resampler on the differences: the same key gives its interval exactly
+    iv = paired_bootstrap([a - b for a, b in zip(x, y)], key, weights=[0.3, 0.7], num_samples=4000)
+    low, high = np.quantile(diff[:, 0], [0.025, 0.975])
+    self.assertEqual((iv.low, iv.high), (float(low), float(high)))
 
   def test_one_stratum_matches_scipys_percentile_bootstrap(self):
     d = self.strata[1]

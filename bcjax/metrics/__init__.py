@@ -8,6 +8,7 @@ from bcjax.metrics._auc import AucInterval
 from bcjax.metrics._auc import roc_auc
 from bcjax.metrics._auc import roc_auc_interval
 from bcjax.metrics._bootstrap import BootstrapInterval
+from bcjax.metrics._bootstrap import bootstrap_means
 from bcjax.metrics._bootstrap import paired_bootstrap
 from bcjax.metrics._flips import negative_flip_rate
 from bcjax.metrics._ranking import average_precision_at_k
@@ -18,6 +19,7 @@ from bcjax.metrics._retrieval import evaluate_retrieval
 __all__ = (
   "AucInterval",
   "BootstrapInterval",
+  "bootstrap_means",
   "average_precision_at_k",
   "evaluate_retrieval",
   "mean_over_queries",

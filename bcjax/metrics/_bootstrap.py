@@ -99,18 +99,42 @@ def paired_bootstrap(
     )
   num_samples = _checks.as_int(fn, "num_samples", num_samples, low=2)
   level = _checks.as_float_in(fn, "level", level, 0.0, 1.0, low_open=True, high_open=True)
-  replicates = np.zeros(num_samples)
-  # The resamples come from NumPy generators seeded by the key and the stratum: host-side draws of any size, where
-  # jax.random.randint compiled a program for every (block, stratum size) an evaluation produced.
-  raw = not jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)  # a legacy uint32 [2] key is its own data
-  entropy = [int(v) for v in np.asarray(key if raw else jax.random.key_data(key)).ravel()]
-  for s, d in enumerate(strata):
-    rng = np.random.default_rng([*entropy, s])
-    block = max(1, _BLOCK_ENTRIES // d.size)
-    for start in range(0, num_samples, block):
-      rows = min(block, num_samples - start)
-      idx = rng.integers(0, d.size, size=(rows, d.size))
-      replicates[start : start + rows] += w[s] * d[idx].mean(axis=1)
+  replicates = bootstrap_means([d[:, None] for d in strata], key, num_samples=num_samples, weights=w)[:, 0]
   estimate = float(sum(ws * d.mean() for ws, d in zip(w, strata)))
   low, high = np.quantile(replicates, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
   return BootstrapInterval(estimate, float(replicates.std(ddof=1)), float(low), float(high))
+
+
+def bootstrap_means(
+  strata: Sequence[np.ndarray], key: jax.Array, *, num_samples: int, weights: Sequence | np.ndarray | None = None
+) -> np.ndarray:
+  r"""Stratified bootstrap replicates of weighted means of paired columns: the one resampler every interval uses.
+
+  Replicate r redraws each stratum's rows with replacement (independently across strata, the same rows for every
+  column of a stratum: paired) and returns :math:`\sum_s w_s \bar x^{(r)}_{s,c}` for each column c.
+
+  Args:
+    strata: one ``[n_s, C]`` float array per stratum (rows: units, e.g. queries; columns: paired scores, e.g. two
+      systems), each with at least one row and the same C.
+    key: PRNG key of the redraws: the draws come from NumPy generators seeded by its data and the stratum's index, in
+      blocks of about 2^24 indices, so any size costs no compilation and the same key gives the same replicates.
+    num_samples: replicates.
+    weights: ``[S]`` stratum weights (default 1/S each).
+
+  Returns:
+    ``[num_samples, C]`` float64 replicates.
+  """
+  w = np.full(len(strata), 1.0 / len(strata)) if weights is None else np.asarray(weights, np.float64)
+  raw = not jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)  # a legacy uint32 [2] key is its own data
+  entropy = [int(v) for v in np.asarray(key if raw else jax.random.key_data(key)).ravel()]
+  replicates = np.zeros((num_samples, strata[0].shape[1]))
+  for s, x in enumerate(strata):
+    rng = np.random.default_rng([*entropy, s])
+    columns = [np.ascontiguousarray(x[:, c], np.float64) for c in range(x.shape[1])]  # each mean summed as a row
+    block = max(1, _BLOCK_ENTRIES // x.shape[0])
+    for start in range(0, num_samples, block):
+      rows = min(block, num_samples - start)
+      idx = rng.integers(0, x.shape[0], size=(rows, x.shape[0]))
+      for c, column in enumerate(columns):
+        replicates[start : start + rows, c] += w[s] * column[idx].mean(axis=1)
+  return replicates

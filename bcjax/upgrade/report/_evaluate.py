@@ -4,11 +4,12 @@ import math
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from bcjax._unit import unit_rows
-from bcjax.metrics import negative_flip_rate
+from bcjax.metrics import bootstrap_means, negative_flip_rate
 from bcjax.upgrade import _files, _hubness, _retrieval, _spaces
 from bcjax.upgrade._map import UpgradeMap, compiled_map
 from bcjax.upgrade.report import _consumer
@@ -28,22 +29,21 @@ def _interval(values: np.ndarray, reference: np.ndarray | None = None, *, seed: 
   """The mean of ``values`` with a 95 % percentile bootstrap interval over rows.
 
   The mean of ``values`` (or the ratio of its mean to ``reference``'s, paired by row) with a 95 % percentile bootstrap
-  interval over rows, as a :class:`Measure` meaning ``means`` (``extra``: its other fields).
+  interval over rows (:func:`bcjax.metrics.bootstrap_means`, the resampler every bcjax interval uses), as a
+  :class:`Measure` meaning ``means`` (``extra``: its other fields).
   """
   values = np.asarray(values, np.float64)
-  n = len(values)
-  rng = np.random.default_rng(seed)
-  idx = rng.integers(0, n, size=(_REPLICATES, n))
+  columns = values[:, None] if reference is None else np.stack([values, np.asarray(reference, np.float64)], axis=1)
+  draws = bootstrap_means([columns], jax.random.key(seed), num_samples=_REPLICATES)
   if reference is None:
-    estimate, draws = float(values.mean()), values[idx].mean(axis=1)
+    estimate, draws = float(values.mean()), draws[:, 0]
   else:
-    reference = np.asarray(reference, np.float64)
-    denominator = reference[idx].mean(axis=1)
-    estimate = float(values.mean() / reference.mean()) if reference.mean() > 0 else math.nan
-    draws = np.where(denominator > 0, values[idx].mean(axis=1) / np.where(denominator > 0, denominator, 1.0), np.nan)
-    draws = draws[np.isfinite(draws)]
+    denominator = columns[:, 1].mean()
+    estimate = float(values.mean() / denominator) if denominator > 0 else math.nan
+    ratio = draws[:, 0] / np.where(draws[:, 1] > 0, draws[:, 1], 1.0)
+    draws = ratio[draws[:, 1] > 0]
   low, high = np.percentile(draws, [2.5, 97.5]) if draws.size else (math.nan, math.nan)
-  return Measure(estimate, float(low), float(high), n, means, **extra)
+  return Measure(estimate, float(low), float(high), len(values), means, **extra)
 
 
 def _sample(rows: np.ndarray, limit: int, seed: int) -> np.ndarray:
