@@ -2,10 +2,12 @@
 in-memory, kinds recovering the maps they can represent, auto's choice, every report measure against a brute-force
 reference, streaming serving with bounded memory, and the map file's round trip through a registry."""
 
+import contextlib
 import dataclasses
 import json
 import tracemalloc
 from pathlib import Path
+from unittest import mock
 
 import ml_dtypes
 import numpy as np
@@ -483,6 +485,30 @@ class ReportTest(absltest.TestCase):
     whole = upgrade.evaluate_upgrade(self.map, self.z_new, self.z_prev, rows, index=self.index, k=5)
     chunked = upgrade.evaluate_upgrade(self.map, self.z_new, self.z_prev, rows, index=self.index, k=5, chunk_rows=7)
     self.assertEqual(whole.metrics, chunked.metrics)
+
+  def test_the_index_is_read_once_per_evaluation(self):
+    """Neighbour agreement, bridged recall and the old model's reference, with a hubness correction: one pass."""
+    path = Path(self.create_tempdir().full_path) / "index.npy"
+    np.save(path, self.index.astype(np.float32))
+    index = upgrade.open_embeddings(path)
+    hub = upgrade.fit_upgrade(self.z_new, self.z_prev, kind="linear", split=self.split, hubness="on").map
+    rows = self.split.test
+    qrels = (rows, rows % index.shape[0])
+    real, read = _files.chunk_reader, []
+
+    @contextlib.contextmanager
+    def counting(arr):
+      with real(arr) as reader:
+        yield lambda chunk: (read.append(chunk.stop - chunk.start) if arr is index else None, reader(chunk))[1]
+
+    with mock.patch.object(_files, "chunk_reader", counting):
+      once = upgrade.evaluate_upgrade(hub, self.z_new, self.z_prev, rows, index=index, qrels=qrels, k=5, chunk_rows=64)
+    self.assertEqual(sum(read), index.shape[0])  # every row once (the distractor sample is read by row, apart)
+    self.assertEqual(read, [64, 64, 64, 64, 44])
+    # the same measures as searching the in-memory index
+    whole = upgrade.evaluate_upgrade(hub, self.z_new, self.z_prev, rows, index=self.index, qrels=qrels, k=5)
+    for name in ("neighbour_agreement", "recall_bridged", "recall_reference", "recall_recovery"):
+      assert_close(once.metrics[name].value, whole.metrics[name].value, precision="float32")
 
   @pytest.mark.heavy
   def test_a_reference_at_chance_is_not_measurable(self):

@@ -7,6 +7,7 @@ as :math:`2 q\cdot x - \lVert x \rVert^2`). Ties are broken towards the lower it
 """
 
 import functools
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -79,40 +80,97 @@ def top_k(
   Raises:
     ValueError: shapes that disagree, k outside [1, N], or an unknown metric.
   """
+  return top_k_many([queries], items, k, metric=metric, chunk_rows=chunk_rows, item_bias=item_bias)[0]
+
+
+def top_k_many(
+  query_sets: Sequence[np.ndarray],
+  items: np.ndarray,
+  k: int,
+  *,
+  metric: str = "cosine",
+  chunk_rows: int = DEFAULT_CHUNK_ROWS,
+  item_bias: np.ndarray | Callable[[np.ndarray], np.ndarray] | None = None,
+  biased: Sequence[bool] | None = None,
+) -> list[np.ndarray]:
+  """:func:`top_k` of several query sets in one read of ``items``: each chunk is scored against every set.
+
+  Args:
+    query_sets: query rows, one [Q_i, D] array per set.
+    items: item rows, [N, D] (an array or a memory map), read ``chunk_rows`` rows at a time, once.
+    k: results per query.
+    metric: ``cosine``, ``dot`` or ``l2``.
+    chunk_rows: item rows read at a time.
+    item_bias: subtracted from every score of its item: [N] values, or a function of a chunk's rows as read (e.g.
+      a hubness correction's bias, computed in the same read).
+    biased: which sets have ``item_bias`` subtracted (default: every set).
+
+  Returns:
+    Each set's ids, [Q_i, k].
+
+  Raises:
+    ValueError: shapes that disagree, k outside [1, N], or an unknown metric.
+  """
   if metric not in METRICS:
     raise ValueError(f"top_k: `metric` must be one of {list(METRICS)}, got {metric!r}")
   if not 1 <= k <= items.shape[0]:
     raise ValueError(f"top_k: `k` must lie in [1, {items.shape[0]}] (the items), got {k}")
   if chunk_rows < 1:
     raise ValueError(f"top_k: `chunk_rows` must be >= 1, got {chunk_rows}")
-  bias = _check_bias("top_k", item_bias, items.shape[0])
-  q = _prepare(queries, metric)
   n_items = items.shape[0]
+  bias_of = _chunk_bias(item_bias if callable(item_bias) else _check_bias("top_k", item_bias, n_items))
+  biased = [True] * len(query_sets) if biased is None else list(biased)
   chunk_rows = min(chunk_rows, n_items)
   size = bucket_size(chunk_rows)  # every chunk padded to one shape: one compile per octave of chunk sizes
   rows = max(1, min(_CHUNK_ENTRIES // size, 4096))
-  blocks = [slice(s, min(s + rows, q.shape[0])) for s in range(0, q.shape[0], rows)]
-  padded_q = [
-    jnp.asarray(np.pad(q[b], ((0, bucket_size(b.stop - b.start) - (b.stop - b.start)), (0, 0)))) for b in blocks
-  ]
-  # ids in int32: an index of 2^31 rows would be terabytes; the placeholders (score -inf) are always displaced.
-  best = [(jnp.full((p.shape[0], k), -jnp.inf, jnp.float32), jnp.zeros((p.shape[0], k), jnp.int32)) for p in padded_q]
+  sets = [_QueryBlocks(_prepare(q, metric), rows, k) for q in query_sets]
   with _files.chunk_reader(items) as read:
     for chunk in _files.chunks(n_items, chunk_rows):
-      x = _prepare(read(chunk), metric)
+      raw = read(chunk)
+      x = _prepare(raw, metric)
       valid = x.shape[0]
       x_dev = jnp.asarray(np.pad(x, ((0, size - valid), (0, 0))))
       item_sq = jnp.sum(x_dev * x_dev, axis=1)
-      chunk_bias = jnp.asarray(np.pad(bias[chunk], (0, size - valid)))
-      for i, p in enumerate(padded_q):
-        best[i] = _merge_top_k(p, x_dev, item_sq, chunk_bias, valid, chunk.start, *best[i], k=k, l2=metric == "l2")
+      chunk_bias = jnp.asarray(np.pad(np.asarray(bias_of(raw, chunk), np.float32), (0, size - valid)))
+      no_bias = jnp.zeros_like(chunk_bias)
+      for blocks, use_bias in zip(sets, biased):
+        b = chunk_bias if use_bias else no_bias
+        blocks.best = [
+          _merge_top_k(p, x_dev, item_sq, b, valid, chunk.start, *best, k=k, l2=metric == "l2")
+          for p, best in zip(blocks.padded, blocks.best)
+        ]
       # Dispatch is asynchronous: without waiting, reading runs ahead of the matrix products and every chunk read
       # stays alive in the queue (a 15 GB index grew the process to 16 GB). One chunk in flight bounds memory.
-      jax.block_until_ready(best)
-  out = np.empty((q.shape[0], k), np.int64)
-  for b, (_, ids) in zip(blocks, best):
-    out[b] = np.asarray(ids)[: b.stop - b.start]
-  return out
+      jax.block_until_ready([blocks.best for blocks in sets])
+  return [blocks.ids() for blocks in sets]
+
+
+class _QueryBlocks:
+  """One query set in blocks padded to powers of two, with each block's running top k (scores, ids)."""
+
+  def __init__(self, q: np.ndarray, rows: int, k: int):
+    self.blocks = [slice(s, min(s + rows, q.shape[0])) for s in range(0, q.shape[0], rows)]
+    self.padded = [
+      jnp.asarray(np.pad(q[b], ((0, bucket_size(b.stop - b.start) - (b.stop - b.start)), (0, 0)))) for b in self.blocks
+    ]
+    # ids in int32: an index of 2^31 rows would be terabytes; the placeholders (score -inf) are always displaced.
+    self.best = [
+      (jnp.full((p.shape[0], k), -jnp.inf, jnp.float32), jnp.zeros((p.shape[0], k), jnp.int32)) for p in self.padded
+    ]
+    self.rows, self.k = q.shape[0], k
+
+  def ids(self) -> np.ndarray:
+    out = np.empty((self.rows, self.k), np.int64)
+    for b, (_, ids) in zip(self.blocks, self.best):
+      out[b] = np.asarray(ids)[: b.stop - b.start]
+    return out
+
+
+def _chunk_bias(bias) -> Callable[[np.ndarray, slice], np.ndarray]:
+  """A chunk's bias from the chunk's rows as read (``bias`` a function of them) or from [N] values (``bias[chunk]``)."""
+  if callable(bias):
+    return lambda raw, chunk: bias(raw)
+  return lambda raw, chunk: bias[chunk]
 
 
 def _check_bias(fn: str, item_bias, n_items: int) -> np.ndarray:
@@ -162,13 +220,15 @@ def neighbour_agreement(
   ranks in its top k (with ``item_bias`` subtracted from the mapped queries' scores): [Q] floats in [0, 1].
   """
   k = min(k, index.shape[0])
-  if item_bias is None:
-    both = top_k(np.concatenate([mapped, old_queries]), index, k, metric=metric, chunk_rows=chunk_rows)  # one read
-    mine, theirs = both[: len(mapped)], both[len(mapped) :]
-  else:
-    mine = top_k(mapped, index, k, metric=metric, chunk_rows=chunk_rows, item_bias=item_bias)
-    theirs = top_k(old_queries, index, k, metric=metric, chunk_rows=chunk_rows)
-  return np.array([len(np.intersect1d(a, b)) for a, b in zip(mine, theirs)], np.float64) / k
+  mine, theirs = top_k_many(
+    [mapped, old_queries], index, k, metric=metric, chunk_rows=chunk_rows, item_bias=item_bias, biased=[True, False]
+  )  # one read of the index for both
+  return overlap(mine, theirs)
+
+
+def overlap(mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
+  """Per row, the share of ``theirs`` [Q, k] ids that ``mine`` [Q, k] holds too: [Q] floats in [0, 1]."""
+  return np.array([len(np.intersect1d(a, b)) for a, b in zip(mine, theirs)], np.float64) / theirs.shape[1]
 
 
 def recall_per_query(
@@ -186,6 +246,11 @@ def recall_per_query(
   The share of its ``relevant`` index ids found in its top k (``item_bias`` subtracted from the scores).
   """
   found = top_k(queries, index, min(k, index.shape[0]), metric=metric, chunk_rows=chunk_rows, item_bias=item_bias)
+  return recall_of(found, relevant)
+
+
+def recall_of(found: np.ndarray, relevant: list[np.ndarray]) -> np.ndarray:
+  """Recall of each row of ``found`` [Q, k] ids: the share of its ``relevant`` ids among them, [Q]."""
   return np.array([np.isin(rel, f).mean() for f, rel in zip(found, relevant)], np.float64)
 
 

@@ -192,6 +192,11 @@ class _Settings(NamedTuple):
     """The hubness bias of ``docs`` (streamed), or None without a correction."""
     return None if self.hubness is None else _hubness.hubness_bias(docs, self.hubness, chunk_rows=self.chunk_rows)
 
+  def row_bias(self):
+    """The hubness bias as a function of rows (for a search that reads the index once), or None."""
+    hubness = self.hubness
+    return None if hubness is None else (lambda rows: _hubness.hubness_bias(rows, hubness, chunk_rows=len(rows)))
+
 
 def _hubness_summary(hubness: _hubness.Hubness | None) -> tuple[int | None, int | None]:
   return (None, None) if hubness is None else (hubness.k, len(hubness.reference))
@@ -270,10 +275,13 @@ def _own_vector_hit_rate(mapped, target, distractors, s: _Settings, *, gate: boo
 
 def _index_measures(fn, mapped, zn, zp, rows, index, new_index, qrels, s: _Settings, reasons) -> dict[str, Measure]:
   """Neighbour agreement with the old model over the old index, and recall recovery where relevance is given."""
-  index_bias = s.bias(index)  # [N] floats: the one index-sized array the report holds (the index is streamed)
-  agreement = _retrieval.neighbour_agreement(
-    mapped, zp, index, k=s.k, metric=s.metric, chunk_rows=s.chunk_rows, item_bias=index_bias
+  k = min(s.k, index.shape[0])
+  # One read of the index: the mapped queries (corrected) and the old ones (as the old model searched), each row's
+  # correction computed from the chunk as it is read.
+  mine, theirs = _retrieval.top_k_many(
+    [mapped, zp], index, k, metric=s.metric, chunk_rows=s.chunk_rows, item_bias=s.row_bias(), biased=[True, False]
   )
+  agreement = _retrieval.overlap(mine, theirs)
   measures = {
     "neighbour_agreement": _interval(
       agreement,
@@ -286,12 +294,15 @@ def _index_measures(fn, mapped, zn, zp, rows, index, new_index, qrels, s: _Setti
     )
   }
   if qrels is not None:
-    measures.update(_recall_measures(fn, mapped, zn, zp, rows, index, new_index, qrels, index_bias, s, reasons))
+    measures.update(_recall_measures(fn, mine, theirs, zn, rows, index, new_index, qrels, s, reasons))
   return measures
 
 
-def _recall_measures(fn, mapped, zn, zp, rows, index, new_index, qrels, index_bias, s: _Settings, reasons):
-  """Bridged Recall@k against the old index as a share of the reference's (re-embedding's, else the old model's)."""
+def _recall_measures(fn, mine, theirs, zn, rows, index, new_index, qrels, s: _Settings, reasons):
+  """Bridged Recall@k against the old index as a share of the reference's (re-embedding's, else the old model's).
+
+  ``mine`` and ``theirs``: the mapped and the old queries' top k in the old index (:func:`_index_measures`).
+  """
   relevant = _relevant_lists(qrels, rows, index.shape[0])
   has = np.array([len(r) > 0 for r in relevant])
   if not has.any():
@@ -302,10 +313,7 @@ def _recall_measures(fn, mapped, zn, zp, rows, index, new_index, qrels, index_bi
       )
     }
   rel = [r for r, h in zip(relevant, has) if h]
-  k, metric, chunk_rows = s.k, s.metric, s.chunk_rows
-  bridged = _retrieval.recall_per_query(
-    mapped[has], index, rel, k=k, metric=metric, chunk_rows=chunk_rows, item_bias=index_bias
-  )
+  bridged = _retrieval.recall_of(mine[has], rel)
   if new_index is not None:
     if new_index.shape[0] != index.shape[0]:
       raise ValueError(
@@ -313,10 +321,10 @@ def _recall_measures(fn, mapped, zn, zp, rows, index, new_index, qrels, index_bi
         f"items"
       )
     reference_name = "re-embedding (new queries against the new model's index)"
-    reference = _retrieval.recall_per_query(zn[has], new_index, rel, k=k, metric=metric, chunk_rows=chunk_rows)
+    reference = _retrieval.recall_per_query(zn[has], new_index, rel, k=s.k, metric=s.metric, chunk_rows=s.chunk_rows)
   else:
     reference_name = "the old model (old queries against the old index)"
-    reference = _retrieval.recall_per_query(zp[has], index, rel, k=k, metric=metric, chunk_rows=chunk_rows)
+    reference = _retrieval.recall_of(theirs[has], rel)
   chance = float(np.mean([min(1.0, s.k / index.shape[0]) for _ in rel]))
   ref = _interval(reference, seed=s.seed, means=f"Recall@{s.k} of {reference_name}", chance=chance)
   at_chance = not ref.low > chance
