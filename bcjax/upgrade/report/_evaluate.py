@@ -147,7 +147,7 @@ def evaluate_upgrade(
       new model's (the map's fingerprints, :func:`~bcjax.upgrade._spaces.index_space_error`).
   """
   fn = "evaluate_upgrade"
-  _check_arguments(fn, rows, index, qrels, metric, min_recovery, min_hit_rate, chunk_rows)
+  _check_arguments(fn, rows, index, new_index, qrels, metric, min_recovery, min_hit_rate, chunk_rows)
   rows = _sample(np.asarray(rows), max_rows, seed)
   apply, normalize, kind, choices, dims = _chain_map(upgrade_map)
   # The last map's hubness correction lives in the chain's output space: it corrects every bridged search below.
@@ -202,7 +202,7 @@ def _hubness_summary(hubness: _hubness.Hubness | None) -> tuple[int | None, int 
   return (None, None) if hubness is None else (hubness.k, len(hubness.reference))
 
 
-def _check_arguments(fn, rows, index, qrels, metric, min_recovery, min_hit_rate, chunk_rows) -> None:
+def _check_arguments(fn, rows, index, new_index, qrels, metric, min_recovery, min_hit_rate, chunk_rows) -> None:
   for name, value in (("min_recovery", min_recovery), ("min_hit_rate", min_hit_rate)):
     if not 0.0 < value <= 1.0:
       raise ValueError(f"{fn}: `{name}` must lie in (0, 1], got {value!r}")
@@ -214,6 +214,11 @@ def _check_arguments(fn, rows, index, qrels, metric, min_recovery, min_hit_rate,
     raise ValueError(f"{fn}: `rows` is empty; the report needs held-out pairs")
   if qrels is not None and index is None:
     raise ValueError(f"{fn}: `qrels` name index rows; pass the old `index` with them")
+  if new_index is not None and (index is None or new_index.shape[0] != index.shape[0]):
+    raise ValueError(
+      f"{fn}: `new_index` has {new_index.shape[0]} rows but `index` has "
+      f"{'none' if index is None else index.shape[0]}; both must embed the same items"
+    )
 
 
 def _alignment(mapped: np.ndarray, target: np.ndarray, seed: int) -> dict[str, Measure]:
@@ -315,11 +320,6 @@ def _recall_measures(fn, mine, theirs, zn, rows, index, new_index, qrels, s: _Se
   rel = [r for r, h in zip(relevant, has) if h]
   bridged = _retrieval.recall_of(mine[has], rel)
   if new_index is not None:
-    if new_index.shape[0] != index.shape[0]:
-      raise ValueError(
-        f"{fn}: `new_index` has {new_index.shape[0]} rows but `index` has {index.shape[0]}; both must embed the same "
-        f"items"
-      )
     reference_name = "re-embedding (new queries against the new model's index)"
     reference = _retrieval.recall_per_query(zn[has], new_index, rel, k=s.k, metric=s.metric, chunk_rows=s.chunk_rows)
   else:
