@@ -315,7 +315,7 @@ UPGRADE_API = {
   ),
   "bcjax.upgrade.fit": (
     "Candidate closed_form fit_upgrade HUBNESS_MODES MlpFit moments_mse pair_moments PairMoments PairSplit "
-    "split_pairs train_mlp UPGRADE_KINDS UpgradeFit"
+    "split_pairs SplitError train_mlp UPGRADE_KINDS UpgradeFit"
   ),
   "bcjax.upgrade.report": (
     "evaluate_upgrade finite_or_none MapSummary Measure Reason report_json report_markdown report_summary "

@@ -428,11 +428,11 @@ class ReportTest(absltest.TestCase):
     assert_close(report.metrics["recall_reference"].value, reference, "elementwise")
     self.assertIn("re-embedding", report.metrics["recall_recovery"].means)
     # a new index of other items is refused before the old index is read
-    with mock.patch.object(_files, "chunk_reader", side_effect=AssertionError("read")):
-      with self.assertRaisesRegex(ValueError, "`new_index` has 299 rows but `index` has 300"):
-        upgrade.evaluate_upgrade(
-          self.map, self.z_new, self.z_prev, rows, index=old_index, new_index=new_index[:299], qrels=qrels
-        )
+    refused = self.assertRaisesRegex(ValueError, "`new_index` has 299 rows but `index` has 300")
+    with mock.patch.object(_files, "chunk_reader", side_effect=AssertionError("read")), refused:
+      upgrade.evaluate_upgrade(
+        self.map, self.z_new, self.z_prev, rows, index=old_index, new_index=new_index[:299], qrels=qrels
+      )
 
   def test_verdicts_follow_the_interval_and_the_reason_codes(self):
     reasons = []

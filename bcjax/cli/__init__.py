@@ -275,13 +275,14 @@ def _check_fit_args(args):
     _check_index_space(old, new, index, args)
   try:
     split = _fit.split_pairs(
-      old.shape[0], test_fraction=args.test_fraction, val_fraction=args.val_fraction, seed=args.seed
+      old.shape[0],
+      test_fraction=args.test_fraction,
+      val_fraction=args.val_fraction,
+      seed=args.seed,
+      names=("--test-fraction", "--val-fraction"),
     )
-  except ValueError as e:
-    message = str(e).replace("split_pairs: ", "")
-    raise UsageError(
-      message.replace("`test_fraction`", "`--test-fraction`").replace("`val_fraction`", "`--val-fraction`")
-    ) from None
+  except _fit.SplitError as e:
+    raise UsageError(e.detail) from None
   return old, new, index, new_index, qrels, labels, split
 
 

@@ -55,6 +55,7 @@ from bcjax.upgrade.fit._records import HUBNESS_MODES
 from bcjax.upgrade.fit._records import Candidate
 from bcjax.upgrade.fit._records import UPGRADE_KINDS
 from bcjax.upgrade.fit._records import PairSplit
+from bcjax.upgrade.fit._records import SplitError
 from bcjax.upgrade.fit._records import UpgradeFit
 from bcjax.upgrade.fit._records import split_pairs
 from bcjax.upgrade.fit._workflow import fit_upgrade
@@ -70,6 +71,7 @@ __all__ = (
   "PairMoments",
   "PairSplit",
   "split_pairs",
+  "SplitError",
   "train_mlp",
   "UPGRADE_KINDS",
   "UpgradeFit",

@@ -28,7 +28,22 @@ class PairSplit(NamedTuple):
   test: np.ndarray
 
 
-def split_pairs(n: int, *, test_fraction: float = 0.2, val_fraction: float = 0.1, seed: int = 0) -> PairSplit:
+class SplitError(ValueError):
+  """:func:`split_pairs` refused its arguments: ``detail`` says why, naming them as the caller called them."""
+
+  def __init__(self, detail: str):
+    super().__init__(f"split_pairs: {detail}")
+    self.detail = detail
+
+
+def split_pairs(
+  n: int,
+  *,
+  test_fraction: float = 0.2,
+  val_fraction: float = 0.1,
+  seed: int = 0,
+  names: tuple[str, str] = ("test_fraction", "val_fraction"),
+) -> PairSplit:
   """A random split of n pairs into train, validation and test rows (each sorted).
 
   Args:
@@ -36,26 +51,26 @@ def split_pairs(n: int, *, test_fraction: float = 0.2, val_fraction: float = 0.1
     test_fraction: the share held out for the report.
     val_fraction: the share for the choices.
     seed: seeds the permutation.
+    names: the two fractions' names in error messages (a command line passes its flags').
 
   Returns:
     A :class:`PairSplit` of sorted row ids.
 
   Raises:
-    ValueError: when a fraction is outside [0, 1), they sum to 1 or more, or fewer than 2 training rows remain.
+    SplitError: (a ValueError) when a fraction is outside [0, 1), they sum to 1 or more, or fewer than 2 training rows
+      remain.
   """
-  for name, value in (("test_fraction", test_fraction), ("val_fraction", val_fraction)):
+  for name, value in zip(names, (test_fraction, val_fraction)):
     if not 0.0 <= value < 1.0:
-      raise ValueError(f"split_pairs: `{name}` must lie in [0, 1), got {value!r}")
+      raise SplitError(f"`{name}` must lie in [0, 1), got {value!r}")
   if test_fraction + val_fraction >= 1.0:
-    raise ValueError(
-      f"split_pairs: `test_fraction` + `val_fraction` = {test_fraction + val_fraction:g} leaves no training pairs"
-    )
+    raise SplitError(f"`{names[0]}` + `{names[1]}` = {test_fraction + val_fraction:g} leaves no training pairs")
   order = np.random.default_rng(seed).permutation(n)
   n_test, n_val = int(round(test_fraction * n)), int(round(val_fraction * n))
   if n - n_test - n_val < 2:
-    raise ValueError(
-      f"split_pairs: {n} pairs leave {n - n_test - n_val} for training after {n_test} test and "
-      f"{n_val} validation pairs; at least 2 are needed"
+    raise SplitError(
+      f"{n} pairs leave {n - n_test - n_val} for training after {n_test} test and {n_val} validation pairs; at least "
+      f"2 are needed"
     )
   test, val, train = order[:n_test], order[n_test : n_test + n_val], order[n_test + n_val :]
   return PairSplit(np.sort(train), np.sort(val), np.sort(test))
