@@ -48,7 +48,15 @@ from experiments.icl.evaluate import (
 )
 from experiments.icl.experiment import EXPERIMENT
 from experiments.icl.methods import METHODS, Context, _Incremental, _Trainer, converge, pretrain, train_method
-from experiments.icl.report import detail_table, quality, speedup_table, summarise, tables, uninformative_svm
+from experiments.icl.report import (
+  blind_probe,
+  detail_table,
+  quality,
+  speedup_table,
+  summarise,
+  tables,
+  uninformative_svm,
+)
 from experiments.icl.steps import MetaRule, init_state, meta_step
 from experiments.icl.target import TargetRule, median_sd
 from experiments.icl.train import batch_loss, split_encoder
@@ -605,6 +613,27 @@ class QualityTest(absltest.TestCase):
       "α=0.3: time to quality cannot be measured with the linear probe (the one the speed-ups are timed on)", text
     )
     self.assertIn("α=0.3: the held-out NCE-I loss sees training", text)
+    # the target rule times the blind probe: its speed-ups are withdrawn, with the probe's statement as the reason
+    timed = {"speedup_rule": "target", "speedup_status": "reached", "time_speedup": 2.0, "epoch_speedup": 1.5}
+    methods = {
+      "retrain": {**timed, "time_speedup": 1.0, "epoch_speedup": 1.0},
+      "finetune": {**timed, "time_speedup_ci95": [1.5, 2.5], "time_order": 1, "time_speedups_by_run": [2.0]},
+      "meta": {"speedup_rule": "target", "speedup_status": "not measurable", "speedup_note": "its own reason"},
+    }
+    blind_probe(methods, q)
+    for m in ("retrain", "finetune"):
+      o = methods[m]
+      self.assertEqual((o["speedup_status"], o["time_speedup"], o["epoch_speedup"]), ("not measurable", None, None))
+      self.assertEqual(o["speedup_note"], q["separation"]["probe"]["statement"])
+      self.assertFalse({"time_speedup_ci95", "time_order", "time_speedups_by_run"} & set(o), m)
+    self.assertEqual(methods["meta"]["speedup_note"], "its own reason")
+    sighted = {"separation": {"probe": {"status": "sees training", "statement": "sees"}}}
+    kept = {"finetune": dict(timed)}
+    self.assertEqual(blind_probe(kept, sighted), {"finetune": timed})
+    converged = summarise({"retrain": RETRAIN, "finetune": FINETUNE}, rule="convergence")
+    before = {m: o["speedup_status"] for m, o in converged.items()}
+    blind_probe(converged, q)  # the paper's rule does not use the probe: left as it is
+    self.assertEqual({m: o["speedup_status"] for m, o in converged.items()}, before)
     # a measure that ranks the pre-trained encoder above retraining, resolved, cannot time training either
     better_before = [reference(80.0 + i, 70.0, 2.7) for i in range(3)]
     q = quality({"retrain": RETRAIN}, better_before, RANDOM)

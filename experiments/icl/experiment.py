@@ -189,6 +189,7 @@ class ICL(harness.Experiment):
           sweep[f"{alpha:g}"]["svm_uninformative"] = report.uninformative_svm(sweep[f"{alpha:g}"]["methods"], majority)
         if all(p is not None for p in random_runs):  # stages saved before the random encoder was scored have none
           sweep[f"{alpha:g}"]["quality"] = report.quality(per_run, pre_runs, random_runs)
+          report.blind_probe(sweep[f"{alpha:g}"]["methods"], sweep[f"{alpha:g}"]["quality"])
           shared = set.intersection(*(set(p) for p in random_runs))
           untrained[f"{alpha:g}"] = {k: float(np.mean([p[k] for p in random_runs])) for k in sorted(shared)}
           if all("heldout_loss" in p for p in pre_runs):

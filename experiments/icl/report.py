@@ -328,6 +328,35 @@ def quality(runs: dict[str, list[dict]], pretrained: list[dict], random: list[di
   return out
 
 
+def blind_probe(methods: dict, quality_block: dict) -> dict:
+  """Target-rule speed-ups withdrawn where the probe they are timed on is blind (:func:`quality`'s separation).
+
+  A time to a target on a probe that cannot tell a trained encoder from a random one, or retraining from the
+  pre-trained encoder, times nothing: every method's speed-up becomes ``not measurable``, with the probe's statement
+  as its note (the times to target stay, as the probe saw them). The paper's convergence rule does not use the probe
+  and is left as it is.
+
+  Args:
+    methods: :func:`summarise`'s output for one α.
+    quality_block: :func:`quality`'s output for the same runs.
+
+  Returns:
+    ``methods``, changed in place.
+  """
+  probe = quality_block.get("separation", {}).get("probe", {})
+  if probe.get("status") != "blind":
+    return methods
+  for o in methods.values():
+    if o.get("speedup_rule") != "target" or o.get("speedup_status") == "not measurable":
+      continue
+    o["speedup_status"], o["speedup_note"] = "not measurable", probe["statement"]
+    for field in ("time_speedup", "epoch_speedup"):
+      o[field] = None
+    for field in ("time_speedup_ci95", "epoch_speedup_ci95", "time_order", "epoch_order", "time_speedups_by_run"):
+      o.pop(field, None)
+  return methods
+
+
 def _moved_verdict(c: Comparison | None, better: int) -> str:
   """Whether final − start ``c`` shows training moved a measure (``better``: +1 higher is better, -1 lower)."""
   if c is None:
