@@ -1,6 +1,7 @@
 """Smoke test of the benchmarks: they run and write well-formed JSON (timings are measured, never asserted)."""
 
 import contextlib
+import importlib.util
 import io
 import json
 from pathlib import Path
@@ -76,6 +77,23 @@ class BenchmarkSmokeTest(absltest.TestCase):
     self.assertEqual(row["batch"]["queries"], 20)
     self.assertGreater(row["first_call_s"], 0)
     self.assertIn("model", report["cpu"])
+    self.assertNotIn("migration", report)  # LanceDB's row only
+
+  @pytest.mark.heavy
+  def test_serving_benchmark_times_a_migration_beside_lancedbs_own_searches(self):
+    if importlib.util.find_spec("lancedb") is None:
+      self.skipTest("lancedb is not installed (the stores extra)")
+    out = Path(self.create_tempdir().full_path) / "serving.json"
+    argv = ["--out", str(out), "--quick", "--rows", "300", "--pairs", "100", "--one-query-repeats", "3"]
+    with contextlib.redirect_stderr(io.StringIO()):
+      self.assertEqual(upgrade_serving.main([*argv, "--batch", "20", "--batch-repeats", "1", "--stores", "lancedb"]), 0)
+    migration = json.loads(out.read_text())["migration"]
+    self.assertEqual((migration["rows"], migration["re_embedded"], migration["batch"]["queries"]), (300, 150, 20))
+    for side in ("served_ms", "raw_ms"):
+      self.assertGreater(migration["one_query"][side], 0)
+    assert_close(
+      migration["one_query"]["ratio"], migration["one_query"]["served_ms"] / migration["one_query"]["raw_ms"]
+    )
 
   def test_peers_benchmark_scores_every_tool_on_the_same_queries(self):
     out = Path(self.create_tempdir().full_path) / "peers.json"
