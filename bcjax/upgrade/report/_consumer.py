@@ -17,6 +17,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from bcjax._unit import unit_rows
+from bcjax.metrics import negative_flip_rate
+from bcjax.upgrade import _files
+from bcjax.upgrade.report._measure import interval, sample_rows
+from bcjax.upgrade.report._records import Measure, _reason
+
 
 @functools.partial(jax.jit, static_argnames=("num_classes", "max_iterations"))
 def _fit(x, y, inverse_c, *, num_classes, max_iterations):
@@ -78,3 +84,57 @@ def predict(params: dict, x) -> np.ndarray:
   """The consumer's predicted classes [n]."""
   w = params["w"]
   return np.asarray(jnp.argmax(jnp.asarray(x, w.dtype) @ w.T + params["b"], axis=1))
+
+
+def consumer_measures(
+  labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed, reasons
+) -> dict[str, Measure]:
+  """The consumer's accuracy on old and mapped embeddings and its negative flips (:mod:`bcjax.upgrade.report`)."""
+  labels = np.asarray(labels)
+  if labels.ndim != 1 or labels.shape[0] != z_prev.shape[0] or not np.issubdtype(labels.dtype, np.integer):
+    raise ValueError(
+      f"evaluate_upgrade: `labels` must be integer classes, one per pair row [{z_prev.shape[0]}], got "
+      f"dtype {labels.dtype} and shape {labels.shape}"
+    )
+  if consumer_rows is None or len(consumer_rows) == 0:
+    raise ValueError("evaluate_upgrade: `labels` need `consumer_rows`, the training rows the consumer is fitted on")
+  fit_rows = sample_rows(np.asarray(consumer_rows), max_rows, seed + 2)
+  x = _files.read_rows(z_prev, fit_rows, np.float32)
+  x = unit_rows(x) if normalize else x
+  params = fit_logistic_regression(x, labels[fit_rows])
+  y = labels[rows]
+
+  old_pred = predict(params, unit_rows(zp) if normalize else zp)
+  new_pred = predict(params, mapped)
+  old_right, new_right = old_pred == y, new_pred == y
+  # Chance for this consumer: always answering the training rows' most common class, scored on the held-out rows.
+  majority = float(np.mean(y == np.bincount(labels[fit_rows]).argmax()))
+  old_acc = interval(
+    old_right,
+    seed=seed,
+    means="a logistic regression fitted on old embeddings, scored on the held-out rows' old embeddings",
+    majority=majority,
+  )
+  measurable = old_acc.low > majority
+  if not measurable:
+    reasons.append(
+      _reason(
+        "consumer-at-majority",
+        f"the consumer's accuracy on old embeddings ({old_acc.value:.3f}, 95 % interval down to "
+        f"{old_acc.low:.3f}) is not above always answering the majority class ({majority:.3f}): its flips are "
+        f"not measurable",
+      )
+    )
+  return {
+    "consumer_accuracy_old": old_acc._replace(measurable=measurable),
+    "consumer_accuracy_bridged": interval(
+      new_right, seed=seed, means="the same consumer scored on the mapped new embeddings", measurable=measurable
+    ),
+    "consumer_negative_flips": interval(
+      old_right & ~new_right,
+      seed=seed,
+      means="share of held-out rows the consumer got right on old embeddings and wrong on mapped ones",
+      check=float(negative_flip_rate(y, old_pred, new_pred)),
+      measurable=measurable,
+    ),
+  }

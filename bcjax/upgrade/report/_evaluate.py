@@ -4,17 +4,15 @@ import math
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from bcjax._unit import unit_rows
-from bcjax.metrics import bootstrap_means, negative_flip_rate
 from bcjax.upgrade import _files, _hubness, _retrieval, _spaces
 from bcjax.upgrade._map import UpgradeMap, compiled_map
-from bcjax.upgrade.report import _consumer
+from bcjax.upgrade.report._consumer import consumer_measures
+from bcjax.upgrade.report._measure import interval, sample_rows
 from bcjax.upgrade.report._records import (
-  _REPLICATES,
   MAX_CHANCE_SHARE,
   MapSummary,
   Measure,
@@ -23,33 +21,6 @@ from bcjax.upgrade.report._records import (
   _reason,
   _verdict,
 )
-
-
-def _interval(values: np.ndarray, reference: np.ndarray | None = None, *, seed: int, means: str, **extra) -> Measure:
-  """The mean of ``values`` with a 95 % percentile bootstrap interval over rows.
-
-  The mean of ``values`` (or the ratio of its mean to ``reference``'s, paired by row) with a 95 % percentile bootstrap
-  interval over rows (:func:`bcjax.metrics.bootstrap_means`, the resampler every bcjax interval uses), as a
-  :class:`Measure` meaning ``means`` (``extra``: its other fields).
-  """
-  values = np.asarray(values, np.float64)
-  columns = values[:, None] if reference is None else np.stack([values, np.asarray(reference, np.float64)], axis=1)
-  draws = bootstrap_means([columns], jax.random.key(seed), num_samples=_REPLICATES)
-  if reference is None:
-    estimate, draws = float(values.mean()), draws[:, 0]
-  else:
-    denominator = columns[:, 1].mean()
-    estimate = float(values.mean() / denominator) if denominator > 0 else math.nan
-    ratio = draws[:, 0] / np.where(draws[:, 1] > 0, draws[:, 1], 1.0)
-    draws = ratio[draws[:, 1] > 0]
-  low, high = np.percentile(draws, [2.5, 97.5]) if draws.size else (math.nan, math.nan)
-  return Measure(estimate, float(low), float(high), len(values), means, **extra)
-
-
-def _sample(rows: np.ndarray, limit: int, seed: int) -> np.ndarray:
-  if len(rows) <= limit:
-    return np.asarray(rows)
-  return np.sort(np.random.default_rng(seed).choice(rows, size=limit, replace=False))
 
 
 def _without_copies(index_rows: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -148,7 +119,7 @@ def evaluate_upgrade(
   """
   fn = "evaluate_upgrade"
   _check_arguments(fn, rows, index, new_index, qrels, metric, min_recovery, min_hit_rate, chunk_rows)
-  rows = _sample(np.asarray(rows), max_rows, seed)
+  rows = sample_rows(np.asarray(rows), max_rows, seed)
   apply, normalize, kind, choices, dims = _chain_map(upgrade_map)
   # The last map's hubness correction lives in the chain's output space: it corrects every bridged search below.
   last = upgrade_map if isinstance(upgrade_map, UpgradeMap) else list(upgrade_map)[-1]
@@ -168,7 +139,7 @@ def evaluate_upgrade(
     metrics.update(_index_measures(fn, mapped, zn, zp, rows, index, new_index, qrels, settings, reasons))
   if labels is not None:
     metrics.update(
-      _consumer_metrics(labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed, reasons)
+      consumer_measures(labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed, reasons)
     )
   if any(r.code == "pool-too-small" for r in reasons):
     metrics[primary] = metrics[primary]._replace(measurable=False)
@@ -226,17 +197,17 @@ def _alignment(mapped: np.ndarray, target: np.ndarray, seed: int) -> dict[str, M
   error = np.linalg.norm(mapped - target, axis=1)
   cos = np.sum(unit_rows(mapped) * unit_rows(target), axis=1)
   return {
-    "alignment_l2": _interval(error, seed=seed, means="mean ||B(z_new) - z_old|| on held-out pairs"),
-    "alignment_relative": _interval(
+    "alignment_l2": interval(error, seed=seed, means="mean ||B(z_new) - z_old|| on held-out pairs"),
+    "alignment_relative": interval(
       error, np.linalg.norm(target, axis=1), seed=seed, means="mean ||B(z_new) - z_old|| / mean ||z_old||"
     ),
-    "alignment_cosine": _interval(cos, seed=seed, means="mean cosine of B(z_new) and z_old"),
+    "alignment_cosine": interval(cos, seed=seed, means="mean cosine of B(z_new) and z_old"),
   }
 
 
 def _distractors(fn: str, index, zp: np.ndarray, last: UpgradeMap, max_rows: int, seed: int) -> np.ndarray:
   """A sample of the old index as own-vector distractors (no copy of a target); refused if it is the new model's."""
-  sample = _sample(np.arange(index.shape[0]), max_rows, seed + 1)
+  sample = sample_rows(np.arange(index.shape[0]), max_rows, seed + 1)
   candidates = _files.read_rows(index, sample, np.float32)
   if last.spaces is not None:  # an index of the new model's vectors would score the map against the wrong space
     wrong = _spaces.index_space_error(candidates, last.spaces["old"], last.spaces["new"])
@@ -275,7 +246,7 @@ def _own_vector_hit_rate(mapped, target, distractors, s: _Settings, *, gate: boo
         f"{MAX_CHANCE_SHARE:g} x the threshold {min_hit_rate:g}, a pool of at least {needed} rows. " + fix,
       )
     )
-  return _interval(hits, seed=s.seed, means=means, chance=chance, pool=pool)
+  return interval(hits, seed=s.seed, means=means, chance=chance, pool=pool)
 
 
 def _index_measures(fn, mapped, zn, zp, rows, index, new_index, qrels, s: _Settings, reasons) -> dict[str, Measure]:
@@ -288,7 +259,7 @@ def _index_measures(fn, mapped, zn, zp, rows, index, new_index, qrels, s: _Setti
   )
   agreement = _retrieval.overlap(mine, theirs)
   measures = {
-    "neighbour_agreement": _interval(
+    "neighbour_agreement": interval(
       agreement,
       seed=s.seed,
       means=(
@@ -326,7 +297,7 @@ def _recall_measures(fn, mine, theirs, zn, rows, index, new_index, qrels, s: _Se
     reference_name = "the old model (old queries against the old index)"
     reference = _retrieval.recall_of(theirs[has], rel)
   chance = float(np.mean([min(1.0, s.k / index.shape[0]) for _ in rel]))
-  ref = _interval(reference, seed=s.seed, means=f"Recall@{s.k} of {reference_name}", chance=chance)
+  ref = interval(reference, seed=s.seed, means=f"Recall@{s.k} of {reference_name}", chance=chance)
   at_chance = not ref.low > chance
   if at_chance:
     reasons.append(
@@ -337,66 +308,13 @@ def _recall_measures(fn, mine, theirs, zn, rows, index, new_index, qrels, s: _Se
       )
     )
   return {
-    "recall_bridged": _interval(bridged, seed=s.seed, means=f"Recall@{s.k} of the mapped new queries"),
+    "recall_bridged": interval(bridged, seed=s.seed, means=f"Recall@{s.k} of the mapped new queries"),
     "recall_reference": ref,
-    "recall_recovery": _interval(
+    "recall_recovery": interval(
       bridged,
       reference,
       seed=s.seed,
       means=f"Recall@{s.k} of the mapped new queries against the old index as a share of {reference_name}'s",
       measurable=not at_chance,
-    ),
-  }
-
-
-def _consumer_metrics(
-  labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed, reasons
-) -> dict[str, Measure]:
-  labels = np.asarray(labels)
-  if labels.ndim != 1 or labels.shape[0] != z_prev.shape[0] or not np.issubdtype(labels.dtype, np.integer):
-    raise ValueError(
-      f"evaluate_upgrade: `labels` must be integer classes, one per pair row [{z_prev.shape[0]}], got "
-      f"dtype {labels.dtype} and shape {labels.shape}"
-    )
-  if consumer_rows is None or len(consumer_rows) == 0:
-    raise ValueError("evaluate_upgrade: `labels` need `consumer_rows`, the training rows the consumer is fitted on")
-  fit_rows = _sample(np.asarray(consumer_rows), max_rows, seed + 2)
-  x = _files.read_rows(z_prev, fit_rows, np.float32)
-  x = unit_rows(x) if normalize else x
-  params = _consumer.fit_logistic_regression(x, labels[fit_rows])
-  y = labels[rows]
-
-  old_pred = _consumer.predict(params, unit_rows(zp) if normalize else zp)
-  new_pred = _consumer.predict(params, mapped)
-  old_right, new_right = old_pred == y, new_pred == y
-  # Chance for this consumer: always answering the training rows' most common class, scored on the held-out rows.
-  majority = float(np.mean(y == np.bincount(labels[fit_rows]).argmax()))
-  old_acc = _interval(
-    old_right,
-    seed=seed,
-    means="a logistic regression fitted on old embeddings, scored on the held-out rows' old embeddings",
-    majority=majority,
-  )
-  measurable = old_acc.low > majority
-  if not measurable:
-    reasons.append(
-      _reason(
-        "consumer-at-majority",
-        f"the consumer's accuracy on old embeddings ({old_acc.value:.3f}, 95 % interval down to "
-        f"{old_acc.low:.3f}) is not above always answering the majority class ({majority:.3f}): its flips are "
-        f"not measurable",
-      )
-    )
-  return {
-    "consumer_accuracy_old": old_acc._replace(measurable=measurable),
-    "consumer_accuracy_bridged": _interval(
-      new_right, seed=seed, means="the same consumer scored on the mapped new embeddings", measurable=measurable
-    ),
-    "consumer_negative_flips": _interval(
-      old_right & ~new_right,
-      seed=seed,
-      means="share of held-out rows the consumer got right on old embeddings and wrong on mapped ones",
-      check=float(negative_flip_rate(y, old_pred, new_pred)),
-      measurable=measurable,
     ),
   }
