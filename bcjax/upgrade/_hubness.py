@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcjax._buckets import bucket_size
+from bcjax._device import device_array
 from bcjax._unit import unit_rows
 from bcjax.upgrade import _files
 
@@ -96,7 +97,7 @@ def hubness_bias(docs, hubness: Hubness, *, chunk_rows: int = _files.DEFAULT_CHU
     )
   if chunk_rows < 1:
     raise ValueError(f"hubness_bias: `chunk_rows` must be >= 1, got {chunk_rows}")
-  reference = jnp.asarray(hubness.reference)
+  reference = device_array(hubness.reference)
   out = np.empty(docs.shape[0], np.float32)
   size = bucket_size(min(chunk_rows, docs.shape[0]))
   with _files.chunk_reader(docs) as read:

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcjax import _atomic
+from bcjax._device import device_array
 from bcjax._unit import unit_rows_jax
 from bcjax.alignment._transforms import BackwardTransform, backward_transform, check_params, semi_orthogonal
 from bcjax.upgrade._hubness import Hubness
@@ -86,7 +87,7 @@ def apply_map(upgrade_map: UpgradeMap, z) -> jax.Array:
   Raises:
     ValueError: embeddings of another width.
   """
-  z = jnp.asarray(z)
+  z = device_array(z)
   if z.ndim != 2 or z.shape[1] != upgrade_map.dims[1]:
     raise ValueError(f"apply_map: `z` has shape {tuple(z.shape)} but the map takes D_k={upgrade_map.dims[1]} columns")
   dtype = jnp.float64 if z.dtype == jnp.float64 else jnp.float32
@@ -152,9 +153,9 @@ def query_function(maps: "UpgradeMap | Sequence[UpgradeMap]", *, dtype=jnp.float
   for m in maps:
     form = affine_form(m.transform, m.params)
     if form is not None:
-      stages.append(("affine", {"w_t": jnp.asarray(form[0].T, dtype), "b": jnp.asarray(form[1], dtype)}, m.normalize))
+      stages.append(("affine", {"w_t": device_array(form[0].T, dtype), "b": device_array(form[1], dtype)}, m.normalize))
     else:
-      stages.append((m.transform, {n: jnp.asarray(a, dtype) for n, a in m.params.items()}, m.normalize))
+      stages.append((m.transform, {n: device_array(np.asarray(a), dtype) for n, a in m.params.items()}, m.normalize))
   params = [p for _, p, _ in stages]
   kinds = tuple((kind, normalize) for kind, _, normalize in stages)
 

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcjax._buckets import bucket_size
+from bcjax._device import device_array
 from bcjax.upgrade import _files
 from bcjax.upgrade._files import DEFAULT_CHUNK_ROWS
 
@@ -129,10 +130,10 @@ def top_k_many(
       raw = read(chunk)
       x = _prepare(raw, metric)
       valid = x.shape[0]
-      x_dev = jnp.asarray(np.pad(x, ((0, size - valid), (0, 0))))
+      x_dev = device_array(np.pad(x, ((0, size - valid), (0, 0))))
       item_sq = jnp.sum(x_dev * x_dev, axis=1)
-      chunk_bias = jnp.asarray(np.pad(np.asarray(bias_of(raw, chunk), np.float32), (0, size - valid)))
-      no_bias = jnp.zeros_like(chunk_bias)
+      chunk_bias = device_array(np.pad(np.asarray(bias_of(raw, chunk), np.float32), (0, size - valid)))
+      no_bias = device_array(np.zeros(size, np.float32))
       for blocks, use_bias in zip(sets, biased):
         b = chunk_bias if use_bias else no_bias
         blocks.best = [
@@ -151,11 +152,12 @@ class _QueryBlocks:
   def __init__(self, q: np.ndarray, rows: int, k: int):
     self.blocks = [slice(s, min(s + rows, q.shape[0])) for s in range(0, q.shape[0], rows)]
     self.padded = [
-      jnp.asarray(np.pad(q[b], ((0, bucket_size(b.stop - b.start) - (b.stop - b.start)), (0, 0)))) for b in self.blocks
+      device_array(np.pad(q[b], ((0, bucket_size(b.stop - b.start) - (b.stop - b.start)), (0, 0)))) for b in self.blocks
     ]
     # ids in int32: an index of 2^31 rows would be terabytes; the placeholders (score -inf) are always displaced.
     self.best = [
-      (jnp.full((p.shape[0], k), -jnp.inf, jnp.float32), jnp.zeros((p.shape[0], k), jnp.int32)) for p in self.padded
+      (device_array(np.full((p.shape[0], k), -np.inf, np.float32)), device_array(np.zeros((p.shape[0], k), np.int32)))
+      for p in self.padded
     ]
     self.rows, self.k = q.shape[0], k
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from bcjax import _atomic
 from bcjax._buckets import bucket_size
+from bcjax._device import device_array
 from bcjax.upgrade import _files, _hubness, _scale
 from bcjax.upgrade._map import UpgradeMap, check_direction, compiled_map
 
@@ -36,7 +37,7 @@ def _chunk_function(maps: Sequence[UpgradeMap], compute, chunk_rows: int) -> Cal
     size = rows if rows == chunk_rows else min(chunk_rows, bucket_size(rows))
     if rows < size:
       block = np.pad(block, ((0, size - rows), (0, 0)))
-    return np.asarray(fn(jnp.asarray(block)))[:rows]
+    return np.asarray(fn(device_array(block)))[:rows]
 
   return apply
 

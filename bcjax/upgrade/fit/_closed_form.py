@@ -4,9 +4,9 @@ import math
 import numbers
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
+from bcjax._device import device_array
 from bcjax.alignment._transforms import affine_transform, orthogonal_transform, procrustes
 from bcjax.upgrade._map import UpgradeMap
 from bcjax.upgrade.fit import _moments
@@ -34,7 +34,7 @@ def _procrustes(gram_c, cross_c, energy_c) -> np.ndarray:
   with jax.enable_x64(True):
     return np.asarray(
       procrustes(
-        jnp.asarray(gram_c), jnp.asarray(cross_c), jnp.asarray(energy_c), PROCRUSTES_TOLERANCE, PROCRUSTES_ITERATIONS
+        device_array(gram_c), device_array(cross_c), device_array(energy_c), PROCRUSTES_TOLERANCE, PROCRUSTES_ITERATIONS
       )
     )
 

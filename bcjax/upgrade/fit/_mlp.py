@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from bcjax._device import device_array
 from bcjax._unit import unit_rows
 from bcjax.alignment import mlp_transform
 from bcjax.upgrade import _files
@@ -79,10 +80,10 @@ def train_mlp(
   transform, optimizer, step, loss = _mlp_steps(hidden, learning_rate)
   w0, b0 = init
   params = transform.init(key, w0.shape[0], w0.shape[1], jnp.float32)
-  params = dict(params, s=jnp.asarray(w0, jnp.float32), b2=jnp.asarray(b0, jnp.float32))
+  params = dict(params, s=device_array(w0, np.float32), b2=device_array(b0, np.float32))
   opt_state = optimizer.init(params)
-  val_new, val_prev = (jnp.asarray(a, jnp.float32) for a in val_pairs)
-  val_weight = jnp.ones(val_new.shape[0], jnp.float32)
+  val_new, val_prev = (device_array(a, np.float32) for a in val_pairs)
+  val_weight = device_array(np.ones(val_new.shape[0], np.float32))
   best = (float(loss(params, val_new, val_prev, val_weight)), jax.tree.map(np.asarray, params), 0)
   rng = np.random.default_rng(int(jax.random.randint(key, (), 0, 2**31 - 1)))
   # At least ~32 steps an epoch, so a small training set still takes steps enough between validations.

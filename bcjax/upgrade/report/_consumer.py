@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from bcjax._device import device_array
 from bcjax._unit import unit_rows
 from bcjax.metrics import negative_flip_rate
 from bcjax.upgrade import _files
@@ -36,7 +37,7 @@ def _fit(x, y, inverse_c, *, num_classes, max_iterations):
 
   optimizer = optax.lbfgs()
   value_and_grad = optax.value_and_grad_from_state(objective)
-  params = {"w": jnp.zeros((num_classes, d), x.dtype), "b": jnp.zeros(num_classes, x.dtype)}
+  params = {"w": device_array(np.zeros((num_classes, d), x.dtype)), "b": device_array(np.zeros(num_classes, x.dtype))}
 
   def step(carry):
     params, state = carry
@@ -73,7 +74,7 @@ def fit_logistic_regression(x, y, *, c: float = 1.0, max_iterations: int = 500) 
   dtype = jnp.float64 if x.dtype == jnp.float64 else jnp.float32
   return _fit(
     x.astype(dtype),
-    jnp.asarray(y),
+    device_array(np.asarray(y)),
     jnp.asarray(1.0 / c, dtype),
     num_classes=int(y.max()) + 1,
     max_iterations=int(max_iterations),
@@ -83,7 +84,7 @@ def fit_logistic_regression(x, y, *, c: float = 1.0, max_iterations: int = 500) 
 def predict(params: dict, x) -> np.ndarray:
   """The consumer's predicted classes [n]."""
   w = params["w"]
-  return np.asarray(jnp.argmax(jnp.asarray(x, w.dtype) @ w.T + params["b"], axis=1))
+  return np.asarray(jnp.argmax(device_array(np.asarray(x), w.dtype) @ w.T + params["b"], axis=1))
 
 
 def consumer_measures(

@@ -7,6 +7,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from bcjax._device import device_array
 from bcjax._unit import unit_rows
 from bcjax.upgrade import _files, _hubness, _retrieval, _spaces
 from bcjax.upgrade._map import UpgradeMap, compiled_map
@@ -55,7 +56,7 @@ def _chain_map(maps) -> tuple[Callable, bool, str, dict, tuple[int, int]]:
     raise ValueError("evaluate_upgrade: `upgrade_map` is an empty chain")
 
   def apply(z):
-    return np.asarray(compiled_map(maps, jnp.float32)(jnp.asarray(z, jnp.float32)))
+    return np.asarray(compiled_map(maps, jnp.float32)(device_array(z, np.float32)))
 
   if len(maps) == 1:
     return apply, maps[0].normalize, maps[0].kind, maps[0].choices, maps[0].dims

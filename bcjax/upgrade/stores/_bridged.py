@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcjax._buckets import bucket_size
+from bcjax._device import device_array
 from bcjax._unit import unit_rows
 from bcjax.upgrade import _hubness
 from bcjax.upgrade._map import UpgradeMap, check_direction, compiled_map
@@ -112,7 +113,7 @@ def _mapped(upgrade_map: UpgradeMap, z: np.ndarray) -> np.ndarray:
   size = bucket_size(rows, minimum=1)
   block = np.zeros((size, z.shape[1]), np.float32)
   block[:rows] = z
-  return np.asarray(compiled_map(upgrade_map, jnp.float32)(jnp.asarray(block)), np.float64)[:rows]
+  return np.asarray(compiled_map(upgrade_map, jnp.float32)(device_array(block)), np.float64)[:rows]
 
 
 def _records_bridged(store) -> bool:
