@@ -238,8 +238,11 @@ class OneScaleTest(parameterized.TestCase):
     self.assertGreater(np.mean(own == new_ids), 0.6)
 
   def test_two_stage_never_lowers_recall_for_documents_with_new_vectors(self):
-    """A new model whose cosines bunch together (a strong common direction, as some text-embedding models have): a
-    median shift alone pulls each re-embedded candidate to the bridged candidates' middle, below the bridged best."""
+    """A new model whose cosines bunch together (a strong common direction, as some text-embedding models have): the
+    re-embedded candidates, reordered by the new model within the scores they hold, rank their documents no lower
+    than the bridge does, and a document without a new vector keeps exactly its bridged rank (a median shift of the
+    new cosines fell below the bridge here unless widened, and below it on real models: test_migrate's
+    RealModelTest)."""
     if importlib.util.find_spec("faiss") is None:
       self.skipTest("faiss is not installed (the stores extra)")
     rng = np.random.default_rng(0)
@@ -257,16 +260,16 @@ class OneScaleTest(parameterized.TestCase):
     known = upgrade.NewVectors(ID0 + re_embedded, z_new[re_embedded])
     rows = re_embedded[600:]  # documents with new vectors, not paired
     recall = {}
-    for name, served, vectors in (
-      ("bridged", m, None),
-      ("two-stage", m, known),
-      ("median only", m._replace(scale=m.scale._replace(new_slope=1.0)), known),
-    ):
-      top = upgrade.bridged_search(store, served, queries[rows], 1, new_vectors=vectors).ids[:, 0]
+    for name, vectors in (("bridged", None), ("two-stage", known)):
+      top = upgrade.bridged_search(store, m, queries[rows], 1, new_vectors=vectors).ids[:, 0]
       recall[name] = np.mean(top == ID0 + rows)
-    self.assertGreater(m.scale.new_slope, 1.5)  # the new model's margins are narrow: they are widened
     self.assertGreaterEqual(recall["two-stage"], recall["bridged"], recall)
-    self.assertLess(recall["median only"], recall["bridged"] - 0.1, recall)  # the failure the slope fixes
+    others = np.arange(1, 2000, 2)  # documents without new vectors: their queries find them exactly as bridged
+    hits = [
+      upgrade.bridged_search(store, m, queries[others], 5, new_vectors=v).ids == (ID0 + others)[:, None]
+      for v in (None, known)
+    ]
+    np.testing.assert_array_equal(hits[1], hits[0])
 
 
 @pytest.mark.heavy

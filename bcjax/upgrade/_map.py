@@ -355,8 +355,11 @@ def load_map(
       if stamp_arrays
       else None
     )
+    # files written before the two-stage re-ranking stopped using it also carry a `new_slope`: read and dropped
     scale = (
-      None if "score_scale" not in header else ScoreScale(**{k: float(v) for k, v in header["score_scale"].items()})
+      None
+      if "score_scale" not in header
+      else ScoreScale(**{k: float(header["score_scale"][k]) for k in ScoreScale._fields})
     )
   except (KeyError, TypeError) as e:
     raise ValueError(f"load_map: {path} has a damaged header ({e!r})") from None

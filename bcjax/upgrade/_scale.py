@@ -13,17 +13,14 @@ A bridged search scores a stored old-model row :math:`x` for a new-model query :
   :math:`c_b` is the shift at which other items' mapped rows outscore the query's own old row exactly as often as
   their old rows do. A bridged row then takes first place for other queries as often as its old copy would (its own
   queries find it about as often too, a little less where the map's image of it is noisy);
-* **re-embedded rows** (the two-stage re-ranking), whose new-model vector :math:`y` is known: served as
-  :math:`a_y \cos(q, y) + c_q`, :math:`c_q` the median over the query's re-embedded candidates of
-  :math:`s - a_y\cos(q, y)` (so both kinds of candidate share the query's own level) and :math:`a_y` the ratio of the
-  two scores' spreads over paired items, :math:`(Q_{.99} - Q_{.5})` of the old rows' scores over that of the new
-  model's cosines. The new model ranks its rows by its own order; the slope gives its margins the bridged scale's
-  size (a model whose cosines bunch near 0.8 would otherwise pull its best match down to the median of the
-  candidates).
+* **re-embedded rows** (the two-stage re-ranking), whose new-model vector :math:`y` is known: a query's
+  re-embedded candidates keep the bridged scores they hold between them, reassigned in the new model's order
+  (:func:`~bcjax.upgrade.stores._two_stage.two_stage_scores`). Nothing needs fitting: every other candidate keeps
+  its score and rank, and the re-embedded ones are ordered by the new model among themselves.
 
-Both are fitted by :func:`fit_score_scale` on paired rows, the correction's reference drawn from other paired rows
-(no scored query or row meets itself or its twin in it, as a served query and an index row do not), and stored with
-the map (:class:`ScoreScale`).
+The bridged-row offset is fitted by :func:`fit_score_scale` on paired rows, the correction's reference drawn from
+other paired rows (no scored query or row meets itself or its twin in it, as a served query and an index row do
+not), and stored with the map (:class:`ScoreScale`).
 """
 
 from typing import NamedTuple
@@ -39,35 +36,28 @@ MAX_ROWS = 1000  # paired rows scored (as many more give the correction's refere
 
 
 class ScoreScale(NamedTuple):
-  r"""How a bridged search puts bridged and re-embedded rows on the old rows' scale (:mod:`bcjax.upgrade._scale`).
+  r"""How a bridged search puts rows written through the map on the old rows' scale (:mod:`bcjax.upgrade._scale`).
 
-  ``bridged_offset``: added to the score of a row written through the map, :math:`c_b`; ``new_slope``: a re-embedded
-  row scores :math:`a_y \cos(q, y) + c_q`.
+  ``bridged_offset``: added to the score of a row written through the map, :math:`c_b`.
   """
 
   bridged_offset: float
-  new_slope: float
 
 
-IDENTITY = ScoreScale(0.0, 1.0)
-"""No calibration: a bridged row scored like an old one, re-embedded rows shifted by the median alone."""
+IDENTITY = ScoreScale(0.0)
+"""No calibration: a bridged row scored like an old one."""
 
 
-def _positive(value: float) -> float:
-  return float(value) if np.isfinite(value) and value > 0 else 1.0
-
-
-def fit_score_scale(mapped, old, new, *, hubness: _hubness.Hubness | None, seed: int = 0) -> ScoreScale:
+def fit_score_scale(mapped, old, *, hubness: _hubness.Hubness | None, seed: int = 0) -> ScoreScale:
   r"""The :class:`ScoreScale` of a map from paired rows (:mod:`bcjax.upgrade._scale`).
 
-  Up to :data:`MAX_ROWS` of the rows are scored, each as a query (its mapped row) against the others' old rows, mapped
-  rows and new-model rows; as many others give the hubness correction's reference, so that no scored query or row
-  meets itself or its twin in it (a served query and an index row do not).
+  Up to :data:`MAX_ROWS` of the rows are scored, each as a query (its mapped row) against the others' old rows and
+  mapped rows; as many others give the hubness correction's reference, so that no scored query or row meets itself or
+  its twin in it (a served query and an index row do not).
 
   Args:
     mapped: the map's images :math:`B(y_i)` of the paired new-model rows, [n, D_(k-1)].
     old: the paired old-model rows :math:`x_i`, [n, D_(k-1)].
-    new: the paired new-model rows :math:`y_i`, [n, D_k].
     hubness: the map's correction (its k is used), or None for a map without one.
     seed: seeds which rows are scored.
 
@@ -77,18 +67,16 @@ def fit_score_scale(mapped, old, new, *, hubness: _hubness.Hubness | None, seed:
   Raises:
     ValueError: for inputs with different row counts.
   """
-  mapped, old, new = (np.asarray(a) for a in (mapped, old, new))
+  mapped, old = np.asarray(mapped), np.asarray(old)
   n = len(mapped)
-  if len(old) != n or len(new) != n:
-    raise ValueError(
-      f"fit_score_scale: `mapped`, `old` and `new` must have the same rows, got {n}, {len(old)}, {len(new)}"
-    )
+  if len(old) != n:
+    raise ValueError(f"fit_score_scale: `mapped` and `old` must have the same rows, got {n} and {len(old)}")
   if n < MIN_ROWS:
     return IDENTITY
   order = np.random.default_rng(seed).permutation(n)[: 2 * MAX_ROWS]
   half = len(order) // 2
   reference, scored = np.sort(order[:half]), np.sort(order[half:])
-  b, x, y = (unit_rows(a[scored], np.float64) for a in (mapped, old, new))
+  b, x = (unit_rows(a[scored], np.float64) for a in (mapped, old))
   beta_x = beta_b = np.zeros(len(scored))
   if hubness is not None and half >= hubness.k:
     held_apart = _hubness.make_hubness(mapped[reference], k=hubness.k)
@@ -96,17 +84,7 @@ def fit_score_scale(mapped, old, new, *, hubness: _hubness.Hubness | None, seed:
     beta_b = _hubness.hubness_bias(b.astype(np.float32), held_apart).astype(np.float64)
   native = b @ x.T - beta_x[None, :]  # [query j, item i]: the score of item i's old row for item j's query
   bridged = b @ b.T - beta_b[None, :]  # ... and of its mapped row
-  others = ~np.eye(len(scored), dtype=bool)
-  return ScoreScale(_bridged_offset(native, bridged, others), _new_slope(native, y @ y.T, others))
-
-
-def _new_slope(native: np.ndarray, new_cos: np.ndarray, others: np.ndarray) -> float:
-  """The ratio of the old rows' score spread to the new model's cosine spread over pairs of different items.
-
-  Each spread is the distance from the median to the 99th percentile: where a query's candidates lie.
-  """
-  q_native, q_new = np.quantile(native[others], [0.5, 0.99]), np.quantile(new_cos[others], [0.5, 0.99])
-  return _positive((q_native[1] - q_native[0]) / (q_new[1] - q_new[0])) if q_new[1] > q_new[0] else 1.0
+  return ScoreScale(_bridged_offset(native, bridged, ~np.eye(len(scored), dtype=bool)))
 
 
 def _bridged_offset(native: np.ndarray, bridged: np.ndarray, others: np.ndarray) -> float:

@@ -19,7 +19,7 @@ def _score_scale(final: UpgradeMap, z_new, z_prev, split: PairSplit, normalize, 
   rows = np.concatenate([split.train, split.val])
   rows = np.sort(np.random.default_rng(seed + 5).permutation(rows)[: 2 * _scale.MAX_ROWS])
   new, old = _read_pairs(z_new, z_prev, rows, normalize)
-  return _scale.fit_score_scale(np.asarray(final(new)), old, new, hubness=final.hubness, seed=seed)
+  return _scale.fit_score_scale(np.asarray(final(new)), old, hubness=final.hubness, seed=seed)
 
 
 class _HubnessChoice(NamedTuple):

@@ -14,9 +14,9 @@ own index; bcjax then scores each candidate exactly, by cosine, in float64, on o
   :mod:`bcjax.upgrade._hubness`) computed from the candidates' own vectors, so the store needs no extra column; a row
   written through the map (:func:`bridge_items`) has the map's bridged-row offset added;
 * **two-stage** (``new_vectors``): a candidate whose new-model vector :math:`y` is known is scored
-  :math:`a_y\cos(q, y) + c_q` instead, :math:`c_q` the median over such candidates of (bridged score -
-  :math:`a_y` new score), so both kinds of candidate share one scale and the re-embedded ones are ordered by the new
-  model itself.
+  :math:`a_y\cos(q, y) + c_q` instead, :math:`c_q` set so that the best such candidate by bridged score keeps its
+  bridged score (:func:`~bcjax.upgrade.stores._two_stage.two_stage_scores`): both kinds of candidate share one scale
+  and the re-embedded ones are ordered by the new model itself.
 
 With a hubness correction, bridged rows or a re-ranking the store is asked for ``overfetch`` times k candidates, so
 an item the plain score ranks just below the k-th can still rise into the top k; with a correction or bridged rows,
@@ -283,8 +283,7 @@ def _scored(store, upgrade_map: UpgradeMap, state: _Served, mapped, fetch: int, 
     bridged[valid] = np.asarray(store.bridged_rows(ids[valid]), bool)
     scores = np.where(bridged, scores + scale.bridged_offset, scores)
   if known is not None:
-    slope = 1.0 if upgrade_map.scale is None else upgrade_map.scale.new_slope
-    scores = _rerank(scores, ids, valid, unit_rows(queries, np.float64), known, slope)
+    scores = _rerank(scores, ids, valid, unit_rows(queries, np.float64), known)
   return np.where(valid, ids, -1), np.where(valid, scores, -np.inf), np.where(valid, plain, -np.inf)
 
 

@@ -8,9 +8,9 @@ re-embedded documents grows, a query (embedded by the new model) is served from 
   bridged rows on the old rows' scale);
 * the new store answers natively, :math:`\cos(q, y)`;
 * every candidate either store returns that has a new-model vector is scored :math:`a_y \cos(q, y) + c_q`, the
-  two-stage score of :mod:`bcjax.upgrade._scale`: :math:`c_q` is the median, over the query's re-embedded candidates,
-  of their bridged score less :math:`a_y \cos(q, y)`, so re-embedded documents are ordered by the new model and sit
-  on the level of the bridged ones. Candidates found by one store only are read from the other by id.
+  two-stage score of :mod:`bcjax.upgrade._scale`: :math:`c_q` anchors the query's re-embedded candidates where the
+  best of them by bridged score stands, so re-embedded documents are ordered by the new model and sit on the level
+  of the bridged ones. Candidates found by one store only are read from the other by id.
 
 A document re-embedded is then ranked by the new model among the query's candidates, and a document not yet
 re-embedded by the bridge, as before the migration started. Once every document of the old store is in the new

@@ -9,6 +9,7 @@ from bcjax._unit import unit_rows
 from bcjax.upgrade._map import UpgradeMap
 from bcjax.upgrade.stores._bridged import bridged_search, row_scores
 from bcjax.upgrade.stores._protocol import SearchResult
+from bcjax.upgrade.stores._two_stage import two_stage_scores
 
 
 def native(store, queries: np.ndarray, k: int) -> SearchResult:
@@ -34,13 +35,8 @@ def served_search(old, new, m: UpgradeMap, queries: np.ndarray, k: int, overfetc
   valid = ids >= 0
   cos_new = _new_cosines(new, q_new, ids, valid, bridged.ids, new_ids, new_cos)
   score_b = _bridged_scores(old, m, queries, ids, valid, bridged)
-  slope = 1.0 if m.scale is None else m.scale.new_slope
   has = valid & np.isfinite(cos_new)
-  offset = np.zeros(len(ids))
-  rows = has.any(axis=1)
-  offset[rows] = np.nanmedian(np.where(has, score_b - slope * cos_new, np.nan)[rows], axis=1)
-  scores = np.where(has, slope * cos_new + offset[:, None], score_b)
-  scores = np.where(valid, scores, -np.inf)
+  scores = np.where(valid, two_stage_scores(score_b, cos_new, has), -np.inf)
   order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
   top_ids = np.take_along_axis(ids, order, axis=1)
   top = np.take_along_axis(scores, order, axis=1)

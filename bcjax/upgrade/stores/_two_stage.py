@@ -38,11 +38,8 @@ def _known(new_vectors: NewVectors, upgrade_map: UpgradeMap) -> _Known:
   return known
 
 
-def _rerank(scores, ids, valid, queries_new, known: _Known, slope: float) -> np.ndarray:
-  """Two-stage scores (:mod:`bcjax.upgrade._scale`).
-
-  A candidate with a new-model vector scores ``slope`` times its new-model cosine plus the query's median offset.
-  """
+def _rerank(scores, ids, valid, queries_new, known: _Known) -> np.ndarray:
+  """Two-stage scores: the re-embedded candidates reordered by the new model (:func:`two_stage_scores`)."""
   if len(known.ids) == 0:
     return scores
   pos = np.clip(np.searchsorted(known.ids, ids), 0, len(known.ids) - 1)
@@ -52,10 +49,34 @@ def _rerank(scores, ids, valid, queries_new, known: _Known, slope: float) -> np.
   q, _ = np.nonzero(has)
   new_scores = np.zeros(scores.shape)
   new_scores[has] = np.einsum("nd,nd->n", queries_new[q], known.unit[pos[has]])
-  rows = has.any(axis=1)
-  offset = np.zeros(len(scores))
-  offset[rows] = np.nanmedian(np.where(has, scores - slope * new_scores, np.nan)[rows], axis=1)
-  return np.where(has, slope * new_scores + offset[:, None], scores)
+  return two_stage_scores(scores, new_scores, has)
+
+
+def two_stage_scores(bridged: np.ndarray, new_cos: np.ndarray, has: np.ndarray) -> np.ndarray:
+  r"""Each query's candidates on the bridged scale, the re-embedded ones in the new model's order.
+
+  The re-embedded candidates (``has``) keep the bridged scores they hold between them, reassigned in the new model's
+  order: the one the new model ranks first among them takes the best of those scores, and so on. Every candidate
+  without a new-model vector keeps its score and its rank, so re-ranking never lowers recall for the documents
+  without new vectors, and a re-embedded document ranks as the new model orders it among the re-embedded. (An
+  offset matched over all of a query's re-embedded candidates, their median, lowered relevant re-embedded
+  documents below bridged ones on real models, all-MiniLM-L6-v2 mapped to paraphrase-MiniLM-L3-v2: 0.945 -> 0.915
+  Recall@1; an offset anchored at the best of them lowered the documents without new vectors instead.)
+
+  Args:
+    bridged: the candidates' bridged scores, [Q, C] (-inf where there is no candidate).
+    new_cos: their new-model cosines with the query, [Q, C] (read where ``has``).
+    has: which candidates have a new-model vector, [Q, C] bools (only where ``bridged`` is finite).
+
+  Returns:
+    The scores, [Q, C].
+  """
+  slots = -np.sort(-np.where(has, bridged, -np.inf), axis=1)  # each row's re-embedded scores, best first
+  by_new = np.argsort(-np.where(has, new_cos, -np.inf), axis=1, kind="stable")  # re-embedded columns, new model's order
+  q, rank = np.nonzero(np.arange(has.shape[1])[None, :] < has.sum(axis=1)[:, None])
+  out = np.array(bridged, np.float64, copy=True)
+  out[q, by_new[q, rank]] = slots[q, rank]
+  return out
 
 
 def check_new_vectors(new_vectors: NewVectors, upgrade_map: UpgradeMap) -> NewVectors:
