@@ -282,6 +282,12 @@ class MigrateCommandTest(absltest.TestCase):
   def test_bad_input_is_refused_before_anything_is_written(self):
     start = ["migrate", "start", *self.table, "--map", str(self.where / "v2.bcmap")]
     self.assertEqual(run(["migrate", "add", *self.add])[0], 2)  # no migration yet
+    for argv in (
+      ["migrate", "start", *self.table, "--map", str(self.where / "none.bcmap")],  # no such map
+      ["migrate", "start", "--db", str(self.where / "nodb"), "--table", "docs", "--map", str(self.where / "v2.bcmap")],
+    ):
+      self.assertEqual(run(argv)[0], 2, argv)
+    self.assertFalse((self.where / "db" / "docs.bcjax-migration").exists())
     self.assertEqual(run(start)[0], 0)
     self.assertEqual(run(start)[0], 2)  # one migration per folder
     new_table = upgrade.LanceDBStore(self.where / "db", "docs_new")

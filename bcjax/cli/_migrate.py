@@ -74,7 +74,11 @@ def _open(args) -> Migration:
   path = _state_dir(args)
   if not path.is_dir():
     raise _usage(f"`--state` {path}: no migration there (start one with `bcjax migrate start`)")
-  return open_migration(path, _store(args, args.table), lambda notes: _store(args, notes["new_table"]))
+  try:
+    old = _store(args, args.table)
+  except ValueError as e:
+    raise _usage(str(e)) from None
+  return open_migration(path, old, lambda notes: _store(args, notes["new_table"]))
 
 
 def _usage(message: str) -> Exception:
@@ -85,8 +89,11 @@ def _start(args) -> None:
   path = _state_dir(args)
   if path.exists():
     raise _usage(f"`--state` {path} exists: a migration is under way there (`bcjax migrate status`)")
-  upgrade_map, _ = _map.load_map(args.map)
-  old = _store(args, args.table)
+  try:  # a missing or foreign map, a missing database or table: bad input, before anything is written
+    upgrade_map, _ = _map.load_map(args.map)
+    old = _store(args, args.table)
+  except ValueError as e:
+    raise _usage(str(e)) from None
   new_table = args.new_table or f"{args.table}_new"
   try:
     new = LanceDBStore.create(
