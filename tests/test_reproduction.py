@@ -698,6 +698,8 @@ class SuiteTest(unittest.TestCase):
       suite.run_suite(tmp / "a", "huge", None, 10)
     with self.assertRaisesRegex(ValueError, "--budget-s"):
       suite.run_suite(tmp / "a", "tiny", None, 0)
+    with self.assertRaisesRegex(ValueError, "--parallel must be at least 1, got 0"):
+      suite.run_suite(tmp / "a", "tiny", None, 10, parallel=0)
     (tmp / "b").mkdir()
     (tmp / "b" / "kept.txt").write_text("a user's file")
     with self.assertRaisesRegex(FileExistsError, "not empty"):
@@ -724,9 +726,16 @@ class SuiteTest(unittest.TestCase):
   @pytest.mark.heavy
   def test_the_tiny_suite_runs_end_to_end(self):
     tmp = Path(tempfile.mkdtemp())
-    self.assertEqual(suite.main(["--size", "tiny", "--out", str(tmp / "out")]), 0)
+    self.assertEqual(suite.main(["--size", "tiny", "--out", str(tmp / "out"), "--parallel", "2"]), 0)
     record = json.loads((tmp / "out" / "suite.json").read_text())
     status = {r["name"]: r["status"] for r in record["runs"]}
+    ran = [r for r in record["runs"] if r["status"] == "finished"]
+    untimed = [r for r in ran if not r["timing"]]
+    # two untimed runs shared the start; the timing run began only after every untimed one had ended
+    first, second = sorted(r["started_s"] for r in untimed)[:2]
+    self.assertLess(second - first, 1.0)
+    (timed,) = [r for r in ran if r["timing"]]
+    self.assertGreaterEqual(timed["started_s"], max(r["started_s"] + r["seconds"] for r in untimed) - 0.5)
     self.assertEqual(status.pop("missing-data"), "skipped")
     self.assertEqual(set(status.values()), {"finished"})
     summaries = load_summaries(tmp / "out" / "summaries")

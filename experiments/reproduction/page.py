@@ -643,8 +643,8 @@ def render(summaries: Mapping[str, Mapping], archived: set[str] = frozenset()) -
     parts.append(
       "The runs behind this page ran on: "
       + "; ".join(machines)
-      + ". `make reproduce-gpu` runs the largest presets that fit one GPU in nine minutes and writes their summaries "
-      "(see the experiments guide).\n"
+      + ". `make reproduce-gpu` runs what two CPU cores cannot afford on one GPU in about nine minutes and writes "
+      "their summaries (see the experiments guide).\n"
     )
   parts.append(opening(summaries))
   parts.append("\n## How to read the verdicts\n")
