@@ -296,6 +296,78 @@ class MeasuresTest(unittest.TestCase):
     self.assertIn("not converged", meta.status)
     self.assertIn("2 of 3 runs", meta.status)
 
+  def test_replayed_patience_stops_where_the_experiment_would_have(self):
+    from collections import namedtuple
+    from types import SimpleNamespace
+
+    from experiments.icl.convergence import Rule
+    from experiments.icl.methods import converge
+
+    # by hand: patience 2 stops at epoch 4 with E* = 2; patience 3 at epoch 10 with E* = 7 (a tie is a new minimum)
+    losses, seconds = [3.0, 2.0, 2.5, 2.6, 1.5, 1.6, 1.5, 1.8, 1.9, 2.0], [float(e + 1) for e in range(10)]
+    two = measures.replay_stop(losses, seconds, 2, 0.7)
+    self.assertEqual((two["epochs"], two["train_seconds"], two["stopped"]), (2, 2.0, "patience"))
+    three = measures.replay_stop(losses, seconds, 3, 0.7)
+    self.assertEqual((three["epochs"], three["train_seconds"]), (7, 7.0))
+    self.assertIsNone(measures.replay_stop(losses, seconds, 4, 0.7))  # the curve ends before patience 4 stops it
+    self.assertIsNone(measures.replay_stop([2.0, float("nan"), 1.0], [1.0, 2.0, 3.0], 1, 0.7))
+
+    # against the experiment's own loop: a run stopped at patience 50, replayed at 20, gives what converge() gives
+    # when it runs the same curve at patience 20
+    Enc = namedtuple("Enc", "params stats")
+    rng = np.random.default_rng(3)
+
+    def run_at(curve, patience):
+      trainer = SimpleNamespace(params={}, stats={}, enc=Enc({}, {}), timer=SimpleNamespace(compile_seconds=0.0))
+      it = iter(curve)
+      return converge(trainer, lambda: next(it), Rule("paper", patience=patience), len(curve), "fake")
+
+    curves = {
+      m: [2.6 - d * np.arange(300) + 0.3 * rng.standard_normal(300) for _ in range(3)]
+      for m, d in (("retrain", 1e-3), ("icl", 3e-3))
+    }
+    results, metrics, direct = {"alpha_sweep": {"0.3": {"methods": {}}}}, [], {}
+    for m, cs in curves.items():
+      long_runs = [run_at(list(c), 50) for c in cs]
+      results["alpha_sweep"]["0.3"]["methods"][m] = {
+        "runs": [
+          {
+            "accuracy": {"all": 70.0},
+            "epochs": r.epochs,
+            "train_seconds": r.seconds[r.epochs - 1],
+            "stopped": r.stopped,
+            "loss_status": r.curve,
+          }
+          for r in long_runs
+        ]
+      }
+      for k, r in enumerate(long_runs):  # the metrics.jsonl rows converge() logs, seconds as its own clock gave them
+        metrics += [
+          {"alpha": 0.3, "run": k, "method": m, "epoch": e + 1, "loss": x, "train_seconds": t}
+          for e, (x, t) in enumerate(zip(r.losses, r.seconds))
+        ]
+        short = run_at(r.losses, 20)
+        direct.setdefault(m, []).append((short.epochs, r.seconds[short.epochs - 1]))
+    config = {"config": {"convergence": "paper", "patience": 50, "smoothing": 0.7}}
+    m = measures.icl(results, metrics, config)
+    base, ours = (np.asarray(direct[k], np.float64) for k in ("retrain", "icl"))
+    for key, col in (("epoch_speedup_p20.icl.a0.3", 0), ("time_speedup_p20.icl.a0.3", 1)):
+      assert_close(m[key].estimate, base[:, col].mean() / ours[:, col].mean(), op="elementwise", precision="float64")
+    self.assertLess(
+      base[:, 0].mean(),
+      np.mean([r["epochs"] for r in results["alpha_sweep"]["0.3"]["methods"]["retrain"]["runs"]]) + 1e-9,
+    )
+    # replayed at the recorded patience, every run gives back the converged epoch the experiment recorded
+    for m_name, block in results["alpha_sweep"]["0.3"]["methods"].items():
+      for k, rec in enumerate(block["runs"]):
+        curve = [(x["loss"], x["train_seconds"]) for x in metrics if x["method"] == m_name and x["run"] == k]
+        again = measures.replay_stop([c[0] for c in curve], [c[1] for c in curve], 50, 0.7)
+        if rec["stopped"] == "patience":
+          self.assertEqual((again["epochs"], again["train_seconds"]), (rec["epochs"], rec["train_seconds"]))
+    # no replay for a run that is not the paper's rule above patience 20, nor where a curve is not logged
+    self.assertNotIn("time_speedup_p20.icl.a0.3", measures.icl(results, metrics, {"config": {"patience": 50}}))
+    self.assertNotIn("time_speedup_p20.icl.a0.3", measures.icl(results, metrics[:10], config))
+
   def test_two_runs_give_no_interval(self):
     m = measures.t_interval([1.0, 2.0])
     self.assertEqual((m.estimate, m.low, m.high, m.units), (1.5, None, None, 2))

@@ -397,18 +397,107 @@ PAIRS = (
 )
 
 
-def icl(results: Mapping) -> dict[str, Measured]:
+# The reference code's patience (../shared/reference/icl.md), replayed on the curves of a run stopped at a longer one:
+# the paper rule's stop at patience P comes at or before its stop at any longer patience, on the very same curve.
+REPLAY_PATIENCE = 20
+
+
+def replay_stop(losses: Sequence[float], seconds: Sequence[float], patience: int, smoothing: float) -> dict | None:
+  """A run record as the paper's convergence rule would have ended it at ``patience``, from its logged epoch losses
+  and cumulative training seconds: the converged epoch E* (the last new raw minimum before the stop), its time, why
+  it stopped, and the truncated curve's status; None when the logged curve ends before that rule stops it (it
+  stopped earlier for another reason, so the replay cannot say where patience ``patience`` would have)."""
+  from experiments.icl.convergence import Rule, Tracker, curve_status
+
+  tracker, best = Tracker(Rule("paper", patience, 1, smoothing)), -1
+  for e, loss in enumerate(losses):
+    if not math.isfinite(loss):
+      return None
+    improved, stop = tracker.update(loss)
+    best = e if improved else best
+    if stop:
+      return {
+        "epochs": best + 1,
+        "train_seconds": float(seconds[best]),
+        "stopped": "patience",
+        "loss_status": curve_status(list(losses[: e + 1]), smoothing, patience),
+      }
+  return None
+
+
+def _logged_curves(metrics: Sequence[Mapping]) -> dict[tuple[str, int, str], tuple[list[float], list[float]]]:
+  """(α as results.json spells it, run, method) -> (epoch losses, cumulative training seconds), from a run's
+  metrics.jsonl; a stage computed twice (a resumed run) keeps its last computation."""
+  curves: dict[tuple[str, int, str], tuple[list[float], list[float]]] = {}
+  for m in metrics:
+    if "method" not in m or "epoch" not in m or "alpha" not in m:
+      continue
+    key = (str(m["alpha"]), int(m["run"]), m["method"])
+    if m["epoch"] == 1:
+      curves[key] = ([], [])
+    losses, seconds = curves.setdefault(key, ([], []))
+    losses.append(float(m["loss"]))
+    seconds.append(float(m["train_seconds"]))
+  return curves
+
+
+def _replayed(methods: Mapping, alpha: str, curves: Mapping, patience: int, smoothing: float) -> dict | None:
+  """``methods`` with every run's stop replayed at ``patience``; None when any run's curve is not logged or ends
+  before that rule stops it."""
+  out = {}
+  for m, o in methods.items():
+    runs = []
+    for r in range(len(o["runs"])):
+      curve = curves.get((alpha, r, m))
+      stop = None if curve is None else replay_stop(*curve, patience, smoothing)
+      if stop is None:
+        return None
+      runs.append(stop)
+    out[m] = {**o, "runs": runs}
+  return out
+
+
+def _convergence(methods: Mapping, alpha: str, suffix: str = "") -> dict[str, Measured]:
+  """Speed-ups to the converged epoch (the paper's rule) over retraining and between :data:`PAIRS`, in time and in
+  epochs; keys ``time_speedup<suffix>.<method>.a<alpha>`` and the like."""
+  out: dict[str, Measured] = {}
+  with_status = {m: {**o, "loss_status": [loss_status_of(r) for r in o["runs"]]} for m, o in methods.items()}
+  base = with_status["retrain"]
+  for m, o in with_status.items():
+    if m != "retrain":
+      out[f"time_speedup{suffix}.{m}.a{alpha}"] = _convergence_speedup(o, base, "train_seconds")
+      out[f"epoch_speedup{suffix}.{m}.a{alpha}"] = _convergence_speedup(o, base, "epochs")
+  for mine, other in PAIRS:  # §4.2, §4.5: a method against another, paired by run (the other's time over mine)
+    if mine in methods and other in methods:
+      a, b = with_status[mine], with_status[other]
+      out[f"pair_speedup{suffix}.{mine}.{other}.a{alpha}"] = _convergence_speedup(a, b, "train_seconds")
+      out[f"pair_epoch_speedup{suffix}.{mine}.{other}.a{alpha}"] = _convergence_speedup(a, b, "epochs")
+  return out
+
+
+def loss_status_of(record: Mapping) -> str:
+  """A run record's loss-curve status (:func:`experiments.icl.report.loss_status`)."""
+  from experiments.icl.report import loss_status
+
+  return loss_status(dict(record))
+
+
+def icl(results: Mapping, metrics: Sequence[Mapping] = (), config: Mapping | None = None) -> dict[str, Measured]:
   """One ICL run (:mod:`experiments.icl`), per growth ratio α: each method's speed-ups over retraining in time and
   in epochs to the converged epoch (the paper's rule, taken literally; ratio of means over the paired runs with its
   delta-method t-interval, and ``status`` "not converged" where a curve never improved or diverged), the time
   speed-up to retraining's accuracy recomputed from the stored per-epoch probes (bcjax's target rule,
   :mod:`experiments.icl.target`, at its defaults), its accuracy minus retraining's (points, t-interval over the runs)
-  and its cost per epoch over retraining's."""
+  and its cost per epoch over retraining's. A run under the paper's rule at a patience above
+  :data:`REPLAY_PATIENCE` also gives the speed-ups that patience would have (``time_speedup_p20`` and the like),
+  replayed from the loss curves in its ``metrics``; ``config`` is its config.json."""
   import jax
 
-  from experiments.icl.report import loss_status, summarise
   from experiments.icl.target import TargetRule
 
+  settings = (config or {}).get("config") or {}
+  replay = settings.get("convergence") == "paper" and settings.get("patience", 0) > REPLAY_PATIENCE
+  curves = _logged_curves(metrics) if replay else {}
   out: dict[str, Measured] = {}
   for alpha, block in results["alpha_sweep"].items():
     methods = block["methods"]
@@ -416,18 +505,21 @@ def icl(results: Mapping) -> dict[str, Measured]:
     if base is None:
       continue
     if all("probe_by_epoch" in r for o in methods.values() for r in o["runs"]):
+      from experiments.icl.report import summarise
+
       key = jax.random.fold_in(jax.random.key(0), int(round(float(alpha) * 1000)))
       by_target = summarise({m: o["runs"] for m, o in methods.items()}, "target", TargetRule(), key)
       for m, o in by_target.items():
         if m != "retrain":
           out[f"target_time_speedup.{m}.a{alpha}"] = _target_speedup(o, by_target["retrain"])
-    base = {**base, "loss_status": [loss_status(r) for r in base["runs"]]}
+    out.update(_convergence(methods, alpha))
+    if replay:
+      replayed = _replayed(methods, alpha, curves, REPLAY_PATIENCE, float(settings.get("smoothing", 0.7)))
+      if replayed is not None:
+        out.update(_convergence(replayed, alpha, f"_p{REPLAY_PATIENCE}"))
     for m, o in methods.items():
       if m == "retrain":
         continue
-      o = {**o, "loss_status": [loss_status(r) for r in o["runs"]]}
-      out[f"time_speedup.{m}.a{alpha}"] = _convergence_speedup(o, base, "train_seconds")
-      out[f"epoch_speedup.{m}.a{alpha}"] = _convergence_speedup(o, base, "epochs")
       acc = [r["accuracy"]["all"] - b["accuracy"]["all"] for r, b in zip(o["runs"], base["runs"])]  # in % already
       out[f"accuracy_gap.{m}.a{alpha}"] = t_interval(acc, over="runs")
       per_epoch = [
@@ -436,17 +528,12 @@ def icl(results: Mapping) -> dict[str, Measured]:
         if r["epochs"] > 0 and b["epochs"] > 0
       ]
       out[f"epoch_cost.{m}.a{alpha}"] = t_interval(per_epoch, over="runs")
-    for mine, other in PAIRS:  # §4.2, §4.5: a method against another, paired by run (the other's time over mine)
-      if mine in methods and other in methods:
-        a, b = ({**methods[m], "loss_status": [loss_status(r) for r in methods[m]["runs"]]} for m in (mine, other))
-        out[f"pair_speedup.{mine}.{other}.a{alpha}"] = _convergence_speedup(a, b, "train_seconds")
-        out[f"pair_epoch_speedup.{mine}.{other}.a{alpha}"] = _convergence_speedup(a, b, "epochs")
     for m in methods:  # a method that did not converge: every measure of it says so, not its speed-up alone
       status = out.get(f"time_speedup.{m}.a{alpha}", Measured(None)).status
       if status is None:
         continue
       for key in list(out):
-        if key.endswith(f".{m}.a{alpha}") and out[key].status is None and not key.startswith("time_speedup."):
+        if key.endswith(f".{m}.a{alpha}") and out[key].status is None and not key.startswith("time_speedup"):
           out[key] = out[key]._replace(status=status)
   for alpha, block in results["alpha_sweep"].items():
     out.update(_icl_quality(block.get("quality"), alpha))
@@ -542,7 +629,9 @@ def embedding_upgrade(results: Mapping) -> dict[str, Measured]:
   return out
 
 
-EXTRACTORS: dict[str, Callable[[Mapping], dict[str, Measured]]] = {
+# experiments whose measures also read the run's metrics.jsonl and config.json: extractor(results, metrics, config)
+READS_RUN = frozenset({"icl"})
+EXTRACTORS: dict[str, Callable[..., dict[str, Measured]]] = {
   "embedding_upgrade": embedding_upgrade,
   "bc_aligner": bc_aligner,
   "gramian_estimation": gramian_estimation,

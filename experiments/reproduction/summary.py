@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bcjax.files import write_atomic
 from experiments.reproduction.archive import is_run, read_run
-from experiments.reproduction.measures import EXTRACTORS, Measured, t_interval
+from experiments.reproduction.measures import EXTRACTORS, READS_RUN, Measured, t_interval
 
 SEEDED = re.compile(r"^(?P<group>.+)-s(?P<seed>\d+)$")
 FIGURES = ("figure2.png", "figure3.png", "figure4.png", "figure5.png", "figure2a.png", "figure2b.png", "scaling.png")
@@ -146,7 +146,11 @@ def summarise_group(name: str, runs: Iterable[Path], figures: Path | None = None
         f"group {name}: {run.name} differs from {runs[0].name} in {key} ({s.get(key)!r} vs {settings[0].get(key)!r}); "
         "the runs of a group may differ only in their seed"
       )
-  extracted = [EXTRACTORS[experiment](r) for r in results]
+  extract = EXTRACTORS[experiment]
+  if experiment in READS_RUN:
+    extracted = [extract(f.results, f.metrics, f.config) for f in files]
+  else:
+    extracted = [extract(r) for r in results]
   measures = {}
   for key in sorted(set().union(*extracted)):
     values = [e[key].estimate if key in e else None for e in extracted]

@@ -38,12 +38,12 @@ GROUPS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...], int | None, str
     PAPER,
   ),
   "icl-proteins-paper-p20": (
-    "paper preset at the reference code's patience 20, 5 runs",
+    "paper preset's runs replayed at the reference code's patience 20 (each curve stopped where patience 20 stops)",
     ALL,
     (0.3, 0.5, 0.7),
     None,
     None,
-    PAPER.replace("--preset paper", "--preset paper --patience 20"),
+    PAPER,
   ),
   "icl-proteins-quick": (
     "quick: Adam 1e-3, patience 10 (smoothed), 3 runs",
@@ -71,6 +71,23 @@ GROUPS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...], int | None, str
 }
 
 
+# groups read from another group's runs: their loss curves replayed under a shorter patience (the paper's rule stops
+# at patience 20 no later than at 50, on the very same curve): group -> (the runs' group, the measures' key suffix).
+# Only stopping measures are replayed: accuracy, epoch cost and the target rule belong to the runs as they ran.
+REPLAYS = {"icl-proteins-paper-p20": ("icl-proteins-paper", "_p20")}
+REPLAYED = ("time_speedup", "epoch_speedup", "pair_speedup", "pair_epoch_speedup")
+
+
+def _read_at(group: str, key: str) -> tuple[str, str] | None:
+  """(group, key) where ``key`` of ``group`` is read: its own runs, or a replay's source under the suffixed key;
+  None for a measure a replay does not give."""
+  if group not in REPLAYS:
+    return group, key
+  source, suffix = REPLAYS[group]
+  head, _, rest = key.partition(".")
+  return (source, f"{head}{suffix}.{rest}") if head in REPLAYED else None
+
+
 # groups that ran one setting twice: their rows are replicates, pooled on the page when they disagree
 REPLICATES = {"icl-proteins-quick": "quick, patience 10", "icl-budget-p10": "quick, patience 10"}
 
@@ -82,12 +99,12 @@ def _rows(key: str, method: str, alpha: float, value=None, *, target: bool = Tru
   kinds = [("", key)] + ([(", time to retraining's accuracy (bcjax's target rule)", f"target_{key}")] if target else [])
   for suffix, k in kinds:
     for group, (label, methods, alphas, patience, series, command) in GROUPS.items():
-      if method in methods and alpha in alphas:
+      at = _read_at(group, f"{k}.{method}.a{alpha}")
+      if method in methods and alpha in alphas and at is not None:
         rows.append(
           Measurement(
             f"PROTEINS, α = {alpha}, {label}{suffix}",
-            group,
-            f"{k}.{method}.a{alpha}",
+            *at,
             value,
             budget=patience if series else None,
             series=f"{series}, α = {alpha}{suffix}" if series else None,
@@ -178,7 +195,7 @@ def _ablation_gap(key: str, where: str, quote: str, other: str, meaning: str) ->
     None,
     f"{_NAMES[other]}'s training time over ICL's, to the converged epoch (> 1: {meaning}); α = 0.3 first",
     tuple(
-      Measurement(f"PROTEINS, α = {a}, {label}", g, f"pair_speedup.icl.{other}.a{a}", command=cmd)
+      Measurement(f"PROTEINS, α = {a}, {label}", *_read_at(g, f"pair_speedup.icl.{other}.a{a}"), command=cmd)  # type: ignore[misc]
       for a in (0.3, 0.5, 0.7)
       for g, (label, methods, alphas, _, _, cmd) in GROUPS.items()
       if {"icl", other} <= set(methods) and a in alphas
@@ -216,7 +233,7 @@ CLAIMS: tuple[Claim, ...] = (
     tuple(
       Measurement(f"PROTEINS, {label}", g, "alpha_drop.icl", command=cmd)
       for g, (label, methods, alphas, _, _, cmd) in GROUPS.items()
-      if "icl" in methods and len(alphas) > 1
+      if "icl" in methods and len(alphas) > 1 and g not in REPLAYS
     ),
     side=1,
     unit="×",
