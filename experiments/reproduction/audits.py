@@ -132,7 +132,8 @@ AUDITS: dict[str, tuple[tuple[str, str, str, str | None], ...]] = {
     (
       "convergence",
       'patience 50 epochs: "the process is terminated when the loss no longer drops for 50 epochs" (§4.1.4)',
-      "paper preset: patience 50 on the raw epoch loss, at most 1,000 epochs (20, the code's, as a sensitivity run); "
+      "paper preset: patience 50 on the raw epoch loss, at most 1,000 epochs (the code's 20 replayed on the same "
+      "runs' logged curves, a sensitivity row); "
       "quick: patience 10 on the smoothed loss, at least 10 and at most 200 epochs",
       "the quick runs: " + BUDGET,
     ),
