@@ -99,10 +99,6 @@ def _one(claim: Claim, ms: Measurement, summary: Mapping | None, key: str) -> tu
   if m is None:
     return None, "no run: not in this run's results (the measure was added after it ran; rerun it)", rules.NO_RUN
   censored, units = m.get("censored") or 0, m.get("units") or 1
-  if key.startswith("reach_fraction") and m.get("censored") is None and m["estimate"] is not None:
-    # a summary from before censoring was recorded: a share at its cap (1) is a run that never reached
-    values = m.get("per_run") or [m["estimate"]]
-    censored = sum(v is not None and v >= 1.0 for v in values) if m.get("per_run") else units * (m["estimate"] >= 1.0)
   if m["estimate"] is None:
     note = m.get("note") or "none"
     if m.get("status"):
