@@ -88,6 +88,14 @@ def _read_at(group: str, key: str) -> tuple[str, str] | None:
   return (source, f"{head}{suffix}.{rest}") if head in REPLAYED else None
 
 
+def _read_all(group: str, keys: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+  """:func:`_read_at` for the keys of one row (each a measure a replay gives)."""
+  read = [_read_at(group, k) for k in keys]
+  if any(r is None for r in read):
+    raise ValueError(f"{group} does not give every one of {keys}")
+  return read[0][0], tuple(r[1] for r in read)  # type: ignore[index]
+
+
 # groups that ran one setting twice: their rows are replicates, pooled on the page when they disagree
 REPLICATES = {"icl-proteins-quick": "quick, patience 10", "icl-budget-p10": "quick, patience 10"}
 
@@ -289,13 +297,14 @@ CLAIMS: tuple[Claim, ...] = (
     ORDERING,
     None,
     "replay's and distillation's training time over ICL (w/o M+LRL)'s, to the converged epoch, α = 0.3: both > 1",
-    (
+    tuple(
       Measurement(
-        "PROTEINS, α = 0.3, " + GROUPS["icl-proteins-paper"][0],
-        "icl-proteins-paper",
-        ("pair_speedup.nce2-only.replay.a0.3", "pair_speedup.nce2-only.distill.a0.3"),
+        f"PROTEINS, α = {a}, " + GROUPS[g][0],
+        *_read_all(g, (f"pair_speedup.nce2-only.replay.a{a}", f"pair_speedup.nce2-only.distill.a{a}")),
         command=PAPER,
-      ),
+      )
+      for a in (0.3, 0.5, 0.7)
+      for g in ("icl-proteins-paper", "icl-proteins-paper-p20")
     ),
     null=1.0,
     side=1,
@@ -313,12 +322,11 @@ CLAIMS: tuple[Claim, ...] = (
     tuple(
       Measurement(
         f"PROTEINS, α = {a}, " + GROUPS[g][0],
-        g,
-        tuple(f"pair_epoch_speedup.icl.{m}.a{a}" for m in GROUPS[g][1] if m != "icl"),
+        *_read_all(g, tuple(f"pair_epoch_speedup.icl.{m}.a{a}" for m in GROUPS[g][1] if m != "icl")),
         command=GROUPS[g][5],
       )
       for a in (0.3, 0.5, 0.7)
-      for g in ("icl-proteins-paper", "icl-proteins-quick")
+      for g in ("icl-proteins-paper", "icl-proteins-paper-p20", "icl-proteins-quick")
     ),
     null=1.0,
     side=1,
