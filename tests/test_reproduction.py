@@ -214,14 +214,18 @@ class MeasuresTest(unittest.TestCase):
       },
       "separation": {"heldout_loss": {"status": "blind", "statement": "time to quality cannot be measured with it"}},
       "moved": {
-        "retrain": {"heldout_loss": {"estimate": -0.6, "low": -0.7, "high": -0.4, "units": 3, "verdict": "improved"}}
+        "retrain": {
+          # the schema experiments.icl.report.quality writes
+          "heldout_loss": {"estimate": -0.6, "ci95": [-0.7, -0.4], "over": "runs", "units": 3, "verdict": "improved"}
+        }
       },
     }
     m = measures._icl_quality(q, "0.3")
     self.assertEqual((m["quality.heldout_loss.random.a0.3"].low, m["quality.heldout_loss.random.a0.3"].units), (3.2, 3))
     self.assertIsNone(m["quality.heldout_loss.retrain.a0.3"].low)  # two runs: no interval
     self.assertEqual(m["sees.heldout_loss.a0.3"].estimate, 0.0)
-    self.assertEqual(m["moved.heldout_loss.retrain.a0.3"].note, "improved")
+    moved = m["moved.heldout_loss.retrain.a0.3"]
+    self.assertEqual((moved.note, moved.low, moved.high, moved.units), ("improved", -0.7, -0.4, 3))
     summary = _summary("icl-x", {})
     summary["experiment"] = "icl"
     from experiments.reproduction.summary import measure_json

@@ -579,7 +579,7 @@ def _icl_quality(q: Mapping | None, alpha: str) -> dict[str, Measured]:
   for m, by in q["moved"].items():
     for k, c in by.items():
       if "estimate" in c:
-        low, high = c.get("low"), c.get("high")
+        low, high = c.get("ci95") or (None, None)
         out[f"moved.{k}.{m}.a{alpha}"] = Measured(
           c["estimate"], low, high, "runs" if low is not None else None, c.get("units"), note=c.get("verdict")
         )
