@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 from absl.testing import absltest
 
-from benchmarks import alignment_losses, gnn_step, gramian_vs_sampling, scaling, upgrade_peers, upgrade_serving
+from benchmarks import (
+  alignment_losses,
+  gnn_step,
+  gramian_vs_sampling,
+  scaling,
+  upgrade_fit_load,
+  upgrade_peers,
+  upgrade_serving,
+)
 from benchmarks import compile as compile_benchmark
 from benchmarks import upgrade as upgrade_benchmark
 from tests._tolerance import assert_close
@@ -109,6 +117,19 @@ class BenchmarkSmokeTest(absltest.TestCase):
     self.assertLess(tools["no map"]["r@10"], 0.2)  # two unrelated spaces: the measure is far from saturated
     self.assertGreater(tools["bcjax linear"]["r@10"], 0.5)
     self.assertEqual("isotrieve ridge" in tools, report["isotrieve"])
+    self.assertIn("model", report["cpu"])
+
+  def test_fit_load_times_both_thread_policies_beside_busy_processes(self):
+    out = Path(self.create_tempdir().full_path) / "fit_load.json"
+    argv = ["--out", str(out), "--quick", "--pairs", "60", "--busy", "0,1"]
+    with contextlib.redirect_stderr(io.StringIO()):
+      self.assertEqual(upgrade_fit_load.main(argv), 0)
+    report = json.loads(out.read_text())
+    self.assertEqual([(r["pairs"], r["busy"]) for r in report["rows"]], [(60, 0), (60, 1)])
+    for row in report["rows"]:
+      for policy in ("idle cores (bcjax)", "one per core"):
+        self.assertGreater(row[policy]["median_s"], 0)
+      self.assertBetween(row["threads_chosen"], 1, report["cores"])
     self.assertIn("model", report["cpu"])
 
   def test_compile_budget_counts_a_fit_cold_and_warm(self):

@@ -340,6 +340,7 @@ class FitCommandTest(absltest.TestCase):
       (["--old", old, "--new", new, "--out", out, "--min-hit-rate", "0"], r"`--min-hit-rate` must lie in \(0, 1\]"),
       (["--old", old, "--new", new, "--out", out, "--test-fraction", "1.5"], "`--test-fraction` must lie in"),
       (["--old", old, "--new", new, "--out", out, "--k", "0"], "`--k` must be >= 1, got 0"),
+      (["--old", old, "--new", new, "--out", out, "--threads", "0"], "`--threads` must be >= 1, got 0"),
       (["--old", old, "--new", new, "--out", out, "--new-index", new], "`--new-index` needs `--index`"),
       (
         [

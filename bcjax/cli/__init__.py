@@ -195,6 +195,8 @@ def _check_fit_args(args):
     raise UsageError(f"`--k` must be >= 1, got {args.k}")
   if args.chunk_rows < 1:
     raise UsageError(f"`--chunk-rows` must be >= 1, got {args.chunk_rows}")
+  if args.threads is not None and args.threads < 1:
+    raise UsageError(f"`--threads` must be >= 1, got {args.threads}")
   if args.hubness == "on" and args.metric != "cosine":
     raise UsageError(f"`--hubness on` corrects cosine scores; `--metric` is {args.metric}")
   old = _files.open_embeddings(args.old, name="--old")
@@ -326,6 +328,7 @@ def _cmd_fit(args) -> int:
     hubness=args.hubness,
     old_model=args.old_model,
     new_model=args.new_model,
+    threads=args.threads,
   )
   report = _report.evaluate_upgrade(
     fitted.map,
@@ -338,6 +341,7 @@ def _cmd_fit(args) -> int:
     labels=labels,
     consumer_rows=split.train,
     k=args.k,
+    threads=args.threads,
     metric=args.metric,
     min_recovery=args.min_recovery,
     min_hit_rate=args.min_hit_rate,
@@ -469,6 +473,12 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--old-model", default="", help="the old model's name, stored with the map")
   p.add_argument("--new-model", default="", help="the new model's name, stored with the map")
   p.add_argument("--chunk-rows", type=int, default=_files.DEFAULT_CHUNK_ROWS, help="rows read at a time")
+  p.add_argument(
+    "--threads",
+    type=int,
+    help="NumPy BLAS threads (default: the cores other processes leave idle, at least 1; more threads than idle "
+    "cores spin against the other processes)",
+  )
   p.set_defaults(run=_cmd_fit)
 
   p = sub.add_parser("init", help="create a registry with its base version 0")

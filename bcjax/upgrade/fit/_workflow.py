@@ -8,6 +8,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from bcjax._threads import blas_threads
 from bcjax.alignment import mlp_transform
 from bcjax.upgrade import _files, _hubness, _retrieval, _spaces
 from bcjax.upgrade._map import UpgradeMap
@@ -96,6 +97,7 @@ def fit_upgrade(
   hubness_k: int = _hubness.DEFAULT_K,
   old_model: str = "",
   new_model: str = "",
+  threads: int | None = None,
 ) -> UpgradeFit:
   r"""Fits a backward map from new-model embeddings to old-model ones of the same items.
 
@@ -123,28 +125,33 @@ def fit_upgrade(
     old_model: the old model's name, stamped in the map with its fingerprint (:mod:`bcjax.upgrade._spaces`) so that
       the map is never applied the wrong way round.
     new_model: the new model's name, stamped likewise.
+    threads: NumPy BLAS threads while fitting; ``None`` (default) takes the cores other processes leave idle, at
+      least one (BLAS threads that outnumber the idle cores spin against the other processes:
+      16× slower beside two busy ones on two cores).
 
   Returns:
     :class:`UpgradeFit`.
 
   Raises:
-    ValueError: naming the argument, for an unknown kind, metric or hubness mode, pairs of different rows, or a
-      split without the training or validation pairs the kind needs.
+    ValueError: naming the argument, for an unknown kind, metric or hubness mode, pairs of different rows, a
+      split without the training or validation pairs the kind needs, or ``threads`` not a positive integer.
   """
   settings = _Settings(
     kind, normalize, folds, tuple(mlp_hidden), mlp_epochs, k, metric, seed, chunk_rows,
     progress or (lambda _: None), hubness, hubness_k, old_model, new_model,
   )  # fmt: skip
-  prepared = _prepare(settings, z_new, z_prev, _checked_split(settings, z_new, z_prev, split))
-  few_val = kind == "auto" and len(prepared.split.val) < MIN_VALIDATION_ROWS
-  kinds = _fit_kinds(settings, z_new, z_prev, prepared, few_val)
-  if kind != "auto":
-    name, reason = kind, f"{kind} was asked for"
-  elif few_val:
-    name, reason = _auto_by_cross_validation(settings, prepared, kinds)
-  else:
-    name, reason = _auto_by_validation(settings, z_new, z_prev, prepared, kinds)
-  return _finish(settings, z_new, z_prev, prepared, kinds, name, reason)
+  split = _checked_split(settings, z_new, z_prev, split)
+  with blas_threads(threads, name="fit_upgrade: `threads`"):
+    prepared = _prepare(settings, z_new, z_prev, split)
+    few_val = kind == "auto" and len(prepared.split.val) < MIN_VALIDATION_ROWS
+    kinds = _fit_kinds(settings, z_new, z_prev, prepared, few_val)
+    if kind != "auto":
+      name, reason = kind, f"{kind} was asked for"
+    elif few_val:
+      name, reason = _auto_by_cross_validation(settings, prepared, kinds)
+    else:
+      name, reason = _auto_by_validation(settings, z_new, z_prev, prepared, kinds)
+    return _finish(settings, z_new, z_prev, prepared, kinds, name, reason)
 
 
 def _checked_split(s: _Settings, z_new, z_prev, split: PairSplit | None) -> PairSplit:

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcjax._device import device_array
+from bcjax._threads import blas_threads
 from bcjax._unit import unit_rows
 from bcjax.upgrade import _files, _hubness, _retrieval, _spaces
 from bcjax.upgrade._map import UpgradeMap, compiled_map
@@ -87,6 +88,7 @@ def evaluate_upgrade(
   max_rows: int = 20_000,
   chunk_rows: int = _files.DEFAULT_CHUNK_ROWS,
   seed: int = 0,
+  threads: int | None = None,
 ) -> UpgradeReport:
   """The go/no-go report (:mod:`bcjax.upgrade.report`) of ``upgrade_map`` on the held-out pairs ``rows``.
 
@@ -107,6 +109,8 @@ def evaluate_upgrade(
     max_rows: held-out rows, consumer rows and index rows sampled as own-vector distractors, at most.
     chunk_rows: index rows read at a time: the index is streamed, never held in memory whole.
     seed: seeds the subsamples and the bootstrap.
+    threads: NumPy BLAS threads while evaluating; ``None`` (default) takes the cores other processes leave idle
+      (:func:`~bcjax.upgrade.fit_upgrade`'s ``threads``).
 
   Returns:
     An :class:`UpgradeReport`: the ``verdict`` (one of :data:`VERDICTS`), the ``primary`` measure's name and
@@ -116,39 +120,41 @@ def evaluate_upgrade(
   Raises:
     ValueError: naming the argument, for a threshold outside (0, 1], an unknown metric, no held-out rows,
       relevance pairs without an index, labels without consumer rows, or an index whose sampled rows look like the
-      new model's (the map's fingerprints, :func:`~bcjax.upgrade._spaces.index_space_error`).
+      new model's (the map's fingerprints, :func:`~bcjax.upgrade._spaces.index_space_error`), or ``threads`` not a
+      positive integer.
   """
   fn = "evaluate_upgrade"
   _check_arguments(fn, rows, index, new_index, qrels, metric, min_recovery, min_hit_rate, chunk_rows)
-  rows = sample_rows(np.asarray(rows), max_rows, seed)
-  apply, normalize, kind, choices, dims = _chain_map(upgrade_map)
-  # The last map's hubness correction lives in the chain's output space: it corrects every bridged search below.
-  last = upgrade_map if isinstance(upgrade_map, UpgradeMap) else list(upgrade_map)[-1]
-  if last.hubness is not None and metric != "cosine":
-    raise ValueError(f"{fn}: the map's hubness correction corrects cosine scores; `metric` is {metric!r}")
-  zn, zp = _files.read_rows(z_new, rows, np.float32), _files.read_rows(z_prev, rows, np.float32)
-  mapped = apply(zn)
-  target = unit_rows(zp) if normalize else zp
-  metrics, reasons = _alignment(mapped, target, seed), list[Reason]()
-  distractors = None if index is None else _distractors(fn, index, zp, last, max_rows, seed)
-  settings = _Settings(k, metric, chunk_rows, seed, last.hubness)
-  metrics["own_vector_hit_rate"] = _own_vector_hit_rate(
-    mapped, target, distractors, settings, gate=qrels is None, min_hit_rate=min_hit_rate, reasons=reasons
-  )
-  primary, threshold = ("own_vector_hit_rate", min_hit_rate) if qrels is None else ("recall_recovery", min_recovery)
-  if index is not None:
-    metrics.update(_index_measures(fn, mapped, zn, zp, rows, index, new_index, qrels, settings, reasons))
-  if labels is not None:
-    metrics.update(
-      consumer_measures(labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed, reasons)
+  with blas_threads(threads, name=f"{fn}: `threads`"):
+    rows = sample_rows(np.asarray(rows), max_rows, seed)
+    apply, normalize, kind, choices, dims = _chain_map(upgrade_map)
+    # The last map's hubness correction lives in the chain's output space: it corrects every bridged search below.
+    last = upgrade_map if isinstance(upgrade_map, UpgradeMap) else list(upgrade_map)[-1]
+    if last.hubness is not None and metric != "cosine":
+      raise ValueError(f"{fn}: the map's hubness correction corrects cosine scores; `metric` is {metric!r}")
+    zn, zp = _files.read_rows(z_new, rows, np.float32), _files.read_rows(z_prev, rows, np.float32)
+    mapped = apply(zn)
+    target = unit_rows(zp) if normalize else zp
+    metrics, reasons = _alignment(mapped, target, seed), list[Reason]()
+    distractors = None if index is None else _distractors(fn, index, zp, last, max_rows, seed)
+    settings = _Settings(k, metric, chunk_rows, seed, last.hubness)
+    metrics["own_vector_hit_rate"] = _own_vector_hit_rate(
+      mapped, target, distractors, settings, gate=qrels is None, min_hit_rate=min_hit_rate, reasons=reasons
     )
-  if any(r.code == "pool-too-small" for r in reasons):
-    metrics[primary] = metrics[primary]._replace(measurable=False)
-  summary = MapSummary(kind, choices, normalize, (int(dims[0]), int(dims[1])), *_hubness_summary(last.hubness))
-  verdict = _verdict(metrics[primary], threshold, reasons)
-  return UpgradeReport(
-    verdict, primary, threshold, metrics, tuple(reasons), k, metric, min_recovery, min_hit_rate, len(rows), summary
-  )
+    primary, threshold = ("own_vector_hit_rate", min_hit_rate) if qrels is None else ("recall_recovery", min_recovery)
+    if index is not None:
+      metrics.update(_index_measures(fn, mapped, zn, zp, rows, index, new_index, qrels, settings, reasons))
+    if labels is not None:
+      metrics.update(
+        consumer_measures(labels, z_prev, rows, zp, mapped, consumer_rows, normalize, max_rows, seed, reasons)
+      )
+    if any(r.code == "pool-too-small" for r in reasons):
+      metrics[primary] = metrics[primary]._replace(measurable=False)
+    summary = MapSummary(kind, choices, normalize, (int(dims[0]), int(dims[1])), *_hubness_summary(last.hubness))
+    verdict = _verdict(metrics[primary], threshold, reasons)
+    return UpgradeReport(
+      verdict, primary, threshold, metrics, tuple(reasons), k, metric, min_recovery, min_hit_rate, len(rows), summary
+    )
 
 
 class _Settings(NamedTuple):
