@@ -46,11 +46,12 @@ def busy_cores(sample_seconds: float = SAMPLE_SECONDS) -> float:
 def idle_threads() -> int:
   """BLAS threads for the cores other processes leave idle.
 
-  ``os.cpu_count()`` less the busy cores, rounded down unless within a quarter of a core of the next (a core half
-  taken is one a spinning thread would fight for), at least 1.
+  ``os.cpu_count()`` less the busy cores, rounded down unless within 0.4 of a core of the next: a core more than
+  0.4 taken is one a spinning thread would fight for, while a neighbour's occasional work (an editor, a shell) is
+  not worth a thread. At least 1.
   """
   cores = os.cpu_count() or 1
-  return max(1, min(cores, int(cores - busy_cores() + 0.25)))
+  return max(1, min(cores, int(cores - busy_cores() + 0.4)))
 
 
 @contextlib.contextmanager

@@ -197,8 +197,9 @@ class MeasuresTest(unittest.TestCase):
       "lrl": [{"accuracy": {"all": 70.0}, "train_seconds": 4.0, "epochs": 2, "stopped": "patience"}] * 3,
     }
     m = measures.icl({"alpha_sweep": {"0.3": {"methods": {k: {"runs": r} for k, r in runs.items()}}}})
-    for key in ("accuracy_gap.icl.a0.3", "epoch_cost.icl.a0.3", "epoch_speedup.icl.a0.3"):
+    for key in ("accuracy_gap.icl.a0.3", "epoch_speedup.icl.a0.3"):
       self.assertIn("not converged", m[key].status, key)
+    self.assertIsNone(m["epoch_cost.icl.a0.3"].status)  # seconds per epoch do not depend on where the rule stopped
     self.assertIsNone(m["accuracy_gap.lrl.a0.3"].status)
     # ICL against its ablation: the ablation's time over ICL's, with ICL's failure said
     assert_close(m["pair_speedup.icl.lrl.a0.3"].estimate, 2.0, op="elementwise", precision="float64")
@@ -428,13 +429,13 @@ class PageTest(unittest.TestCase):
     text = page.render(summaries)
     first = text.index("## ")
     self.assertTrue(text[first:].startswith("## Not reproduced"))
-    failed = [c.key for c in CLAIMS if page.standing(c, summaries) in (*rules.NOT_REPRODUCED, rules.NOT_CONVERGED)]
+    failed = [c.key for c in CLAIMS if page.standing(c, summaries) in rules.NOT_REPRODUCED]
     section = text[first : text.index("## Not measured at the primary setting")]
     for key in failed:
       self.assertIn(f"`{key}`", section)
-    self.assertIn("`icl.table-4.icl`", section)  # run at the paper's optimiser, its curves did not converge
     unmeasured = text[text.index("## Not measured at the primary setting") : text.index("## How to read")]
-    self.assertNotIn("**not converged**", unmeasured)
+    self.assertIn("`icl.table-4.icl`", unmeasured)  # run at the paper's optimiser: flat curves, the rule times noise
+    self.assertNotIn("**not converged**", section)
     self.assertLess(text.index("## Not reproduced"), text.index("## 1. "))
 
   def test_a_claims_standing_is_its_primary_rows_verdict(self):

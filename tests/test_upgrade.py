@@ -940,18 +940,23 @@ class ThreadsTest(absltest.TestCase):
     from bcjax import _threads
 
     # two samples of /proc/stat: 150 of 200 jiffies busy between them on 2 cores is 1.5 cores taken
-    with mock.patch.object(_threads, "_busy_jiffies", side_effect=[(1000, 4000), (1150, 4200)]):
-      with mock.patch.object(_threads.os, "cpu_count", return_value=2), mock.patch.object(_threads.time, "sleep"):
-        self.assertEqual(_threads.busy_cores(), 1.5)
-    for busy, want in ((0.0, 2), (0.1, 2), (0.6, 1), (1.5, 1), (1.9, 1), (2.0, 1), (3.0, 1)):
+    with (
+      mock.patch.object(_threads, "_busy_jiffies", side_effect=[(1000, 4000), (1150, 4200)]),
+      mock.patch.object(_threads.os, "cpu_count", return_value=2),
+      mock.patch.object(_threads.time, "sleep"),
+    ):
+      self.assertEqual(_threads.busy_cores(), 1.5)
+    for busy, want in ((0.0, 2), (0.3, 2), (0.7, 1), (1.5, 1), (1.9, 1), (2.0, 1), (3.0, 1)):
       with (
         mock.patch.object(_threads, "busy_cores", return_value=busy),
         mock.patch.object(_threads.os, "cpu_count", return_value=2),
       ):
         self.assertEqual(_threads.idle_threads(), want, busy)
-    with mock.patch.object(_threads, "_busy_jiffies", return_value=None):  # no /proc/stat: the load average
-      with mock.patch.object(_threads.os, "getloadavg", return_value=(0.7, 0.0, 0.0)):
-        self.assertEqual(_threads.busy_cores(), 0.7)
+    with (  # no /proc/stat: the load average
+      mock.patch.object(_threads, "_busy_jiffies", return_value=None),
+      mock.patch.object(_threads.os, "getloadavg", return_value=(0.7, 0.0, 0.0)),
+    ):
+      self.assertEqual(_threads.busy_cores(), 0.7)
 
   def test_blas_threads_limits_inside_and_restores(self):
     from threadpoolctl import threadpool_info
@@ -969,9 +974,11 @@ class ThreadsTest(absltest.TestCase):
       self.assertEqual(set(blas()), {1})
     self.assertEqual(blas(), before)
     for bad in (0, -1, 1.5, True, "2"):
-      with self.assertRaisesRegex(ValueError, "fit_upgrade: `threads` must be a positive integer or None"):
-        with blas_threads(bad, name="fit_upgrade: `threads`"):
-          pass
+      with (
+        self.assertRaisesRegex(ValueError, "fit_upgrade: `threads` must be a positive integer or None"),
+        blas_threads(bad, name="fit_upgrade: `threads`"),
+      ):
+        pass
 
   def test_fit_and_report_take_threads_and_refuse_bad_ones_before_any_work(self):
     z_new, z_prev, _ = anisotropic_pairs(np.random.default_rng(0), n=400)
@@ -979,9 +986,11 @@ class ThreadsTest(absltest.TestCase):
     default = upgrade.fit_upgrade(z_new, z_prev, kind="linear")
     for name in one.map.params:  # the same fit: the thread count changes the summation order at most
       assert_close(one.map.params[name], default.map.params[name], op="reduction", precision="float64", scale=10.0)
-    with mock.patch.object(_fit._workflow, "_prepare", side_effect=AssertionError("read the pairs")):
-      with self.assertRaisesRegex(ValueError, "fit_upgrade: `threads` must be a positive integer or None, got 0"):
-        upgrade.fit_upgrade(z_new, z_prev, kind="linear", threads=0)
+    with (
+      mock.patch.object(_fit._workflow, "_prepare", side_effect=AssertionError("read the pairs")),
+      self.assertRaisesRegex(ValueError, "fit_upgrade: `threads` must be a positive integer or None, got 0"),
+    ):
+      upgrade.fit_upgrade(z_new, z_prev, kind="linear", threads=0)
     rows = np.arange(300, 400)
     with self.assertRaisesRegex(ValueError, "evaluate_upgrade: `threads` must be a positive integer or None, got -2"):
       upgrade.evaluate_upgrade(one.map, z_new, z_prev, rows, threads=-2)
