@@ -33,7 +33,10 @@ class LevelTest(unittest.TestCase):
       rules.CONSISTENT_BEYOND: Interval(21.0, 18.0, 24.0),
       rules.SMALLER: Interval(2.0, 1.0, 3.0),
       rules.LARGER: Interval(30.0, 25.0, 35.0),  # wholly beyond: no longer "at least as large, so reproduced"
-      rules.INCONCLUSIVE: Interval(1.0, -1.0, 3.0),
+      # the null inside, and the paper's range beyond the far end: its size is excluded (Table 2 linear, +0.91
+      # [-0.54, +2.36] against +10.7 ... +19.5 %), which "inconclusive" would hide
+      rules.SHORT: Interval(1.0, -1.0, 3.0),
+      rules.INCONCLUSIVE: Interval(2.0, -1.0, 5.0),  # the null and the paper's range both inside
       rules.OPPOSITE: Interval(-15.7, -16.3, -15.1),
     }
     for verdict, measured in cases.items():
@@ -61,7 +64,8 @@ class FloorTest(unittest.TestCase):
       rules.REPRODUCED: Interval(5.0, 3.0, 7.0),
       rules.CONSISTENT_SHORT: Interval(3.0, 2.0, 4.0),  # touches 4 at its far end
       rules.SMALLER: Interval(2.0, 0.5, 3.9),
-      rules.INCONCLUSIVE: Interval(2.0, 0.0, 3.9),  # touching the null does not exclude it
+      rules.SHORT: Interval(2.0, 0.0, 3.9),  # touching the null does not exclude it; the floor lies beyond
+      rules.INCONCLUSIVE: Interval(2.0, 0.0, 4.5),
       rules.OPPOSITE: Interval(-1.0, -2.0, -0.5),
     }
     for verdict, measured in cases.items():
@@ -71,7 +75,8 @@ class FloorTest(unittest.TestCase):
 
   def test_a_ratio_uses_its_null(self):
     self.assertEqual(effect_verdict(Interval(3.5, 1.2, 9.0), 10.1, kind=FLOOR, null=1.0), rules.SMALLER)
-    self.assertEqual(effect_verdict(Interval(3.5, 0.8, 9.0), 10.1, kind=FLOOR, null=1.0), rules.INCONCLUSIVE)
+    self.assertEqual(effect_verdict(Interval(3.5, 0.8, 9.0), 10.1, kind=FLOOR, null=1.0), rules.SHORT)
+    self.assertEqual(effect_verdict(Interval(3.5, 0.8, 12.0), 10.1, kind=FLOOR, null=1.0), rules.INCONCLUSIVE)
     self.assertEqual(effect_verdict(Interval(0.5, 0.4, 0.6), 10.1, kind=FLOOR, null=1.0), rules.OPPOSITE)
 
 

@@ -388,6 +388,7 @@ WORDS = {
   rules.CONSISTENT_BEYOND: "Consistent, estimate beyond the paper's",
   rules.CONSISTENT_CROSSES: "Consistent, interval crosses the paper's ceiling",
   rules.SMALLER: "Smaller effect than the paper's",
+  rules.SHORT: "Short of the paper's effect (its size excluded, no effect resolved)",
   rules.LARGER: "Larger effect than the paper's",
   rules.INCONCLUSIVE: "Inconclusive (the interval holds no effect)",
   rules.OUTSIDE_BAND: "Outside the paper's band",

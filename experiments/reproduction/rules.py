@@ -34,6 +34,8 @@ consistent, interval crosses      a ceiling: the estimate is within it but the i
 smaller effect                    the interval excludes the null on the paper's side but lies wholly short of the
                                   paper's value or range
 larger effect                     the interval lies wholly beyond the paper's range (a level) or ceiling
+short of the paper                the interval contains the null but lies wholly short of the paper's value or range:
+                                  the paper's size is excluded, the direction is not resolved
 inconclusive                      the interval contains the null (an ordering: some difference does)
 opposite                          the interval lies wholly on the other side of the null (an ordering: some does)
 equivalent / outside band         parity: the interval lies inside the paper's band / wholly outside it (crossing an
@@ -62,6 +64,7 @@ CONSISTENT_SHORT = "consistent, estimate short"
 CONSISTENT_BEYOND = "consistent, estimate beyond"
 CONSISTENT_CROSSES = "consistent, interval crosses"
 SMALLER = "smaller effect"
+SHORT = "short of the paper"
 LARGER = "larger effect"
 INCONCLUSIVE = "inconclusive"
 OPPOSITE = "opposite"
@@ -83,6 +86,8 @@ VERDICTS = {
   CONSISTENT_CROSSES: "a ceiling: the estimate is within it, but the interval reaches past it",
   SMALLER: "the interval excludes the null on the paper's side, but lies wholly short of the paper's value",
   LARGER: "the interval lies wholly beyond the paper's range (a level) or its ceiling",
+  SHORT: "the interval contains the null but lies wholly short of the paper's value or range: the paper's effect is "
+  "excluded, its direction is not resolved",
   INCONCLUSIVE: "the interval contains the null (for a parity claim: crosses an edge of the band)",
   OPPOSITE: "the interval lies wholly on the other side of the null from the paper's",
   EQUIVALENT: "a parity claim whose interval lies inside the paper's band",
@@ -100,6 +105,7 @@ VERDICTS = {
 NOT_REPRODUCED = (
   OPPOSITE,
   SMALLER,
+  SHORT,
   LARGER,
   INCONCLUSIVE,
   CONSISTENT_SHORT,
@@ -221,6 +227,8 @@ def effect_verdict(
   if hi < 0.0:
     return OPPOSITE
   if lo <= 0.0:
+    if kind in (FLOOR, LEVEL) and hi < min(abs(v - null) for v in _range(paper)):  # type: ignore[arg-type]
+      return SHORT  # no effect resolved, and the paper's size excluded: stronger than inconclusive
     return INCONCLUSIVE
   verdict = REPRODUCED
   if kind == FLOOR:
