@@ -315,6 +315,9 @@ def gramian_training(results: Mapping) -> dict[str, Measured]:
     )
   for m, r in methods.items():  # each method's final MAP@10 in points, for comparisons across groups
     out[f"final_map.{m}"] = Measured(100.0 * float(r["final_map@10"]))
+    later = [p for p in r["curve"] if p.get("step", 0) > 0]
+    if later:  # and at its first evaluation after the start: how fast it began (App. E.3's "initially slower")
+      out[f"first_map.{m}"] = Measured(100.0 * float(later[0]["map@10"]))
   if "sogram-linear" in methods:
     others = [r["final_map@10"] for m, r in methods.items() if m != "sogram-linear" and not m.startswith("exact")]
     if others:  # in MAP@10 points (x 100)
