@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from bcjax import upgrade
+from benchmarks._embeddings import paired_embeddings
 from benchmarks.timing import benchmark_main
 from experiments.harness import option
 
@@ -73,15 +74,7 @@ def _timed(fit, repeats: int):
 
 
 def run(cfg: Config) -> dict:
-  if bool(cfg.old) != bool(cfg.new):
-    raise ValueError("pass both --old and --new, or neither")
-  if cfg.old:
-    old, new = upgrade.open_embeddings(cfg.old, name="--old"), upgrade.open_embeddings(cfg.new, name="--new")
-    if old.shape[0] != new.shape[0]:
-      raise ValueError(f"--old has {old.shape[0]} rows, --new {new.shape[0]}: row i of each must embed one item")
-    old, new = np.asarray(old, np.float32), np.asarray(new, np.float32)
-  else:
-    old, new = _synthetic(cfg)
+  old, new = paired_embeddings(cfg.old, cfg.new) or _synthetic(cfg)
   n = len(old)
   if cfg.queries + max(cfg.pairs) > n:
     raise ValueError(f"{cfg.queries} queries and {max(cfg.pairs)} pairs need more than the {n} items")

@@ -15,11 +15,13 @@ hubness correction on, as ``bcjax fit`` serves it):
   (``Migration.search``) timed the same ways, beside LanceDB's own search of each table (``raw_ms``: the old table
   for the mapped query plus the new table for the query itself).
 
-The synthetic models are a noisy linear view of shared items with their own common directions (so the fingerprints
-tell them apart). Every timing is host wall time around a call that returns NumPy arrays (the map's output is
-waited for inside ``bridged_search``).
+The vectors come from ``--old``/``--new`` .npy files of real embeddings of the same items (row i of each: the first
+``pairs`` rows fit the map, the next ``rows`` are stored, new-model rows after them are the queries), or, without
+them, from two synthetic models (a noisy linear view of shared items each, with its own common direction, so the
+fingerprints tell them apart). Every timing is host wall time around a call that returns NumPy arrays (the map's
+output is waited for inside ``bridged_search``).
 
-  python -m benchmarks.upgrade_serving --out runs/upgrade-serving.json [--quick]
+  python -m benchmarks.upgrade_serving --out runs/upgrade-serving.json [--old OLD.npy --new NEW.npy] [--quick]
 """
 
 import dataclasses
@@ -32,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from bcjax import upgrade
+from benchmarks._embeddings import paired_embeddings
 from benchmarks.timing import benchmark_main
 from experiments.harness import option
 
@@ -40,6 +43,8 @@ STORES = ("faiss", "lancedb", "qdrant")
 
 @dataclasses.dataclass(frozen=True)
 class Config:
+  old: str = option("", help=".npy [n, D] of real old-model embeddings (default: synthetic)")
+  new: str = option("", help=".npy [n, D] of the same items' new-model embeddings")
   rows: int = option(20_000, help="old-model vectors in each store", low=100)
   dim: int = option(384, help="the models' width", low=4)
   pairs: int = option(2000, help="paired rows the map is fitted on", low=50)
@@ -203,12 +208,19 @@ def time_migration(cfg: Config, m: upgrade.UpgradeMap, old: np.ndarray, new: np.
 
 def run(cfg: Config) -> dict:
   n_queries = max(cfg.batch, cfg.one_query_repeats + 1)
-  new, old = _models(cfg.rows + cfg.pairs + n_queries, cfg.dim)
+  need = cfg.rows + cfg.pairs + n_queries
+  real = paired_embeddings(cfg.old, cfg.new)
+  if real is not None and len(real[0]) < need:
+    raise ValueError(
+      f"{cfg.rows} rows, {cfg.pairs} pairs and {n_queries} queries need {need} items; --old has {len(real[0])}"
+    )
+  new, old = (real[1][:need], real[0][:need]) if real is not None else _models(need, cfg.dim)
   paired = np.arange(cfg.pairs)
   fit = upgrade.fit_upgrade(new[paired], old[paired], kind="linear", normalize=True, hubness="on")
   stored = slice(cfg.pairs, cfg.pairs + cfg.rows)
   queries = new[cfg.pairs + cfg.rows :]
-  out: dict = {"stores": {kind: time_store(kind, cfg, fit.map, old[stored], queries) for kind in cfg.stores}}
+  source = f"{cfg.old} / {cfg.new}" if cfg.old else "synthetic"
+  out: dict = {"source": source, "stores": {k: time_store(k, cfg, fit.map, old[stored], queries) for k in cfg.stores}}
   if "lancedb" in cfg.stores:
     out["migration"] = time_migration(cfg, fit.map, old[stored], new[stored], queries)
   return out

@@ -18,6 +18,7 @@ from absl.testing import absltest
 
 from bcjax import upgrade
 from bcjax.cli import main as bcjax_command
+from tests import _real_models as real_models
 from tests._resume import run_until_killed
 from tests._tolerance import assert_close
 from tests.test_stores import ID0, two_models, unit
@@ -115,41 +116,6 @@ class ServedScoreTest(absltest.TestCase):
       upgrade.open_migration(where / "other", store, new_store)
 
 
-SUBJECTS = ("the old fisherman", "a young teacher", "my neighbour", "the city council", "a small child")
-SUBJECTS += ("the football coach", "our doctor", "the tired pilot", "a famous singer", "the new manager")
-VERBS = {
-  "repaired": "fixed",
-  "painted": "coloured",
-  "sold": "traded away",
-  "found": "discovered",
-  "borrowed": "took on loan",
-  "cleaned": "washed",
-  "photographed": "took a picture of",
-  "described": "talked about",
-  "ignored": "paid no attention to",
-  "delivered": "brought",
-}
-OBJECTS = ("the wooden boat", "a red bicycle", "the broken window", "an old piano", "the garden fence", "a leather bag")
-OBJECTS += ("the kitchen table", "a silver watch")
-PLACES = ("near the harbour", "after lunch", "in the rain", "before the storm", "at the market")
-
-
-def sentences(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
-  """n documents and, for each, a query that paraphrases it (another verb, the place moved first)."""
-  grid = [(s, v, o, p) for s in SUBJECTS for v in VERBS for o in OBJECTS for p in PLACES]
-  picked = [grid[i] for i in np.random.default_rng(seed).permutation(len(grid))[:n]]
-  docs = [f"{s} {v} {o} {p}." for s, v, o, p in picked]
-  queries = [f"{p[0].upper()}{p[1:]}, {s} {VERBS[v]} {o}." for s, v, o, p in picked]
-  return docs, queries
-
-
-def real_models_missing() -> str | None:
-  from experiments.embedding_upgrade import encoders
-
-  missing = [m for m in ("minilm-l3", "minilm-l6") if not encoders.available(m)]
-  return f"the models {missing} are not installed (make upgrade-models)" if missing else None
-
-
 @pytest.mark.heavy
 @pytest.mark.skipif(not HAVE_LANCEDB, reason="lancedb is not installed (the stores extra)")
 class RealModelTest(absltest.TestCase):
@@ -159,14 +125,9 @@ class RealModelTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    if (why := real_models_missing()) is not None:
+    if (why := real_models.missing()) is not None:
       raise absltest.SkipTest(why)
-    from experiments.embedding_upgrade import encoders
-
-    docs, queries = sentences(600)
-    cls.old = encoders.embed("minilm-l3", docs).astype(np.float32)
-    cls.new = encoders.embed("minilm-l6", docs).astype(np.float32)
-    cls.queries = encoders.embed("minilm-l6", queries).astype(np.float32)
+    cls.old, cls.new, cls.queries = real_models.embedded(600)
     cls.paired = np.arange(0, 600, 3)
     cls.map = upgrade.fit_upgrade(cls.new[cls.paired], cls.old[cls.paired], normalize=True, seed=0).map
 

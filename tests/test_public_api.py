@@ -22,6 +22,7 @@ from flax import nnx
 
 import bcjax
 from bcjax import gramian as gram
+from bcjax import upgrade
 from tests._tolerance import assert_close
 
 PACKAGES = ("bcjax",) + tuple(f"bcjax.{name}" for name in bcjax._SUBPACKAGES)
@@ -156,6 +157,23 @@ def _guide_gramian_block() -> str:
   blocks = re.findall(r"```python\n(.*?)```", GRAMIAN_GUIDE.read_text(), flags=re.S)
   (block,) = [b for b in blocks if "estimator = sogram(" in b]
   return block
+
+
+class SizeTest(absltest.TestCase):
+  def test_the_upgrade_package_keeps_its_sizes(self):
+    """Issue 67's bounds on bcjax/upgrade: no module over 400 lines, no function body over 80 (its docstring apart)."""
+    import ast
+
+    root = Path(upgrade.__file__).parent
+    for path in sorted(root.rglob("*.py")):
+      text = path.read_text()
+      self.assertLessEqual(len(text.splitlines()), 400, path)
+      for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+          first = node.body[0]
+          is_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+          start = node.body[1].lineno if is_doc and len(node.body) > 1 else first.lineno
+          self.assertLessEqual(node.end_lineno - start + 1, 80, f"{path}: {node.name}")
 
 
 class EstimatorSwapTest(parameterized.TestCase):

@@ -665,13 +665,26 @@ class HubnessTest(absltest.TestCase):
     self.assertGreater(corrected, plain + 0.05)
 
   @pytest.mark.heavy
-  def test_auto_leaves_out_a_correction_that_does_not_help(self):
-    rng = np.random.default_rng(4)
-    z_new = rng.standard_normal((1000, 8))
-    z_old = z_new @ rotation(rng, 8, 8).T  # an exact rotation: every own vector already ranks first
+  def test_auto_leaves_out_a_correction_that_lowers_retrieval(self):
+    """A dense cluster inside a sparse cloud, mapped by a near-exact rotation: the correction lowers the dense rows'
+    scores, so sparse neighbours overtake their own rows, and the training pairs show it."""
+    rng = np.random.default_rng(0)
+    z_new = np.concatenate([0.15 * rng.standard_normal((900, 3)), 0.6 * rng.standard_normal((100, 3))]) + [1, 0, 0]
+    z_old = z_new @ rotation(rng, 3, 3).T + 0.02 * rng.standard_normal(z_new.shape)
     fit = upgrade.fit_upgrade(z_new, z_old, kind="orthogonal", normalize=True)
     self.assertIn("left out", fit.reason)
+    self.assertLess(fit.hubness["rank_score_corrected"], fit.hubness["rank_score_plain"])
     self.assertIsNone(fit.map.hubness)
+
+  @pytest.mark.heavy
+  def test_auto_keeps_a_correction_the_pairs_cannot_judge(self):
+    rng = np.random.default_rng(4)
+    z_new = rng.standard_normal((1000, 8))
+    z_old = z_new @ rotation(rng, 8, 8).T  # an exact rotation: every own vector ranks first either way
+    fit = upgrade.fit_upgrade(z_new, z_old, kind="orthogonal", normalize=True)
+    self.assertIn("kept: it changes no rank of these pairs", fit.reason)
+    self.assertEqual(fit.hubness["rank_score_plain"], fit.hubness["rank_score_corrected"])
+    self.assertIsNotNone(fit.map.hubness)
 
 
 class ScoreScaleTest(absltest.TestCase):
@@ -681,21 +694,39 @@ class ScoreScaleTest(absltest.TestCase):
     from bcjax.upgrade import _scale
 
     rng = np.random.default_rng(40)
-    new = rng.standard_normal((300, 6)) * np.array([3.0, 1, 1, 1, 1, 1]) + 4.0  # cosines bunched by a shift
-    old = np.tanh(new @ rng.standard_normal((6, 5))) + 0.3 * rng.standard_normal((300, 5))
-    mapped = new @ rng.standard_normal((6, 5))  # any images: the scale is fitted for the map it is given
-    scale = _scale.fit_score_scale(mapped, old, hubness=None, seed=3)
-    scored = np.sort(np.random.default_rng(3).permutation(300)[150:])  # the half not drawn for a reference
-    b, x = self.unit(mapped[scored]), self.unit(old[scored])
-    native, bridged = b @ x.T, b @ b.T
-    others = ~np.eye(150, dtype=bool)
-    own = np.diag(native)[:, None]
-    # Other items' bridged rows, shifted, outscore a query's own old row exactly as often as their old rows do.
-    self.assertEqual(np.sum((bridged + scale.bridged_offset > own) & others), np.sum((native > own) & others))
+    groups = []
+    for n in (300, 260):  # two maps' images of rows they never saw (and of rows they did: the reference), pooled
+      new = rng.standard_normal((n, 6)) * np.array([3.0, 1, 1, 1, 1, 1]) + 4.0  # cosines bunched by a shift
+      old = np.tanh(new @ rng.standard_normal((6, 5))) + 0.3 * rng.standard_normal((n, 5))
+      groups.append((new @ rng.standard_normal((6, 5)), old, rng.standard_normal((150, 5))))
+    k = 10
+    hubness = upgrade.make_hubness(groups[0][2], k=k)  # the served map's correction: only its k is used
+    scale = _scale.fit_score_scale(groups, hubness=hubness)
+    margins, beaten, pairs = {"old": [], "bridged": []}, 0, []
+    for mapped, old, reference in groups:  # every row scored (fewer than MAX_ROWS), in float64 NumPy
+      b, x, r = self.unit(mapped), self.unit(old), self.unit(reference)
+      bias = lambda v, r=r: 0.5 * np.sort(v @ r.T, axis=1)[:, -k:].mean(axis=1)  # the correction fitted on `reference`
+      native, bridged = b @ x.T - bias(x)[None, :], b @ b.T - bias(b)[None, :]
+      own, others = np.diag(native), ~np.eye(len(b), dtype=bool)
+      margins["old"].append(own - np.where(others, native, -np.inf).max(axis=1))
+      margins["bridged"].append(own - np.where(others, bridged, -np.inf).max(axis=1))
+      beaten += np.sum((native > own[:, None]) & others)
+      pairs.append((own[:, None] - bridged)[others])
+    m_old, m_bridged = (np.sort(np.concatenate(margins[key])) for key in ("old", "bridged"))
+    n = len(m_old)
+    closest = slice(int(np.ceil(0.01 * n)), int(np.ceil(0.05 * n)))  # the 5 % nearest a miss, less the lowest 1 %
+    tail = np.mean(m_bridged[closest] - m_old[closest])
+    pairs = np.sort(np.concatenate(pairs))
+    self.assertGreater(beaten, 0)  # this fixture's own old rows are often beaten: both shifts apply
+    pairwise = 0.5 * (pairs[beaten - 1] + pairs[beaten])  # `beaten` pairs' mapped rows outscore the own row
+    self.assertNotAlmostEqual(tail, pairwise, places=3)
+    want = min(tail, pairwise)
+    assert_close(scale.bridged_offset, want, "reduction", precision="float32", scale=1.0)  # the bias is float32
     self.assertLess(scale.bridged_offset, 0.0)
-    self.assertEqual(_scale.fit_score_scale(mapped[:39], old[:39], hubness=None), _scale.IDENTITY)
+    small = [(g[0][:19], g[1][:19], g[2]) for g in groups]  # 38 rows in all: fewer than MIN_ROWS
+    self.assertEqual(_scale.fit_score_scale(small, hubness=None), _scale.IDENTITY)
     with self.assertRaisesRegex(ValueError, "same rows"):
-      _scale.fit_score_scale(mapped, old[:10], hubness=None)
+      _scale.fit_score_scale([(groups[0][0], groups[0][1][:10], groups[0][2])], hubness=None)
 
   def unit(self, v):
     return v / np.linalg.norm(v, axis=1, keepdims=True)

@@ -447,8 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
     choices=_fit.HUBNESS_MODES,
     default="auto",
     help="hubness correction (CSLS: each old vector's score lowered by its mean similarity to mapped training rows, "
-    "stored with the map and applied wherever bcjax searches): auto keeps it when it helps on the validation pairs "
-    "(cosine only; default auto)",
+    "stored with the map and applied wherever bcjax searches): auto keeps it unless the training pairs, each half "
+    "served by a map fitted on the other, show it lowering retrieval (cosine only; default auto)",
   )
   p.add_argument("--k", type=int, default=10, help="cut-off of the top-k measures (default 10)")
   p.add_argument("--metric", default="cosine", choices=("cosine", "dot", "l2"), help="retrieval score")

@@ -36,10 +36,11 @@ hundred pairs on (validation pairs alone number 20 at 200 pairs): the folds spli
 its affine branch) fitted on each half with the chosen settings, its images of that half's rows the correction's
 reference (in sample, as the final map's reference is), the other half's rows (of the cross-validation's sample, up
 to 2,000) mapped as queries ranking their own old rows among that half's old rows with and without the correction
-(no old row has its twin in the reference, as in an index). It is kept unless it changes no rank or lowers the mean
-own-vector rank score by more than one paired standard error: where the pairs cannot tell, CSLS stays, since a
-regression's image of a space has hubs. The kept correction's reference is the final map's image of up to
-:data:`HUBNESS_REFERENCE_ROWS` training and validation pairs.
+(no old row has its twin in the reference, as in an index). It is kept unless it lowers the mean own-vector rank
+score by more than one paired standard error: where the pairs cannot tell (no rank changes, as when a few hundred
+pairs all rank their own rows first), CSLS stays, since a regression's image of a space has hubs. The kept
+correction's reference is the final map's image of up to :data:`HUBNESS_REFERENCE_ROWS` training and validation pairs.
+The same half-fits give the map's score scale for rows written through it (:mod:`bcjax.upgrade._scale`).
 
 Closed-form kinds stream their rows into float64 sums, so pairs larger than memory fit exactly as in memory; the
 final closed-form map is refitted on the training and validation pairs together.

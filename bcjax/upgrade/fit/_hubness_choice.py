@@ -1,4 +1,7 @@
-"""Whether a map keeps its hubness correction, judged on the training pairs served as an index; its score scale."""
+"""Whether a map keeps its hubness correction, and its score scale: both from the training pairs served as an index.
+
+Each half of the training pairs is mapped by the map fitted on the other half (out of sample, as a served index is).
+"""
 
 import functools
 import math
@@ -10,16 +13,11 @@ from bcjax.upgrade import _hubness, _retrieval, _scale
 from bcjax.upgrade._map import UpgradeMap
 from bcjax.upgrade.fit._closed_form import closed_form
 from bcjax.upgrade.fit._cross_validation import _plus
-from bcjax.upgrade.fit._mlp import _read_pairs
-from bcjax.upgrade.fit._records import PairSplit
 
 
-def _score_scale(final: UpgradeMap, z_new, z_prev, split: PairSplit, normalize, seed) -> _scale.ScoreScale:
-  """The map's :class:`~bcjax.upgrade.ScoreScale`, fitted on up to 2,000 training and validation pairs."""
-  rows = np.concatenate([split.train, split.val])
-  rows = np.sort(np.random.default_rng(seed + 5).permutation(rows)[: 2 * _scale.MAX_ROWS])
-  new, old = _read_pairs(z_new, z_prev, rows, normalize)
-  return _scale.fit_score_scale(np.asarray(final(new)), old, hubness=final.hubness, seed=seed)
+def _score_scale(final: UpgradeMap, halves: list["_HalfFit"]) -> _scale.ScoreScale:
+  """The map's :class:`~bcjax.upgrade.ScoreScale`, fitted on each half's images of the pairs it never saw."""
+  return _scale.fit_score_scale([(h.queries, h.targets, h.reference) for h in halves], hubness=final.hubness, seed=0)
 
 
 class _HubnessChoice(NamedTuple):
@@ -92,8 +90,13 @@ def _choose_hubness(halves: list[_HalfFit] | None, mode, metric, k, reference_ro
     f"rank score of {n} training pairs, each half served by the map fitted on the other, {plain_all.mean():.4f} "
     f"without, {corrected_all.mean():.4f} with it (paired standard error {se:.2g})"
   )
-  if not np.any(diff):
-    return _HubnessChoice(False, f"hubness correction (CSLS, k={k}) left out: it changes no rank ({scores})", record)
+  if not np.any(diff):  # the pairs cannot tell (every own row ranks alike either way): a regression's image has hubs
+    return _HubnessChoice(
+      True,
+      f"hubness correction (CSLS, k={k}) kept: it changes no rank of these pairs, so they cannot tell whether it helps "
+      f"an index ({scores}); kept unless it lowers the score by more than one standard error",
+      record,
+    )
   keep = bool(diff.mean() >= -se)
   reason = (
     f"hubness correction (CSLS, k={k}) {'kept' if keep else 'left out'}: {scores}; kept unless it lowers the score "

@@ -314,7 +314,7 @@ def _finish(s: _Settings, z_new, z_prev, p: _Prepared, kinds: _Kinds, name: str,
   both = p.train if p.val_moments is None else _plus(p.train, p.val_moments)
   final = on_train if name == "mlp" or p.val_moments is None else _final_map(s, kinds, name, both)
   proxy = "affine" if name == "mlp" else name  # the MLP's linear branch stands in for it out of fold
-  halves = _half_fits(proxy, kinds.closed_choices[proxy], p.fold_moments, p.sample) if s.hubness == "auto" else None
+  halves = _half_fits(proxy, kinds.closed_choices[proxy], p.fold_moments, p.sample)  # the pairs each map never saw
   choice = _choose_hubness(halves, s.hubness, s.metric, s.hubness_k, len(p.split.train) + len(p.split.val))
   if name == "mlp" and s.hubness == "auto":
     choice = choice._replace(reason=choice.reason + " (judged on the MLP's affine branch)")
@@ -326,7 +326,5 @@ def _finish(s: _Settings, z_new, z_prev, p: _Prepared, kinds: _Kinds, name: str,
     final = final._replace(hubness=_hubness.make_hubness(mapped, k=s.hubness_k))
   # The map's images of new-model rows: what bridge_items writes into an old store, so not a foreign model's.
   bridged = _spaces.space_stamp(np.asarray(final(p.sample.new)), f"{s.new_model or 'new'} bridged")
-  final = final._replace(
-    spaces={**p.spaces, "bridged": bridged}, scale=_score_scale(final, z_new, z_prev, p.split, s.normalize, s.seed)
-  )
+  final = final._replace(spaces={**p.spaces, "bridged": bridged}, scale=_score_scale(final, halves))
   return UpgradeFit(final, kinds.candidates, reason + "; " + choice.reason, choice.record)
