@@ -24,8 +24,9 @@ import time
 import numpy as np
 
 from bcjax import upgrade
-from benchmarks._embeddings import paired_embeddings
+from benchmarks._embeddings import check_paired, paired_embeddings
 from benchmarks.timing import benchmark_main
+from experiments import harness
 from experiments.harness import option
 
 KINDS = ("orthogonal", "linear", "affine", "auto")
@@ -76,8 +77,6 @@ def _timed(fit, repeats: int):
 def run(cfg: Config) -> dict:
   old, new = paired_embeddings(cfg.old, cfg.new) or _synthetic(cfg)
   n = len(old)
-  if cfg.queries + max(cfg.pairs) > n:
-    raise ValueError(f"{cfg.queries} queries and {max(cfg.pairs)} pairs need more than the {n} items")
   rng = np.random.default_rng(cfg.seed + 1)
   order = rng.permutation(n)
   queries, pool = np.sort(order[: cfg.queries]), order[cfg.queries :]
@@ -117,7 +116,12 @@ def run(cfg: Config) -> dict:
 
 
 def main(argv=None) -> int:
-  return benchmark_main("upgrade_peers", __doc__, Config, PRESETS, run, argv)
+  def check(cfg: Config) -> None:
+    check_paired(cfg.old, cfg.new, cfg.queries + max(cfg.pairs))
+    if not cfg.old and cfg.queries + max(cfg.pairs) > cfg.items:
+      raise harness.UsageError("--items", f"{cfg.items}: {cfg.queries} queries and {max(cfg.pairs)} pairs need more")
+
+  return benchmark_main("upgrade_peers", __doc__, Config, PRESETS, run, argv, check_config=check)
 
 
 if __name__ == "__main__":

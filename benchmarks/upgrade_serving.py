@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from bcjax import upgrade
-from benchmarks._embeddings import paired_embeddings
+from benchmarks._embeddings import check_paired, paired_embeddings
 from benchmarks.timing import benchmark_main
 from experiments.harness import option
 
@@ -206,14 +206,14 @@ def time_migration(cfg: Config, m: upgrade.UpgradeMap, old: np.ndarray, new: np.
   }
 
 
+def _items(cfg: Config) -> int:
+  """Items a run reads: the pairs, the stored rows and the queries."""
+  return cfg.pairs + cfg.rows + max(cfg.batch, cfg.one_query_repeats + 1)
+
+
 def run(cfg: Config) -> dict:
-  n_queries = max(cfg.batch, cfg.one_query_repeats + 1)
-  need = cfg.rows + cfg.pairs + n_queries
+  need = _items(cfg)
   real = paired_embeddings(cfg.old, cfg.new)
-  if real is not None and len(real[0]) < need:
-    raise ValueError(
-      f"{cfg.rows} rows, {cfg.pairs} pairs and {n_queries} queries need {need} items; --old has {len(real[0])}"
-    )
   new, old = (real[1][:need], real[0][:need]) if real is not None else _models(need, cfg.dim)
   paired = np.arange(cfg.pairs)
   fit = upgrade.fit_upgrade(new[paired], old[paired], kind="linear", normalize=True, hubness="on")
@@ -227,7 +227,8 @@ def run(cfg: Config) -> dict:
 
 
 def main(argv=None) -> int:
-  return benchmark_main("upgrade_serving", __doc__, Config, PRESETS, run, argv)
+  check = lambda cfg: check_paired(cfg.old, cfg.new, _items(cfg))
+  return benchmark_main("upgrade_serving", __doc__, Config, PRESETS, run, argv, check_config=check)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,33 @@ class BenchmarkSmokeTest(absltest.TestCase):
     self.assertIn("model", report["cpu"])
     self.assertNotIn("migration", report)  # LanceDB's row only
 
+  def test_serving_benchmark_reads_real_embeddings_and_refuses_bad_files_before_work(self):
+    tmp = Path(self.create_tempdir().full_path)
+    rng = np.random.default_rng(0)
+    items = rng.standard_normal((500, 8))
+    np.save(tmp / "old.npy", (items @ rng.standard_normal((8, 12)) + 1.0).astype(np.float32))
+    np.save(tmp / "new.npy", (items @ rng.standard_normal((8, 12)) - 2.0).astype(np.float32))
+    np.save(tmp / "short.npy", np.ones((40, 12), np.float32))
+    out = tmp / "serving.json"
+    base = ["--out", str(out), "--quick", "--rows", "300", "--pairs", "100", "--one-query-repeats", "3"]
+    base += ["--batch", "20", "--batch-repeats", "1", "--stores", "faiss"]
+    for extra, pattern in (
+      (["--old", str(tmp / "old.npy")], "--new is missing"),
+      (["--old", str(tmp / "old.npy"), "--new", str(tmp / "short.npy")], "--new 40 rows against --old's 500"),
+      (["--old", str(tmp / "old.npy"), "--new", str(tmp / "old.npy"), "--rows", "450"], "--old 500 rows; .* needs 570"),
+    ):
+      err = io.StringIO()
+      with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as exit_:
+        upgrade_serving.main([*base, *extra])
+      self.assertEqual(exit_.exception.code, 2)
+      self.assertRegex(err.getvalue(), pattern)
+      self.assertFalse(out.exists())
+    with contextlib.redirect_stderr(io.StringIO()):
+      self.assertEqual(upgrade_serving.main([*base, "--old", str(tmp / "old.npy"), "--new", str(tmp / "new.npy")]), 0)
+    report = json.loads(out.read_text())
+    self.assertEqual(report["source"], f"{tmp / 'old.npy'} / {tmp / 'new.npy'}")
+    self.assertEqual(report["stores"]["faiss"]["rows"], 300)
+
   @pytest.mark.heavy
   def test_serving_benchmark_times_a_migration_beside_lancedbs_own_searches(self):
     if importlib.util.find_spec("lancedb") is None:
