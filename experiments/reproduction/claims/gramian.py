@@ -135,6 +135,17 @@ def _reach(sampling: str, alpha_paper: str) -> tuple[Measurement, ...]:
     for k in (key, ratio)
     for a in alphas
   ]
+  if sampling == "uniform":  # the small-batch group (App. E.4's |B| = 128) measures the same reach
+    rows += [
+      Measurement(
+        f"10K pages, uniform, α = {alpha_paper}, 3,000 steps, |B| = 128, over 5 seeds"
+        + ("" if k == key else ": over the baseline's own steps to its final value"),
+        _t2(sampling, alpha_paper) + "-b128",
+        k,
+        command=_T2.format(s=sampling, a=alpha_paper).replace("1024", "128"),
+      )
+      for k in (key, ratio)
+    ]
   rows += _single_seed(sampling, key)
   rows += [
     dataclasses.replace(m, label=m.label + ": over the baseline's own steps") for m in _single_seed(sampling, ratio)
