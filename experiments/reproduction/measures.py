@@ -367,8 +367,8 @@ def _gain(by_method: Mapping, s: str) -> float | None:
 
 # ---------------------------------------------------------------------------------------------------------- ICL
 NOT_CONVERGED = {
-  "did not improve": "its epoch loss never went below its first epoch's (flat from there on), so the paper's rule "
-  "takes epoch 1 and times noise",
+  "did not improve": "its smoothed epoch loss never fell below its first epoch's by more than the curve's own noise "
+  "(no measurable training), so where the paper's rule stops is set by noise",
   "diverged": "its loss diverged",
 }
 
