@@ -35,7 +35,7 @@ def _rows(key: str | tuple[str, ...]) -> tuple[Measurement, ...]:
   return (
     Measurement("synthetic graph, quick (80 epochs per version), over seeds", GROUP, key, budget=80, command=QUICK),
     Measurement("seed 1, 40 epochs per version", "bc-budget-e40", key, budget=40),
-    Measurement("seed 1, 160 epochs per version", "bc-budget-e160", key, budget=160),
+    Measurement("160 epochs per version, over the seeds run", "bc-budget-e160", key, budget=160),
   )
 
 
