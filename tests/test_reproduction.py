@@ -131,6 +131,16 @@ def _bc_results() -> dict:
   }
 
 
+class SeedTest(unittest.TestCase):
+  def test_a_run_that_loops_over_its_own_seeds_records_their_range(self):
+    from experiments.reproduction.summary import _seed
+
+    self.assertEqual(_seed({"seed": 3}), 3)
+    self.assertEqual(_seed({"seeds": 3}), "0–2 (in one run)")  # the scaling runs: 3 seeds inside one run
+    self.assertEqual(_seed({"seeds": 1}), "0")
+    self.assertIsNone(_seed({}))
+
+
 class MeasuresTest(unittest.TestCase):
   """Each extracted number against the paper's definition, computed here by hand."""
 

@@ -176,7 +176,7 @@ def summarise_group(name: str, runs: Iterable[Path], figures: Path | None = None
     "group": name,
     "experiment": experiment,
     "preset": configs[0].get("preset"),
-    "seeds": [c["config"].get("seed") for c in configs],
+    "seeds": [_seed(c["config"]) for c in configs],
     "commands": [command(c) for c in configs],
     "runs": [{"folder": f.name, **_provenance(f.config, f.metrics)} for f in files],
     "measures": measures,
@@ -209,3 +209,12 @@ def load_summaries(folder: Path) -> dict[str, dict]:
       raise ValueError(f"{path}: summary version {summary.get('version')!r}, expected one of {READABLE_VERSIONS}")
     out[summary["group"]] = summary
   return out
+
+
+def _seed(config: Mapping) -> int | str | None:
+  """A run's seed, or, for a run that loops over its own seeds (``seeds``: how many, from 0), their range."""
+  seed = config.get("seed")
+  count = config.get("seeds")
+  if seed is None and isinstance(count, int) and count >= 1:
+    return "0" if count == 1 else f"0–{count - 1} (in one run)"
+  return seed
