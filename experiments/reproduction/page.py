@@ -117,7 +117,8 @@ def _one(claim: Claim, ms: Measurement, summary: Mapping | None, key: str) -> tu
   if censored and censored >= units:
     return (
       interval,
-      f"never reached in {censored} of {units} run(s) (capped at {_num(m['estimate'], signed=False)})",
+      f"never reached in {censored} of {units} run(s) (the mean of the runs' caps: "
+      f"{_num(m['estimate'], signed=False)})",
       rules.NEVER_REACHED,
     )
   if censored:
