@@ -463,6 +463,30 @@ class PageTest(unittest.TestCase):
     self.assertTrue(line.startswith("- **Against the paper"), line)
     self.assertIn("1 reproduced", line)
 
+  def test_a_development_chosen_row_stands_in_only_for_a_primary_that_did_not_converge(self):
+    """Issue 65's 10.1×: at Adam 1e-5 retraining does not train, so the rate chosen on development sets stands in;
+    it never replaces a primary that converged, and one with no run leaves the primary's "not converged"."""
+    claim = next(c for c in CLAIMS if c.key == "icl.table-4.icl")
+    primary = claim.measurements[claim.primary]
+    stand_in = next(m for m in claim.measurements if m.stands_in)
+    self.assertEqual((primary.key, stand_in.key), ("time_speedup.icl.a0.3", "time_speedup.icl.a0.3"))
+    flat = _summary(primary.group, {primary.key: (0.34, 0.12, 1.0)}, status="not converged: retraining: ...")
+    measured = _summary(stand_in.group, {stand_in.key: (0.5, 0.3, 0.7)})
+    rows = page.claim_rows(claim, {primary.group: flat, stand_in.group: measured})
+    self.assertEqual([r.measurement.group for r in rows[:2]], [stand_in.group, primary.group])
+    self.assertEqual((rows[0].verdict, rows[0].primary, rows[1].verdict), (rules.OPPOSITE, False, "not converged"))
+    table = page.claims_table("icl", {primary.group: flat, stand_in.group: measured}, set())
+    self.assertIn("**stands in for the primary**, which did not converge", table)
+    line = next(
+      x
+      for x in page.standings("icl", {primary.group: flat, stand_in.group: measured}).splitlines()
+      if "`icl.table-4.icl`" in x
+    )
+    self.assertTrue(line.startswith("- **Against the paper"), line)
+    converged = _summary(primary.group, {primary.key: (9.0, 8.0, 12.0)})
+    self.assertEqual(page.standing(claim, {primary.group: converged, stand_in.group: measured}), rules.REPRODUCED)
+    self.assertEqual(page.standing(claim, {primary.group: flat}), rules.NOT_CONVERGED)
+
   def test_refereed_examples_read_the_new_rules(self):
     """Issue 64's table, each example through the page's own judge (kinds from the catalogue)."""
 

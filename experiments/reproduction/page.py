@@ -29,7 +29,10 @@ fails when this page, its summaries or its archived runs differ. -->
 Every headline claim of the four papers, quoted and located, typed (direction, floor, ceiling, level, parity,
 ordering), set against what bcjax measures, with a verdict given by rule (`experiments/reproduction/rules.py`), never
 by hand. Each claim is judged at its **primary** setting, named in the catalogue before its runs (the one closest to
-the paper's protocol that two CPU cores run); every other setting is a **sensitivity** row shown under it. Each
+the paper's protocol that two CPU cores run); every other setting is a **sensitivity** row shown under it. Where
+the primary's runs did not train (**not converged**: the paper's rule would time noise), a row the catalogue names
+**stands in for the primary** and holds the standing: a setting chosen on development data, never the data that
+judges the claim, by a rule committed before it ran on that data; the primary's row stays under it. Each
 number comes from a run's `results.json` through a committed summary that records the command, the seeds, the
 packages, the data files' hashes, the machine, the load beside the run and the git commit. Every interval is 95 %:
 Student t over three or more seeds or runs (two runs give a mean and no interval), or a paired bootstrap over
@@ -238,7 +241,18 @@ def claim_rows(claim: Claim, summaries: Mapping[str, Mapping]) -> list[Row]:
     text, verdict = judge(claim, ms, summaries)
     value = ms.paper if ms.paper is not None else claim.value
     rows.append(Row(ms, i == claim.primary, paper_text(value, claim), text, verdict))
-  return rows + _pooled_rows(claim, summaries)
+  return _stand_in_first(rows) + _pooled_rows(claim, summaries)
+
+
+def _stand_in_first(rows: list[Row]) -> list[Row]:
+  """``rows`` with the first judged stand-in (:class:`Measurement`'s ``stands_in``) moved first when the primary
+  did not converge: it then holds the standing, and the primary's row follows it as the first one disagreeing."""
+  if rows[0].verdict != rules.NOT_CONVERGED:
+    return rows
+  for i, row in enumerate(rows):
+    if row.measurement is not None and row.measurement.stands_in and row.verdict not in rules.NOT_MEASURED:
+      return [row] + rows[:i] + rows[i + 1 :]
+  return rows
 
 
 def _pooled_rows(claim: Claim, summaries: Mapping[str, Mapping]) -> list[Row]:
@@ -347,7 +361,10 @@ def claims_table(paper: str, summaries: Mapping[str, Mapping], archived: set[str
           where += " (summary without run files)"
         protocol = _protocol(ms.group, summaries)
         link = f", [protocol](#{_slug('protocol of ' + protocol.replace('_', '-'))})" if protocol else ""
-        setting = f"{'**primary**' if row.primary else 'sensitivity'}: {ms.label} ({where}{link})"
+        role = "**primary**" if row.primary else "sensitivity"
+        if first and not row.primary:
+          role = f"**stands in for the primary**, which did not converge ({ms.stands_in})"
+        setting = f"{role}: {ms.label} ({where}{link})"
       lines.append(
         "| "
         + " | ".join(
@@ -428,6 +445,8 @@ def opening(summaries: Mapping[str, Mapping]) -> str:
         todo.setdefault(g, ms.command or claim.needs or "not planned yet")
       text = f"no run of group {' and '.join(f'`{g}`' for g in missing)} (below)"
     label = ms.label if ms else "no measurement"
+    if not primary.primary:
+      label += " (stands in for the primary, which did not converge)"
     line = f"- **{primary.verdict}** — `{claim.key}` ({claim.where}): {label}: {text}{_disagreements(rows)}"
     if primary.verdict in rules.NOT_REPRODUCED:
       failed.append(line)

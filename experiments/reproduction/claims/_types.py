@@ -26,6 +26,9 @@ class Measurement:
   replicate: str | None = None  # rows of one claim with the same tag ran one setting (pooled when they disagree)
   minus: str | None = None  # another group: the row is this group's measure minus that group's, paired by seed
   minus_key: str | None = None  # the measure read in ``minus`` when it is not ``key``
+  # why this row holds the claim's standing when the primary did not converge (its loss never trained, so the paper's
+  # rule timed noise): a setting chosen on development data by a rule fixed before it ran on the judging data
+  stands_in: str | None = None
 
   @property
   def keys(self) -> tuple[str, ...]:
@@ -37,7 +40,8 @@ class Claim:
   """One headline claim of a paper, typed (:data:`experiments.reproduction.rules.KINDS` or qualitative).
 
   ``measurements[primary]`` is the setting closest to the paper's protocol that two CPU cores run, named in the
-  catalogue before its runs: its verdict is the claim's standing on the page; the others are sensitivity rows.
+  catalogue before its runs: its verdict is the claim's standing on the page; the others are sensitivity rows. When
+  the primary did not converge, a measurement marked ``stands_in`` with a judged verdict holds the standing instead.
   ``verbatim`` is False for a claim stated by table cells rather than words (the page prints it without quotation
   marks, as "Table 3 cells: ...").
   """

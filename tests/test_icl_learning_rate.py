@@ -1,0 +1,123 @@
+"""The development rule that picks ICL's learning rate (experiments.icl.learning_rate): each clause of the rule,
+and the command's refusals (PROTEINS, a rate outside the candidates, mismatched settings, an existing --out)."""
+
+import contextlib
+import io
+import json
+import tempfile
+import unittest
+from pathlib import Path
+
+from experiments.icl import learning_rate as lr_rule
+
+TRAINS = {"loss_status": "improved", "stopped": "patience", "heldout_start": 3.0, "heldout_loss": 2.5}
+
+
+def _results(bad: int = 0) -> dict:
+  """A results.json with 3 runs of retraining and ICL, ``bad`` of ICL's runs not training."""
+  runs = {m: [dict(TRAINS) for _ in range(3)] for m in lr_rule.JUDGED}
+  for r in runs["icl"][:bad]:
+    r["loss_status"] = "did not improve"
+  return {"methods": {m: {"runs": rs} for m, rs in runs.items()}}
+
+
+def _write_run(root: Path, name: str, dataset: str, rate: float, bad: int = 0, **settings) -> Path:
+  d = root / name
+  d.mkdir()
+  config = {"learning_rate": rate, "alpha": 0.3, "seed": 0, "patience": 50, **settings}
+  (d / "config.json").write_text(json.dumps({"experiment": "icl", "dataset": dataset, "config": config}))
+  (d / "results.json").write_text(json.dumps(_results(bad)))
+  return d
+
+
+class PairTest(unittest.TestCase):
+  def test_a_pair_trains_only_when_all_three_conditions_hold(self):
+    self.assertTrue(lr_rule.pair_trains(TRAINS))
+    for key, value in (("loss_status", "did not improve"), ("stopped", "cap"), ("heldout_loss", 3.0)):
+      with self.subTest(key=key):
+        self.assertFalse(lr_rule.pair_trains({**TRAINS, key: value}))
+
+  def test_count_reads_both_methods_every_run(self):
+    self.assertEqual(lr_rule.count_training(_results(bad=2)), (4, 6))
+
+
+class ChooseTest(unittest.TestCase):
+  def test_the_smallest_rate_at_which_every_pair_trains(self):
+    counts = {"a": {1e-5: (5, 6), 1e-4: (6, 6), 1e-3: (6, 6)}, "b": {1e-5: (6, 6), 1e-4: (6, 6), 1e-3: (6, 6)}}
+    self.assertEqual(lr_rule.choose(counts), 1e-4)
+
+  def test_every_dataset_must_train_at_the_rate(self):
+    counts = {"a": {1e-5: (6, 6), 1e-4: (6, 6), 1e-3: (6, 6)}, "b": {1e-5: (5, 6), 1e-4: (5, 6), 1e-3: (6, 6)}}
+    self.assertEqual(lr_rule.choose(counts), 1e-3)
+
+  def test_otherwise_the_most_pairs_and_the_smaller_rate_on_a_tie(self):
+    most = {"a": {1e-5: (1, 6), 1e-4: (4, 6), 1e-3: (5, 6)}, "b": {1e-5: (6, 6), 1e-4: (5, 6), 1e-3: (3, 6)}}
+    self.assertEqual(lr_rule.choose(most), 1e-4)  # 7, 9, 8
+    tie = {"a": {1e-5: (1, 6), 1e-4: (5, 6), 1e-3: (5, 6)}, "b": {1e-5: (1, 6), 1e-4: (3, 6), 1e-3: (3, 6)}}
+    self.assertEqual(lr_rule.choose(tie), 1e-4)
+
+  def test_a_missing_candidate_is_refused(self):
+    with self.assertRaisesRegex(ValueError, r"'a' has no run at learning rate\(s\) \[0.001\]"):
+      lr_rule.choose({"a": {1e-5: (6, 6), 1e-4: (6, 6)}})
+
+
+class CommandTest(unittest.TestCase):
+  def _main(self, argv):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+      code = lr_rule.main([str(a) for a in argv])
+    return code, err.getvalue()
+
+  def _runs(self, root: Path, bad_at_1e5: int = 1) -> list[Path]:
+    return [
+      _write_run(root, f"{ds}-{lr:g}", f"tu:{ds}", lr, bad=bad_at_1e5 if lr == 1e-5 else 0)
+      for ds in ("ENZYMES", "COX2")
+      for lr in lr_rule.CANDIDATES
+    ]
+
+  def test_writes_the_choice_and_never_overwrites_it(self):
+    with tempfile.TemporaryDirectory() as tmp:
+      root = Path(tmp)
+      out = root / "choice.json"
+      code, _ = self._main(["--runs", *self._runs(root), "--out", out])
+      self.assertEqual(code, 0)
+      choice = json.loads(out.read_text())
+      self.assertEqual(choice["chosen"], 1e-4)
+      self.assertEqual(choice["trains"]["tu:ENZYMES"]["1e-05"], [5, 6])
+      before = out.read_text()
+      code, err = self._main(["--runs", *self._runs_again(root), "--out", out])
+      self.assertEqual((code, out.read_text()), (2, before))
+      self.assertIn("exists", err)
+
+  def _runs_again(self, root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.is_dir())
+
+  def test_refusals_exit_2_and_write_nothing(self):
+    cases = {
+      "PROTEINS": ({"dataset": "proteins"}, "judging data"),
+      "a rate outside the candidates": ({"rate": 3e-4}, "not one of"),
+      "another setting": ({"patience": 20}, "differ in a setting"),
+    }
+    for name, (change, message) in cases.items():
+      with self.subTest(name), tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        runs = self._runs(root)
+        extra = {"dataset": "tu:ENZYMES", "rate": 1e-5, "patience": 50, **change}
+        runs.append(_write_run(root, "extra", extra["dataset"], extra["rate"], patience=extra["patience"]))
+        out = root / "choice.json"
+        code, err = self._main(["--runs", *runs, "--out", out])
+        self.assertEqual(code, 2)
+        self.assertIn(message, err)
+        self.assertFalse(out.exists())
+
+  def test_a_directory_without_results_is_refused(self):
+    with tempfile.TemporaryDirectory() as tmp:
+      empty = Path(tmp) / "empty"
+      empty.mkdir()
+      code, err = self._main(["--runs", empty, "--out", Path(tmp) / "c.json"])
+      self.assertEqual(code, 2)
+      self.assertIn("no config.json", err)
+
+
+if __name__ == "__main__":
+  unittest.main()
