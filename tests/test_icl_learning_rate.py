@@ -30,6 +30,15 @@ def _write_run(root: Path, name: str, dataset: str, rate: float, bad: int = 0, *
   return d
 
 
+def _six_runs(root: Path, bad_at_1e5: int = 1) -> list[Path]:
+  """A run of ENZYMES and of COX2 at each candidate rate; ``bad_at_1e5`` of ICL's runs at 1e-5 do not train."""
+  return [
+    _write_run(root, f"{ds}-{lr:g}", f"tu:{ds}", lr, bad=bad_at_1e5 if lr == 1e-5 else 0)
+    for ds in ("ENZYMES", "COX2")
+    for lr in lr_rule.CANDIDATES
+  ]
+
+
 class PairTest(unittest.TestCase):
   def test_a_pair_trains_only_when_all_three_conditions_hold(self):
     self.assertTrue(lr_rule.pair_trains(TRAINS))
@@ -68,18 +77,11 @@ class CommandTest(unittest.TestCase):
       code = lr_rule.main([str(a) for a in argv])
     return code, err.getvalue()
 
-  def _runs(self, root: Path, bad_at_1e5: int = 1) -> list[Path]:
-    return [
-      _write_run(root, f"{ds}-{lr:g}", f"tu:{ds}", lr, bad=bad_at_1e5 if lr == 1e-5 else 0)
-      for ds in ("ENZYMES", "COX2")
-      for lr in lr_rule.CANDIDATES
-    ]
-
   def test_writes_the_choice_and_never_overwrites_it(self):
     with tempfile.TemporaryDirectory() as tmp:
       root = Path(tmp)
       out = root / "choice.json"
-      code, _ = self._main(["--runs", *self._runs(root), "--out", out])
+      code, _ = self._main(["--runs", *_six_runs(root), "--out", out])
       self.assertEqual(code, 0)
       choice = json.loads(out.read_text())
       self.assertEqual(choice["chosen"], 1e-4)
@@ -101,7 +103,7 @@ class CommandTest(unittest.TestCase):
     for name, (change, message) in cases.items():
       with self.subTest(name), tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        runs = self._runs(root)
+        runs = _six_runs(root)
         extra = {"dataset": "tu:ENZYMES", "rate": 1e-5, "patience": 50, **change}
         runs.append(_write_run(root, "extra", extra["dataset"], extra["rate"], patience=extra["patience"]))
         out = root / "choice.json"
@@ -121,3 +123,31 @@ class CommandTest(unittest.TestCase):
 
 if __name__ == "__main__":
   unittest.main()
+
+
+class PageTest(unittest.TestCase):
+  """The choice reaches the reproduction page, and --check fails when it is not what its archived runs give."""
+
+  def test_the_page_shows_each_sets_pairs_and_the_rate_chosen(self):
+    from experiments.reproduction import page
+
+    with tempfile.TemporaryDirectory() as tmp:
+      root = Path(tmp)
+      choice = lr_rule.choice_from(_six_runs(root))
+    text = page.development_section(choice)
+    self.assertIn("| tu:COX2 | 5 of 6 | 6 of 6 | 6 of 6 |", text)
+    self.assertIn("Chosen: Adam 0.0001.", text)
+    self.assertIn("not been made yet", page.development_section(None))
+
+  def test_a_choice_that_differs_from_its_runs_is_stale(self):
+    from experiments.reproduction import cli
+
+    with tempfile.TemporaryDirectory() as tmp:
+      root = Path(tmp)
+      _six_runs(root)
+      self.assertEqual(cli.development_choice(root), (None, None))
+      choice = lr_rule.choice_from(sorted(p for p in root.iterdir()))
+      (root / "choice.json").write_text(json.dumps(choice))
+      self.assertEqual(cli.development_choice(root)[1], None)
+      (root / "choice.json").write_text(json.dumps({**choice, "chosen": 1e-3}))
+      self.assertIn("differs from what its archived runs give", cli.development_choice(root)[1])

@@ -28,7 +28,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bcjax._atomic import write_atomic
+from bcjax.files import write_atomic
+from experiments.reproduction.archive import read_run
 
 CANDIDATES = (1e-5, 1e-4, 1e-3)
 JUDGED = ("retrain", "icl")
@@ -73,17 +74,49 @@ def choose(counts: Mapping[str, Mapping[float, tuple[int, int]]]) -> float:
 
 
 def _read(run_dir: Path) -> tuple[str, float, float, dict, dict]:
-  """(dataset, rate, α, the settings that must agree, results) of one finished run directory."""
-  for name in ("config.json", "results.json"):
-    if not (run_dir / name).is_file():
-      raise ValueError(f"--runs: {run_dir} has no {name} (not a finished icl run)")
-  config = json.loads((run_dir / "config.json").read_text())
-  if config.get("experiment") != "icl":
-    raise ValueError(f"--runs: {run_dir} is a {config.get('experiment')!r} run, not an icl one")
-  settings = dict(config["config"])
+  """(dataset, rate, α, the settings that must agree, results) of one finished run folder, plain or archived."""
+  try:
+    run = read_run(run_dir)
+  except FileNotFoundError as error:
+    raise ValueError(f"--runs: {error}") from None
+  if run.config.get("experiment") != "icl":
+    raise ValueError(f"--runs: {run_dir} is a {run.config.get('experiment')!r} run, not an icl one")
+  settings = dict(run.config["config"])
   rate, alpha = float(settings.pop("learning_rate")), float(settings.pop("alpha"))
   settings.pop("seed", None)
-  return config["dataset"], rate, alpha, settings, json.loads((run_dir / "results.json").read_text())
+  return run.config["dataset"], rate, alpha, settings, run.results
+
+
+def choice_from(folders: Sequence[Path]) -> dict:
+  """The rule's choice and its evidence from finished development run folders (plain or archived): the rule, the
+  candidates, α, each run folder's dataset and rate, the pairs that train per dataset and rate, and the rate chosen.
+
+  Raises:
+    ValueError: a folder is not a finished icl run, ran on PROTEINS or at a rate outside :data:`CANDIDATES`, two
+      folders ran one dataset at one rate, the folders differ in another setting, or a candidate has no run.
+  """
+  read = [(Path(d), *_read(Path(d))) for d in folders]
+  judging = [str(d) for d, ds, *_ in read if ds in JUDGING]
+  if judging:
+    raise ValueError(f"--runs: {judging} ran on PROTEINS, the judging data; the rule reads development sets only")
+  if len({a for *_, a, _s, _r in read}) != 1 or any(s != read[0][4] for *_, s, _r in read):
+    raise ValueError("--runs: the runs differ in a setting other than the learning rate and the seed")
+  counts: dict[str, dict[float, tuple[int, int]]] = {}
+  for d, dataset, rate, *_rest, results in read:
+    if rate not in CANDIDATES:
+      raise ValueError(f"--runs: {d} ran at learning rate {rate}, not one of {CANDIDATES}")
+    if rate in counts.setdefault(dataset, {}):
+      raise ValueError(f"--runs: two runs of {dataset} at learning rate {rate}")
+    counts[dataset][rate] = count_training(results)
+  return {
+    "rule": list(RULE),
+    "candidates": list(CANDIDATES),
+    "judged": list(JUDGED),
+    "alpha": read[0][3],
+    "runs": {d.name: {"dataset": ds, "learning_rate": lr} for d, ds, lr, *_ in sorted(read, key=lambda r: r[0].name)},
+    "trains": {ds: {f"{lr:g}": list(c) for lr, c in sorted(by.items())} for ds, by in sorted(counts.items())},
+    "chosen": choose(counts),
+  }
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -98,34 +131,12 @@ def main(argv: Sequence[str] | None = None) -> int:
   try:
     if args.out.exists():
       raise ValueError(f"--out: {args.out} exists; the choice is never overwritten")
-    read = [(d, *_read(d)) for d in args.runs]
-    judging = [str(d) for d, ds, *_ in read if ds in JUDGING]
-    if judging:
-      raise ValueError(f"--runs: {judging} ran on PROTEINS, the judging data; the rule reads development sets only")
-    if len({a for *_, a, _s, _r in read}) != 1 or any(s != read[0][4] for *_, s, _r in read):
-      raise ValueError("--runs: the runs differ in a setting other than the learning rate and the seed")
-    counts: dict[str, dict[float, tuple[int, int]]] = {}
-    for d, dataset, rate, *_rest, results in read:
-      if rate not in CANDIDATES:
-        raise ValueError(f"--runs: {d} ran at learning rate {rate}, not one of {CANDIDATES}")
-      if rate in counts.setdefault(dataset, {}):
-        raise ValueError(f"--runs: two runs of {dataset} at learning rate {rate}")
-      counts[dataset][rate] = count_training(results)
-    chosen = choose(counts)
+    out = choice_from(args.runs)
   except ValueError as error:
     print(f"error: {error}", file=sys.stderr)
     return 2
-  out = {
-    "rule": list(RULE),
-    "candidates": list(CANDIDATES),
-    "judged": list(JUDGED),
-    "alpha": read[0][3],
-    "runs": {str(d): {"dataset": ds, "learning_rate": lr} for d, ds, lr, *_ in read},
-    "trains": {ds: {str(lr): list(c) for lr, c in sorted(by.items())} for ds, by in counts.items()},
-    "chosen": chosen,
-  }
-  write_atomic(args.out, (json.dumps(out, indent=2) + "\n").encode())
-  print(f"chosen learning rate: {chosen:g}")
+  write_atomic(args.out, (json.dumps(out, indent=2, sort_keys=True) + "\n").encode())
+  print(f"chosen learning rate: {out['chosen']:g}")
   return 0
 
 

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from bcjax.files import write_atomic
+from experiments.icl.learning_rate import choice_from
 from experiments.reproduction.archive import archive_run, archived_groups, clean_commit, read_run
 from experiments.reproduction.page import render
 from experiments.reproduction.summary import find_groups, load_summaries, summarise_group, write_summary
@@ -33,6 +34,12 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--summaries", type=Path, default=DOCS / "reproduction" / "summaries", help="summaries folder")
   p.add_argument(
     "--archive", type=Path, default=DOCS / "reproduction" / "runs", help="folder of the archived run files"
+  )
+  p.add_argument(
+    "--development",
+    type=Path,
+    default=DOCS / "reproduction" / "development" / "icl-learning-rate",
+    help="folder of ICL's archived development runs and the learning rate chosen on them (choice.json)",
   )
   p.add_argument("--page", type=Path, default=DOCS / "reproduction.md", help="the page to write or check")
   p.add_argument("--check", action="store_true", help="regenerate the page in memory and fail on any difference")
@@ -53,6 +60,17 @@ def _stale_summaries(archive: Path, summaries: dict, figures: Path) -> list[str]
     elif json.loads(json.dumps(summarise_group(group, runs, figures), sort_keys=True)) != summaries[group]:
       stale.append(group)
   return stale
+
+
+def development_choice(folder: Path) -> tuple[dict | None, str | None]:
+  """ICL's committed development choice (``folder/choice.json``; None when not made yet) and why it is stale: it
+  differs from what :func:`experiments.icl.learning_rate.choice_from` makes of the archived runs beside it."""
+  path = folder / "choice.json"
+  if not path.is_file():
+    return None, None
+  committed = json.loads(path.read_text())
+  again = json.loads(json.dumps(choice_from(sorted(p for p in folder.iterdir() if p.is_dir())), sort_keys=True))
+  return committed, (None if again == committed else f"{path} differs from what its archived runs give")
 
 
 def main(argv=None) -> int:
@@ -81,6 +99,9 @@ def main(argv=None) -> int:
       raise FileNotFoundError(f"--summaries {args.summaries}: not a folder")
     summaries = load_summaries(args.summaries)
     stale = _stale_summaries(args.archive, summaries, figures)
+    development, stale_choice = development_choice(args.development)
+    if stale_choice:
+      stale.append(stale_choice)
   except (FileNotFoundError, ValueError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
@@ -95,7 +116,7 @@ def main(argv=None) -> int:
   if missing:
     print(f"error: figures named by the summaries are missing from {figures}: {missing}", file=sys.stderr)
     return 1
-  text = render(summaries, set(archived_groups(args.archive)))
+  text = render(summaries, set(archived_groups(args.archive)), development)
   if args.check:
     current = args.page.read_text() if args.page.is_file() else ""
     if current != text:

@@ -649,8 +649,36 @@ SECTION_AUDITS = {
 }
 
 
-def render(summaries: Mapping[str, Mapping], archived: set[str] = frozenset()) -> str:  # type: ignore[assignment]
-  """The whole page; ``archived`` names the groups whose run files are kept in the repository."""
+def development_section(choice: Mapping | None) -> str:
+  """How ICL's stand-in learning rate was chosen on development sets (``choice``: the committed output of
+  :func:`experiments.icl.learning_rate.choice_from`; None before its runs)."""
+  head = (
+    "**The learning rate of the stand-in rows.** At the paper preset's Adam 1e-5 retraining's loss did not train on "
+    "PROTEINS in most runs (the primary rows above say so), so Table 4's speed-ups there time noise. The rows that "
+    "stand in for them run at a rate picked from the paper's own search grid on development TU sets, never on "
+    "PROTEINS, by a rule committed before any development run was read (`experiments/icl/learning_rate.py`)"
+  )
+  if choice is None:
+    return head + ": its development runs have not been made yet."
+  rates = [f"{lr:g}" for lr in choice["candidates"]]
+  lines = [
+    head + ": " + "; ".join(choice["rule"]) + ".",
+    f"\nPairs (method, run) of {' and '.join(choice['judged'])} that train, at α = {choice['alpha']:g}, from the "
+    "archived runs in `docs/reproduction/development/icl-learning-rate/`:\n",
+    "| development set | " + " | ".join(f"Adam {r}" for r in rates) + " |",
+    "|---|" + "---|" * len(rates),
+  ]
+  for dataset, by in choice["trains"].items():
+    lines.append(f"| {dataset} | " + " | ".join(f"{by[r][0]} of {by[r][1]}" for r in rates) + " |")
+  lines.append(f"\nChosen: Adam {choice['chosen']:g}.")
+  return "\n".join(lines)
+
+
+def render(  # type: ignore[assignment]
+  summaries: Mapping[str, Mapping], archived: set[str] = frozenset(), development: Mapping | None = None
+) -> str:
+  """The whole page; ``archived`` names the groups whose run files are kept in the repository, ``development`` is
+  ICL's committed development choice of a learning rate (None before its runs)."""
   rows = {c.key: claim_rows(c, summaries) for c in CLAIMS if c.paper != "beyond"}
   by_primary = Counter(r[0].verdict for r in rows.values())
   by_row = Counter(row.verdict for r in rows.values() for row in r)
@@ -698,6 +726,7 @@ def render(summaries: Mapping[str, Mapping], archived: set[str] = frozenset()) -
       parts.append("\n".join(f"![{f}](reproduction/figures/{f})" for f in shown))
     if paper == "icl":
       parts.append("\n" + quality_section(summaries))
+      parts.append("\n" + development_section(development))
     if paper == "bc" and (spread := lead_spread(summaries.get("bc-quick"))):
       parts.append("\n" + spread)
     parts.append(f"\n### Runs of {paper}\n\n" + runs_table(paper, summaries, archived))
