@@ -285,7 +285,7 @@ CLAIMS: tuple[Claim, ...] = (
     _improvement("uniform", "0.01", (4.2, 13.0)),
     unit=" %",
     verbatim=False,
-    figure="gramian-training-quick-figure3.png",
+    figure="gramian-t2-uniform-a0.01-figure3.png",
     budget_unit="pages",
   ),
   Claim(

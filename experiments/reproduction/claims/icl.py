@@ -270,7 +270,7 @@ CLAIMS: tuple[Claim, ...] = (
     tuple(r for a in (0.5, 0.3, 0.7) for r in _rows("time_speedup", "icl", a, target=False)),
     null=1.0,
     unit="×",
-    figure="icl-proteins-quick-figure4.png",
+    figure="icl-proteins-paper-figure4.png",
   ),
   Claim(
     "icl.alpha-falls",
@@ -498,7 +498,7 @@ CLAIMS: tuple[Claim, ...] = (
     side=1,
     needs="REDDIT-BINARY runs (make reproduce-gpu) and a loss-rate measure over their curves; ImageNet-2 is not "
     "available offline. bcjax's PROTEINS curves are in the figure",
-    figure="icl-proteins-quick-figure5.png",
+    figure="icl-proteins-paper-figure5.png",
   ),
   Claim(
     "icl.figure-5.lrl",
