@@ -48,6 +48,12 @@ class PairTest(unittest.TestCase):
 
   def test_count_reads_both_methods_every_run(self):
     self.assertEqual(lr_rule.count_training(_results(bad=2)), (4, 6))
+    results = _results()
+    results["methods"]["retrain"]["runs"][0]["heldout_loss"] = 9.0  # the held-out clause alone fails
+    self.assertEqual((lr_rule.count_training(results), lr_rule.count_loss_improved(results)), ((5, 6), 6))
+
+  def test_rates_as_the_papers_grid_writes_them(self):
+    self.assertEqual([lr_rule.rate_text(r) for r in (1e-5, 1e-4, 1e-3, 3e-4)], ["1e-5", "1e-4", "1e-3", "3e-4"])
 
 
 class ChooseTest(unittest.TestCase):
@@ -85,7 +91,7 @@ class CommandTest(unittest.TestCase):
       self.assertEqual(code, 0)
       choice = json.loads(out.read_text())
       self.assertEqual(choice["chosen"], 1e-4)
-      self.assertEqual(choice["trains"]["tu:ENZYMES"]["1e-05"], [5, 6])
+      self.assertEqual(choice["trains"]["tu:ENZYMES"]["1e-5"], [5, 6])
       before = out.read_text()
       code, err = self._main(["--runs", *self._runs_again(root), "--out", out])
       self.assertEqual((code, out.read_text()), (2, before))
@@ -135,8 +141,8 @@ class PageTest(unittest.TestCase):
       root = Path(tmp)
       choice = lr_rule.choice_from(_six_runs(root))
     text = page.development_section(choice)
-    self.assertIn("| tu:COX2 | 5 of 6 | 6 of 6 | 6 of 6 |", text)
-    self.assertIn("Chosen: Adam 0.0001.", text)
+    self.assertIn("| tu:COX2 | 5 of 6 (5) | 6 of 6 (6) | 6 of 6 (6) |", text)
+    self.assertIn("Chosen: Adam 1e-4.", text)
     self.assertIn("not been made yet", page.development_section(None))
 
   def test_a_choice_that_differs_from_its_runs_is_stale(self):

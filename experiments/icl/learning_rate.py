@@ -59,6 +59,19 @@ def count_training(results: Mapping) -> tuple[int, int]:
   return sum(pair_trains(r) for r in pairs), len(pairs)
 
 
+def count_loss_improved(results: Mapping) -> int:
+  """Pairs whose training loss alone passes (improved, stopped by patience), the held-out clause aside: which clause
+  holds a rate back (evidence shown beside the rule, not part of it)."""
+  runs = [r for m in JUDGED for r in results["methods"][m]["runs"]]
+  return sum(r["loss_status"] == "improved" and r["stopped"] == "patience" for r in runs)
+
+
+def rate_text(rate: float) -> str:
+  """``1e-4`` for 0.0001: a rate as the paper's grid writes it."""
+  mantissa, exponent = f"{rate:.0e}".split("e")
+  return f"{mantissa}e{int(exponent)}"
+
+
 def choose(counts: Mapping[str, Mapping[float, tuple[int, int]]]) -> float:
   """The rate of rule 3 from ``counts[dataset][rate] = (pairs that train, pairs judged)``; every dataset must
   hold every rate of :data:`CANDIDATES`."""
@@ -102,19 +115,22 @@ def choice_from(folders: Sequence[Path]) -> dict:
   if len({a for *_, a, _s, _r in read}) != 1 or any(s != read[0][4] for *_, s, _r in read):
     raise ValueError("--runs: the runs differ in a setting other than the learning rate and the seed")
   counts: dict[str, dict[float, tuple[int, int]]] = {}
+  improved: dict[str, dict[float, int]] = {}
   for d, dataset, rate, *_rest, results in read:
     if rate not in CANDIDATES:
       raise ValueError(f"--runs: {d} ran at learning rate {rate}, not one of {CANDIDATES}")
     if rate in counts.setdefault(dataset, {}):
       raise ValueError(f"--runs: two runs of {dataset} at learning rate {rate}")
     counts[dataset][rate] = count_training(results)
+    improved.setdefault(dataset, {})[rate] = count_loss_improved(results)
   return {
     "rule": list(RULE),
     "candidates": list(CANDIDATES),
     "judged": list(JUDGED),
     "alpha": read[0][3],
     "runs": {d.name: {"dataset": ds, "learning_rate": lr} for d, ds, lr, *_ in sorted(read, key=lambda r: r[0].name)},
-    "trains": {ds: {f"{lr:g}": list(c) for lr, c in sorted(by.items())} for ds, by in sorted(counts.items())},
+    "trains": {ds: {rate_text(lr): list(c) for lr, c in sorted(by.items())} for ds, by in sorted(counts.items())},
+    "loss_improved": {ds: {rate_text(lr): n for lr, n in sorted(by.items())} for ds, by in sorted(improved.items())},
     "chosen": choose(counts),
   }
 
@@ -136,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"error: {error}", file=sys.stderr)
     return 2
   write_atomic(args.out, (json.dumps(out, indent=2, sort_keys=True) + "\n").encode())
-  print(f"chosen learning rate: {out['chosen']:g}")
+  print(f"chosen learning rate: {rate_text(out['chosen'])}")
   return 0
 
 

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from experiments.icl.learning_rate import rate_text
 from experiments.reproduction import measures, rules
 from experiments.reproduction.audits import AUDITS
 from experiments.reproduction.claims import CLAIMS, LIBRARY_CHECKS, PAPER_DATA, PAPERS, QUALITATIVE, Claim, Measurement
@@ -660,17 +661,19 @@ def development_section(choice: Mapping | None) -> str:
   )
   if choice is None:
     return head + ": its development runs have not been made yet."
-  rates = [f"{lr:g}" for lr in choice["candidates"]]
+  rates = [rate_text(lr) for lr in choice["candidates"]]
   lines = [
     head + ": " + "; ".join(choice["rule"]) + ".",
     f"\nPairs (method, run) of {' and '.join(choice['judged'])} that train, at α = {choice['alpha']:g}, from the "
-    "archived runs in `docs/reproduction/development/icl-learning-rate/`:\n",
+    "archived runs in `docs/reproduction/development/icl-learning-rate/` (in brackets: the pairs whose training "
+    "loss alone passes, the held-out clause aside):\n",
     "| development set | " + " | ".join(f"Adam {r}" for r in rates) + " |",
     "|---|" + "---|" * len(rates),
   ]
   for dataset, by in choice["trains"].items():
-    lines.append(f"| {dataset} | " + " | ".join(f"{by[r][0]} of {by[r][1]}" for r in rates) + " |")
-  lines.append(f"\nChosen: Adam {choice['chosen']:g}.")
+    loss = choice["loss_improved"][dataset]
+    lines.append(f"| {dataset} | " + " | ".join(f"{by[r][0]} of {by[r][1]} ({loss[r]})" for r in rates) + " |")
+  lines.append(f"\nChosen: Adam {rate_text(choice['chosen'])}.")
   return "\n".join(lines)
 
 
