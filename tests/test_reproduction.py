@@ -674,6 +674,22 @@ class PoolingTest(unittest.TestCase):
     (row,) = self._rows(a, dict(a))
     self.assertIn("agree within their intervals", row.measurement.label)
 
+  def test_a_member_that_did_not_converge_keeps_the_pooled_row_not_converged(self):
+    """The pooled quick rows of ICL's 10.1× read "reproduced" while one member's ICL runs never trained: pooling
+    must not wash out a member's "not converged"."""
+    claim = next(c for c in CLAIMS if c.key == "icl.table-4.icl")
+    summaries = {}
+    for group, status in (("icl-proteins-quick", None), ("icl-budget-p10", "not converged: the method: flat")):
+      extra = {"pairs": [[10.0, 1.0], [9.0, 1.0], [11.0, 1.0]]} | ({"status": status} if status else {})
+      summaries[group] = _summary(group, {"time_speedup.icl.a0.3": (10.0, 9.0, 11.0)}, **extra)
+      summaries[group]["experiment"] = "icl"
+    (row,) = [r for r in page.claim_rows(claim, summaries) if r.measurement.group.startswith("pooled")]
+    self.assertEqual(row.verdict, rules.NOT_CONVERGED)
+    self.assertIn("`icl-budget-p10`: the method: flat", row.text)
+    del summaries["icl-budget-p10"]["measures"]["time_speedup.icl.a0.3"]["status"]
+    (row,) = [r for r in page.claim_rows(claim, summaries) if r.measurement.group.startswith("pooled")]
+    self.assertEqual(row.verdict, rules.REPRODUCED)
+
 
 SETTING = [
   (re.compile(r"\.a\d+(\.\d+)?$"), ""),  # a growth ratio

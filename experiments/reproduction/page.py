@@ -266,10 +266,13 @@ def _pooled_rows(claim: Claim, summaries: Mapping[str, Mapping]) -> list[Row]:
       sets.setdefault((ms.replicate, ms.keys[0]), []).append(ms)
   out = []
   for (tag, key), members in sets.items():
-    found = [summaries[m.group]["measures"].get(key) for m in members if m.group in summaries]
-    found = [m for m in found if m is not None and m["low"] is not None]
-    if len(found) < 2:
+    kept = [(m.group, summaries[m.group]["measures"].get(key)) for m in members if m.group in summaries]
+    kept = [(g, m) for g, m in kept if m is not None and m["low"] is not None]
+    if len(kept) < 2:
       continue
+    found = [m for _, m in kept]
+    # a member whose runs did not converge makes the pooled number one that times noise too: it keeps the status
+    flat = [f"`{g}`: {m['status'].removeprefix('not converged: ')}" for g, m in kept if m.get("status")]
     disagree = any(
       abs(a["estimate"] - b["estimate"]) > ((a["high"] - a["low"]) ** 2 / 4 + (b["high"] - b["low"]) ** 2 / 4) ** 0.5
       for a in found
@@ -293,7 +296,10 @@ def _pooled_rows(claim: Claim, summaries: Mapping[str, Mapping]) -> list[Row]:
       )
       continue
     synthetic = f"pooled:{tag}"
-    fake = {synthetic: {"measures": {key: summary_json(pooled)}, "experiment": summaries[first.group]["experiment"]}}
+    measure = summary_json(pooled)
+    if flat:
+      measure["status"] = "not converged: " + "; ".join(flat)
+    fake = {synthetic: {"measures": {key: measure}, "experiment": summaries[first.group]["experiment"]}}
     ms = dataclasses.replace(first, label=label, group=synthetic)
     text, verdict = judge(claim, ms, fake)
     out.append(Row(ms, False, paper_text(ms.paper if ms.paper is not None else claim.value, claim), text, verdict))
