@@ -32,6 +32,9 @@ class Measured(NamedTuple):
   status: str | None = None  # "not converged: ..." when the number measures a run that did not converge
   values: tuple[float, ...] | None = None  # the per-run values of a mean over runs (what pooling needs)
   pairs: tuple[tuple[float, float], ...] | None = None  # per-run (numerator, denominator) of a ratio of means
+  # (estimate, low, high) of a speed-up whose method did not train in some runs, those runs counted as converged at
+  # their first epoch: the reading most favourable to a claimed speed-up (:func:`warm_start_bound`)
+  bound: tuple[float, float, float] | None = None
 
 
 MIN_RUNS = 3  # the fewest runs an interval over runs is computed from
@@ -381,7 +384,7 @@ def _convergence_speedup(o: Mapping, base: Mapping, col: str) -> Measured:
   b = [float(r[col]) for r in o["runs"]]
   if len(a) != len(b) or min(b) <= 0 or min(a) <= 0:
     return Measured(None, note=f"no ratio: {col} of zero or unpaired runs")
-  m = ratio_t_interval(a, b)
+  m = ratio_t_interval(a, b)._replace(bound=warm_start_bound(o, base, col))
   why = []
   for who, block in (("retraining", base), ("the method", o)):
     statuses = block.get("loss_status") or []
@@ -390,6 +393,29 @@ def _convergence_speedup(o: Mapping, base: Mapping, col: str) -> Measured:
       if k:
         why.append(f"{who}: {words} in {k} of {len(statuses)} runs")
   return m._replace(status="not converged: " + "; ".join(why)) if why else m
+
+
+def warm_start_bound(o: Mapping, base: Mapping, col: str) -> tuple[float, float, float] | None:
+  """The speed-up ``base``/``o`` in ``col`` with each of the method's runs whose loss did not improve counted as
+  converged at its first epoch (one epoch, that epoch's seconds): no reading of a flat curve gives the method less
+  time, so no reading gives a larger speed-up. Defined only where it bounds: ``base`` (retraining, or the other
+  method of a pair) improved and stopped by patience in every run, and no run of the method diverged; None
+  otherwise, or without an interval."""
+  base_statuses = base.get("loss_status") or [r.get("loss_status") for r in base["runs"]]
+  if any(s != "improved" or r.get("stopped") != "patience" for s, r in zip(base_statuses, base["runs"])):
+    return None
+  statuses = o.get("loss_status") or [r.get("loss_status") for r in o["runs"]]
+  if "did not improve" not in statuses or "diverged" in statuses:
+    return None
+  if any(s == "did not improve" and not r.get("seconds_by_epoch") for s, r in zip(statuses, o["runs"])):
+    return None
+
+  def first(r: Mapping) -> float:
+    return 1.0 if col == "epochs" else float(r["seconds_by_epoch"][0])
+
+  b = [first(r) if s == "did not improve" else float(r[col]) for s, r in zip(statuses, o["runs"])]
+  m = ratio_t_interval([float(r[col]) for r in base["runs"]], b)
+  return None if m.low is None else (float(m.estimate), float(m.low), float(m.high))  # type: ignore[arg-type]
 
 
 def _target_speedup(o: Mapping, base: Mapping) -> Measured:

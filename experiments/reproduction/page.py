@@ -203,6 +203,8 @@ def judge(claim: Claim, ms: Measurement, summaries: Mapping[str, Mapping]) -> tu
   interval, text, forced = parts[0]
   if ms.chosen_on_test:
     text += f" — {ms.chosen_on_test}"
+  if forced == rules.NOT_CONVERGED and summary is not None:
+    return _at_bound(claim, value, summary["measures"].get(ms.keys[0]) or {}, text)
   if forced is not None:
     return text, forced
   if claim.kind == QUALITATIVE:
@@ -214,6 +216,30 @@ def judge(claim: Claim, ms: Measurement, summaries: Mapping[str, Mapping]) -> tu
   return text, rules.effect_verdict(
     interval, value, kind=claim.kind, null=claim.null, side=claim.side, chosen_on_test=chosen
   )
+
+
+BOUND_TEXT = (
+  "at the warm-start bound (the method's runs whose loss never fell counted as converged at their first epoch, the "
+  "reading most favourable to the paper; retraining converged in every run)"
+)
+BELOW_EVEN_AT_BOUND = (rules.SMALLER, rules.SHORT, rules.OPPOSITE)
+
+
+def _at_bound(claim: Claim, value, m: Mapping, text: str) -> tuple[str, str]:
+  """A claimed speed-up whose method did not train in some runs: judged at its warm-start bound
+  (:func:`experiments.reproduction.measures.warm_start_bound`) when even that most favourable reading falls short of
+  the paper (smaller effect, short of the paper, opposite); otherwise still not converged, the bound shown."""
+  paper = value[0] if isinstance(value, tuple) else value
+  above = (paper is not None and paper > claim.null) or (paper is None and claim.side == 1)
+  bound = m.get("bound")
+  if not above or bound is None:
+    return text, rules.NOT_CONVERGED
+  interval = Interval(*bound)
+  shown = f"{_num(bound[0], signed=False)} [{_num(bound[1], signed=False)}, {_num(bound[2], signed=False)}]"
+  verdict = rules.effect_verdict(interval, value, kind=claim.kind, null=claim.null, side=claim.side)
+  if verdict in BELOW_EVEN_AT_BOUND:
+    return f"{text}; {BOUND_TEXT}: {shown}, {verdict} even there", verdict
+  return f"{text}; {BOUND_TEXT}: {shown}, which cannot decide it", rules.NOT_CONVERGED
 
 
 def _distinct(keys: tuple[str, ...]) -> list[str]:

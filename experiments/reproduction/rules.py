@@ -45,7 +45,9 @@ chosen on test data               the rules would say *reproduced*, but a settin
 one run                           an estimate without an interval: the noise lies between runs
 no run                            nothing measured yet (the page gives the command and its cost)
 not converged                     the method's training did not converge (its loss never improved, or diverged), so
-                                  the paper's rule measures nothing; the number it would give is shown
+                                  the paper's rule measures nothing; the number it would give is shown. A claimed
+                                  speed-up is judged anyway when even its warm-start bound (the flat runs counted as
+                                  converged at their first epoch, retraining converged in every run) falls short
 qualitative                       the paper states neither a number nor a direction a rule can test
 ================================  ====================================================================================
 """
@@ -97,7 +99,10 @@ VERDICTS = {
   ONE_RUN: "a value without an interval: one run, where the noise lies between runs (the row says what gives one)",
   NO_RUN: "nothing measured yet: the row gives the command and its cost",
   NOT_CONVERGED: "the method did not converge (its loss never improved on its first epoch, or diverged): the row "
-  "shows the number the paper's rule gives anyway",
+  "shows the number the paper's rule gives anyway. Where retraining converged in every run, a claimed speed-up is "
+  "also read at its warm-start bound (the method's flat runs counted as converged at their first epoch, the reading "
+  "most favourable to the paper): if even that is a smaller effect, short of the paper or opposite, the row takes "
+  "that verdict",
   QUALITATIVE: "the paper states neither a number nor a direction a rule can test; the measured counterpart is shown",
 }
 

@@ -114,6 +114,8 @@ def measure_json(m: Measured, per_run: list | None = None) -> dict:
     per_run = list(m.values)
   if m.pairs is not None:
     out["pairs"] = [list(p) for p in m.pairs]
+  if m.bound is not None:
+    out["bound"] = list(m.bound)
   if per_run is not None:
     out["per_run"] = per_run
   return out

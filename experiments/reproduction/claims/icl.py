@@ -85,6 +85,14 @@ GROUPS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...], int | None, str
     None,
     DEVELOPMENT_COMMAND,
   ),
+  f"{DEVELOPMENT}-p20": (
+    "the development rate's runs (Adam 1e-4) replayed at the reference code's patience 20",
+    ALL,
+    (0.3,),
+    None,
+    None,
+    DEVELOPMENT_COMMAND,
+  ),
   "icl-proteins-quick": (
     "quick: Adam 1e-3, patience 10 (smoothed), 3 runs",
     (*ABLATIONS, "icl"),
@@ -117,6 +125,7 @@ GROUPS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...], int | None, str
 REPLAYS = {
   "icl-proteins-paper-p20": ("icl-proteins-paper", "_p20"),
   "icl-proteins-paper-a0.9-p20": ("icl-proteins-paper-a0.9", "_p20"),
+  f"{DEVELOPMENT}-p20": (DEVELOPMENT, "_p20"),
 }
 REPLAYED = ("time_speedup", "epoch_speedup", "pair_speedup", "pair_epoch_speedup")
 
@@ -349,7 +358,7 @@ CLAIMS: tuple[Claim, ...] = (
         command=PAPER,
       )
       for a in (0.3, 0.5, 0.7)
-      for g in ("icl-proteins-paper", "icl-proteins-paper-p20", DEVELOPMENT)
+      for g in ("icl-proteins-paper", "icl-proteins-paper-p20", DEVELOPMENT, f"{DEVELOPMENT}-p20")
       if a in GROUPS[g][2]
     ),
     null=1.0,
@@ -373,7 +382,7 @@ CLAIMS: tuple[Claim, ...] = (
         command=GROUPS[g][5],
       )
       for a in (0.3, 0.5, 0.7)
-      for g in ("icl-proteins-paper", "icl-proteins-paper-p20", DEVELOPMENT, "icl-proteins-quick")
+      for g in ("icl-proteins-paper", "icl-proteins-paper-p20", DEVELOPMENT, f"{DEVELOPMENT}-p20", "icl-proteins-quick")
       if a in GROUPS[g][2]
     ),
     null=1.0,
