@@ -33,7 +33,8 @@ class Measured(NamedTuple):
   values: tuple[float, ...] | None = None  # the per-run values of a mean over runs (what pooling needs)
   pairs: tuple[tuple[float, float], ...] | None = None  # per-run (numerator, denominator) of a ratio of means
   # (estimate, low, high) of a speed-up whose method did not train in some runs, those runs counted as converged at
-  # their first epoch: the reading most favourable to a claimed speed-up (:func:`warm_start_bound`)
+  # their first epoch: under the ratio of means, the most favourable reading of a claimed speed-up
+  # (:func:`warm_start_bound`)
   bound: tuple[float, float, float] | None = None
 
 
@@ -398,9 +399,10 @@ def _convergence_speedup(o: Mapping, base: Mapping, col: str) -> Measured:
 def warm_start_bound(o: Mapping, base: Mapping, col: str) -> tuple[float, float, float] | None:
   """The speed-up ``base``/``o`` in ``col`` with each of the method's runs whose loss did not improve counted as
   converged at its first epoch (one epoch, that epoch's seconds): no reading of a flat curve gives the method less
-  time, so no reading gives a larger speed-up. Defined only where it bounds: ``base`` (retraining, or the other
-  method of a pair) improved and stopped by patience in every run, and no run of the method diverged; None
-  otherwise, or without an interval."""
+  time, so under the ratio of means no reading gives a larger speed-up (only its estimate and upper end bound; the
+  mean of per-run ratios can give more). The page shows it and never judges it. Defined only where it bounds:
+  ``base`` (retraining, or the other method of a pair) improved and stopped by patience in every run, and no run of
+  the method diverged; None otherwise, or without an interval."""
   base_statuses = base.get("loss_status") or [r.get("loss_status") for r in base["runs"]]
   if any(s != "improved" or r.get("stopped") != "patience" for s, r in zip(base_statuses, base["runs"])):
     return None

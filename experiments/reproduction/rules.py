@@ -45,9 +45,9 @@ chosen on test data               the rules would say *reproduced*, but a settin
 one run                           an estimate without an interval: the noise lies between runs
 no run                            nothing measured yet (the page gives the command and its cost)
 not converged                     the method's training did not converge (its loss never improved, or diverged), so
-                                  the paper's rule measures nothing; the number it would give is shown. A claimed
-                                  speed-up is judged anyway when even its warm-start bound (the flat runs counted as
-                                  converged at their first epoch, retraining converged in every run) falls short
+                                  the paper's rule measures nothing; the number it would give is shown, and for a
+                                  speed-up its warm-start reading (the flat runs counted as converged at their
+                                  first epoch), never judged
 qualitative                       the paper states neither a number nor a direction a rule can test
 ================================  ====================================================================================
 """
@@ -99,10 +99,9 @@ VERDICTS = {
   ONE_RUN: "a value without an interval: one run, where the noise lies between runs (the row says what gives one)",
   NO_RUN: "nothing measured yet: the row gives the command and its cost",
   NOT_CONVERGED: "the method did not converge (its loss never improved on its first epoch, or diverged): the row "
-  "shows the number the paper's rule gives anyway. Where retraining converged in every run, a claimed speed-up is "
-  "also read at its warm-start bound (the method's flat runs counted as converged at their first epoch, the reading "
-  "most favourable to the paper): if even that is a smaller effect, short of the paper or opposite, the row takes "
-  "that verdict",
+  "shows the number the paper's rule gives anyway. Where retraining converged in every run, a claimed speed-up also "
+  "shows its warm-start reading (the method's flat runs counted as converged at their first epoch): shown, never "
+  "judged, since it was defined after the runs it first applied to were read and bounds only the ratio of means",
   QUALITATIVE: "the paper states neither a number nor a direction a rule can test; the measured counterpart is shown",
 }
 

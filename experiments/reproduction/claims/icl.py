@@ -38,6 +38,18 @@ DEVELOPMENT_RULE = (
   "which retraining and ICL train in every run, else the one at which most of their runs train (1e-4: 13 of 20, "
   "against 9 at 1e-5 and 8 at 1e-3; no rate trains every run)"
 )
+DEVELOPMENT_CAVEATS = (
+  "What the choice was not blind to: the rule was committed (1622912, 23:38:55 UTC on 27 Nov 2026) while the first "
+  "development run (ENZYMES at 1e-5, started 23:35:31 from b0461b1) was running, and read after it ended; that cell "
+  "was rerun from a commit after the rule (the `-rerun` folder beside it). PROTEINS itself had been run at 1e-4 "
+  "(quick preset, patience 5, 10 and 20) and at 1e-3 (quick) in earlier sessions, so the choice was made knowing "
+  "that retraining trains there at both rates. The held-out clause has no noise margin and is harder for ICL, which "
+  "starts from the pre-trained encoder, than for retraining, which starts at random; 13 against 9 pairs of 20 is not "
+  "a significant difference. On PROTEINS at 1e-4 retraining trains in every run, but ICL's loss stays flat in 2 of "
+  "5 runs and its held-out loss worsens (the quality table above), so the stand-in rows stay not converged: the "
+  "rate mends the baseline, not the method. Stand-ins are given only to the measures of the two methods the rule "
+  "judged (ICL against retraining)."
+)
 DEVELOPMENT_COMMAND = (
   "python -m experiments.icl.learning_rate --runs <the six development runs> --out FILE, then python -m "
   "experiments.icl --dataset proteins --data-dir DIR --preset paper --speedup convergence --alpha 0.3 "
@@ -525,13 +537,19 @@ CLAIMS: tuple[Claim, ...] = (
 )
 
 
+# the methods the development rule judged (experiments.icl.learning_rate.JUDGED): only claims comparing these two
+# get a stand-in; a rate chosen on retraining's and ICL's curves says nothing about whether the baselines train
+JUDGED_KEYS = ("time_speedup.icl.a0.3", "epoch_speedup.icl.a0.3", "accuracy_gap.icl.a0.3", "epoch_cost.icl.a0.3")
+
+
 def _stands_in(claim: Claim) -> Claim:
   """``claim`` with its development-rate row marked as standing in for the ``paper`` preset's primary (the same
-  measure at the same α): at Adam 1e-5 retraining's loss does not train on PROTEINS in most runs."""
+  measure at the same α), for the measures of the methods the rule judged: at Adam 1e-5 retraining's loss does not
+  train on PROTEINS in most runs."""
   if not claim.measurements:
     return claim
   primary = claim.measurements[claim.primary]
-  if primary.group != "icl-proteins-paper":
+  if primary.group != "icl-proteins-paper" or primary.key not in JUDGED_KEYS:
     return claim
   marked = tuple(
     dataclasses.replace(m, stands_in=DEVELOPMENT_RULE) if m.group == DEVELOPMENT and m.key == primary.key else m
