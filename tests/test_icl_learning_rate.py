@@ -157,3 +157,20 @@ class PageTest(unittest.TestCase):
       self.assertEqual(cli.development_choice(root)[1], None)
       (root / "choice.json").write_text(json.dumps({**choice, "chosen": 1e-3}))
       self.assertIn("differs from what its archived runs give", cli.development_choice(root)[1])
+
+
+class CommittedChoiceTest(unittest.TestCase):
+  """The committed choice: what its archived development runs give, and unchanged when the one cell that started
+  before the rule was committed is replaced by its rerun from a commit after it."""
+
+  ROOT = Path(__file__).resolve().parents[1] / "docs" / "reproduction" / "development"
+
+  def test_the_rerun_after_the_rule_leaves_the_choice_unchanged(self):
+    folder, rerun = self.ROOT / "icl-learning-rate", self.ROOT / "icl-learning-rate-rerun"
+    committed = json.loads((folder / "choice.json").read_text())
+    runs = sorted(p for p in folder.iterdir() if p.is_dir())
+    self.assertEqual(json.loads(json.dumps(lr_rule.choice_from(runs), sort_keys=True)), committed)
+    (again,) = [p for p in rerun.iterdir() if p.is_dir()]
+    swapped = [again if p.name == "icl-dev-enzymes-lr1e-5" else p for p in runs]
+    self.assertNotEqual(swapped, runs)
+    self.assertEqual(lr_rule.choice_from(swapped)["chosen"], committed["chosen"])

@@ -41,7 +41,8 @@ DEVELOPMENT_RULE = (
 DEVELOPMENT_CAVEATS = (
   "What the choice was not blind to: the rule was committed (1622912, 23:38:55 UTC on 27 Nov 2026) while the first "
   "development run (ENZYMES at 1e-5, started 23:35:31 from b0461b1) was running, and read after it ended; that cell "
-  "was rerun from a commit after the rule (the `-rerun` folder beside it). PROTEINS itself had been run at 1e-4 "
+  "was rerun from a commit after the rule (cec3020, `docs/reproduction/development/icl-learning-rate-rerun/`): the "
+  "same stopping epochs and pairs that train, and the same choice (a test checks it). PROTEINS itself had been run at 1e-4 "
   "(quick preset, patience 5, 10 and 20) and at 1e-3 (quick) in earlier sessions, so the choice was made knowing "
   "that retraining trains there at both rates. The held-out clause has no noise margin and is harder for ICL, which "
   "starts from the pre-trained encoder, than for retraining, which starts at random; 13 against 9 pairs of 20 is not "
