@@ -40,16 +40,16 @@ DEVELOPMENT_RULE = (
 )
 DEVELOPMENT_CAVEATS = (
   "What the choice was not blind to: the rule was committed (1622912, 23:38:55 UTC on 27 Nov 2026) while the first "
-  "development run (ENZYMES at 1e-5, started 23:35:31 from b0461b1) was running, and read after it ended; that cell "
-  "was rerun from a commit after the rule (cec3020, `docs/reproduction/development/icl-learning-rate-rerun/`): the "
-  "same stopping epochs and pairs that train, and the same choice (a test checks it). PROTEINS itself had been run "
-  "at 1e-4 (quick preset, patience 5, 10 and 20) and at 1e-3 (quick) in earlier sessions, so the choice was made knowing "
-  "that retraining trains there at both rates. The held-out clause has no noise margin and is harder for ICL, which "
-  "starts from the pre-trained encoder, than for retraining, which starts at random; 13 against 9 pairs of 20 is not "
-  "a significant difference. On PROTEINS at 1e-4 retraining trains in every run, but ICL's loss stays flat in 2 of "
-  "5 runs and its held-out loss worsens (the quality table above), so the stand-in rows stay not converged: the "
-  "rate mends the baseline, not the method. Stand-ins are given only to the measures of the two methods the rule "
-  "judged (ICL against retraining)."
+  "development run (ENZYMES at 1e-5, started 23:35:31 from b0461b1) was running, and read after it ended; that cell"
+  " was rerun from a commit after the rule (cec3020, `docs/reproduction/development/icl-learning-rate-rerun/`): the"
+  " same stopping epochs and pairs that train, and the same choice (a test checks it). PROTEINS itself had been run"
+  " at 1e-4 (quick preset, patience 5, 10 and 20) and at 1e-3 (quick) in earlier sessions, so the choice was made "
+  "knowing that retraining trains there at both rates. The held-out clause has no noise margin and is harder for "
+  "ICL, which starts from the pre-trained encoder, than for retraining, which starts at random; 13 against 9 pairs "
+  "of 20 is not a significant difference. On PROTEINS at 1e-4 retraining trains in every run, but ICL's loss stays "
+  "flat in 2 of 5 runs and its held-out loss worsens (the quality table above), so the stand-in rows stay not "
+  "converged: the rate mends the baseline, not the method. Stand-ins are given only to the measures of the two "
+  "methods the rule judged (ICL against retraining)."
 )
 DEVELOPMENT_COMMAND = (
   "python -m experiments.icl.learning_rate --runs <the six development runs> --out FILE, then python -m "
