@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 
 from bcjax.files import write_atomic
-from experiments.icl.learning_rate import choice_from
 from experiments.reproduction.archive import archive_run, archived_groups, clean_commit, read_run
+from experiments.reproduction.development import choice_from
 from experiments.reproduction.page import render
 from experiments.reproduction.summary import find_groups, load_summaries, summarise_group, write_summary
 
@@ -64,7 +64,7 @@ def _stale_summaries(archive: Path, summaries: dict, figures: Path) -> list[str]
 
 def development_choice(folder: Path) -> tuple[dict | None, str | None]:
   """ICL's committed development choice (``folder/choice.json``; None when not made yet) and why it is stale: it
-  differs from what :func:`experiments.icl.learning_rate.choice_from` makes of the archived runs beside it."""
+  differs from what :func:`experiments.reproduction.development.choice_from` makes of the archived runs beside it."""
   path = folder / "choice.json"
   if not path.is_file():
     return None, None

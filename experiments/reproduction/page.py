@@ -14,11 +14,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from experiments.icl.learning_rate import rate_text
 from experiments.reproduction import measures, rules
 from experiments.reproduction.audits import AUDITS
 from experiments.reproduction.claims import CLAIMS, LIBRARY_CHECKS, PAPER_DATA, PAPERS, QUALITATIVE, Claim, Measurement
 from experiments.reproduction.claims.icl import DEVELOPMENT_CAVEATS
+from experiments.reproduction.development import rate_text
 from experiments.reproduction.rules import Interval
 from experiments.reproduction.summary import measure_json as summary_json
 
@@ -681,12 +681,13 @@ SECTION_AUDITS = {
 
 def development_section(choice: Mapping | None) -> str:
   """How ICL's stand-in learning rate was chosen on development sets (``choice``: the committed output of
-  :func:`experiments.icl.learning_rate.choice_from`; None before its runs)."""
+  :func:`experiments.reproduction.development.choice_from`; None before its runs)."""
   head = (
     "**The learning rate of the stand-in rows.** At the paper preset's Adam 1e-5 retraining's loss did not train on "
     "PROTEINS in most runs (the primary rows above say so), so Table 4's speed-ups there time noise. The rows that "
     "stand in for them run at a rate picked from the paper's own search grid on development TU sets, never on "
-    "PROTEINS, by a rule committed before any development run was read (`experiments/icl/learning_rate.py`)"
+    "PROTEINS, by a rule committed before any development run was read (`experiments/reproduction/development.py`, "
+    "first committed as `experiments/icl/learning_rate.py` in 1622912)"
   )
   if choice is None:
     return head + ": its development runs have not been made yet."

@@ -34,9 +34,9 @@ PAPER_A09 = (
 DEVELOPMENT = "icl-proteins-devlr"
 DEVELOPMENT_RULE = (
   "Adam's rate picked from the paper's own search grid, 1e-5 / 1e-4 / 1e-3, on ENZYMES and COX2 by "
-  "`experiments/icl/learning_rate.py`'s rule, committed before any of its runs was read: the smallest rate at "
-  "which retraining and ICL train in every run, else the one at which most of their runs train (1e-4: 13 of 20, "
-  "against 9 at 1e-5 and 8 at 1e-3; no rate trains every run)"
+  "`experiments/reproduction/development.py`'s rule (committed as `experiments/icl/learning_rate.py`) before any of"
+  " its runs was read: the smallest rate at which retraining and ICL train in every run, else the one at which most"
+  " of their runs train (1e-4: 13 of 20, against 9 at 1e-5 and 8 at 1e-3; no rate trains every run)"
 )
 DEVELOPMENT_CAVEATS = (
   "What the choice was not blind to: the rule was committed (1622912, 23:38:55 UTC on 27 Nov 2026) while the first "
@@ -52,7 +52,7 @@ DEVELOPMENT_CAVEATS = (
   "methods the rule judged (ICL against retraining)."
 )
 DEVELOPMENT_COMMAND = (
-  "python -m experiments.icl.learning_rate --runs <the six development runs> --out FILE, then python -m "
+  "python -m experiments.reproduction.development --runs <the six development runs> --out FILE, then python -m "
   "experiments.icl --dataset proteins --data-dir DIR --preset paper --speedup convergence --alpha 0.3 "
   "--learning-rate 1e-4 (the chosen rate; 8 methods × 5 runs: about an hour on 2 cores)"
 )
@@ -538,7 +538,7 @@ CLAIMS: tuple[Claim, ...] = (
 )
 
 
-# the methods the development rule judged (experiments.icl.learning_rate.JUDGED): only claims comparing these two
+# the methods the development rule judged (experiments.reproduction.development.JUDGED): only claims comparing these two
 # get a stand-in; a rate chosen on retraining's and ICL's curves says nothing about whether the baselines train
 JUDGED_KEYS = ("time_speedup.icl.a0.3", "epoch_speedup.icl.a0.3", "accuracy_gap.icl.a0.3", "epoch_cost.icl.a0.3")
 

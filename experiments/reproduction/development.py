@@ -16,7 +16,7 @@ No speed-up, accuracy or any other outcome of the claims enters the rule.
 
 Usage::
 
-  python -m experiments.icl.learning_rate --runs DIR [DIR ...] --out FILE
+  python -m experiments.reproduction.development --runs DIR [DIR ...] --out FILE
 
 where each DIR is a finished ``python -m experiments.icl`` run on a development set at one candidate rate, all at
 one growth ratio and otherwise the same settings.
@@ -136,7 +136,9 @@ def choice_from(folders: Sequence[Path]) -> dict:
 
 
 def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog="python -m experiments.icl.learning_rate", description=__doc__.split("\n")[0])
+  parser = argparse.ArgumentParser(
+    prog="python -m experiments.reproduction.development", description=__doc__.split("\n")[0]
+  )
   parser.add_argument("--runs", nargs="+", type=Path, required=True, help="finished icl runs on development sets")
   parser.add_argument("--out", type=Path, required=True, help="the choice and its evidence (JSON; never overwritten)")
   return parser

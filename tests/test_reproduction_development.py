@@ -1,4 +1,4 @@
-"""The development rule that picks ICL's learning rate (experiments.icl.learning_rate): each clause of the rule,
+"""The development rule that picks ICL's learning rate (experiments.reproduction.development): each clause of the rule,
 and the command's refusals (PROTEINS, a rate outside the candidates, mismatched settings, an existing --out)."""
 
 import contextlib
@@ -8,7 +8,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from experiments.icl import learning_rate as lr_rule
+from experiments.reproduction import development as lr_rule
 
 TRAINS = {"loss_status": "improved", "stopped": "patience", "heldout_start": 3.0, "heldout_loss": 2.5}
 
