@@ -174,3 +174,14 @@ class CommittedChoiceTest(unittest.TestCase):
     swapped = [again if p.name == "icl-dev-enzymes-lr1e-5" else p for p in runs]
     self.assertNotEqual(swapped, runs)
     self.assertEqual(lr_rule.choice_from(swapped)["chosen"], committed["chosen"])
+
+  def test_a_development_folder_that_is_not_there_is_refused_before_any_work(self):
+    from experiments.reproduction import cli
+
+    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stderr(io.StringIO()) as err:
+      page = Path(tmp) / "page.md"
+      with self.assertRaises(SystemExit) as exit_:
+        cli.main(["--development", str(Path(tmp) / "absent"), "--page", str(page)])
+      self.assertEqual(exit_.exception.code, 2)
+      self.assertFalse(page.exists())
+    self.assertIn("--development", err.getvalue())

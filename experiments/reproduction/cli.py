@@ -77,6 +77,8 @@ def main(argv=None) -> int:
   args = parser().parse_args(argv)
   if args.check and (args.runs is not None or args.resummarise):
     parser().error("--check reads the committed summaries: it takes no --runs or --resummarise")
+  if not args.development.is_dir():
+    parser().error(f"--development {args.development}: not a folder")
   try:
     figures = args.summaries.parent / "figures"
     if args.runs is not None:
